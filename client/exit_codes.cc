@@ -1,0 +1,25 @@
+#include "client/exit_codes.h"
+
+namespace fusor {
+
+ExitCode ExitCodeFor(const Status& s) {
+  using C = Status::Code;
+  switch (s.code()) {
+    case C::kOk:
+      return kExitOk;
+    case C::kInvalidArgument:
+    case C::kCorruption:
+      return kExitInvalidModel;
+    case C::kUnavailable:
+    case C::kResourceExhausted:
+    case C::kDeadlineExceeded:
+      return kExitUnavailable;
+    case C::kUnauthenticated:
+    case C::kPermissionDenied:
+      return kExitAuth;
+    default:
+      return kExitError;
+  }
+}
+
+}  // namespace fusor

@@ -1,0 +1,36 @@
+#include "client/inspect_command.h"
+
+#include <iostream>
+#include <memory>
+
+#include "client/exit_codes.h"
+#include "client/model_options.h"
+#include "graph/summary.h"
+
+namespace fusor {
+
+void AddInspectCommand(CLI::App& app, int* exit_code) {
+  auto* cmd =
+      app.add_subcommand("inspect", "Import a model and print its ops, FLOPs, bytes and hash");
+  auto model = std::make_shared<ModelOptions>();
+  auto json = std::make_shared<bool>(false);
+  model->AddTo(cmd);
+  cmd->add_flag("--json", *json, "Print JSON instead of a table");
+  cmd->callback([model, json, exit_code] {
+    auto g = model->Import();
+    if (!g.ok()) {
+      std::cerr << "fusor inspect: " << g.status().message() << "\n";
+      *exit_code = ExitCodeFor(g.status());
+      return;
+    }
+    GraphSummary s = Summarize(*g);
+    if (*json) {
+      std::cout << SummaryToJson(s).dump(2) << "\n";
+    } else {
+      std::cout << SummaryToText(s);
+    }
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace fusor

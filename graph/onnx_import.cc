@@ -1,0 +1,609 @@
+#include "graph/onnx_import.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/canonical.h"
+#include "graph/constant_folding.h"
+#include "graph/op_registry.h"
+
+namespace fusor {
+namespace {
+
+constexpr int kMinOpset = 11;
+constexpr int kMaxOpset = 17;
+// Folding and shape inference alternate until nothing folds; real exports settle in 2-3 rounds.
+constexpr int kMaxFoldRounds = 16;
+
+Status ParseModel(std::string_view bytes, onnx::ModelProto* model) {
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(bytes.size()));
+  stream.SetTotalBytesLimit(INT_MAX);
+  if (!model->ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage()) {
+    return Status::InvalidArgument(
+        "not a valid ONNX model: the file does not parse as an ONNX ModelProto (truncated, "
+        "corrupt, or another format)");
+  }
+  if (model->ir_version() <= 0 || !model->has_graph() || model->opset_import_size() == 0) {
+    return Status::InvalidArgument(
+        "not an ONNX model: ir_version, graph or opset_import is missing");
+  }
+  if (model->graph().node_size() == 0)
+    return Status::InvalidArgument("the ONNX graph has no nodes");
+  return Status::Ok();
+}
+
+StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& model) {
+  for (const auto& op : model.opset_import()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") {
+      if (op.version() < kMinOpset || op.version() > kMaxOpset) {
+        return Status::InvalidArgument("model uses opset " + std::to_string(op.version()) +
+                                       "; Fusor supports opsets " + std::to_string(kMinOpset) +
+                                       " to " + std::to_string(kMaxOpset) +
+                                       " (re-export with opset_version in that range)");
+      }
+      return op.version();
+    }
+  }
+  return Status::InvalidArgument("model imports no opset for the default ONNX domain");
+}
+
+std::unordered_set<std::string> InitializerNames(const onnx::GraphProto& g) {
+  std::unordered_set<std::string> names;
+  for (const auto& init : g.initializer()) names.insert(init.name());
+  return names;
+}
+
+// Sets every dim of one graph input from the caller's bindings, or fails naming what is unbound.
+Status BindInput(onnx::ValueInfoProto* input, const ImportOptions& options,
+                 std::unordered_set<std::string>* used_dims) {
+  auto* tensor_type = input->mutable_type()->mutable_tensor_type();
+  auto shape_it = options.input_shapes.find(input->name());
+  if (shape_it != options.input_shapes.end()) {
+    tensor_type->mutable_shape()->clear_dim();
+    for (int64_t d : shape_it->second) tensor_type->mutable_shape()->add_dim()->set_dim_value(d);
+    return Status::Ok();
+  }
+  if (!tensor_type->has_shape()) {
+    return Status::InvalidArgument("graph input '" + input->name() +
+                                   "' has no shape; give one with --shape " + input->name() +
+                                   "=DxDx...");
+  }
+  for (int i = 0; i < tensor_type->shape().dim_size(); ++i) {
+    auto* dim = tensor_type->mutable_shape()->mutable_dim(i);
+    if (dim->has_dim_value() && dim->dim_value() > 0) continue;
+    if (dim->has_dim_param() && options.dims.count(dim->dim_param())) {
+      used_dims->insert(dim->dim_param());
+      dim->set_dim_value(options.dims.at(dim->dim_param()));
+      continue;
+    }
+    std::string what =
+        dim->has_dim_param() ? "is symbolic ('" + dim->dim_param() + "')" : "is unknown";
+    std::string fix = dim->has_dim_param() ? "--dim " + dim->dim_param() + "=N or " : "";
+    return Status::InvalidArgument("graph input '" + input->name() + "' dim " + std::to_string(i) +
+                                   " " + what + "; bind it with " + fix + "--shape " +
+                                   input->name() + "=DxDx...");
+  }
+  return Status::Ok();
+}
+
+Status BindSymbolicDims(onnx::ModelProto* model, const ImportOptions& options) {
+  auto* g = model->mutable_graph();
+  auto initializers = InitializerNames(*g);
+  std::unordered_set<std::string> used_dims, inputs;
+  for (const auto& input : g->input()) {
+    if (!initializers.count(input.name())) inputs.insert(input.name());
+  }
+  for (const auto& [name, shape] : options.input_shapes) {
+    if (inputs.count(name)) continue;
+    std::string known;
+    for (const auto& n : inputs) known += (known.empty() ? "'" : ", '") + n + "'";
+    return Status::InvalidArgument("--shape names input '" + name +
+                                   "', which the model does not have (its inputs: " + known + ")");
+  }
+  for (auto& input : *g->mutable_input()) {
+    if (initializers.count(input.name())) continue;
+    inputs.insert(input.name());
+    FUSOR_RETURN_IF_ERROR(BindInput(&input, options, &used_dims));
+  }
+  for (const auto& [name, value] : options.dims) {
+    if (!used_dims.count(name)) {
+      return Status::InvalidArgument("--dim names '" + name +
+                                     "', which is not a symbolic dim of any graph input");
+    }
+  }
+  // Intermediate and output shapes are re-inferred from the bound inputs.
+  g->clear_value_info();
+  for (auto& out : *g->mutable_output()) {
+    out.mutable_type()->mutable_tensor_type()->clear_shape();
+  }
+  return Status::Ok();
+}
+
+// ONNX requires nodes in topological order, but not every tool honours it, and shape inference
+// walks nodes in file order; sorting first makes both work and names a node on any cycle.
+Status SortNodesTopologically(onnx::GraphProto* g) {
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < g->node_size(); ++i) {
+    for (const auto& out : g->node(i).output()) {
+      if (!out.empty()) producer.emplace(out, i);
+    }
+  }
+  std::vector<int> pending(g->node_size(), 0);
+  std::vector<std::vector<int>> consumers(g->node_size());
+  for (int i = 0; i < g->node_size(); ++i) {
+    for (const auto& in : g->node(i).input()) {
+      auto it = producer.find(in);
+      if (it == producer.end()) continue;
+      ++pending[i];
+      consumers[it->second].push_back(i);
+    }
+  }
+  std::vector<int> order, ready;
+  for (int i = g->node_size() - 1; i >= 0; --i) {
+    if (pending[i] == 0) ready.push_back(i);
+  }
+  while (!ready.empty()) {
+    int i = ready.back();
+    ready.pop_back();
+    order.push_back(i);
+    for (auto it = consumers[i].rbegin(); it != consumers[i].rend(); ++it) {
+      if (--pending[*it] == 0) ready.push_back(*it);
+    }
+  }
+  if (order.size() != static_cast<size_t>(g->node_size())) {
+    for (int i = 0; i < g->node_size(); ++i) {
+      if (pending[i] > 0) {
+        const auto& n = g->node(i);
+        return Status::InvalidArgument("node '" + n.name() + "' (" + n.op_type() +
+                                       ") is on a cycle: the graph must be acyclic");
+      }
+    }
+  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
+  for (int i : order) *sorted.Add() = g->node(i);
+  g->mutable_node()->Swap(&sorted);
+  return Status::Ok();
+}
+
+Status InferShapes(onnx::ModelProto* model) {
+  try {
+    onnx::ShapeInferenceOptions opts(/*check_type=*/false, /*strict_mode=*/0,
+                                     /*data_prop=*/true);
+    onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(), opts);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("ONNX shape inference failed: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+// Replaces every use of tensor `from` by `to` in node inputs and graph outputs.
+void RenameUses(onnx::GraphProto* g, const std::string& from, const std::string& to) {
+  for (auto& node : *g->mutable_node()) {
+    for (auto& in : *node.mutable_input()) {
+      if (in == from) in = to;
+    }
+  }
+  for (auto& out : *g->mutable_output()) {
+    if (out.name() == from) out.set_name(to);
+  }
+}
+
+bool IsGraphOutput(const onnx::GraphProto& g, const std::string& name) {
+  for (const auto& out : g.output()) {
+    if (out.name() == name) return true;
+  }
+  return false;
+}
+
+bool IsConsumed(const onnx::GraphProto& g, const std::string& name) {
+  for (const auto& node : g.node()) {
+    for (const auto& in : node.input()) {
+      if (in == name) return true;
+    }
+  }
+  return IsGraphOutput(g, name);
+}
+
+// Identity always; Dropout when its training_mode input is absent (inference) and its mask unused.
+bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
+  if (n.op_type() == "Identity") return n.input_size() == 1 && n.output_size() == 1;
+  if (n.op_type() != "Dropout" || n.input_size() < 1) return false;
+  if (n.input_size() >= 3 && !n.input(2).empty()) return false;
+  return n.output_size() < 2 || n.output(1).empty() || !IsConsumed(g, n.output(1));
+}
+
+void RemovePassThrough(onnx::GraphProto* g) {
+  for (int i = 0; i < g->node_size();) {
+    const onnx::NodeProto& n = g->node(i);
+    if (!IsPassThrough(*g, n)) {
+      ++i;
+      continue;
+    }
+    std::string in = n.input(0), out = n.output(0);
+    g->mutable_node()->DeleteSubrange(i, 1);
+    bool keep_output_name = IsGraphOutput(*g, out) && !IsGraphOutput(*g, in);
+    bool in_is_produced = false;
+    for (const auto& node : g->node()) {
+      for (const auto& o : node.output()) in_is_produced |= (o == in);
+    }
+    if (keep_output_name && in_is_produced) {
+      // Keep the user-visible output name: the producer writes `out` directly.
+      for (auto& node : *g->mutable_node()) {
+        for (auto& o : *node.mutable_output()) {
+          if (o == in) o = out;
+        }
+        for (auto& x : *node.mutable_input()) {
+          if (x == in) x = out;
+        }
+      }
+    } else {
+      RenameUses(g, out, in);
+    }
+  }
+}
+
+Status FoldToFixpoint(onnx::ModelProto* model) {
+  for (int round = 0; round < kMaxFoldRounds; ++round) {
+    FUSOR_RETURN_IF_ERROR(InferShapes(model));
+    FUSOR_ASSIGN_OR_RETURN(bool changed, FoldConstants(model->mutable_graph()));
+    if (!changed) return Status::Ok();
+  }
+  return InferShapes(model);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversion to the IR
+
+struct TypeInfo {
+  int32_t elem_type = 0;
+  const onnx::TensorShapeProto* shape = nullptr;
+};
+
+std::unordered_map<std::string, TypeInfo> CollectTypes(const onnx::GraphProto& g) {
+  std::unordered_map<std::string, TypeInfo> types;
+  auto add = [&](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type()) return;
+    const auto& tt = v.type().tensor_type();
+    types[v.name()] = TypeInfo{tt.elem_type(), tt.has_shape() ? &tt.shape() : nullptr};
+  };
+  for (const auto& v : g.input()) add(v);
+  for (const auto& v : g.value_info()) add(v);
+  for (const auto& v : g.output()) add(v);
+  return types;
+}
+
+StatusOr<Shape> StaticShape(const TypeInfo& info, const std::string& tensor,
+                            const std::string& who) {
+  if (info.shape == nullptr) {
+    return Status::InvalidArgument(who + ": the shape of '" + tensor +
+                                   "' could not be inferred; Fusor needs static shapes");
+  }
+  Shape dims;
+  for (int i = 0; i < info.shape->dim_size(); ++i) {
+    const auto& d = info.shape->dim(i);
+    if (!d.has_dim_value()) {
+      std::string sym = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
+      return Status::InvalidArgument(who + ": dim " + std::to_string(i) + " of '" + tensor +
+                                     "' is not static" + sym +
+                                     "; bind the model's symbolic dims with --dim or --shape");
+    }
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+StatusOr<DType> ConvertDType(int32_t onnx_type, const std::string& tensor) {
+  DType t = DTypeFromOnnx(onnx_type);
+  if (t == DType::kUnspecified) {
+    return Status::InvalidArgument("tensor '" + tensor + "' has ONNX element type " +
+                                   std::to_string(onnx_type) + ", which Fusor does not support");
+  }
+  return t;
+}
+
+// Small integer constants and float scalars parameterise ops; their values are kept. Everything
+// else from an initializer is a weight: dims only.
+constexpr int64_t kMaxIntConstantElements = 64;
+
+Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype) {
+  Tensor t;
+  t.name = init.name();
+  t.dtype = dtype;
+  t.dims.assign(init.dims().begin(), init.dims().end());
+  t.kind = TensorKind::kWeight;
+  std::optional<ConstValue> value = ReadConstValue(init);
+  if (!value) return t;
+  int64_t elements = static_cast<int64_t>(value->ints.size() + value->floats.size());
+  bool small_int = !value->is_float && elements <= kMaxIntConstantElements;
+  bool float_scalar = value->is_float && elements <= 1;
+  if (small_int || float_scalar) {
+    t.kind = TensorKind::kConstant;
+    t.int_data = value->ints;
+    t.float_data = value->floats;
+  }
+  return t;
+}
+
+StatusOr<AttrValue> ConvertAttribute(const onnx::AttributeProto& a, const std::string& who) {
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT:
+      return AttrValue(static_cast<int64_t>(a.i()));
+    case A::FLOAT:
+      return AttrValue(static_cast<double>(a.f()));
+    case A::STRING:
+      return AttrValue(a.s());
+    case A::INTS:
+      return AttrValue(std::vector<int64_t>(a.ints().begin(), a.ints().end()));
+    case A::FLOATS:
+      return AttrValue(std::vector<double>(a.floats().begin(), a.floats().end()));
+    case A::STRINGS:
+      return AttrValue(std::vector<std::string>(a.strings().begin(), a.strings().end()));
+    case A::TENSOR: {
+      AttrTensor t;
+      FUSOR_ASSIGN_OR_RETURN(t.dtype,
+                             ConvertDType(a.t().data_type(), who + " attribute " + a.name()));
+      t.dims.assign(a.t().dims().begin(), a.t().dims().end());
+      if (auto v = ReadConstValue(a.t()); v && v->ints.size() + v->floats.size() <= 64) {
+        t.int_data = v->ints;
+        t.float_data = v->floats;
+      }
+      return AttrValue(std::move(t));
+    }
+    default:
+      return Status::Unimplemented(who + ": attribute '" + a.name() +
+                                   "' has a type Fusor does not carry");
+  }
+}
+
+class IrBuilder {
+ public:
+  IrBuilder(const onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) {
+    types_ = CollectTypes(model.graph());
+    for (const auto& init : model.graph().initializer()) initializers_[init.name()] = &init;
+  }
+
+  StatusOr<Graph> Build(const std::string& model_name) {
+    const auto& g = model_.graph();
+    graph_.model_name = model_name;
+    graph_.opset = opset_;
+    if (!model_.producer_name().empty()) graph_.metadata["producer"] = model_.producer_name();
+    for (const auto& kv : model_.metadata_props()) graph_.metadata[kv.key()] = kv.value();
+    for (const auto& in : g.input()) {
+      if (initializers_.count(in.name())) continue;
+      FUSOR_ASSIGN_OR_RETURN(TensorId id,
+                             Declare(in.name(), TensorKind::kGraphInput, "graph input"));
+      graph_.AddInput(id);
+    }
+    for (int i = 0; i < g.node_size(); ++i) FUSOR_RETURN_IF_ERROR(AddNode(g.node(i), i));
+    for (const auto& out : g.output()) {
+      FUSOR_ASSIGN_OR_RETURN(TensorId id, Lookup(out.name(), "graph output"));
+      graph_.AddOutput(id);
+    }
+    graph_.Link();
+    return std::move(graph_);
+  }
+
+ private:
+  StatusOr<TensorId> Declare(const std::string& name, TensorKind kind, const std::string& who) {
+    auto it = types_.find(name);
+    if (it == types_.end()) {
+      return Status::InvalidArgument(who + ": the type of '" + name + "' could not be inferred");
+    }
+    Tensor t;
+    t.name = name;
+    t.kind = kind;
+    FUSOR_ASSIGN_OR_RETURN(t.dtype, ConvertDType(it->second.elem_type, name));
+    FUSOR_ASSIGN_OR_RETURN(t.dims, StaticShape(it->second, name, who));
+    TensorId id = graph_.AddTensor(std::move(t));
+    ids_[name] = id;
+    return id;
+  }
+
+  // A tensor read by a node or listed as a graph output: declared already, or an initializer.
+  StatusOr<TensorId> Lookup(const std::string& name, const std::string& who) {
+    if (auto it = ids_.find(name); it != ids_.end()) return it->second;
+    auto init = initializers_.find(name);
+    if (init == initializers_.end()) {
+      return Status::InvalidArgument(who + " reads '" + name +
+                                     "', which is not a graph input, an initializer or the "
+                                     "output of an earlier node");
+    }
+    FUSOR_ASSIGN_OR_RETURN(DType dtype, ConvertDType(init->second->data_type(), name));
+    TensorId id = graph_.AddTensor(InitializerTensor(*init->second, dtype));
+    ids_[name] = id;
+    return id;
+  }
+
+  Status AddNode(const onnx::NodeProto& p, int index) {
+    Node n;
+    n.name = p.name().empty() ? p.op_type() + "_" + std::to_string(index) : p.name();
+    n.op_type = p.op_type();
+    n.domain = p.domain() == "ai.onnx" ? "" : p.domain();
+    std::string who = "node '" + n.name + "' (" + n.op_type + ")";
+    if (const auto* schema =
+            onnx::OpSchemaRegistry::Schema(p.op_type(), OpsetOf(p.domain()), p.domain())) {
+      n.op_version = schema->since_version();
+    }
+    for (const auto& in : p.input()) {
+      if (in.empty()) {
+        n.inputs.push_back(kNoId);
+        continue;
+      }
+      FUSOR_ASSIGN_OR_RETURN(TensorId id, Lookup(in, who));
+      n.inputs.push_back(id);
+    }
+    for (const auto& out : p.output()) {
+      if (out.empty()) continue;  // An omitted optional output.
+      if (ids_.count(out)) {
+        return Status::InvalidArgument(who + " writes '" + out + "', which already exists");
+      }
+      FUSOR_ASSIGN_OR_RETURN(TensorId id, Declare(out, TensorKind::kActivation, who));
+      n.outputs.push_back(id);
+    }
+    for (const auto& a : p.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
+        continue;  // Sub-graphs are not carried; such nodes are opaque.
+      }
+      FUSOR_ASSIGN_OR_RETURN(AttrValue v, ConvertAttribute(a, who));
+      n.SetAttr(a.name(), std::move(v));
+    }
+    graph_.AddNode(std::move(n));
+    return Status::Ok();
+  }
+
+  int OpsetOf(const std::string& domain) const {
+    for (const auto& op : model_.opset_import()) {
+      bool same = op.domain() == domain || (domain.empty() && op.domain() == "ai.onnx") ||
+                  (domain == "ai.onnx" && op.domain().empty());
+      if (same) return static_cast<int>(op.version());
+    }
+    return static_cast<int>(opset_);
+  }
+
+  const onnx::ModelProto& model_;
+  int64_t opset_;
+  Graph graph_;
+  std::unordered_map<std::string, TypeInfo> types_;
+  std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
+  std::unordered_map<std::string, TensorId> ids_;
+};
+
+// Nodes that read only weights and constants (slicing a fused QKV weight, transposing a weight) are
+// work a deployed engine does once at load time, not per inference: their outputs become weights
+// (dims only) and the nodes leave the graph, as ONNX Runtime's constant folding would remove them.
+Graph FoldWeightOnlyNodes(Graph g) {
+  std::vector<NodeId> keep;
+  for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
+    const Node& n = g.node(id);
+    bool reads_weight = false, weights_only = IsKnownOp(n.domain, n.op_type);
+    for (TensorId in : n.inputs) {
+      if (in == kNoId) continue;
+      TensorKind k = g.tensor(in).kind;
+      reads_weight |= k == TensorKind::kWeight;
+      weights_only &= k == TensorKind::kWeight || k == TensorKind::kConstant;
+    }
+    if (!(weights_only && reads_weight)) {
+      keep.push_back(id);
+      continue;
+    }
+    for (TensorId out : n.outputs) g.mutable_tensor(out).kind = TensorKind::kWeight;
+  }
+  if (keep.size() == g.num_nodes()) return g;
+  return g.Compacted(keep);
+}
+
+StatusOr<int64_t> ParseDim(std::string_view text, std::string_view what) {
+  int64_t v = 0;
+  if (text.empty()) return Status::InvalidArgument(std::string(what) + ": empty dim");
+  for (char c : text) {
+    if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10) {
+      return Status::InvalidArgument(std::string(what) + ": '" + std::string(text) +
+                                     "' is not a positive integer");
+    }
+    v = v * 10 + (c - '0');
+  }
+  if (v < 1) return Status::InvalidArgument(std::string(what) + ": dims must be 1 or more");
+  return v;
+}
+
+}  // namespace
+
+Status ParseShapeBinding(std::string_view text, ImportOptions* options) {
+  std::string what = "--shape " + std::string(text);
+  size_t eq = text.rfind('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return Status::InvalidArgument(what + ": expected NAME=DxDx..., for example input=1x3x224x224");
+  }
+  Shape dims;
+  std::string_view rest = text.substr(eq + 1);
+  while (true) {
+    size_t x = rest.find('x');
+    FUSOR_ASSIGN_OR_RETURN(int64_t d, ParseDim(rest.substr(0, x), what));
+    dims.push_back(d);
+    if (x == std::string_view::npos) break;
+    rest = rest.substr(x + 1);
+  }
+  options->input_shapes[std::string(text.substr(0, eq))] = dims;
+  return Status::Ok();
+}
+
+Status ParseDimBinding(std::string_view text, ImportOptions* options) {
+  std::string what = "--dim " + std::string(text);
+  size_t eq = text.rfind('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return Status::InvalidArgument(what + ": expected NAME=N, for example batch=8");
+  }
+  FUSOR_ASSIGN_OR_RETURN(int64_t d, ParseDim(text.substr(eq + 1), what));
+  options->dims[std::string(text.substr(0, eq))] = d;
+  return Status::Ok();
+}
+
+// The import pipeline, in order; each step's failure names what is wrong.
+StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options) {
+  if (static_cast<int64_t>(bytes.size()) > options.max_file_bytes) {
+    return Status::ResourceExhausted("model is " + std::to_string(bytes.size()) +
+                                     " bytes, the limit is " +
+                                     std::to_string(options.max_file_bytes));
+  }
+  onnx::ModelProto model;
+  FUSOR_RETURN_IF_ERROR(ParseModel(bytes, &model));
+  FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
+  if (model.graph().node_size() > options.limits.max_nodes) {
+    return Status::ResourceExhausted("model has " + std::to_string(model.graph().node_size()) +
+                                     " nodes, the limit is " +
+                                     std::to_string(options.limits.max_nodes));
+  }
+  FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
+  FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
+  FUSOR_RETURN_IF_ERROR(FoldToFixpoint(&model));
+  RemovePassThrough(model.mutable_graph());
+  std::string name = !options.model_name.empty()     ? options.model_name
+                     : !model.graph().name().empty() ? model.graph().name()
+                                                     : "model";
+  FUSOR_ASSIGN_OR_RETURN(Graph g, IrBuilder(model, opset).Build(name));
+  FUSOR_RETURN_IF_ERROR(Validate(g, options.limits));
+  g = FoldWeightOnlyNodes(std::move(g));
+  return Canonicalize(g);
+}
+
+StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return Status::NotFound("model file '" + path + "' does not exist");
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::InvalidArgument("'" + path + "' is a directory, not an ONNX model file");
+  }
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) return Status::IOError("cannot read '" + path + "': " + ec.message());
+  if (static_cast<int64_t>(size) > options.max_file_bytes) {
+    return Status::ResourceExhausted("model file '" + path + "' is " + std::to_string(size) +
+                                     " bytes, the limit is " +
+                                     std::to_string(options.max_file_bytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot open '" + path + "'");
+  std::string bytes(size, '\0');
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
+    return Status::IOError("cannot read '" + path + "'");
+  }
+  ImportOptions opts = options;
+  if (opts.model_name.empty()) opts.model_name = std::filesystem::path(path).stem().string();
+  auto g = ImportOnnxBytes(bytes, opts);
+  if (!g.ok()) return g.status().WithContext(path);
+  return g;
+}
+
+}  // namespace fusor

@@ -1,0 +1,40 @@
+// Imports an ONNX model file into the graph IR with every shape static. Steps: parse (size-capped),
+// bind symbolic dims from the caller, ONNX shape inference with data propagation, folding of
+// constant sub-graphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape and the like) to a
+// fixpoint, removal of Identity and inference-mode Dropout, conversion to the IR, validation, and
+// reordering into the canonical order. Initializers need dims only: data that is external or
+// missing is fine. Stateless; safe to call from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "graph/graph.h"
+#include "graph/validate.h"
+
+namespace fusor {
+
+struct ImportOptions {
+  // Values for symbolic dims by name ("batch" -> 8), applied wherever the name appears.
+  std::map<std::string, int64_t> dims;
+  // Full shapes for graph inputs by name; overrides whatever the file says.
+  std::map<std::string, Shape> input_shapes;
+  // Model name to record; empty uses the ONNX graph name, then the file stem.
+  std::string model_name;
+  // Limits applied by the final validation.
+  ValidationLimits limits;
+  // Files larger than this are refused before parsing.
+  int64_t max_file_bytes = int64_t{1} << 31;
+};
+
+// Parses "--shape input=1x3x224x224" values ("input=1x3x224x224") and "--dim batch=8" values.
+Status ParseShapeBinding(std::string_view text, ImportOptions* options);
+Status ParseDimBinding(std::string_view text, ImportOptions* options);
+
+StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options = {});
+StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options = {});
+
+}  // namespace fusor

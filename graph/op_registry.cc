@@ -1,0 +1,612 @@
+#include "graph/op_registry.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+
+namespace fusor {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Shape helpers
+
+const Tensor* Input(const Graph& g, const Node& n, size_t i) {
+  TensorId id = n.input(i);
+  return id == kNoId ? nullptr : &g.tensor(id);
+}
+
+const Tensor& Output(const Graph& g, const Node& n, size_t i) { return g.tensor(n.outputs[i]); }
+
+// ONNX multidirectional broadcasting; nullopt when the shapes are incompatible.
+std::optional<Shape> Broadcast(const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    int64_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::string NodeRef(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
+
+Status ShapeMismatch(const Node& n, const std::string& what) {
+  return Status::InvalidArgument(NodeRef(n) + ": " + what);
+}
+
+Status ExpectOutputShape(const Graph& g, const Node& n, const Shape& expected) {
+  const Tensor& out = Output(g, n, 0);
+  if (out.dims == expected) return Status::Ok();
+  return ShapeMismatch(n, "output '" + out.name + "' has shape " + ShapeString(out.dims) +
+                              ", the inputs give " + ShapeString(expected));
+}
+
+Status ExpectRank(const Node& n, const Tensor& t, size_t min_rank, const char* role) {
+  if (t.dims.size() >= min_rank) return Status::Ok();
+  return ShapeMismatch(n, std::string(role) + " '" + t.name + "' has rank " +
+                              std::to_string(t.dims.size()) + ", " + n.op_type + " needs rank " +
+                              std::to_string(min_rank) + " or more");
+}
+
+int64_t SpatialProduct(const Shape& dims) {
+  int64_t p = 1;
+  for (size_t i = 2; i < dims.size(); ++i) p *= dims[i];
+  return p;
+}
+
+// Normalises a possibly negative axis against a rank.
+int64_t NormAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// ---------------------------------------------------------------------------------------------
+// Sliding-window output shapes (Conv, pooling)
+
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends.
+  std::string auto_pad;
+  bool ceil_mode = false;
+};
+
+Window ReadWindow(const Node& n, const Shape& kernel_dims) {
+  Window w;
+  size_t s = kernel_dims.size();
+  w.kernel = kernel_dims;
+  w.strides = n.GetInts("strides");
+  w.dilations = n.GetInts("dilations");
+  w.pads = n.GetInts("pads");
+  w.auto_pad = n.GetString("auto_pad", "NOTSET");
+  w.ceil_mode = n.GetInt("ceil_mode", 0) != 0;
+  if (w.strides.size() != s) w.strides.assign(s, 1);
+  if (w.dilations.size() != s) w.dilations.assign(s, 1);
+  if (w.pads.size() != 2 * s) w.pads.assign(2 * s, 0);
+  return w;
+}
+
+Shape WindowOutput(const Shape& in_spatial, const Window& w) {
+  Shape out;
+  size_t s = in_spatial.size();
+  for (size_t i = 0; i < s; ++i) {
+    int64_t in = in_spatial[i], stride = std::max<int64_t>(w.strides[i], 1);
+    int64_t extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+      out.push_back((in + stride - 1) / stride);
+    } else if (w.auto_pad == "VALID") {
+      out.push_back((in - extent) / stride + 1);
+    } else {
+      int64_t span = in + w.pads[i] + w.pads[i + s] - extent;
+      int64_t o = w.ceil_mode ? (span + stride - 1) / stride + 1 : span / stride + 1;
+      // ONNX: with ceil_mode the last window must start inside the input or left padding.
+      if (w.ceil_mode && (o - 1) * stride >= in + w.pads[i]) --o;
+      out.push_back(o);
+    }
+  }
+  return out;
+}
+
+Shape Spatial(const Shape& dims) {
+  return Shape(dims.begin() + std::min<size_t>(2, dims.size()), dims.end());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-op FLOPs
+
+double OutElems(const Graph& g, const Node& n) {
+  return n.outputs.empty() ? 0.0 : static_cast<double>(Output(g, n, 0).num_elements());
+}
+
+double InElems(const Graph& g, const Node& n) {
+  const Tensor* t = Input(g, n, 0);
+  return t ? static_cast<double>(t->num_elements()) : 0.0;
+}
+
+void ConvFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor& w = *Input(g, n, 1);
+  const Tensor& y = Output(g, n, 0);
+  double kernel = static_cast<double>(SpatialProduct(w.dims));
+  double macs = static_cast<double>(y.num_elements()) * static_cast<double>(w.dims[1]) * kernel;
+  c->flops = 2 * macs + (Input(g, n, 2) ? static_cast<double>(y.num_elements()) : 0.0);
+}
+
+void ConvTransposeFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor& x = *Input(g, n, 0);
+  const Tensor& w = *Input(g, n, 1);
+  double kernel = static_cast<double>(SpatialProduct(w.dims));
+  double macs = static_cast<double>(x.num_elements()) * static_cast<double>(w.dims[1]) * kernel;
+  c->flops = 2 * macs + (Input(g, n, 2) ? OutElems(g, n) : 0.0);
+}
+
+void MatMulFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor& a = *Input(g, n, 0);
+  double k = static_cast<double>(a.dims.empty() ? 1 : a.dims.back());
+  c->flops = 2 * OutElems(g, n) * k;
+}
+
+void GemmFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor& a = *Input(g, n, 0);
+  double k = static_cast<double>(n.GetInt("transA", 0) ? a.dims[0] : a.dims[1]);
+  c->flops = 2 * OutElems(g, n) * k + (Input(g, n, 2) ? OutElems(g, n) : 0.0);
+}
+
+// Cheap per-output-element arithmetic and transcendental counts.
+std::function<void(const Graph&, const Node&, OpCost*)> PerElement(double flops, double trans) {
+  return [flops, trans](const Graph& g, const Node& n, OpCost* c) {
+    c->flops = flops * OutElems(g, n);
+    c->transcendentals = trans * OutElems(g, n);
+  };
+}
+
+void PowFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor* e = Input(g, n, 1);
+  bool square =
+      e && e->kind == TensorKind::kConstant && e->float_data.size() == 1 && e->float_data[0] == 2.0;
+  if (square) {
+    c->flops = OutElems(g, n);  // x*x
+  } else {
+    c->transcendentals = OutElems(g, n);
+  }
+}
+
+void LayerNormFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor& x = *Input(g, n, 0);
+  int64_t axis = NormAxis(n.GetInt("axis", -1), x.dims.size());
+  double rows = 1;
+  for (int64_t i = 0; i < axis && i < static_cast<int64_t>(x.dims.size()); ++i) rows *= x.dims[i];
+  // mean, subtract, square, sum, scale by inv-std, gamma, beta, plus the variance mean: 8 per
+  // element.
+  c->flops = 8 * InElems(g, n);
+  c->transcendentals = rows;  // One rsqrt per normalised row.
+}
+
+void PoolFlops(const Graph& g, const Node& n, OpCost* c) {
+  c->flops = OutElems(g, n) * static_cast<double>(NumElements(n.GetInts("kernel_shape")));
+}
+
+void ReduceFlops(const Graph& g, const Node& n, OpCost* c) { c->flops = InElems(g, n); }
+
+void GlobalPoolFlops(const Graph& g, const Node& n, OpCost* c) {
+  c->flops = InElems(g, n) + OutElems(g, n);
+}
+
+void ResizeFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Tensor& x = *Input(g, n, 0);
+  const Tensor& y = Output(g, n, 0);
+  double resized = 0;
+  for (size_t i = 0; i < std::min(x.dims.size(), y.dims.size()); ++i) {
+    if (x.dims[i] != y.dims[i]) ++resized;
+  }
+  std::string mode = n.GetString("mode", "nearest");
+  double per_dim = mode == "linear" ? 3 : mode == "cubic" ? 8 : 0;
+  c->flops = OutElems(g, n) * per_dim * resized;
+}
+
+void NoFlops(const Graph&, const Node&, OpCost*) {}
+
+// ---------------------------------------------------------------------------------------------
+// Per-op shape rules
+
+Status CheckBroadcastInputs(const Graph& g, const Node& n, size_t first, size_t count) {
+  Shape acc;
+  bool any = false;
+  for (size_t i = first; i < std::min(first + count, n.inputs.size()); ++i) {
+    const Tensor* t = Input(g, n, i);
+    if (!t) continue;
+    auto b = any ? Broadcast(acc, t->dims) : std::optional<Shape>(t->dims);
+    if (!b) {
+      return ShapeMismatch(n, "input '" + t->name + "' of shape " + ShapeString(t->dims) +
+                                  " does not broadcast with " + ShapeString(acc));
+    }
+    acc = *b;
+    any = true;
+  }
+  return any ? ExpectOutputShape(g, n, acc) : Status::Ok();
+}
+
+Status CheckAllInputs(const Graph& g, const Node& n) {
+  return CheckBroadcastInputs(g, n, 0, n.inputs.size());
+}
+Status CheckFirstInput(const Graph& g, const Node& n) { return CheckBroadcastInputs(g, n, 0, 1); }
+
+Status CheckBatchNorm(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  FUSOR_RETURN_IF_ERROR(ExpectRank(n, x, 2, "input"));
+  for (size_t i = 1; i < std::min<size_t>(5, n.inputs.size()); ++i) {
+    const Tensor* p = Input(g, n, i);
+    if (p && p->dims != Shape{x.dims[1]}) {
+      return ShapeMismatch(n, "parameter '" + p->name + "' has shape " + ShapeString(p->dims) +
+                                  ", expected " + std::to_string(x.dims[1]) + " (the channels)");
+    }
+  }
+  return ExpectOutputShape(g, n, x.dims);
+}
+
+Status CheckConv(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  const Tensor& w = *Input(g, n, 1);
+  FUSOR_RETURN_IF_ERROR(ExpectRank(n, x, 3, "input"));
+  if (w.dims.size() != x.dims.size()) {
+    return ShapeMismatch(n, "weight '" + w.name + "' has rank " + std::to_string(w.dims.size()) +
+                                ", the input has rank " + std::to_string(x.dims.size()));
+  }
+  int64_t group = n.GetInt("group", 1);
+  if (group <= 0 || x.dims[1] != w.dims[1] * group) {
+    return ShapeMismatch(n, "input channels " + std::to_string(x.dims[1]) + " != weight channels " +
+                                std::to_string(w.dims[1]) + " x group " + std::to_string(group));
+  }
+  if (w.dims[0] % group != 0) {
+    return ShapeMismatch(n, "output channels " + std::to_string(w.dims[0]) +
+                                " are not divisible by group " + std::to_string(group));
+  }
+  const Tensor* b = Input(g, n, 2);
+  if (b && b->dims != Shape{w.dims[0]}) {
+    return ShapeMismatch(n, "bias '" + b->name + "' has shape " + ShapeString(b->dims) +
+                                ", expected " + std::to_string(w.dims[0]));
+  }
+  Window win = ReadWindow(n, Spatial(w.dims));
+  Shape expected = {x.dims[0], w.dims[0]};
+  for (int64_t d : WindowOutput(Spatial(x.dims), win)) expected.push_back(d);
+  return ExpectOutputShape(g, n, expected);
+}
+
+Status CheckConvTranspose(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  const Tensor& w = *Input(g, n, 1);
+  FUSOR_RETURN_IF_ERROR(ExpectRank(n, x, 3, "input"));
+  int64_t group = n.GetInt("group", 1);
+  if (w.dims.size() != x.dims.size() || group <= 0 || x.dims[1] != w.dims[0]) {
+    return ShapeMismatch(n, "weight '" + w.name + "' of shape " + ShapeString(w.dims) +
+                                " does not match input of shape " + ShapeString(x.dims));
+  }
+  const Tensor& y = Output(g, n, 0);
+  if (y.dims.size() != x.dims.size() || y.dims[0] != x.dims[0] || y.dims[1] != w.dims[1] * group) {
+    return ShapeMismatch(n, "output '" + y.name + "' has shape " + ShapeString(y.dims) +
+                                ", expected batch " + std::to_string(x.dims[0]) + " and " +
+                                std::to_string(w.dims[1] * group) + " channels");
+  }
+  return Status::Ok();
+}
+
+Status CheckMatMul(const Graph& g, const Node& n) {
+  Shape a = Input(g, n, 0)->dims, b = Input(g, n, 1)->dims;
+  if (a.empty() || b.empty()) return ShapeMismatch(n, "MatMul inputs must have rank 1 or more");
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), 1);
+  if (b_vec) b.push_back(1);
+  if (a.back() != b[b.size() - 2]) {
+    return ShapeMismatch(n, "inner dims differ: " + ShapeString(Input(g, n, 0)->dims) + " x " +
+                                ShapeString(Input(g, n, 1)->dims));
+  }
+  auto batch = Broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  if (!batch) return ShapeMismatch(n, "batch dims do not broadcast");
+  Shape out = *batch;
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b.back());
+  return ExpectOutputShape(g, n, out);
+}
+
+Status CheckGemm(const Graph& g, const Node& n) {
+  const Shape& a = Input(g, n, 0)->dims;
+  const Shape& b = Input(g, n, 1)->dims;
+  if (a.size() != 2 || b.size() != 2) return ShapeMismatch(n, "Gemm inputs must have rank 2");
+  bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
+  int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
+  if (ka != kb) {
+    return ShapeMismatch(n, "inner dims differ: A gives K=" + std::to_string(ka) +
+                                ", B gives K=" + std::to_string(kb));
+  }
+  const Tensor* c = Input(g, n, 2);
+  if (c && !Broadcast(c->dims, {m, nn})) {
+    return ShapeMismatch(n, "C '" + c->name + "' of shape " + ShapeString(c->dims) +
+                                " does not broadcast to " + ShapeString({m, nn}));
+  }
+  return ExpectOutputShape(g, n, {m, nn});
+}
+
+Status CheckPool(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  FUSOR_RETURN_IF_ERROR(ExpectRank(n, x, 3, "input"));
+  std::vector<int64_t> kernel = n.GetInts("kernel_shape");
+  if (kernel.size() != x.dims.size() - 2) {
+    return ShapeMismatch(n, "kernel_shape has " + std::to_string(kernel.size()) +
+                                " dims, the input has " + std::to_string(x.dims.size() - 2) +
+                                " spatial dims");
+  }
+  Shape expected = {x.dims[0], x.dims[1]};
+  for (int64_t d : WindowOutput(Spatial(x.dims), ReadWindow(n, kernel))) expected.push_back(d);
+  return ExpectOutputShape(g, n, expected);
+}
+
+Status CheckGlobalPool(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  FUSOR_RETURN_IF_ERROR(ExpectRank(n, x, 3, "input"));
+  Shape expected(x.dims.size(), 1);
+  expected[0] = x.dims[0];
+  expected[1] = x.dims[1];
+  return ExpectOutputShape(g, n, expected);
+}
+
+Status CheckSameElementCount(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  const Tensor& y = Output(g, n, 0);
+  if (x.num_elements() == y.num_elements()) return Status::Ok();
+  return ShapeMismatch(n, "output '" + y.name + "' (" + ShapeString(y.dims) + ") has " +
+                              std::to_string(y.num_elements()) + " elements, input '" + x.name +
+                              "' (" + ShapeString(x.dims) + ") has " +
+                              std::to_string(x.num_elements()));
+}
+
+Status CheckTranspose(const Graph& g, const Node& n) {
+  const Shape& x = Input(g, n, 0)->dims;
+  std::vector<int64_t> perm = n.GetInts("perm");
+  if (perm.empty()) {
+    for (size_t i = 0; i < x.size(); ++i) perm.push_back(static_cast<int64_t>(x.size() - 1 - i));
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted.size() != x.size() || sorted[i] != static_cast<int64_t>(i)) {
+      return ShapeMismatch(
+          n, "perm is not a permutation of the input's " + std::to_string(x.size()) + " axes");
+    }
+  }
+  Shape out;
+  for (int64_t p : perm) out.push_back(x[p]);
+  return ExpectOutputShape(g, n, out);
+}
+
+Status CheckConcat(const Graph& g, const Node& n) {
+  const Shape& first = Input(g, n, 0)->dims;
+  int64_t axis = NormAxis(n.GetInt("axis", 0), first.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(first.size())) {
+    return ShapeMismatch(n, "axis " + std::to_string(n.GetInt("axis", 0)) + " is out of range");
+  }
+  Shape out = first;
+  out[axis] = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Tensor* t = Input(g, n, i);
+    if (!t) continue;
+    bool same_rank = t->dims.size() == first.size();
+    for (size_t d = 0; same_rank && d < first.size(); ++d) {
+      if (static_cast<int64_t>(d) != axis && t->dims[d] != first[d]) same_rank = false;
+    }
+    if (!same_rank) {
+      return ShapeMismatch(n, "input '" + t->name + "' of shape " + ShapeString(t->dims) +
+                                  " differs from " + ShapeString(first) + " off axis " +
+                                  std::to_string(axis));
+    }
+    out[axis] += t->dims[axis];
+  }
+  return ExpectOutputShape(g, n, out);
+}
+
+Status CheckSplit(const Graph& g, const Node& n) {
+  const Shape& x = Input(g, n, 0)->dims;
+  int64_t axis = NormAxis(n.GetInt("axis", 0), x.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(x.size())) {
+    return ShapeMismatch(n, "axis is out of range for rank " + std::to_string(x.size()));
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < n.outputs.size(); ++i) {
+    const Shape& y = Output(g, n, i).dims;
+    if (y.size() != x.size()) return ShapeMismatch(n, "outputs must keep the input's rank");
+    total += y[axis];
+  }
+  if (total == x[axis]) return Status::Ok();
+  return ShapeMismatch(n, "outputs add up to " + std::to_string(total) + " along axis " +
+                              std::to_string(axis) + ", the input has " + std::to_string(x[axis]));
+}
+
+Status CheckExpand(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  const Tensor& y = Output(g, n, 0);
+  auto b = Broadcast(x.dims, y.dims);
+  if (b && *b == y.dims) return Status::Ok();
+  return ShapeMismatch(
+      n, "input of shape " + ShapeString(x.dims) + " does not expand to " + ShapeString(y.dims));
+}
+
+Status CheckWhere(const Graph& g, const Node& n) { return CheckAllInputs(g, n); }
+Status NoCheck(const Graph&, const Node&) { return Status::Ok(); }
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+using FlopsFn = std::function<void(const Graph&, const Node&, OpCost*)>;
+using CheckFn = std::function<Status(const Graph&, const Node&)>;
+
+// How bytes are counted for an op (see the header's conventions).
+enum class Traffic { kFull, kView, kSliced, kGathered };
+
+struct OpInfo {
+  OpClass base_class;
+  FlopsFn flops;
+  CheckFn check;
+  Traffic traffic = Traffic::kFull;
+  // Elementwise ops whose class becomes kBroadcast when data inputs differ from the output shape.
+  bool shape_dependent_class = false;
+  // Number of leading inputs that carry data (the rest are parameters such as Clip's bounds).
+  size_t data_inputs = 8;
+};
+
+const std::unordered_map<std::string_view, OpInfo>& Table() {
+  static const auto* table = new std::unordered_map<std::string_view, OpInfo>{
+      {"Conv", {OpClass::kAnchor, ConvFlops, CheckConv}},
+      {"ConvTranspose", {OpClass::kAnchor, ConvTransposeFlops, CheckConvTranspose}},
+      {"Gemm", {OpClass::kAnchor, GemmFlops, CheckGemm}},
+      {"MatMul", {OpClass::kAnchor, MatMulFlops, CheckMatMul}},
+      {"BatchNormalization", {OpClass::kBroadcast, PerElement(2, 0), CheckBatchNorm}},
+      {"Add", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
+      {"Sub", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
+      {"Mul", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
+      {"Div", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
+      {"Pow", {OpClass::kElementwise, PowFlops, CheckAllInputs, Traffic::kFull, true}},
+      {"Where", {OpClass::kElementwise, PerElement(1, 0), CheckWhere, Traffic::kFull, true}},
+      {"Sqrt", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
+      {"Erf", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
+      {"Exp", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
+      {"Log", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
+      {"Tanh", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
+      {"Relu", {OpClass::kElementwise, PerElement(1, 0), CheckFirstInput}},
+      {"LeakyRelu", {OpClass::kElementwise, PerElement(2, 0), CheckFirstInput}},
+      {"Sigmoid", {OpClass::kElementwise, PerElement(2, 1), CheckFirstInput}},
+      {"HardSigmoid", {OpClass::kElementwise, PerElement(4, 0), CheckFirstInput}},
+      {"HardSwish", {OpClass::kElementwise, PerElement(5, 0), CheckFirstInput}},
+      {"Clip", {OpClass::kElementwise, PerElement(2, 0), CheckFirstInput, Traffic::kFull, true, 1}},
+      {"Cast", {OpClass::kElementwise, PerElement(1, 0), CheckFirstInput}},
+      {"Softmax", {OpClass::kReduction, PerElement(4, 1), CheckFirstInput}},
+      {"LayerNormalization", {OpClass::kReduction, LayerNormFlops, NoCheck}},
+      {"ReduceMean", {OpClass::kReduction, ReduceFlops, NoCheck}},
+      {"ReduceSum", {OpClass::kReduction, ReduceFlops, NoCheck}},
+      {"ReduceMax", {OpClass::kReduction, ReduceFlops, NoCheck}},
+      {"MaxPool", {OpClass::kReduction, PoolFlops, CheckPool}},
+      {"AveragePool", {OpClass::kReduction, PoolFlops, CheckPool}},
+      {"GlobalAveragePool", {OpClass::kReduction, GlobalPoolFlops, CheckGlobalPool}},
+      {"Reshape", {OpClass::kInjective, NoFlops, CheckSameElementCount, Traffic::kView}},
+      {"Flatten", {OpClass::kInjective, NoFlops, CheckSameElementCount, Traffic::kView}},
+      {"Squeeze", {OpClass::kInjective, NoFlops, CheckSameElementCount, Traffic::kView}},
+      {"Unsqueeze", {OpClass::kInjective, NoFlops, CheckSameElementCount, Traffic::kView}},
+      {"Transpose", {OpClass::kInjective, NoFlops, CheckTranspose}},
+      {"Concat", {OpClass::kInjective, NoFlops, CheckConcat}},
+      {"Slice", {OpClass::kInjective, NoFlops, NoCheck, Traffic::kSliced}},
+      {"Split", {OpClass::kInjective, NoFlops, CheckSplit}},
+      {"Gather", {OpClass::kInjective, NoFlops, NoCheck, Traffic::kGathered}},
+      {"Expand", {OpClass::kBroadcast, NoFlops, CheckExpand}},
+      {"Pad", {OpClass::kInjective, NoFlops, NoCheck}},
+      {"Resize", {OpClass::kInjective, ResizeFlops, NoCheck}},
+      {"Trilu", {OpClass::kInjective, NoFlops, CheckFirstInput}},
+  };
+  return *table;
+}
+
+const OpInfo* Find(const Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return nullptr;
+  auto it = Table().find(n.op_type);
+  return it == Table().end() ? nullptr : &it->second;
+}
+
+// Scalar constants (x * 0.5, x + 1e-5) apply the same value everywhere: not a broadcast of data.
+bool IsScalarConstant(const Tensor& t) {
+  return t.kind == TensorKind::kConstant && t.num_elements() == 1;
+}
+
+int64_t InputBytes(const Graph& g, const Node& n, size_t limit) {
+  int64_t bytes = 0;
+  std::vector<TensorId> seen;
+  for (size_t i = 0; i < std::min(limit, n.inputs.size()); ++i) {
+    TensorId id = n.inputs[i];
+    if (id == kNoId || std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    seen.push_back(id);
+    if (g.tensor(id).kind != TensorKind::kConstant) bytes += g.tensor(id).bytes();
+  }
+  return bytes;
+}
+
+int64_t OutputBytes(const Graph& g, const Node& n) {
+  int64_t bytes = 0;
+  for (TensorId id : n.outputs) bytes += g.tensor(id).bytes();
+  return bytes;
+}
+
+}  // namespace
+
+std::string_view OpClassName(OpClass c) {
+  switch (c) {
+    case OpClass::kElementwise:
+      return "elementwise";
+    case OpClass::kBroadcast:
+      return "broadcast";
+    case OpClass::kInjective:
+      return "injective";
+    case OpClass::kReduction:
+      return "reduction";
+    case OpClass::kAnchor:
+      return "anchor";
+    case OpClass::kOpaque:
+      return "opaque";
+  }
+  return "opaque";
+}
+
+bool IsKnownOp(std::string_view domain, std::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  return Table().count(op_type) > 0;
+}
+
+std::vector<std::string_view> KnownOps() {
+  std::vector<std::string_view> ops;
+  for (const auto& [name, info] : Table()) ops.push_back(name);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+OpClass ClassifyNode(const Graph& g, const Node& n) {
+  const OpInfo* info = Find(n);
+  if (info == nullptr) return OpClass::kOpaque;
+  if (!info->shape_dependent_class || n.outputs.empty()) return info->base_class;
+  const Shape& out = Output(g, n, 0).dims;
+  for (size_t i = 0; i < std::min(info->data_inputs, n.inputs.size()); ++i) {
+    const Tensor* t = Input(g, n, i);
+    if (t && !IsScalarConstant(*t) && t->dims != out) return OpClass::kBroadcast;
+  }
+  return OpClass::kElementwise;
+}
+
+OpCost CostOfNode(const Graph& g, const Node& n) {
+  OpCost cost;
+  const OpInfo* info = Find(n);
+  Traffic traffic = info ? info->traffic : Traffic::kFull;
+  if (info) info->flops(g, n, &cost);
+  switch (traffic) {
+    case Traffic::kView:
+      break;
+    case Traffic::kSliced:
+      cost.bytes_read = OutputBytes(g, n);
+      cost.bytes_written = OutputBytes(g, n);
+      break;
+    case Traffic::kGathered:
+      cost.bytes_read = OutputBytes(g, n) + (Input(g, n, 1) ? Input(g, n, 1)->bytes() : 0);
+      cost.bytes_written = OutputBytes(g, n);
+      break;
+    case Traffic::kFull:
+      cost.bytes_read = InputBytes(g, n, info ? info->data_inputs : n.inputs.size());
+      cost.bytes_written = OutputBytes(g, n);
+      break;
+  }
+  return cost;
+}
+
+Status CheckNodeShapes(const Graph& g, const Node& n) {
+  const OpInfo* info = Find(n);
+  if (info == nullptr || n.outputs.empty() || n.inputs.empty() || n.inputs[0] == kNoId) {
+    return Status::Ok();
+  }
+  bool anchor = info->base_class == OpClass::kAnchor;
+  if (anchor && (n.inputs.size() < 2 || n.inputs[1] == kNoId)) {
+    return ShapeMismatch(n, "needs at least two inputs");
+  }
+  return info->check(g, n);
+}
+
+}  // namespace fusor

@@ -1,0 +1,60 @@
+// The op registry: for every ONNX op Fusor understands, its op class (how it maps input elements to
+// output elements, which decides what it may fuse with), its FLOPs and its bytes read and written,
+// computed from the node's shapes, dtypes and attributes. Ops not in the registry are opaque:
+// fusion barriers with a cost of their bytes only. The registry is immutable static data; all
+// functions are safe to call from any thread.
+//
+// Counting conventions (the cost model relies on them):
+//   - flops counts additions, multiplications, comparisons and selects; a multiply-add is 2.
+//   - transcendentals counts evaluations of exp, log, erf, tanh, sqrt, pow and division-heavy
+//     functions separately, because they run at a different throughput than cheap arithmetic.
+//   - bytes_read / bytes_written assume the op runs alone as one kernel: every distinct input
+//   tensor
+//     is read once in full (Slice and Gather read only what they keep), every output written once.
+//     Views (Reshape, Flatten, Squeeze, Unsqueeze) move no bytes.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "graph/graph.h"
+
+namespace fusor {
+
+enum class OpClass : uint8_t {
+  kElementwise = 0,  // One output element from the same-index input elements.
+  kBroadcast = 1,    // Elementwise with at least one input broadcast along some axis.
+  kInjective = 2,    // Reorganises elements without arithmetic (reshape, transpose, slice, ...).
+  kReduction = 3,    // Combines many input elements into one (reduce, softmax, norms, pooling).
+  kAnchor = 4,       // Compute-bound contraction (conv, matmul, gemm).
+  kOpaque = 5,       // Unknown to Fusor or unfusable: a fusion barrier.
+};
+inline constexpr int kNumOpClasses = 6;
+std::string_view OpClassName(OpClass c);
+
+struct OpCost {
+  double flops = 0;
+  double transcendentals = 0;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+};
+
+// True when the op (default domain) has real semantics in Fusor.
+bool IsKnownOp(std::string_view domain, std::string_view op_type);
+// Every op_type the registry knows, sorted.
+std::vector<std::string_view> KnownOps();
+
+// The op class of a node; elementwise ops whose inputs differ in shape from the output are
+// kBroadcast.
+OpClass ClassifyNode(const Graph& g, const Node& n);
+
+// FLOPs and bytes of a node from its shapes and attributes. The graph must be linked and validated.
+OpCost CostOfNode(const Graph& g, const Node& n);
+
+// Checks that a node's output shapes follow from its input shapes and attributes, for ops whose
+// shape rule the registry knows; other ops pass. The message names the node and the mismatch.
+Status CheckNodeShapes(const Graph& g, const Node& n);
+
+}  // namespace fusor

@@ -1,0 +1,308 @@
+#include "graph/onnx_import.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "graph/canonical.h"
+#include "graph/op_registry.h"
+#include "tests/graph/onnx_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::OnnxBuilder;
+
+std::string ModelPath(const std::string& name) {
+  return std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int CountOp(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op_type == op;
+  return n;
+}
+
+class SharedModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SharedModel, ImportsWithEveryShapeStatic) {
+  auto g = ImportOnnxFile(ModelPath(GetParam()));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->model_name, GetParam());
+  EXPECT_TRUE(Validate(*g).ok());
+  for (const Tensor& t : g->tensors()) {
+    EXPECT_NE(t.dtype, DType::kUnspecified) << t.name;
+    for (int64_t d : t.dims) EXPECT_GE(d, 1) << t.name;
+  }
+  // Shape arithmetic and pass-through ops are gone; nothing is opaque.
+  for (const char* op :
+       {"Shape", "Constant", "Identity", "Dropout", "Gather_shape", "ConstantOfShape"}) {
+    EXPECT_EQ(CountOp(*g, op), 0) << op;
+  }
+  for (const Node& n : g->nodes()) {
+    EXPECT_NE(ClassifyNode(*g, n), OpClass::kOpaque) << n.name << " " << n.op_type;
+    EXPECT_GT(n.op_version, 0) << n.name;
+  }
+  // Node ids follow the canonical order.
+  auto order = CanonicalOrder(*g);
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<NodeId>(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, SharedModel,
+                         ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
+                                           "efficientnet_b0", "bert_base_encoder"));
+
+TEST(OnnxImport, KnownModelStructure) {
+  auto resnet = ImportOnnxFile(ModelPath("resnet18"));
+  ASSERT_TRUE(resnet.ok());
+  EXPECT_EQ(CountOp(*resnet, "Conv"), 20);
+  EXPECT_EQ(CountOp(*resnet, "Gemm"), 1);
+  EXPECT_EQ(resnet->tensor(resnet->outputs()[0]).dims, (Shape{1, 1000}));
+  auto bert = ImportOnnxFile(ModelPath("bert_base_encoder"));
+  ASSERT_TRUE(bert.ok());
+  EXPECT_EQ(CountOp(*bert, "Softmax"), 12);
+  EXPECT_EQ(CountOp(*bert, "Erf"), 12);
+  EXPECT_EQ(bert->tensor(bert->outputs()[0]).dims, (Shape{1, 128, 768}));
+}
+
+// Shape(X) -> Gather(0) -> Unsqueeze -> Concat([n, -1]) -> Reshape(X): an exporter's flatten.
+TEST(OnnxImport, FoldsShapeSubgraphsSoReshapeIsStatic) {
+  OnnxBuilder b;
+  b.Input("x", {2, 3, 4, 5}).Output("y");
+  b.Int64Constant("zero", {0}, {}).Int64Constant("axes", {0}).Int64Constant("minus_one", {-1});
+  b.Node("Shape", {"x"}, {"s"});
+  b.Node("Gather", {"s", "zero"}, {"n"});
+  b.Node("Unsqueeze", {"n", "axes"}, {"n1"});
+  auto& concat = b.Node("Concat", {"n1", "minus_one"}, {"shape"});
+  OnnxBuilder::IntAttr(concat, "axis", 0);
+  b.Node("Reshape", {"x", "shape"}, {"r"});
+  b.Node("Identity", {"r"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->node(0).op_type, "Reshape");
+  const Tensor& out = g->tensor(g->outputs()[0]);
+  EXPECT_EQ(out.dims, (Shape{2, 60}));
+  EXPECT_EQ(out.name, "y");  // Identity removed, the user's output name kept.
+  const Tensor& shape = g->tensor(g->node(0).inputs[1]);
+  EXPECT_EQ(shape.kind, TensorKind::kConstant);
+  EXPECT_EQ(shape.int_data, (std::vector<int64_t>{2, -1}));
+}
+
+TEST(OnnxImport, RemovesInferenceDropout) {
+  OnnxBuilder b;
+  b.Input("x", {4, 8}).Output("y");
+  b.Node("Dropout", {"x"}, {"d"});
+  b.Node("Relu", {"d"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->node(0).op_type, "Relu");
+}
+
+TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
+  OnnxBuilder b;
+  b.Input("x", {4, 8}).Output("y").Weight("w", {16, 8});
+  auto& t = b.Node("Transpose", {"w"}, {"wt"});
+  OnnxBuilder::IntsAttr(t, "perm", {1, 0});
+  b.Node("MatMul", {"x", "wt"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  const Tensor& wt = g->tensor(g->node(0).inputs[1]);
+  EXPECT_EQ(wt.kind, TensorKind::kWeight);
+  EXPECT_EQ(wt.dims, (Shape{8, 16}));
+}
+
+TEST(OnnxImport, UnknownOpsAreOpaqueNotRejected) {
+  OnnxBuilder b;
+  b.Input("x", {4, 8}).Output("y");
+  b.Node("Softplus", {"x"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(ClassifyNode(*g, g->node(0)), OpClass::kOpaque);
+}
+
+OnnxBuilder SymbolicBatchModel() {
+  OnnxBuilder b;
+  b.Input("x", {-1, 3, 8, 8}, "batch").Output("y");
+  b.Node("Relu", {"x"}, {"y"});
+  return b;
+}
+
+TEST(OnnxImport, UnboundSymbolicDimIsNamed) {
+  auto g = ImportOnnxBytes(SymbolicBatchModel().Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().message(),
+            "graph input 'x' dim 0 is symbolic ('batch'); bind it with --dim batch=N or --shape "
+            "x=DxDx...");
+}
+
+TEST(OnnxImport, SymbolicDimsBindFromDimOrShape) {
+  ImportOptions dim;
+  ASSERT_TRUE(ParseDimBinding("batch=8", &dim).ok());
+  auto g = ImportOnnxBytes(SymbolicBatchModel().Serialize(), dim);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{8, 3, 8, 8}));
+
+  ImportOptions shape;
+  ASSERT_TRUE(ParseShapeBinding("x=2x3x8x8", &shape).ok());
+  g = ImportOnnxBytes(SymbolicBatchModel().Serialize(), shape);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{2, 3, 8, 8}));
+}
+
+TEST(OnnxImport, BadBindingsAreNamed) {
+  ImportOptions o;
+  EXPECT_FALSE(ParseShapeBinding("x=2xAx8", &o).ok());
+  EXPECT_FALSE(ParseShapeBinding("2x3", &o).ok());
+  EXPECT_FALSE(ParseDimBinding("batch=0", &o).ok());
+  EXPECT_FALSE(ParseDimBinding("batch=-3", &o).ok());
+  ImportOptions wrong;
+  ASSERT_TRUE(ParseDimBinding("seq=8", &wrong).ok());
+  ASSERT_TRUE(ParseDimBinding("batch=1", &wrong).ok());
+  auto g = ImportOnnxBytes(SymbolicBatchModel().Serialize(), wrong);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("'seq'"), std::string::npos) << g.status().message();
+  ImportOptions missing_input;
+  ASSERT_TRUE(ParseShapeBinding("ids=1x128", &missing_input).ok());
+  g = ImportOnnxBytes(SymbolicBatchModel().Serialize(), missing_input);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(
+      g.status().message().find("input 'ids', which the model does not have (its inputs: 'x')"),
+      std::string::npos)
+      << g.status().message();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Malformed inputs: each a clear error, never a crash.
+
+TEST(OnnxImport, TruncatedProtobuf) {
+  std::string bytes = ReadFile(ModelPath("resnet18"));
+  auto g = ImportOnnxBytes(bytes.substr(0, bytes.size() / 2));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("not a valid ONNX model"), std::string::npos);
+}
+
+TEST(OnnxImport, EveryTruncationFailsCleanly) {
+  std::string bytes = ReadFile(ModelPath("squeezenet1_1"));
+  for (size_t len = 0; len < bytes.size(); len += 997) {
+    auto g = ImportOnnxBytes(bytes.substr(0, len));
+    EXPECT_FALSE(g.ok()) << len;
+  }
+}
+
+TEST(OnnxImport, NonOnnxFiles) {
+  for (std::string bytes : {std::string(""), std::string("hello, this is a text file\n"),
+                            std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16)}) {
+    auto g = ImportOnnxBytes(bytes);
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().code(), Status::Code::kInvalidArgument);
+  }
+}
+
+TEST(OnnxImport, MissingFileAndDirectory) {
+  auto g = ImportOnnxFile("/nonexistent/model.onnx");
+  EXPECT_EQ(g.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(g.status().message().find("/nonexistent/model.onnx"), std::string::npos);
+  g = ImportOnnxFile(FUSOR_MODELS_DIR);
+  EXPECT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("is a directory"), std::string::npos);
+}
+
+TEST(OnnxImport, CyclicGraph) {
+  OnnxBuilder b;
+  b.Input("x", {4}).Output("y");
+  b.Node("Add", {"x", "b"}, {"a"}, "first");
+  b.Node("Relu", {"a"}, {"b"}, "second");
+  b.Node("Relu", {"b"}, {"y"}, "third");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("is on a cycle"), std::string::npos) << g.status().message();
+}
+
+TEST(OnnxImport, NodesOutOfOrderInTheFileAreSorted) {
+  OnnxBuilder b;
+  b.Input("x", {4}).Output("y");
+  b.Node("Relu", {"a"}, {"y"});
+  b.Node("Neg", {"x"}, {"n"});
+  b.Node("Abs", {"n"}, {"a"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->num_nodes(), 3u);
+}
+
+TEST(OnnxImport, MissingInput) {
+  OnnxBuilder b;
+  b.Input("x", {4}).Output("y");
+  b.Node("Add", {"x", "ghost"}, {"y"}, "adder");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'adder' (Add)"), std::string::npos)
+      << g.status().message();
+  EXPECT_NE(g.status().message().find("'ghost'"), std::string::npos);
+}
+
+TEST(OnnxImport, HugeTensorIsRefusedByTheCap) {
+  OnnxBuilder b;
+  b.Input("x", {1 << 20, 1 << 20}).Output("y");  // 2^40 elements.
+  b.Node("Relu", {"x"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(
+      g.status().message().find("tensor 'x' of shape 1048576x1048576 has 1099511627776 elements"),
+      std::string::npos)
+      << g.status().message();
+}
+
+TEST(OnnxImport, ElementCountOverflowIsNamed) {
+  OnnxBuilder b;
+  b.Input("x", {int64_t{1} << 40, int64_t{1} << 40}).Output("y");
+  b.Node("Relu", {"x"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("more elements than int64 can count"), std::string::npos)
+      << g.status().message();
+}
+
+TEST(OnnxImport, UnsupportedOpsetIsNamed) {
+  OnnxBuilder b(9);
+  b.Input("x", {4}).Output("y");
+  b.Node("Relu", {"x"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("opset 9; Fusor supports opsets 11 to 17"), std::string::npos)
+      << g.status().message();
+}
+
+TEST(OnnxImport, NodeCapIsApplied) {
+  ImportOptions o;
+  o.limits.max_nodes = 10;
+  auto g = ImportOnnxFile(ModelPath("resnet18"), o);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Status::Code::kResourceExhausted);
+}
+
+TEST(OnnxImport, OpsetsElevenToSeventeenImport) {
+  for (int opset : {11, 13, 17}) {
+    OnnxBuilder b(opset);
+    b.Input("x", {2, 4}).Output("y");
+    b.Node("Softmax", {"x"}, {"s"});
+    b.Node("Relu", {"s"}, {"y"});
+    auto g = ImportOnnxBytes(b.Serialize());
+    ASSERT_TRUE(g.ok()) << opset << ": " << g.status().ToString();
+    EXPECT_EQ(g->node(0).op_version, opset >= 13 ? 13 : 11);
+  }
+}
+
+}  // namespace
+}  // namespace fusor

@@ -1,0 +1,131 @@
+#include "graph/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/onnx_import.h"
+#include "tests/graph/ir_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::Ints;
+using testing::IrBuilder;
+
+// x -> conv -> bn -> relu -> (a) ; a -> conv2 -> add(a) -> y : a residual block in miniature.
+Graph ResidualBlock() {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4, 8, 8});
+  TensorId w1 = b.Weight("w1", {4, 4, 3, 3});
+  TensorId w2 = b.Weight("w2", {4, 4, 3, 3});
+  TensorId s = b.Weight("s", {4}), bb = b.Weight("bb", {4}), m = b.Weight("m", {4}),
+           v = b.Weight("v", {4});
+  TensorId c1 = b.Act("c1", {1, 4, 8, 8}), n1 = b.Act("n1", {1, 4, 8, 8}),
+           a = b.Act("a", {1, 4, 8, 8}), c2 = b.Act("c2", {1, 4, 8, 8}),
+           y = b.Act("y", {1, 4, 8, 8});
+  auto pads = Ints("pads", {1, 1, 1, 1});
+  b.Op("Conv", {x, w1}, {c1}, {pads});                  // 0
+  b.Op("BatchNormalization", {c1, s, bb, m, v}, {n1});  // 1
+  b.Op("Relu", {n1}, {a});                              // 2
+  b.Op("Conv", {a, w2}, {c2}, {pads});                  // 3
+  b.Op("Add", {c2, a}, {y});                            // 4
+  b.Output(y);
+  return b.Build();
+}
+
+TEST(Plan, UnfusedIsLegal) {
+  Graph g = ResidualBlock();
+  EXPECT_TRUE(CheckPlan(g, UnfusedPlan(g)).ok());
+}
+
+TEST(Plan, MaxFusionMakesConvPostOpChains) {
+  Graph g = ResidualBlock();
+  FusionPlan plan = MaxFusionPlan(g);
+  ASSERT_TRUE(CheckPlan(g, plan).ok()) << CheckPlan(g, plan).ToString();
+  ASSERT_EQ(plan.groups.size(), 2u);
+  EXPECT_EQ(plan.groups[0], (FusionGroup{GroupKind::kAnchor, {0, 1, 2}, {}}));
+  EXPECT_EQ(plan.groups[1], (FusionGroup{GroupKind::kAnchor, {3, 4}, {}}));
+  EXPECT_EQ(MaterializedOutputs(g, plan, 0), (std::vector<TensorId>{g.FindTensor("a").value()}));
+  EXPECT_EQ(GroupInputs(g, plan, 1),
+            (std::vector<TensorId>{g.FindTensor("w2").value(), g.FindTensor("a").value()}));
+}
+
+TEST(Plan, IllegalGroupsAreExplained) {
+  Graph g = ResidualBlock();
+  // Two anchors in one group.
+  FusionPlan two_anchors{{{GroupKind::kAnchor, {0, 1, 2, 3}, {}}, {GroupKind::kSingle, {4}, {}}}};
+  EXPECT_NE(CheckPlan(g, two_anchors).message().find("at most one anchor"), std::string::npos);
+  // The relu's output feeds the second conv and the add: an anchor group cannot expose it midway.
+  FusionPlan midway{{{GroupKind::kAnchor, {0, 1, 2}, {}},
+                     {GroupKind::kSingle, {3}, {}},
+                     {GroupKind::kSingle, {4}, {}}}};
+  EXPECT_TRUE(CheckPlan(g, midway).ok());
+  FusionPlan leaks{{{GroupKind::kAnchor, {0, 1}, {}},
+                    {GroupKind::kLoop, {2, 4}, {}},
+                    {GroupKind::kSingle, {3}, {}}}};
+  EXPECT_FALSE(CheckPlan(g, leaks).ok());  // Not convex: 2 -> 3 -> 4 leaves and re-enters.
+  // A missing node.
+  FusionPlan missing{{{GroupKind::kAnchor, {0, 1, 2}, {}}, {GroupKind::kSingle, {3}, {}}}};
+  EXPECT_NE(CheckPlan(g, missing).message().find("is in no group"), std::string::npos);
+  // Out of order.
+  FusionPlan backwards{{{GroupKind::kSingle, {3}, {}},
+                        {GroupKind::kAnchor, {0, 1, 2}, {}},
+                        {GroupKind::kSingle, {4}, {}}}};
+  EXPECT_NE(CheckPlan(g, backwards).message().find("no earlier group writes"), std::string::npos);
+  // A declared kind that does not match.
+  FusionPlan wrong_kind{{{GroupKind::kLoop, {0, 1, 2}, {}}, {GroupKind::kAnchor, {3, 4}, {}}}};
+  EXPECT_NE(CheckPlan(g, wrong_kind).message().find("declared loop but its nodes form anchor"),
+            std::string::npos);
+}
+
+// A cheap broadcast feeding two loops can be recomputed in both; the copies are not written.
+TEST(Plan, RecomputedProducerIsLegalAndNotMaterialized) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {8, 16});
+  TensorId bias = b.Weight("bias", {16});
+  TensorId t = b.Act("t", {8, 16}), u = b.Act("u", {8, 16}), v = b.Act("v", {8, 16}),
+           u2 = b.Act("u2", {8, 16}), v2 = b.Act("v2", {8, 16});
+  b.Op("Add", {x, bias}, {t});  // 0: shared producer
+  b.Op("Relu", {t}, {u});       // 1
+  b.Op("Tanh", {t}, {v});       // 2
+  b.Op("Exp", {u}, {u2});       // 3
+  b.Op("Sigmoid", {v}, {v2});   // 4
+  b.Output(u2);
+  b.Output(v2);
+  Graph g = b.Build();
+  FusionPlan plan{{{GroupKind::kLoop, {0, 1, 3}, {0}}, {GroupKind::kLoop, {0, 2, 4}, {0}}}};
+  EXPECT_TRUE(CheckPlan(g, plan).ok()) << CheckPlan(g, plan).ToString();
+  EXPECT_EQ(MaterializedOutputs(g, plan, 0), (std::vector<TensorId>{u2}));
+  // Owned twice is illegal.
+  FusionPlan twice{{{GroupKind::kLoop, {0, 1, 3}, {}}, {GroupKind::kLoop, {0, 2, 4}, {}}}};
+  EXPECT_NE(CheckPlan(g, twice).message().find("owned by 2 groups"), std::string::npos);
+  v1::Plan p;
+  PlanToProto(plan, &p);
+  ASSERT_EQ(p.shared_producers_size(), 1);
+  EXPECT_TRUE(p.shared_producers(0).recompute());
+  auto back = PlanFromProto(g, p);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, plan);
+}
+
+class ModelPlans : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelPlans, MaxAndRandomPlansAreLegal) {
+  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + GetParam() + ".onnx");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  FusionPlan max = MaxFusionPlan(*g);
+  ASSERT_TRUE(CheckPlan(*g, max).ok()) << CheckPlan(*g, max).ToString();
+  EXPECT_LT(max.groups.size(), g->num_nodes());
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    FusionPlan random = RandomLegalPlan(*g, seed);
+    EXPECT_TRUE(CheckPlan(*g, random).ok()) << seed << ": " << CheckPlan(*g, random).ToString();
+    EXPECT_LE(max.groups.size(), random.groups.size() + 5)
+        << "max fusion should fuse about as much";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, ModelPlans,
+                         ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
+                                           "efficientnet_b0", "bert_base_encoder"));
+
+}  // namespace
+}  // namespace fusor
