@@ -259,26 +259,44 @@ Status CheckSingleExit(const Graph& g, const FusionPlan& plan) {
   return Status::Ok();
 }
 
-// Sorted consumers of the group not yet in it or assigned elsewhere, ready to run after it.
-std::vector<NodeId> ReadyConsumers(const Graph& g, const std::vector<NodeId>& group,
-                                   const std::vector<bool>& assigned) {
-  std::vector<NodeId> out;
+bool IsReady(const Graph& g, NodeId n, const std::vector<NodeId>& group,
+             const std::vector<bool>& assigned, const std::vector<NodeId>& extra) {
+  for (TensorId in : g.node(n).inputs) {
+    if (in == kNoId || g.tensor(in).producer == kNoId) continue;
+    NodeId p = g.tensor(in).producer;
+    bool in_extra = std::find(extra.begin(), extra.end(), p) != extra.end();
+    if (!assigned[p] && !Contains(group, p) && !in_extra) return false;
+  }
+  return true;
+}
+
+// Growth candidates: each unassigned consumer of the group, bundled with those of its unassigned
+// producers that are themselves ready, so siblings meeting at a consumer can join together.
+std::vector<std::vector<NodeId>> Candidates(const Graph& g, const std::vector<NodeId>& group,
+                                            const std::vector<bool>& assigned) {
+  std::vector<NodeId> consumers;
   for (NodeId id : group) {
     for (TensorId t : g.node(id).outputs) {
       for (NodeId c : g.tensor(t).consumers) {
-        if (assigned[c] || Contains(group, c)) continue;
-        bool ready = true;
-        for (TensorId in : g.node(c).inputs) {
-          if (in == kNoId || g.tensor(in).producer == kNoId) continue;
-          NodeId p = g.tensor(in).producer;
-          ready &= assigned[p] || Contains(group, p);
-        }
-        if (ready) out.push_back(c);
+        if (!assigned[c] && !Contains(group, c)) consumers.push_back(c);
       }
     }
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::sort(consumers.begin(), consumers.end());
+  consumers.erase(std::unique(consumers.begin(), consumers.end()), consumers.end());
+  std::vector<std::vector<NodeId>> out;
+  for (NodeId c : consumers) {
+    std::vector<NodeId> bundle;
+    for (TensorId in : g.node(c).inputs) {
+      NodeId p = in == kNoId ? kNoId : g.tensor(in).producer;
+      if (p == kNoId || assigned[p] || Contains(group, p)) continue;
+      if (std::find(bundle.begin(), bundle.end(), p) != bundle.end()) continue;
+      if (IsReady(g, p, group, assigned, {})) bundle.push_back(p);
+    }
+    if (!IsReady(g, c, group, assigned, bundle)) continue;
+    bundle.push_back(c);
+    out.push_back(std::move(bundle));
+  }
   return out;
 }
 
@@ -314,10 +332,12 @@ FusionPlan GrowGroups(const Graph& g, Accept accept) {
     std::unordered_set<NodeId> rejected;
     for (bool grew = true; grew;) {
       grew = false;
-      for (NodeId c : ReadyConsumers(g, nodes, assigned)) {
+      for (const std::vector<NodeId>& bundle : Candidates(g, nodes, assigned)) {
+        NodeId c = bundle.back();
         if (rejected.count(c)) continue;
         std::vector<NodeId> bigger = nodes;
-        bigger.insert(std::upper_bound(bigger.begin(), bigger.end(), c), c);
+        for (NodeId id : bundle)
+          bigger.insert(std::upper_bound(bigger.begin(), bigger.end(), id), id);
         if (!LegalGroupNodes(g, bigger) || !accept()) {
           rejected.insert(c);
           continue;

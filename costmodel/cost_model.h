@@ -1,0 +1,106 @@
+// The analytical cost model: predicts, without running it, how long each group of a fusion plan
+// takes on a target. A group is first reduced to named features (FLOPs per compute class, bytes
+// read and written per memory level, kernels, post-ops, spilled register values, reorder bytes);
+// the profile's constants then turn features into separately reported terms:
+//
+//   compute = sum over classes of flops / throughput           (recomputed copies counted each
+//   time) memory  = sum over levels of read_bytes / read_bw + write_bytes / write_bw spill   =
+//   spilled_value_vectors * spill_ns_per_value launch  = kernels * dispatch_ns + post_ops *
+//   post_op_ns reorder = reorder_bytes / dram_read_bw + reorder_bytes / dram_write_bw total   =
+//   compute + memory - alpha * min(compute, memory) + spill + launch + reorder
+//
+// Which level holds a tensor when a group reads it comes from an LRU stack-distance model over the
+// plan's group sequence: the bytes touched since the tensor was last touched decide whether it is
+// still in L1, L2 (both per core, summed over cores), L3 or only in DRAM. Weights and graph inputs
+// are taken as last touched one whole inference ago.
+//
+// CostModel is an interface so another model (a learned one) can be slotted in. Implementations are
+// immutable after construction and safe to use from many threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodel/hardware_profile.h"
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+enum class ComputeClass : uint8_t {
+  kConv,
+  kDepthwiseConv,
+  kMatMul,
+  kElementwise,
+  kTranscendental,
+  kReduction,
+};
+inline constexpr int kNumComputeClasses = 6;
+
+enum class MemoryLevel : uint8_t { kL1, kL2, kL3, kDram };
+inline constexpr int kNumMemoryLevels = 4;
+std::string_view MemoryLevelName(MemoryLevel l);
+
+struct GroupFeatures {
+  std::array<double, kNumComputeClasses> flops{};
+  std::array<double, kNumMemoryLevels> read_bytes{};
+  std::array<double, kNumMemoryLevels> write_bytes{};
+  double kernels = 0;
+  double post_ops = 0;
+  double spilled_value_vectors = 0;
+  double reorder_bytes = 0;
+};
+
+struct CostTerms {
+  double compute_ns = 0;
+  double memory_ns = 0;
+  double spill_ns = 0;
+  double launch_ns = 0;
+  double reorder_ns = 0;
+  double total_ns = 0;
+};
+
+struct PlanCost {
+  std::vector<CostTerms> groups;
+  std::vector<GroupFeatures> features;
+  CostTerms total;
+  int64_t peak_activation_bytes = 0;
+};
+
+// Turns features into terms with the profile's constants.
+CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p);
+
+// Features of every group of a legal plan, in order, with cache residency from the LRU model.
+std::vector<GroupFeatures> PlanFeatures(const Graph& g, const FusionPlan& plan,
+                                        const TargetFingerprint& target);
+
+// Vector registers a fused loop body needs at its peak: the most values (loaded inputs and computed
+// intermediates) alive at once when the group's nodes run in order, plus two temporaries.
+int LiveVectorValues(const Graph& g, const FusionGroup& group);
+
+// Peak bytes of activation buffers while the plan runs (weights and graph inputs excluded): each
+// materialized tensor lives from the group that writes it to the last group that reads it.
+int64_t PeakActivationBytes(const Graph& g, const FusionPlan& plan);
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string version() const = 0;
+  virtual PlanCost Cost(const Graph& g, const FusionPlan& plan) const = 0;
+};
+
+class AnalyticalCostModel final : public CostModel {
+ public:
+  explicit AnalyticalCostModel(HardwareProfile profile) : profile_(std::move(profile)) {}
+  std::string version() const override { return kCostModelVersion; }
+  PlanCost Cost(const Graph& g, const FusionPlan& plan) const override;
+  const HardwareProfile& profile() const { return profile_; }
+
+ private:
+  HardwareProfile profile_;
+};
+
+}  // namespace fusor

@@ -1,0 +1,98 @@
+// The hardware profile: a target's fingerprint plus every constant of the analytical cost model,
+// each with the error of its fit. One struct with documented defaults (after Halide's
+// MachineParams); the defaults are plausible for a 2020s x86 server core and are only used before a
+// target is calibrated. Serialised as fusor.v1.HardwareProfile and as JSON. The JSON parser is
+// strict: an unknown or missing key is an error naming it. Values; thread-safe to share once built.
+//
+// JSON format, version "fusor.profile.v1":
+//   {"format": "fusor.profile.v1", "cost_model_version": "...", "calibrated_unix_ms": N,
+//    "target": {"id", "cpu_model", "isa", "cores", "l1d_bytes", "l2_bytes", "l3_bytes",
+//               "vector_registers", "vector_width_bits", "onednn_version"},
+//    "parameters": {"<name>": {"value": x, "rel_error": e, "samples": n}, ... every parameter}}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "proto/target.pb.h"
+
+namespace fusor {
+
+// Bump when the equations in group_cost.cc change: plans scored by another version are stale.
+inline constexpr const char* kCostModelVersion = "analytical-1";
+
+struct TargetFingerprint {
+  std::string cpu_model;
+  std::string isa;  // The ISA oneDNN dispatches to: "avx2", "avx512_core", ...
+  int32_t cores = 1;
+  int64_t l1d_bytes = 32 << 10;
+  int64_t l2_bytes = 512 << 10;
+  int64_t l3_bytes = 16 << 20;
+  int32_t vector_registers = 16;
+  int32_t vector_width_bits = 256;
+  std::string onednn_version;
+
+  // Hex SHA-256 of every other field, truncated to 24 characters: the key plans are stored under.
+  std::string Id() const;
+};
+
+// Reads the CPU model, core count and cache sizes from /proc and sysfs; the ISA and oneDNN version
+// come from the runtime (which owns oneDNN), and fix the vector register file.
+StatusOr<TargetFingerprint> DetectTarget(const std::string& onednn_isa,
+                                         const std::string& onednn_version);
+
+// One fitted constant.
+struct Fitted {
+  double value = 0;
+  double rel_error = 0;  // RMS relative error of the samples that pinned it (0: never fitted).
+  int32_t samples = 0;
+};
+
+struct HardwareProfile {
+  TargetFingerprint target;
+  std::string cost_model_version = kCostModelVersion;
+  int64_t calibrated_unix_ms = 0;  // 0: defaults, never calibrated.
+
+  // Compute throughput per op class, GFLOP/s (transcendental: G evaluations/s), all cores.
+  Fitted conv_gflops{200};
+  Fitted depthwise_conv_gflops{30};
+  Fitted matmul_gflops{250};
+  Fitted elementwise_gflops{40};
+  Fitted transcendental_gflops{8};
+  Fitted reduction_gflops{20};
+  // Bandwidth per memory level, GB/s.
+  Fitted l1_read_gbps{400};
+  Fitted l1_write_gbps{200};
+  Fitted l2_read_gbps{200};
+  Fitted l2_write_gbps{100};
+  Fitted l3_read_gbps{80};
+  Fitted l3_write_gbps{50};
+  Fitted dram_read_gbps{20};
+  Fitted dram_write_gbps{12};
+  // Overheads.
+  Fitted dispatch_ns{2000};        // Per kernel: primitive execute, thread fork/join.
+  Fitted post_op_ns{100};          // Per oneDNN post-op, fixed.
+  Fitted overlap_alpha{0.5};       // combine(c, m) = c + m - alpha * min(c, m).
+  Fitted spill_ns_per_value{0.5};  // Per spilled live value per output vector.
+
+  // Every parameter by name, in a fixed order (the JSON and the fitter use it).
+  std::vector<std::pair<std::string, Fitted*>> Parameters();
+  std::vector<std::pair<std::string, const Fitted*>> Parameters() const;
+};
+
+nlohmann::json ProfileToJson(const HardwareProfile& p);
+StatusOr<HardwareProfile> ProfileFromJson(const nlohmann::json& j);
+StatusOr<HardwareProfile> ProfileFromJsonText(const std::string& text);
+
+void ProfileToProto(const HardwareProfile& p, v1::HardwareProfile* out);
+StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& p);
+
+// Checks every parameter is finite and within physically plausible bounds for a CPU (for example a
+// bandwidth between 0.1 GB/s and 10 TB/s, 0 <= alpha <= 1); the error names the parameter.
+Status CheckPlausible(const HardwareProfile& p);
+
+}  // namespace fusor

@@ -1,0 +1,95 @@
+#include "costmodel/fit.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace fusor {
+namespace {
+
+// A "true" profile, unlike the defaults everywhere.
+HardwareProfile Truth() {
+  HardwareProfile p;
+  double scale = 0.6;
+  for (auto& [name, f] : p.Parameters()) {
+    f->value *= scale;
+    scale = scale > 1.5 ? 0.6 : scale + 0.13;
+  }
+  p.overlap_alpha.value = 0.35;
+  return p;
+}
+
+// Samples like calibration's: each exercises a few terms, magnitudes spread over decades.
+std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, double noise,
+                                                uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> log_size(3, 8);
+  std::normal_distribution<double> jitter(0, noise);
+  std::vector<CalibrationSample> out;
+  for (int i = 0; i < 400; ++i) {
+    GroupFeatures f;
+    f.kernels = 1;
+    int kind = i % 8;
+    double size = std::pow(10, log_size(rng));
+    if (kind < 6) f.flops[kind] = size * (kind == 4 ? 0.1 : 10);
+    int level = (i / 8) % 4;
+    f.read_bytes[level] = size * (kind == 6 ? 4 : 0.5);
+    f.write_bytes[level] = size * (kind == 7 ? 4 : 0.25);
+    if (i % 5 == 0) f.post_ops = 1 + (i % 7);
+    if (i % 11 == 0) f.spilled_value_vectors = size / 8;
+    double t = EvaluateFeatures(f, truth).total_ns * (1 + jitter(rng));
+    out.push_back({"synthetic_" + std::to_string(i), f, t});
+  }
+  return out;
+}
+
+TEST(FitProfile, RecoversTheParametersThatGeneratedTheSamples) {
+  HardwareProfile truth = Truth();
+  auto samples = SyntheticSamples(truth, 0.0, 7);
+  HardwareProfile fitted;  // Starts from the defaults.
+  auto report = FitProfile(samples, &fitted);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_LT(report->rms_rel_error, 1e-3);
+  auto want = truth.Parameters();
+  auto got = fitted.Parameters();
+  for (size_t j = 0; j < want.size(); ++j) {
+    if (got[j].first == "reorder") continue;
+    EXPECT_NEAR(got[j].second->value / want[j].second->value, 1.0, 0.02) << got[j].first;
+    EXPECT_GT(got[j].second->samples, 0) << got[j].first;
+  }
+}
+
+TEST(FitProfile, NoisySamplesStillFitWithinTheNoise) {
+  HardwareProfile truth = Truth();
+  auto samples = SyntheticSamples(truth, 0.05, 11);
+  HardwareProfile fitted;
+  auto report = FitProfile(samples, &fitted);
+  ASSERT_TRUE(report.ok());
+  EXPECT_LT(report->rms_rel_error, 0.08);
+  EXPECT_NEAR(fitted.matmul_gflops.value / truth.matmul_gflops.value, 1.0, 0.1);
+  EXPECT_NEAR(fitted.dram_read_gbps.value / truth.dram_read_gbps.value, 1.0, 0.1);
+  EXPECT_TRUE(CheckPlausible(fitted).ok());
+}
+
+TEST(FitProfile, UnexercisedParametersStayPutAndSayZeroSamples) {
+  HardwareProfile truth = Truth();
+  std::vector<CalibrationSample> only_matmul;
+  for (const auto& s : SyntheticSamples(truth, 0, 3)) {
+    if (s.features.flops[static_cast<int>(ComputeClass::kMatMul)] > 0) only_matmul.push_back(s);
+  }
+  HardwareProfile fitted;
+  ASSERT_TRUE(FitProfile(only_matmul, &fitted).ok());
+  EXPECT_EQ(fitted.depthwise_conv_gflops.samples, 0);
+  EXPECT_NEAR(fitted.depthwise_conv_gflops.value, HardwareProfile{}.depthwise_conv_gflops.value,
+              1e-6);
+}
+
+TEST(FitProfile, RejectsEmptyAndNonPositiveSamples) {
+  HardwareProfile p;
+  EXPECT_FALSE(FitProfile({}, &p).ok());
+  CalibrationSample bad{"broken", GroupFeatures{}, 0};
+  EXPECT_NE(FitProfile({bad}, &p).status().message().find("'broken'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusor
