@@ -136,6 +136,25 @@ void AddMemory(const Graph& g, const FusionPlan& plan, size_t index, Residency* 
   }
 }
 
+// A fused loop pulls each tile through per-thread buffers (runtime/fused_loop.h): every value
+// computed inside the group and consumed inside it is written to, and read back from, L1. oneDNN
+// post-ops of an anchor stay in registers instead.
+void AddTileTraffic(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
+  if (group.kind == GroupKind::kAnchor) return;
+  for (NodeId id : group.nodes) {
+    for (TensorId t : g.node(id).outputs) {
+      double readers = 0;
+      for (NodeId c : g.tensor(t).consumers) {
+        readers += std::binary_search(group.nodes.begin(), group.nodes.end(), c) ? 1 : 0;
+      }
+      if (readers == 0) continue;
+      double bytes = static_cast<double>(g.tensor(t).num_elements()) * 4;
+      f->write_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes;
+      f->read_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes * readers;
+    }
+  }
+}
+
 void AddSpill(const Graph& g, const FusionGroup& group, const TargetFingerprint& t,
               GroupFeatures* f) {
   int excess = LiveVectorValues(g, group) - t.vector_registers;
@@ -224,6 +243,7 @@ std::vector<GroupFeatures> PlanFeatures(const Graph& g, const FusionPlan& plan,
     f.post_ops = PostOps(g, group);
     AddCompute(g, group, &f);
     AddMemory(g, plan, i, &residency, &f);
+    AddTileTraffic(g, group, &f);
     AddSpill(g, group, target, &f);
   }
   return out;

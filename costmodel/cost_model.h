@@ -12,7 +12,9 @@
 // Which level holds a tensor when a group reads it comes from an LRU stack-distance model over the
 // plan's group sequence: the bytes touched since the tensor was last touched decide whether it is
 // still in L1, L2 (both per core, summed over cores), L3 or only in DRAM. Weights and graph inputs
-// are taken as last touched one whole inference ago.
+// are taken as last touched one whole inference ago. Inside a fused loop (or a reduction's fused
+// prologue / epilogue) every intermediate goes through per-thread tile buffers: one L1 write and
+// one L1 read per internal consumer.
 //
 // CostModel is an interface so another model (a learned one) can be slotted in. Implementations are
 // immutable after construction and safe to use from many threads.

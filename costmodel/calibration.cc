@@ -1,0 +1,305 @@
+#include "costmodel/calibration.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace fusor {
+namespace {
+
+// Builds one benchmark graph, node by node; every tensor float32 unless said otherwise.
+class SuiteGraph {
+ public:
+  explicit SuiteGraph(std::string name) { g_.model_name = std::move(name); }
+
+  TensorId Input(Shape dims) {
+    TensorId t = Add(std::move(dims), TensorKind::kGraphInput);
+    g_.AddInput(t);
+    return t;
+  }
+  TensorId Weight(Shape dims) { return Add(std::move(dims), TensorKind::kWeight); }
+  TensorId Scalar(double v) {
+    TensorId t = Add({}, TensorKind::kConstant);
+    g_.mutable_tensor(t).float_data = {v};
+    return t;
+  }
+  TensorId Ints(std::vector<int64_t> v) {
+    TensorId t = Add({static_cast<int64_t>(v.size())}, TensorKind::kConstant, DType::kInt64);
+    g_.mutable_tensor(t).int_data = std::move(v);
+    return t;
+  }
+  TensorId Op(const std::string& op, std::vector<TensorId> in, Shape out_dims,
+              std::vector<Attribute> attrs = {}) {
+    TensorId out = Add(std::move(out_dims), TensorKind::kActivation);
+    Node n;
+    n.name = op + "_" + std::to_string(g_.num_nodes());
+    n.op_type = op;
+    n.op_version = 13;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    for (auto& a : attrs) n.SetAttr(a.name, a.value);
+    g_.AddNode(std::move(n));
+    return out;
+  }
+
+  // The whole graph as one group.
+  StatusOr<CalibrationBenchmark> Finish(TensorId output) {
+    g_.AddOutput(output);
+    g_.Link();
+    std::vector<NodeId> all;
+    for (NodeId id = 0; id < static_cast<NodeId>(g_.num_nodes()); ++id) all.push_back(id);
+    FUSOR_ASSIGN_OR_RETURN(GroupKind kind, InferGroupKind(g_, all));
+    FusionPlan plan{{FusionGroup{kind, all, {}}}};
+    FUSOR_RETURN_IF_ERROR(CheckPlan(g_, plan));
+    return CalibrationBenchmark{g_.model_name, g_, plan};
+  }
+
+ private:
+  TensorId Add(Shape dims, TensorKind kind, DType dtype = DType::kFloat32) {
+    Tensor t;
+    t.name = "t" + std::to_string(g_.num_tensors());
+    t.dims = std::move(dims);
+    t.kind = kind;
+    t.dtype = dtype;
+    return g_.AddTensor(std::move(t));
+  }
+  Graph g_;
+};
+
+using Suite = std::vector<CalibrationBenchmark>;
+
+void Keep(StatusOr<CalibrationBenchmark> b, Suite* suite) {
+  // The builders above only make legal single groups; a failure here is a bug in this file.
+  if (b.ok()) suite->push_back(std::move(b).value());
+}
+
+std::string KiB(int64_t bytes) { return std::to_string(bytes >> 10) + "KiB"; }
+
+// Element counts whose float32 footprint (in + out) sits in L1, L2, L3 and DRAM.
+std::vector<int64_t> StreamSizes(const TargetFingerprint& t) {
+  int64_t l1 = t.l1d_bytes * t.cores, l2 = t.l2_bytes * t.cores, l3 = std::max(t.l3_bytes, l2 * 2);
+  return {l1 / 4 / 4, l2 / 4 / 4, l3 / 4 / 4, l3 * 4 / 4};
+}
+
+void StreamFamily(const TargetFingerprint& t, Suite* s) {
+  for (int64_t n : StreamSizes(t)) {
+    SuiteGraph relu("stream_relu_" + KiB(n * 4));
+    Keep(relu.Finish(relu.Op("Relu", {relu.Input({n})}, {n})), s);
+    int64_t rows = std::max<int64_t>(1, n / 1024);
+    SuiteGraph reduce("stream_reduce_sum_" + KiB(rows * 1024 * 4));
+    TensorId x = reduce.Input({rows, 1024});
+    Keep(reduce.Finish(
+             reduce.Op("ReduceSum", {x, reduce.Ints({1})}, {rows, 1}, {{"keepdims", int64_t{1}}})),
+         s);
+    SuiteGraph expand("stream_expand_" + KiB(rows * 1024 * 4));
+    TensorId row = expand.Input({1, 1024});
+    Keep(expand.Finish(expand.Op("Expand", {row, expand.Ints({rows, 1024})}, {rows, 1024})), s);
+  }
+}
+
+void ChainFamily(const TargetFingerprint& t, Suite* s, const std::vector<int>& lengths) {
+  int64_t n = t.l2_bytes * t.cores / 4 / 4;
+  for (int k : lengths) {
+    SuiteGraph cheap("elementwise_chain_" + std::to_string(k));
+    TensorId x = cheap.Input({n});
+    for (int i = 0; i < k; ++i)
+      x = cheap.Op(i % 2 ? "Add" : "Mul", {x, cheap.Scalar(i % 2 ? 0.25 : 0.5)}, {n});
+    Keep(cheap.Finish(x), s);
+    SuiteGraph trans("transcendental_chain_" + std::to_string(k));
+    TensorId y = trans.Input({n});
+    for (int i = 0; i < k; ++i) y = trans.Op(i % 2 ? "Sigmoid" : "Tanh", {y}, {n});
+    Keep(trans.Finish(y), s);
+  }
+}
+
+void MatMulFamily(Suite* s, const std::vector<int64_t>& sizes) {
+  for (int64_t m : sizes) {
+    for (int64_t k : {m, int64_t{4} * m}) {
+      SuiteGraph mm("matmul_" + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                    std::to_string(m));
+      TensorId a = mm.Input({m, k});
+      Keep(mm.Finish(mm.Op("MatMul", {a, mm.Weight({k, m})}, {m, m})), s);
+    }
+  }
+  // Skinny (memory-bound) products: one row against a large weight.
+  for (int64_t n : {int64_t{768}, int64_t{3072}}) {
+    SuiteGraph mv("matvec_1x" + std::to_string(n));
+    TensorId a = mv.Input({1, n});
+    Keep(mv.Finish(mv.Op("MatMul", {a, mv.Weight({n, n})}, {1, n})), s);
+  }
+}
+
+std::vector<Attribute> ConvAttrs(int64_t kernel, int64_t group) {
+  int64_t pad = kernel / 2;
+  return {{"kernel_shape", std::vector<int64_t>{kernel, kernel}},
+          {"pads", std::vector<int64_t>{pad, pad, pad, pad}},
+          {"group", group}};
+}
+
+void ConvFamily(Suite* s, bool full) {
+  std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {16, 56}, {64, 56}, {128, 28}, {256, 14}, {512, 7}};
+  if (!full) shapes = {{64, 28}, {256, 14}};
+  for (auto [c, hw] : shapes) {
+    for (int64_t kernel : {int64_t{3}, int64_t{1}}) {
+      SuiteGraph conv("conv" + std::to_string(kernel) + "x" + std::to_string(kernel) + "_c" +
+                      std::to_string(c) + "_" + std::to_string(hw));
+      TensorId x = conv.Input({1, c, hw, hw});
+      Keep(conv.Finish(conv.Op("Conv", {x, conv.Weight({c, c, kernel, kernel})}, {1, c, hw, hw},
+                               ConvAttrs(kernel, 1))),
+           s);
+    }
+    SuiteGraph dw("depthwise_c" + std::to_string(c * 2) + "_" + std::to_string(hw));
+    TensorId x = dw.Input({1, c * 2, hw, hw});
+    Keep(dw.Finish(dw.Op("Conv", {x, dw.Weight({c * 2, 1, 3, 3})}, {1, c * 2, hw, hw},
+                         ConvAttrs(3, c * 2))),
+         s);
+  }
+}
+
+void ReductionFamily(Suite* s) {
+  for (int64_t cols : {int64_t{128}, int64_t{1024}, int64_t{4096}}) {
+    SuiteGraph sm("softmax_64x" + std::to_string(cols));
+    TensorId x = sm.Input({64, cols});
+    Keep(sm.Finish(sm.Op("Softmax", {x}, {64, cols}, {{"axis", int64_t{-1}}})), s);
+  }
+  SuiteGraph gap("global_average_pool_c256_14");
+  Keep(gap.Finish(gap.Op("GlobalAveragePool", {gap.Input({1, 256, 14, 14})}, {1, 256, 1, 1})), s);
+  SuiteGraph mp("max_pool_3x3_c64_112");
+  TensorId x = mp.Input({1, 64, 112, 112});
+  Keep(mp.Finish(mp.Op("MaxPool", {x}, {1, 64, 56, 56},
+                       {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                        {"strides", std::vector<int64_t>{2, 2}},
+                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}})),
+       s);
+}
+
+void DispatchFamily(Suite* s) {
+  for (int64_t n : {int64_t{8}, int64_t{64}}) {
+    SuiteGraph relu("tiny_relu_" + std::to_string(n));
+    Keep(relu.Finish(relu.Op("Relu", {relu.Input({n})}, {n})), s);
+  }
+  SuiteGraph mm("tiny_matmul_4x4x4");
+  TensorId a = mm.Input({4, 4});
+  Keep(mm.Finish(mm.Op("MatMul", {a, mm.Weight({4, 4})}, {4, 4})), s);
+  SuiteGraph conv("tiny_conv_c4_4");
+  TensorId x = conv.Input({1, 4, 4, 4});
+  Keep(conv.Finish(conv.Op("Conv", {x, conv.Weight({4, 4, 1, 1})}, {1, 4, 4, 4}, ConvAttrs(1, 1))),
+       s);
+}
+
+void PostOpFamily(Suite* s, const std::vector<int>& counts) {
+  // A small conv, so that a post-op's fixed cost is a visible share of the time.
+  const Shape dims = {1, 16, 8, 8};
+  for (int k : counts) {
+    SuiteGraph g("conv_post_ops_" + std::to_string(k));
+    TensorId x = g.Input(dims);
+    TensorId y = g.Op("Conv", {x, g.Weight({16, 16, 1, 1})}, dims, ConvAttrs(1, 1));
+    for (int i = 0; i < k; ++i) {
+      if (i % 3 == 0) y = g.Op("Relu", {y}, dims);
+      if (i % 3 == 1) y = g.Op("Add", {y, g.Weight({16, 1, 1})}, dims);
+      if (i % 3 == 2) y = g.Op("Mul", {y, g.Scalar(0.5)}, dims);
+    }
+    Keep(g.Finish(y), s);
+  }
+}
+
+// x feeds `width` branches that a chain of adds combines: `width` values live at once.
+void RegisterPressureFamily(const TargetFingerprint& t, Suite* s, const std::vector<int>& widths) {
+  int64_t n = t.l2_bytes * t.cores / 4 / 4;
+  const char* ops[] = {"Relu", "Tanh", "Sigmoid", "Exp"};
+  for (int width : widths) {
+    SuiteGraph g("wide_loop_" + std::to_string(width));
+    TensorId x = g.Input({n});
+    std::vector<TensorId> branches;
+    for (int i = 0; i < width; ++i) branches.push_back(g.Op(ops[i % 4], {x}, {n}));
+    TensorId acc = branches[0];
+    for (int i = 1; i < width; ++i) acc = g.Op("Add", {acc, branches[i]}, {n});
+    Keep(g.Finish(acc), s);
+  }
+}
+
+GroupFeatures FeaturesOf(const CalibrationBenchmark& b, const TargetFingerprint& t) {
+  return PlanFeatures(b.graph, b.plan, t).at(0);
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& target, double scale) {
+  bool full = scale >= 1.0;
+  Suite s;
+  StreamFamily(target, &s);
+  ChainFamily(target, &s, full ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{1, 8});
+  MatMulFamily(&s, full ? std::vector<int64_t>{64, 128, 256, 512} : std::vector<int64_t>{64, 256});
+  ConvFamily(&s, full);
+  ReductionFamily(&s);
+  DispatchFamily(&s);
+  PostOpFamily(&s, full ? std::vector<int>{0, 1, 2, 4, 6} : std::vector<int>{0, 4});
+  RegisterPressureFamily(target, &s,
+                         full ? std::vector<int>{4, 8, 12, 16, 24, 32} : std::vector<int>{4, 24});
+  return s;
+}
+
+StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& suite,
+                                      const HardwareProfile& start, const MeasureFn& measure,
+                                      const ProgressFn& progress,
+                                      const std::vector<CalibrationSample>& previous) {
+  CalibrationResult result;
+  result.samples = previous;
+  for (size_t i = 0; i < suite.size(); ++i) {
+    const CalibrationBenchmark& b = suite[i];
+    if (progress) progress(i, suite.size(), b.name);
+    auto m = measure(b.graph, b.plan);
+    if (!m.ok()) return m.status().WithContext("calibration benchmark '" + b.name + "'");
+    if (m->unstable) {
+      ++result.skipped_unstable;
+      continue;
+    }
+    result.samples.push_back({b.name, FeaturesOf(b, start.target), m->median_ns});
+  }
+  if (progress) progress(suite.size(), suite.size(), "fit");
+  result.profile = start;
+  FUSOR_ASSIGN_OR_RETURN(result.report, FitProfile(result.samples, &result.profile));
+  result.profile.calibrated_unix_ms = NowMs();
+  result.profile.cost_model_version = kCostModelVersion;
+  FUSOR_RETURN_IF_ERROR(CheckPlausible(result.profile).WithContext("fitted profile"));
+  return result;
+}
+
+nlohmann::json SampleToJson(const CalibrationSample& s) {
+  const GroupFeatures& f = s.features;
+  return {{"benchmark", s.benchmark},
+          {"measured_ns", s.measured_ns},
+          {"flops", f.flops},
+          {"read_bytes", f.read_bytes},
+          {"write_bytes", f.write_bytes},
+          {"kernels", f.kernels},
+          {"post_ops", f.post_ops},
+          {"spilled_value_vectors", f.spilled_value_vectors},
+          {"reorder_bytes", f.reorder_bytes}};
+}
+
+StatusOr<CalibrationSample> SampleFromJson(const nlohmann::json& j) {
+  try {
+    CalibrationSample s;
+    s.benchmark = j.at("benchmark").get<std::string>();
+    s.measured_ns = j.at("measured_ns").get<double>();
+    s.features.flops = j.at("flops").get<std::array<double, kNumComputeClasses>>();
+    s.features.read_bytes = j.at("read_bytes").get<std::array<double, kNumMemoryLevels>>();
+    s.features.write_bytes = j.at("write_bytes").get<std::array<double, kNumMemoryLevels>>();
+    s.features.kernels = j.at("kernels").get<double>();
+    s.features.post_ops = j.at("post_ops").get<double>();
+    s.features.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();
+    s.features.reorder_bytes = j.at("reorder_bytes").get<double>();
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string("calibration sample: ") + e.what());
+  }
+}
+
+}  // namespace fusor

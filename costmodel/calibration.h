@@ -1,0 +1,67 @@
+// Calibration: the micro-benchmarks that pin the profile's constants, and the driver that measures
+// them and fits. Each benchmark is a small graph that runs as one group, chosen to isolate terms:
+// streaming at sizes that sit in each cache level (read-heavy, write-heavy, both), elementwise and
+// transcendental chains of growing length, matmul and conv shapes across arithmetic intensities
+// (plain, depthwise), reductions, tiny kernels for dispatch overhead, conv post-op chains of
+// growing length, and wide fused loops for register pressure.
+//
+// Measuring is the caller's: costmodel/ does not link the runtime (DESIGN.md), so the driver takes
+// a MeasureFn, which the CLI and the server implement with runtime/'s OneDnnMeasurer. Every sample
+// is kept (the append-only calibration log) so fits can be rerun over all samples so far.
+// Stateless functions; thread-safe if the MeasureFn is.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "costmodel/cost_model.h"
+#include "costmodel/fit.h"
+#include "costmodel/hardware_profile.h"
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+struct CalibrationBenchmark {
+  std::string name;  // "stream_relu_l2_256KiB", "matmul_256x256x256", ...
+  Graph graph;
+  FusionPlan plan;  // One group.
+};
+
+// The suite for a target (sizes follow its cache sizes). `scale` < 1 shrinks the number of points
+// per family, for quick runs and tests.
+std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& target,
+                                                   double scale = 1.0);
+
+struct MeasuredTime {
+  double median_ns = 0;
+  double cv = 0;
+  bool unstable = false;
+};
+using MeasureFn = std::function<StatusOr<MeasuredTime>(const Graph&, const FusionPlan&)>;
+using ProgressFn = std::function<void(size_t done, size_t total, const std::string& name)>;
+
+struct CalibrationResult {
+  HardwareProfile profile;
+  FitReport report;
+  std::vector<CalibrationSample> samples;
+  int skipped_unstable = 0;  // Benchmarks whose timing stayed too noisy: not used in the fit.
+};
+
+// Measures every benchmark, turns each into a sample (its features under `target`) and fits a
+// profile starting from `start` (defaults, or the previous calibration). Samples from earlier
+// calibrations of the same target may be passed in `previous` and are fitted together with the new.
+StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& suite,
+                                      const HardwareProfile& start, const MeasureFn& measure,
+                                      const ProgressFn& progress = {},
+                                      const std::vector<CalibrationSample>& previous = {});
+
+// The calibration log: samples as JSON lines, one object per sample.
+nlohmann::json SampleToJson(const CalibrationSample& s);
+StatusOr<CalibrationSample> SampleFromJson(const nlohmann::json& j);
+
+}  // namespace fusor
