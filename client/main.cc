@@ -1,15 +1,22 @@
 // The fusor CLI. Each verb lives in its own file and registers itself here.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "client/exit_codes.h"
+#include "client/db_commands.h"
 #include "client/inspect_command.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr so that --json output on stdout stays machine-readable.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("fusor"));
+  spdlog::set_level(spdlog::level::warn);
   CLI::App app{"fusor: cost-model-driven operator-fusion autotuner"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fusor 0.1.0");
   int exit_code = fusor::kExitOk;
   fusor::AddInspectCommand(app, &exit_code);
+  fusor::AddDbCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,164 @@
+#include "costmodel/validation.h"
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "graph/canonical.h"
+
+namespace fusor {
+namespace {
+
+std::string OpsOf(const Graph& g) {
+  std::string s;
+  for (const Node& n : g.nodes()) s += (s.empty() ? "" : "+") + n.op_type;
+  return s;
+}
+
+// The alternatives of a region whose nodes form one legal group.
+std::vector<std::pair<std::string, FusionPlan>> Alternatives(const Graph& r) {
+  std::vector<std::pair<std::string, FusionPlan>> out;
+  std::vector<NodeId> all;
+  for (NodeId id = 0; id < static_cast<NodeId>(r.num_nodes()); ++id) all.push_back(id);
+  auto kind = InferGroupKind(r, all);
+  if (!kind.ok()) return out;
+  out.emplace_back("fused", FusionPlan{{FusionGroup{*kind, all, {}}}});
+  out.emplace_back("unfused", UnfusedPlan(r));
+  for (size_t cut = 1; cut + 1 < all.size() + 1 && all.size() > 2; ++cut) {
+    std::vector<NodeId> head(all.begin(), all.begin() + cut), tail(all.begin() + cut, all.end());
+    auto hk = InferGroupKind(r, head), tk = InferGroupKind(r, tail);
+    if (!hk.ok() || !tk.ok() || tail.empty()) continue;
+    FusionPlan split{{FusionGroup{*hk, head, {}}, FusionGroup{*tk, tail, {}}}};
+    if (CheckPlan(r, split).ok()) out.emplace_back("split@" + std::to_string(cut), split);
+  }
+  return out;
+}
+
+// Candidate node sets: the groups of structural plans, and their prefixes down to two ops.
+std::vector<std::vector<NodeId>> CandidateSets(const Graph& g, int max_ops, uint64_t seed) {
+  std::vector<FusionPlan> plans = {MaxFusionPlan(g)};
+  for (uint64_t s = 0; s < 3; ++s) plans.push_back(RandomLegalPlan(g, seed + s, 0.7, 0.0));
+  std::vector<std::vector<NodeId>> sets;
+  for (const FusionPlan& p : plans) {
+    for (const FusionGroup& group : p.groups) {
+      for (size_t len = std::min<size_t>(group.nodes.size(), max_ops); len >= 2; --len) {
+        sets.emplace_back(group.nodes.begin(), group.nodes.begin() + len);
+      }
+    }
+  }
+  std::mt19937_64 rng(seed);
+  std::shuffle(sets.begin(), sets.end(), rng);
+  return sets;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
+}  // namespace
+
+std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_regions,
+                                          uint64_t seed) {
+  std::vector<HeldOutRegion> out;
+  std::set<std::string> seen;
+  for (const auto& nodes : CandidateSets(g, max_ops, seed)) {
+    if (static_cast<int>(out.size()) >= max_regions) break;
+    Graph r = g.ExtractRegion(nodes);
+    if (!seen.insert(CanonicalHash(r)).second) continue;
+    auto alternatives = Alternatives(r);
+    if (alternatives.size() < 2) continue;
+    out.push_back({g.model_name, OpsOf(r), std::move(r), std::move(alternatives)});
+  }
+  return out;
+}
+
+double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs) {
+  int concordant = 0, discordant = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t j = i + 1; j < a.size(); ++j) {
+      double x = (a[i] - a[j]) * (b[i] - b[j]);
+      if (x > 0) ++concordant;
+      if (x < 0) ++discordant;
+    }
+  }
+  *pairs = concordant + discordant;
+  return *pairs ? static_cast<double>(concordant - discordant) / *pairs : 0.0;
+}
+
+StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
+                                             const CostModel& model, const MeasureFn& measure,
+                                             const ProgressFn& progress) {
+  ValidationReport report;
+  double abs_pct = 0, tau_sum = 0;
+  int tau_pairs = 0, agree = 0, decisive_agree = 0;
+  for (size_t ri = 0; ri < regions.size(); ++ri) {
+    const HeldOutRegion& r = regions[ri];
+    if (progress) progress(ri, regions.size(), r.ops);
+    std::vector<double> pred, meas;
+    bool unstable = false;
+    for (const auto& [name, plan] : r.alternatives) {
+      auto m = measure(r.graph, plan);
+      if (!m.ok()) return m.status().WithContext("region " + r.ops + " (" + name + ")");
+      unstable |= m->unstable;
+      pred.push_back(model.Cost(r.graph, plan).total.total_ns);
+      meas.push_back(m->median_ns);
+    }
+    if (unstable) {
+      ++report.skipped_unstable;
+      continue;
+    }
+    ++report.regions;
+    for (size_t i = 0; i < pred.size(); ++i) {
+      report.items.push_back({r.model, r.ops, r.alternatives[i].first, pred[i], meas[i]});
+      abs_pct += 100 * std::fabs(pred[i] - meas[i]) / meas[i];
+    }
+    int pairs = 0;
+    double tau = KendallTau(pred, meas, &pairs);
+    tau_sum += tau * pairs;
+    tau_pairs += pairs;
+    // Alternatives 0 and 1 are "fused" and "unfused".
+    bool right = (pred[0] < pred[1]) == (meas[0] < meas[1]);
+    ++report.decisions;
+    agree += right;
+    if (std::fabs(meas[0] - meas[1]) >= 0.05 * std::min(meas[0], meas[1])) {
+      ++report.decisive_decisions;
+      decisive_agree += right;
+    }
+  }
+  if (progress) progress(regions.size(), regions.size(), "done");
+  if (report.items.empty()) return Status::FailedPrecondition("no region could be measured stably");
+  report.mape = abs_pct / report.items.size();
+  report.kendall_tau = tau_pairs ? tau_sum / tau_pairs : 0;
+  report.agreement = report.decisions ? static_cast<double>(agree) / report.decisions : 0;
+  report.decisive_agreement = report.decisive_decisions
+                                  ? static_cast<double>(decisive_agree) / report.decisive_decisions
+                                  : 0;
+  return report;
+}
+
+nlohmann::json ReportToJson(const ValidationReport& r) {
+  nlohmann::json items = nlohmann::json::array();
+  std::vector<double> errors;
+  for (const auto& i : r.items) {
+    items.push_back({{"model", i.model},
+                     {"ops", i.ops},
+                     {"alternative", i.alternative},
+                     {"predicted_ns", i.predicted_ns},
+                     {"measured_ns", i.measured_ns}});
+    errors.push_back(std::fabs(i.predicted_ns - i.measured_ns) / i.measured_ns * 100);
+  }
+  return {{"mape_percent", r.mape},
+          {"median_ape_percent", Percentile(errors, 0.5)},
+          {"p90_ape_percent", Percentile(errors, 0.9)},
+          {"kendall_tau", r.kendall_tau},
+          {"fuse_decision_agreement", r.agreement},
+          {"decisive_fuse_decision_agreement", r.decisive_agreement},
+          {"regions", r.regions},
+          {"decisions", r.decisions},
+          {"decisive_decisions", r.decisive_decisions},
+          {"skipped_unstable", r.skipped_unstable},
+          {"items", items}};
+}
+
+}  // namespace fusor

@@ -1,0 +1,60 @@
+// Honest accuracy of a cost model on held-out groups. From each model, sets of ops that form a
+// legal group (taken from structural fusion plans, at most `max_ops` ops, one per distinct
+// structure by canonical hash) are cut out as regions; each region is run under its alternatives
+// (fused as one group, every op alone, and every legal split into two groups), measured through the
+// caller's MeasureFn and predicted by the model. Reported:
+//   - MAPE of predicted vs measured time over every (region, alternative);
+//   - Kendall's tau between predicted and measured order among the alternatives of each region,
+//     averaged over regions weighted by their number of pairs;
+//   - the share of fuse-or-not decisions (fused vs every op alone) where the model picks the
+//     measured winner, over all regions and over the decisive ones (measured gap >= 5%).
+// Stateless; thread-safe if the MeasureFn is.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "costmodel/calibration.h"
+#include "costmodel/cost_model.h"
+#include "graph/graph.h"
+
+namespace fusor {
+
+struct HeldOutRegion {
+  std::string model;
+  std::string ops;  // "Conv+BatchNormalization+Relu"
+  Graph graph;
+  std::vector<std::pair<std::string, FusionPlan>> alternatives;  // "fused", "unfused", "split@2".
+};
+
+// Up to `max_regions` regions of 2..max_ops ops from `g`, deterministic for a seed.
+std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_regions,
+                                          uint64_t seed);
+
+struct ValidationItem {
+  std::string model, ops, alternative;
+  double predicted_ns = 0, measured_ns = 0;
+};
+
+struct ValidationReport {
+  std::vector<ValidationItem> items;
+  double mape = 0;                // Percent.
+  double kendall_tau = 0;         // Pair-weighted mean over regions.
+  double agreement = 0;           // Fraction of fuse-or-not decisions the model gets right.
+  double decisive_agreement = 0;  // The same over decisions with a measured gap >= 5%.
+  int regions = 0, decisions = 0, decisive_decisions = 0, skipped_unstable = 0;
+};
+
+StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
+                                             const CostModel& model, const MeasureFn& measure,
+                                             const ProgressFn& progress = {});
+
+// Kendall's tau-a over pairs not tied in either ranking; 0 pairs -> 0.
+double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs);
+
+nlohmann::json ReportToJson(const ValidationReport& r);
+
+}  // namespace fusor

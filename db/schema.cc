@@ -1,0 +1,257 @@
+#include "db/schema.h"
+
+#include <array>
+#include <chrono>
+#include <string_view>
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+namespace fusor::db {
+namespace {
+
+// Schema version 1. Times are milliseconds since the Unix epoch (UTC); durations are nanoseconds;
+// protos are serialized fusor.v1 messages. Columns beside a proto repeat its fields so that people
+// (sqlite3 shell) and indexes can use them; the proto is what readers return.
+//
+//   meta            key/value facts about the file ('created_unix_ms'; for a deployment
+//                   snapshot 'snapshot_of_target' and 'snapshot_exported_unix_ms').
+//   targets         one row per CPU fingerprint with its latest calibrated HardwareProfile; plans
+//                   created before calibrated_unix_ms are stale.
+//   graphs          one row per canonical graph hash with the fusor.v1.Graph.
+//   plans           one row per (graph, target, cost-model version, search options).
+//                   measured_ns and unfused_measured_ns are NULL when not measured; speedup is
+//                   unfused over fused time, measured when both were measured, else predicted.
+//   measurements    samples behind a plan (group_id NULL) or one of its groups; deleted with it.
+//   tuning_history  append-only log of what happened to plans and targets.
+constexpr std::string_view kSchemaV1 = R"sql(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE targets (
+  target_id          TEXT PRIMARY KEY,   -- TargetFingerprint.id
+  cpu_model          TEXT NOT NULL,
+  isa                TEXT NOT NULL,      -- ISA oneDNN dispatches to, e.g. avx2
+  cores              INTEGER NOT NULL,
+  onednn_version     TEXT NOT NULL,
+  cost_model_version TEXT NOT NULL,      -- cost model the profile's constants were fitted for
+  calibrated_unix_ms INTEGER NOT NULL,   -- latest calibration; older plans are stale
+  fingerprint        BLOB NOT NULL,      -- fusor.v1.TargetFingerprint
+  profile            BLOB NOT NULL,      -- fusor.v1.HardwareProfile
+  updated_unix_ms    INTEGER NOT NULL
+);
+
+CREATE TABLE graphs (
+  graph_hash      TEXT PRIMARY KEY CHECK (length(graph_hash) = 64),  -- canonical SHA-256, hex
+  model_name      TEXT NOT NULL,
+  node_count      INTEGER NOT NULL,
+  graph           BLOB NOT NULL,         -- fusor.v1.Graph
+  created_unix_ms INTEGER NOT NULL
+);
+CREATE INDEX graphs_by_model ON graphs (model_name);
+
+CREATE TABLE plans (
+  plan_id              INTEGER PRIMARY KEY,
+  graph_hash           TEXT NOT NULL REFERENCES graphs (graph_hash),
+  target_id            TEXT NOT NULL REFERENCES targets (target_id),
+  cost_model_version   TEXT NOT NULL,
+  search_options       TEXT NOT NULL,    -- canonical text of the search options
+  plan                 BLOB NOT NULL,    -- fusor.v1.Plan
+  predicted_ns         REAL NOT NULL,
+  measured_ns          REAL,             -- NULL: not measured
+  unfused_predicted_ns REAL,
+  unfused_measured_ns  REAL,
+  speedup              REAL,             -- unfused / fused; NULL when unknown
+  group_count          INTEGER NOT NULL,
+  peak_memory_bytes    INTEGER NOT NULL,
+  created_unix_ms      INTEGER NOT NULL,
+  UNIQUE (graph_hash, target_id, cost_model_version, search_options)
+);
+CREATE INDEX plans_by_target ON plans (target_id, graph_hash);
+CREATE INDEX plans_by_created
+  ON plans (created_unix_ms DESC, graph_hash, target_id, cost_model_version, search_options);
+
+CREATE TABLE measurements (
+  measurement_id   INTEGER PRIMARY KEY,
+  plan_id          INTEGER NOT NULL REFERENCES plans (plan_id) ON DELETE CASCADE,
+  group_id         INTEGER,              -- FusionGroup.id; NULL: the whole plan
+  samples          TEXT NOT NULL,        -- JSON array of sample times in ns
+  sample_count     INTEGER NOT NULL,
+  median_ns        REAL NOT NULL,
+  spread           REAL NOT NULL,        -- interquartile range / median
+  measured_unix_ms INTEGER NOT NULL
+);
+CREATE INDEX measurements_by_plan ON measurements (plan_id);
+
+CREATE TABLE tuning_history (
+  event_id           INTEGER PRIMARY KEY,
+  at_unix_ms         INTEGER NOT NULL,
+  event              TEXT NOT NULL CHECK (event IN
+                       ('stored', 'replaced', 'imported', 'deleted', 'expired', 'calibrated')),
+  graph_hash         TEXT,               -- NULL for target events
+  target_id          TEXT NOT NULL,
+  cost_model_version TEXT,
+  search_options     TEXT,
+  predicted_ns       REAL,
+  measured_ns        REAL,
+  detail             TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX history_by_graph ON tuning_history (graph_hash, target_id);
+)sql";
+
+// kMigrations[i] takes a database from version i to version i + 1.
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1};
+
+struct FileFacts {
+  int64_t version = 0;
+  int64_t application_id = 0;
+  int64_t objects = 0;  // Tables, indexes, views in sqlite_schema.
+};
+
+Status QuickCheck(SqliteConnection& connection) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease check, connection.Prepare("PRAGMA quick_check(1)"));
+  FUSOR_ASSIGN_OR_RETURN(bool row, check->Step());
+  std::string verdict = row ? check->Text(0) : "no result";
+  if (verdict == "ok") return Status::Ok();
+  return Status::Corruption(
+      fmt::format("database '{}' is corrupt (quick_check: {}); restore it from a backup or move "
+                  "it aside to start a new one",
+                  connection.path(), verdict));
+}
+
+StatusOr<FileFacts> ReadFacts(SqliteConnection& connection) {
+  FileFacts facts;
+  FUSOR_ASSIGN_OR_RETURN(facts.version, connection.QueryInt("PRAGMA user_version"));
+  FUSOR_ASSIGN_OR_RETURN(facts.application_id, connection.QueryInt("PRAGMA application_id"));
+  FUSOR_ASSIGN_OR_RETURN(facts.objects, connection.QueryInt("SELECT count(*) FROM sqlite_schema"));
+  return facts;
+}
+
+Status CheckOwnership(const SqliteConnection& connection, const FileFacts& facts) {
+  bool fresh = facts.application_id == 0 && facts.version == 0 && facts.objects == 0;
+  if (facts.application_id == kApplicationId || fresh) return Status::Ok();
+  return Status::FailedPrecondition(
+      fmt::format("database '{}' is a SQLite database of another application (application_id "
+                  "{:#x}), not a Fusor tuning database; pass a different --db",
+                  connection.path(), facts.application_id));
+}
+
+Status CheckVersion(const SqliteConnection& connection, const FileFacts& facts) {
+  if (facts.version > kSchemaVersion) {
+    return Status::FailedPrecondition(
+        fmt::format("database '{}' has schema version {}, this fusor understands up to {}; "
+                    "upgrade fusor",
+                    connection.path(), facts.version, kSchemaVersion));
+  }
+  if (facts.version == 0 && connection.read_only()) {
+    return Status::FailedPrecondition(
+        fmt::format("database '{}' is empty, not a Fusor tuning database yet; name an existing "
+                    "tuning database, or open it writable to create one",
+                    connection.path()));
+  }
+  if (facts.version < kSchemaVersion && connection.read_only()) {
+    return Status::FailedPrecondition(
+        fmt::format("database '{}' has schema version {}, older than this fusor's {}, and is "
+                    "open read-only; open it writable once to migrate it",
+                    connection.path(), facts.version, kSchemaVersion));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadSnapshotMarker(SqliteConnection& connection) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease read,
+                         connection.Prepare("SELECT value FROM meta WHERE key = ?"));
+  FUSOR_RETURN_IF_ERROR(read->Bind({std::string("snapshot_of_target")}));
+  FUSOR_ASSIGN_OR_RETURN(bool row, read->Step());
+  return row ? read->Text(0) : std::string();
+}
+
+StatusOr<std::string> JournalMode(SqliteConnection& connection, std::string_view pragma) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease mode, connection.Prepare(pragma));
+  FUSOR_ASSIGN_OR_RETURN(bool row, mode->Step());
+  return row ? mode->Text(0) : std::string();
+}
+
+Status UseWriteAheadLog(SqliteConnection& connection) {
+  FUSOR_ASSIGN_OR_RETURN(std::string mode, JournalMode(connection, "PRAGMA journal_mode"));
+  if (mode == "wal") return Status::Ok();
+  FUSOR_ASSIGN_OR_RETURN(mode, JournalMode(connection, "PRAGMA journal_mode = WAL"));
+  if (mode == "wal") return Status::Ok();
+  return Status::FailedPrecondition(
+      fmt::format("database '{}': cannot switch to write-ahead logging (journal mode stays '{}'); "
+                  "put the database on a local file system",
+                  connection.path(), mode));
+}
+
+// Applies the missing migrations in one transaction; another process may have done it first.
+StatusOr<int> Migrate(SqliteConnection& connection) {
+  FUSOR_ASSIGN_OR_RETURN(Transaction txn, Transaction::BeginWrite(connection));
+  FUSOR_ASSIGN_OR_RETURN(int64_t version, connection.QueryInt("PRAGMA user_version"));
+  if (version >= kSchemaVersion) return static_cast<int>(version);
+  for (int64_t v = version; v < kSchemaVersion; ++v) {
+    FUSOR_RETURN_IF_ERROR(connection.ExecuteScript(kMigrations[v]));
+  }
+  FUSOR_RETURN_IF_ERROR(connection.ExecuteScript(fmt::format(
+      "PRAGMA user_version = {}; PRAGMA application_id = {};", kSchemaVersion, kApplicationId)));
+  if (version == 0) {
+    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    FUSOR_RETURN_IF_ERROR(
+        connection.Execute("INSERT INTO meta (key, value) VALUES (?, ?)",
+                           {std::string("created_unix_ms"), std::to_string(now)}));
+  }
+  FUSOR_RETURN_IF_ERROR(txn.Commit());
+  spdlog::info("db: migrated '{}' from schema version {} to {}", connection.path(), version,
+               kSchemaVersion);
+  return static_cast<int>(version);
+}
+
+}  // namespace
+
+StatusOr<SchemaInfo> PrepareSchema(SqliteConnection& connection) {
+  FUSOR_RETURN_IF_ERROR(QuickCheck(connection));
+  FUSOR_ASSIGN_OR_RETURN(FileFacts facts, ReadFacts(connection));
+  FUSOR_RETURN_IF_ERROR(CheckOwnership(connection, facts));
+  FUSOR_RETURN_IF_ERROR(CheckVersion(connection, facts));
+  SchemaInfo info{static_cast<int>(facts.version), static_cast<int>(facts.version), ""};
+  if (facts.version >= 1) {
+    FUSOR_ASSIGN_OR_RETURN(info.snapshot_of_target, ReadSnapshotMarker(connection));
+  }
+  if (connection.read_only()) return info;
+  if (!info.snapshot_of_target.empty()) {
+    return Status::FailedPrecondition(fmt::format(
+        "database '{}' is a read-only deployment snapshot of target '{}'; query it read-only, or "
+        "merge it into a writable database with `fusor db import`",
+        connection.path(), info.snapshot_of_target));
+  }
+  FUSOR_RETURN_IF_ERROR(UseWriteAheadLog(connection));
+  if (facts.version < kSchemaVersion) {
+    FUSOR_ASSIGN_OR_RETURN(info.migrated_from, Migrate(connection));
+    info.version = kSchemaVersion;
+  }
+  return info;
+}
+
+Status MarkSnapshot(SqliteConnection& connection, const std::string& target_id,
+                    int64_t exported_unix_ms) {
+  {
+    FUSOR_ASSIGN_OR_RETURN(Transaction txn, Transaction::BeginWrite(connection));
+    constexpr std::string_view kPut = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)";
+    FUSOR_RETURN_IF_ERROR(connection.Execute(kPut, {std::string("snapshot_of_target"), target_id}));
+    FUSOR_RETURN_IF_ERROR(connection.Execute(
+        kPut, {std::string("snapshot_exported_unix_ms"), std::to_string(exported_unix_ms)}));
+    FUSOR_RETURN_IF_ERROR(txn.Commit());
+  }
+  FUSOR_ASSIGN_OR_RETURN(std::string mode, JournalMode(connection, "PRAGMA journal_mode = DELETE"));
+  if (mode != "delete") {
+    return Status::Internal(
+        fmt::format("database '{}': cannot leave write-ahead logging (journal mode stays '{}')",
+                    connection.path(), mode));
+  }
+  return Status::Ok();
+}
+
+}  // namespace fusor::db

@@ -1,0 +1,40 @@
+// The tuning database's schema: its version, the migrations that reach it, and the checks every
+// open runs. The schema itself (tables, columns, what they mean) is documented in schema.cc next to
+// the SQL that creates it, and for people with the sqlite3 shell in docs/database.md.
+//
+// Versioning: PRAGMA user_version holds the schema version and PRAGMA application_id marks the file
+// as Fusor's. Migration N takes a database from version N-1 to N inside one BEGIN IMMEDIATE
+// transaction, so a crash leaves either the old or the new version, never half of one. Functions
+// here take a connection the caller owns and uses from one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "db/sqlite_connection.h"
+
+namespace fusor::db {
+
+inline constexpr int kSchemaVersion = 1;
+inline constexpr int32_t kApplicationId = 0x46555352;  // "FUSR"
+
+// What an opened database is.
+struct SchemaInfo {
+  int version = 0;
+  int migrated_from = 0;           // Version before this open; equals version when unchanged.
+  std::string snapshot_of_target;  // Non-empty for an exported deployment snapshot.
+};
+
+// Checks the file behind connection and, when writable, brings it to kSchemaVersion in WAL mode.
+// Errors name the file: not SQLite or damaged (PRAGMA quick_check) is Corruption; another
+// application's database, a newer schema ("upgrade fusor"), a snapshot opened for writing, or an
+// older schema opened read-only (it cannot be migrated in place) are FailedPrecondition.
+StatusOr<SchemaInfo> PrepareSchema(SqliteConnection& connection);
+
+// Marks the database as a read-only deployment snapshot of target_id and switches it from WAL to a
+// rollback journal, so the single file is complete and opens on read-only media.
+Status MarkSnapshot(SqliteConnection& connection, const std::string& target_id,
+                    int64_t exported_unix_ms);
+
+}  // namespace fusor::db

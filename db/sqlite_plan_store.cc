@@ -1,0 +1,606 @@
+#include "db/sqlite_plan_store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include "db/plan_order.h"
+#include "db/tables.h"
+
+namespace fusor::db {
+namespace {
+
+// A statement assembled from optional WHERE conditions, with its parameters in order.
+class SqlBuilder {
+ public:
+  explicit SqlBuilder(std::string_view start) : sql_(start) { sql_ += " WHERE 1 = 1"; }
+
+  void Where(std::string_view condition, std::initializer_list<SqlValue> values) {
+    sql_ += " AND ";
+    sql_ += condition;
+    values_.insert(values_.end(), values);
+  }
+  void Append(std::string_view text, std::initializer_list<SqlValue> values = {}) {
+    sql_ += text;
+    values_.insert(values_.end(), values);
+  }
+  const std::string& sql() const { return sql_; }
+  const std::vector<SqlValue>& values() const { return values_; }
+
+ private:
+  std::string sql_;
+  std::vector<SqlValue> values_;
+};
+
+std::string ShortHash(std::string_view hash) { return std::string(hash.substr(0, 12)); }
+
+bool IsLowerHex(std::string_view text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+StatusOr<std::string> NormalizeHashPrefix(std::string_view prefix) {
+  std::string lower(prefix);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.size() > 64 || !IsLowerHex(lower)) {
+    return Status::InvalidArgument(fmt::format(
+        "graph hash '{}' is not hex; a graph hash is up to 64 hex digits (SHA-256)", prefix));
+  }
+  return lower;
+}
+
+Status ValidatePlan(const v1::Plan& plan) {
+  if (plan.graph_hash().size() != 64 || !IsLowerHex(plan.graph_hash())) {
+    return Status::InvalidArgument(
+        fmt::format("plan graph_hash '{}' is not a canonical graph hash (64 lower-case hex digits)",
+                    plan.graph_hash()));
+  }
+  if (plan.target_id().empty() || plan.cost_model_version().empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "plan for graph {} needs a target_id and a cost_model_version (got '{}' and '{}')",
+        ShortHash(plan.graph_hash()), plan.target_id(), plan.cost_model_version()));
+  }
+  if (!std::isfinite(plan.predicted_ns()) || plan.predicted_ns() < 0) {
+    return Status::InvalidArgument(fmt::format("plan for graph {} has predicted_ns {}, needs >= 0",
+                                               ShortHash(plan.graph_hash()), plan.predicted_ns()));
+  }
+  return Status::Ok();
+}
+
+Status ValidateMeasurements(const v1::Plan& plan, std::span<const Measurement> measurements) {
+  for (const Measurement& m : measurements) {
+    bool bad_sample = std::any_of(m.samples_ns.begin(), m.samples_ns.end(),
+                                  [](double s) { return !std::isfinite(s) || s < 0; });
+    if (m.samples_ns.empty() || bad_sample) {
+      return Status::InvalidArgument(fmt::format(
+          "measurement of plan for graph {} needs at least one sample, each finite and >= 0",
+          ShortHash(plan.graph_hash())));
+    }
+    if (!m.group_id) continue;
+    bool known = std::any_of(plan.groups().begin(), plan.groups().end(),
+                             [&](const v1::FusionGroup& g) { return g.id() == *m.group_id; });
+    if (!known) {
+      return Status::InvalidArgument(
+          fmt::format("measurement names group {}, which plan for graph "
+                      "{} does not have",
+                      *m.group_id, ShortHash(plan.graph_hash())));
+    }
+  }
+  return Status::Ok();
+}
+
+// The SELECT for one page of QueryPlans: its filters, the position after the page token, listing
+// order, and `limit` rows.
+StatusOr<SqlBuilder> PlanQuerySql(const PlanQuery& query, int64_t limit) {
+  SqlBuilder sql(tables::kSelectPlans);
+  if (!query.model_name.empty()) sql.Where("g.model_name = ?", {query.model_name});
+  if (!query.target_id.empty()) sql.Where("p.target_id = ?", {query.target_id});
+  if (!query.graph_hash_prefix.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(std::string prefix, NormalizeHashPrefix(query.graph_hash_prefix));
+    // '~' sorts after every hex digit, so this range is exactly the hashes with the prefix.
+    sql.Where("p.graph_hash >= ? AND p.graph_hash < ?", {prefix, prefix + "~"});
+  }
+  if (query.created_after_unix_ms != 0) {
+    sql.Where("p.created_unix_ms >= ?", {query.created_after_unix_ms});
+  }
+  if (query.created_before_unix_ms != 0) {
+    sql.Where("p.created_unix_ms < ?", {query.created_before_unix_ms});
+  }
+  if (query.min_speedup > 0) sql.Where("p.speedup >= ?", {query.min_speedup});
+  if (query.only_current) sql.Where(tables::kPlanIsCurrent, {query.current_cost_model_version});
+  if (!query.page_token.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(ListingPosition after, DecodePageToken(query.page_token));
+    const PlanKey& k = after.key;
+    sql.Where(
+        "(p.created_unix_ms < ? OR (p.created_unix_ms = ? AND (p.graph_hash, p.target_id, "
+        "p.cost_model_version, p.search_options) > (?, ?, ?, ?)))",
+        {after.created_unix_ms, after.created_unix_ms, k.graph_hash, k.target_id,
+         k.cost_model_version, k.search_options});
+  }
+  sql.Append(
+      " ORDER BY p.created_unix_ms DESC, p.graph_hash, p.target_id, p.cost_model_version, "
+      "p.search_options LIMIT ?",
+      {limit});
+  return sql;
+}
+
+// Refuses early, with a clear message, what SQLite would refuse late or not at all (root ignores
+// file modes, and SQLite quietly falls back to read-only).
+Status CheckFile(const std::string& path, bool read_only) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      return Status::IOError(fmt::format("database '{}': {}", path, std::strerror(errno)));
+    }
+    if (read_only) return Status::NotFound(fmt::format("database '{}' does not exist", path));
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      return Status::NotFound(
+          fmt::format("cannot create database '{}': directory '{}' does not "
+                      "exist",
+                      path, parent.string()));
+    }
+    return Status::Ok();
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(fmt::format("'{}' is a directory, not a database file", path));
+  }
+  if (!read_only && ((st.st_mode & 0222) == 0 || access(path.c_str(), W_OK) != 0)) {
+    return Status::FailedPrecondition(fmt::format(
+        "database '{}' is read-only (file mode {:04o}); open it read-only to query it, or make "
+        "it writable to store plans",
+        path, st.st_mode & 07777));
+  }
+  return Status::Ok();
+}
+
+int64_t FileBytes(const std::string& path) {
+  std::error_code ec;
+  int64_t bytes = 0;
+  for (const std::string& p : {path, path + "-wal"}) {
+    uintmax_t size = std::filesystem::file_size(p, ec);
+    if (!ec) bytes += static_cast<int64_t>(size);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// Connection pool ---------------------------------------------------------------------------------
+
+// A connection lent to one call; back to the pool when the lease ends.
+class SqlitePlanStore::ConnectionLease {
+ public:
+  ConnectionLease(SqlitePlanStore* store, std::unique_ptr<SqliteConnection> connection)
+      : store_(store), connection_(std::move(connection)) {}
+  ConnectionLease(ConnectionLease&& other) noexcept = default;
+  ConnectionLease& operator=(ConnectionLease&&) = delete;
+  ~ConnectionLease() {
+    if (connection_) store_->ReturnConnection(std::move(connection_));
+  }
+  SqliteConnection& operator*() const { return *connection_; }
+  SqliteConnection* operator->() const { return connection_.get(); }
+
+ private:
+  SqlitePlanStore* store_;
+  std::unique_ptr<SqliteConnection> connection_;
+};
+
+SqlitePlanStore::SqlitePlanStore(std::string path, SqliteOpenOptions options, SchemaInfo schema,
+                                 std::unique_ptr<SqliteConnection> first)
+    : path_(std::move(path)), options_(options), schema_(std::move(schema)) {
+  idle_.push_back(std::move(first));
+}
+
+SqlitePlanStore::~SqlitePlanStore() = default;
+
+StatusOr<std::unique_ptr<SqlitePlanStore>> SqlitePlanStore::Open(const std::string& path,
+                                                                 SqliteOpenOptions options) {
+  FUSOR_RETURN_IF_ERROR(CheckFile(path, options.read_only));
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> first,
+                         SqliteConnection::Open(path, options.read_only));
+  if (!options.read_only && first->opened_read_only()) {
+    return Status::FailedPrecondition(fmt::format(
+        "database '{}' can only be opened read-only here (read-only file system or missing "
+        "permission); open it read-only to query it",
+        path));
+  }
+  FUSOR_ASSIGN_OR_RETURN(SchemaInfo schema, PrepareSchema(*first));
+  spdlog::debug("db: opened '{}' (schema version {}, {})", path, schema.version,
+                options.read_only ? "read-only" : "writable");
+  return std::unique_ptr<SqlitePlanStore>(
+      new SqlitePlanStore(path, options, std::move(schema), std::move(first)));
+}
+
+StatusOr<SqlitePlanStore::ConnectionLease> SqlitePlanStore::Connect() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!idle_.empty()) {
+      std::unique_ptr<SqliteConnection> connection = std::move(idle_.back());
+      idle_.pop_back();
+      return ConnectionLease(this, std::move(connection));
+    }
+  }
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> connection,
+                         SqliteConnection::Open(path_, options_.read_only));
+  return ConnectionLease(this, std::move(connection));
+}
+
+void SqlitePlanStore::ReturnConnection(std::unique_ptr<SqliteConnection> connection) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(connection));
+  // Otherwise the surplus connection closes here.
+}
+
+Status SqlitePlanStore::Write(std::string_view what,
+                              const std::function<Status(SqliteConnection&)>& body) {
+  if (read_only()) {
+    return Status::FailedPrecondition(
+        fmt::format("database '{}' is open read-only; cannot {}", path_, what));
+  }
+  std::lock_guard<std::mutex> lock(write_mu_);
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  Status s = [&]() -> Status {
+    FUSOR_ASSIGN_OR_RETURN(Transaction txn, Transaction::BeginWrite(*c));
+    FUSOR_RETURN_IF_ERROR(body(*c));
+    return txn.Commit();
+  }();
+  return s.WithContext(what);
+}
+
+// Targets and graphs -----------------------------------------------------------------------------
+
+Status SqlitePlanStore::PutTarget(const v1::HardwareProfile& profile) {
+  const std::string& id = profile.target().id();
+  if (id.empty()) return Status::InvalidArgument("hardware profile has no target id to store");
+  return Write(fmt::format("store target '{}'", id), [&](SqliteConnection& c) -> Status {
+    int64_t now = tables::NowUnixMs();
+    FUSOR_ASSIGN_OR_RETURN(bool stored, tables::UpsertTarget(c, profile, now));
+    if (!stored) {
+      spdlog::info("db: target {} unchanged in '{}': its stored calibration is as new or newer", id,
+                   path_);
+      return Status::Ok();
+    }
+    spdlog::info("db: stored target {} calibrated at {} ms (cost model {}) in '{}'", id,
+                 profile.calibrated_unix_ms(), profile.cost_model_version(), path_);
+    return tables::AppendHistory(
+        c, {now,
+            "calibrated",
+            {"", id, "", ""},
+            0,
+            0,
+            fmt::format("cost model {}, calibrated_unix_ms {}", profile.cost_model_version(),
+                        profile.calibrated_unix_ms()),
+            ""});
+  });
+}
+
+StatusOr<v1::HardwareProfile> SqlitePlanStore::GetTarget(std::string_view target_id) {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(std::optional<v1::HardwareProfile> profile,
+                         tables::FindTarget(*c, target_id));
+  if (!profile) {
+    return Status::NotFound(fmt::format("target '{}' is not in database '{}'", target_id, path_));
+  }
+  return *std::move(profile);
+}
+
+StatusOr<std::vector<v1::HardwareProfile>> SqlitePlanStore::ListTargets() {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  return tables::AllTargets(*c);
+}
+
+StatusOr<v1::Graph> SqlitePlanStore::GetGraph(std::string_view graph_hash) {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(std::optional<v1::Graph> graph, tables::FindGraph(*c, graph_hash));
+  if (!graph) {
+    return Status::NotFound(fmt::format("graph {} is not in database '{}'", graph_hash, path_));
+  }
+  return *std::move(graph);
+}
+
+// Plans: writes ---------------------------------------------------------------------------------
+
+Status SqlitePlanStore::PutPlan(const v1::Plan& plan, const v1::Graph& graph,
+                                std::span<const Measurement> measurements) {
+  FUSOR_RETURN_IF_ERROR(ValidatePlan(plan));
+  FUSOR_RETURN_IF_ERROR(ValidateMeasurements(plan, measurements));
+  std::string what = fmt::format("store plan for graph {} on target '{}'",
+                                 ShortHash(plan.graph_hash()), plan.target_id());
+  return Write(what,
+               [&](SqliteConnection& c) { return PutPlanLocked(c, plan, graph, measurements); });
+}
+
+Status SqlitePlanStore::PutPlanLocked(SqliteConnection& c, const v1::Plan& plan,
+                                      const v1::Graph& graph,
+                                      std::span<const Measurement> measurements) {
+  FUSOR_ASSIGN_OR_RETURN(std::optional<v1::HardwareProfile> target,
+                         tables::FindTarget(c, plan.target_id()));
+  if (!target) {
+    return Status::FailedPrecondition(fmt::format(
+        "target '{}' is not in database '{}'; store its calibrated hardware profile first",
+        plan.target_id(), path_));
+  }
+  int64_t now = tables::NowUnixMs();
+  v1::Plan stored = plan;
+  if (stored.created_unix_ms() == 0) stored.set_created_unix_ms(now);
+  FUSOR_RETURN_IF_ERROR(tables::InsertGraphIfMissing(c, plan.graph_hash(), graph, now).status());
+  FUSOR_ASSIGN_OR_RETURN(std::optional<tables::PlanRow> existing,
+                         tables::FindPlanRow(c, PlanKey::Of(plan)));
+  int64_t plan_id = 0;
+  if (existing) {
+    plan_id = existing->plan_id;
+    FUSOR_RETURN_IF_ERROR(tables::ReplacePlan(c, plan_id, stored));
+    FUSOR_RETURN_IF_ERROR(tables::AppendHistory(
+        c, tables::PlanEvent("replaced", existing->plan, now, "by a newer tuning")));
+  } else {
+    FUSOR_ASSIGN_OR_RETURN(plan_id, tables::InsertPlan(c, stored));
+  }
+  FUSOR_RETURN_IF_ERROR(
+      tables::InsertMeasurements(c, plan_id, measurements, stored.created_unix_ms()));
+  FUSOR_RETURN_IF_ERROR(tables::AppendHistory(c, tables::PlanEvent("stored", stored, now, "")));
+  spdlog::info(
+      "db: stored plan graph={} target={} cost_model={} options='{}' predicted_ns={} "
+      "measured_ns={} in '{}'",
+      plan.graph_hash(), plan.target_id(), plan.cost_model_version(), plan.search_options(),
+      plan.predicted_ns(), plan.measured_ns(), path_);
+  return Status::Ok();
+}
+
+StatusOr<MergeCounts> SqlitePlanStore::Merge(const PlanBundle& bundle, const std::string& source,
+                                             bool record_history) {
+  for (const PlanBundle::Entry& entry : bundle.plans) {
+    FUSOR_RETURN_IF_ERROR(ValidatePlan(entry.plan));
+  }
+  MergeCounts counts;
+  Status s = Write(fmt::format("merge plans from '{}'", source), [&](SqliteConnection& c) {
+    counts = MergeCounts();
+    int64_t now = tables::NowUnixMs();
+    for (const v1::HardwareProfile& target : bundle.targets) {
+      FUSOR_ASSIGN_OR_RETURN(bool stored, tables::UpsertTarget(c, target, now));
+      counts.targets_updated += stored ? 1 : 0;
+    }
+    for (const auto& [hash, graph] : bundle.graphs) {
+      FUSOR_ASSIGN_OR_RETURN(bool added, tables::InsertGraphIfMissing(c, hash, graph, now));
+      counts.graphs_added += added ? 1 : 0;
+    }
+    for (const PlanBundle::Entry& entry : bundle.plans) {
+      FUSOR_RETURN_IF_ERROR(MergePlanLocked(c, entry, source, record_history, counts));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  spdlog::info("db: merged '{}' into '{}': {} plans added, {} replaced, {} kept, {} graphs added",
+               source, path_, counts.plans_added, counts.plans_replaced, counts.plans_kept,
+               counts.graphs_added);
+  return counts;
+}
+
+Status SqlitePlanStore::MergePlanLocked(SqliteConnection& c, const PlanBundle::Entry& entry,
+                                        const std::string& source, bool record_history,
+                                        MergeCounts& counts) {
+  FUSOR_ASSIGN_OR_RETURN(std::optional<tables::PlanRow> existing,
+                         tables::FindPlanRow(c, PlanKey::Of(entry.plan)));
+  int64_t plan_id = 0;
+  if (!existing) {
+    FUSOR_ASSIGN_OR_RETURN(plan_id, tables::InsertPlan(c, entry.plan));
+    ++counts.plans_added;
+  } else if (IncomingPlanWins(entry.plan, existing->plan)) {
+    plan_id = existing->plan_id;
+    FUSOR_RETURN_IF_ERROR(tables::ReplacePlan(c, plan_id, entry.plan));
+    ++counts.plans_replaced;
+  } else {
+    ++counts.plans_kept;
+    return Status::Ok();
+  }
+  FUSOR_RETURN_IF_ERROR(
+      tables::InsertMeasurements(c, plan_id, entry.measurements, entry.plan.created_unix_ms()));
+  if (!record_history) return Status::Ok();
+  return tables::AppendHistory(
+      c, tables::PlanEvent("imported", entry.plan, tables::NowUnixMs(), "from " + source));
+}
+
+Status SqlitePlanStore::DeletePlan(const PlanKey& key) {
+  return Write(fmt::format("delete plan for graph {} on target '{}'", ShortHash(key.graph_hash),
+                           key.target_id),
+               [&](SqliteConnection& c) -> Status {
+                 FUSOR_ASSIGN_OR_RETURN(std::optional<tables::PlanRow> row,
+                                        tables::FindPlanRow(c, key));
+                 if (!row) return Status::NotFound("no such plan in database '" + path_ + "'");
+                 FUSOR_RETURN_IF_ERROR(tables::AppendHistory(
+                     c, tables::PlanEvent("deleted", row->plan, tables::NowUnixMs(), "")));
+                 return tables::DeletePlanRow(c, row->plan_id);
+               });
+}
+
+StatusOr<int64_t> SqlitePlanStore::ExpirePlans(const ExpireRule& rule) {
+  if (rule.created_before_unix_ms == 0 && !rule.stale) {
+    return Status::InvalidArgument("an expiry rule needs created_before_unix_ms or stale");
+  }
+  SqlBuilder selected("FROM plans p JOIN targets t ON t.target_id = p.target_id");
+  selected.Append(" AND (0");
+  if (rule.created_before_unix_ms != 0) {
+    selected.Append(" OR p.created_unix_ms < ?", {rule.created_before_unix_ms});
+  }
+  if (rule.stale) {
+    selected.Append(fmt::format(" OR NOT {}", tables::kPlanIsCurrent),
+                    {rule.current_cost_model_version});
+  }
+  selected.Append(")");
+  int64_t expired = 0;
+  Status s = Write("expire plans", [&](SqliteConnection& c) -> Status {
+    std::vector<SqlValue> values = {tables::NowUnixMs()};
+    values.insert(values.end(), selected.values().begin(), selected.values().end());
+    FUSOR_RETURN_IF_ERROR(c.Execute(
+        "INSERT INTO tuning_history (at_unix_ms, event, graph_hash, target_id, "
+        "cost_model_version, search_options, predicted_ns, measured_ns) SELECT ?, 'expired', "
+        "p.graph_hash, p.target_id, p.cost_model_version, p.search_options, p.predicted_ns, "
+        "p.measured_ns " +
+            selected.sql(),
+        values));
+    FUSOR_RETURN_IF_ERROR(
+        c.Execute("DELETE FROM plans WHERE plan_id IN (SELECT p.plan_id " + selected.sql() + ")",
+                  selected.values()));
+    expired = c.changes();
+    return tables::DeleteOrphanGraphs(c).status();
+  });
+  if (!s.ok()) return s;
+  spdlog::info("db: expired {} plans from '{}'", expired, path_);
+  return expired;
+}
+
+// Plans: reads ----------------------------------------------------------------------------------
+
+StatusOr<std::optional<StoredPlan>> SqlitePlanStore::ReadOnePlan(
+    SqliteConnection& c, std::string_view sql, const std::vector<SqlValue>& values,
+    std::string_view current_cost_model_version) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row, c.Prepare(sql));
+  FUSOR_RETURN_IF_ERROR(row->Bind(values));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<StoredPlan>();
+  FUSOR_ASSIGN_OR_RETURN(StoredPlan plan,
+                         tables::ReadStoredPlan(*row, current_cost_model_version, path_));
+  return std::optional<StoredPlan>(std::move(plan));
+}
+
+StatusOr<StoredPlan> SqlitePlanStore::GetPlan(const PlanKey& key,
+                                              std::string_view current_cost_model_version) {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  static const std::string kSql = std::string(tables::kSelectPlans) +
+                                  " WHERE p.graph_hash = ? AND p.target_id = ? AND "
+                                  "p.cost_model_version = ? AND p.search_options = ?";
+  FUSOR_ASSIGN_OR_RETURN(
+      std::optional<StoredPlan> plan,
+      ReadOnePlan(*c, kSql,
+                  {key.graph_hash, key.target_id, key.cost_model_version, key.search_options},
+                  current_cost_model_version));
+  if (!plan) {
+    return Status::NotFound(fmt::format(
+        "no plan for graph {} on target '{}' with cost model '{}' and options '{}' in '{}'",
+        ShortHash(key.graph_hash), key.target_id, key.cost_model_version, key.search_options,
+        path_));
+  }
+  return *std::move(plan);
+}
+
+StatusOr<StoredPlan> SqlitePlanStore::BestPlan(std::string_view graph_hash,
+                                               std::string_view target_id,
+                                               std::string_view current_cost_model_version) {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  static const std::string kSql =
+      fmt::format("{} WHERE p.graph_hash = ? AND p.target_id = ? AND {} ORDER BY {} LIMIT 1",
+                  tables::kSelectPlans, tables::kPlanIsCurrent, tables::kBestFirst);
+  std::string cmv(current_cost_model_version);
+  FUSOR_ASSIGN_OR_RETURN(
+      std::optional<StoredPlan> plan,
+      ReadOnePlan(*c, kSql, {std::string(graph_hash), std::string(target_id), cmv}, cmv));
+  if (plan) return *std::move(plan);
+  FUSOR_ASSIGN_OR_RETURN(
+      int64_t stale,
+      c->QueryInt("SELECT count(*) FROM plans WHERE graph_hash = ? AND target_id = ?",
+                  {std::string(graph_hash), std::string(target_id)}));
+  return Status::NotFound(fmt::format(
+      "no current plan for graph {} on target '{}' in '{}'{}", ShortHash(graph_hash), target_id,
+      path_,
+      stale > 0 ? fmt::format(" ({} stored plans are stale: the cost model changed or the target "
+                              "was recalibrated since)",
+                              stale)
+                : ""));
+}
+
+StatusOr<PlanPage> SqlitePlanStore::QueryPlans(const PlanQuery& query) {
+  if (query.page_size < 0) {
+    return Status::InvalidArgument(
+        fmt::format("page size {} is negative; use 0 for the default", query.page_size));
+  }
+  int32_t page_size = query.page_size == 0 ? PlanQuery::kDefaultPageSize
+                                           : std::min(query.page_size, PlanQuery::kMaxPageSize);
+  FUSOR_ASSIGN_OR_RETURN(SqlBuilder sql, PlanQuerySql(query, page_size + 1));
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row, c->Prepare(sql.sql()));
+  FUSOR_RETURN_IF_ERROR(row->Bind(sql.values()));
+  PlanPage page;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) break;
+    if (static_cast<int32_t>(page.plans.size()) == page_size) {
+      page.next_page_token = EncodePageToken(ListingPosition::Of(page.plans.back().plan));
+      break;
+    }
+    FUSOR_ASSIGN_OR_RETURN(StoredPlan plan,
+                           tables::ReadStoredPlan(*row, query.current_cost_model_version, path_));
+    page.plans.push_back(std::move(plan));
+  }
+  return page;
+}
+
+StatusOr<std::vector<Measurement>> SqlitePlanStore::GetMeasurements(const PlanKey& key) {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(std::optional<tables::PlanRow> row, tables::FindPlanRow(*c, key));
+  if (!row) {
+    return Status::NotFound(fmt::format("no plan for graph {} on target '{}' in '{}'",
+                                        ShortHash(key.graph_hash), key.target_id, path_));
+  }
+  return tables::ReadMeasurements(*c, row->plan_id);
+}
+
+StatusOr<std::vector<HistoryEvent>> SqlitePlanStore::History(const HistoryQuery& query) {
+  HistoryQuery normalized = query;
+  FUSOR_ASSIGN_OR_RETURN(normalized.graph_hash_prefix,
+                         NormalizeHashPrefix(query.graph_hash_prefix));
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  return tables::ReadHistory(*c, normalized);
+}
+
+// Stats ------------------------------------------------------------------------------------------
+
+StatusOr<std::vector<DatabaseStats>> SqlitePlanStore::Stats(
+    std::string_view current_cost_model_version) {
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(Transaction txn, Transaction::BeginRead(*c));
+  FUSOR_ASSIGN_OR_RETURN(DatabaseStats stats, StatsLocked(*c, current_cost_model_version));
+  FUSOR_RETURN_IF_ERROR(txn.Commit());
+  return std::vector<DatabaseStats>{std::move(stats)};
+}
+
+StatusOr<DatabaseStats> SqlitePlanStore::StatsLocked(SqliteConnection& c,
+                                                     std::string_view current_cmv) {
+  DatabaseStats s;
+  s.path = path_;
+  s.schema_version = schema_.version;
+  s.read_only = read_only();
+  s.snapshot_of_target = schema_.snapshot_of_target;
+  s.file_bytes = FileBytes(path_);
+  FUSOR_ASSIGN_OR_RETURN(s.targets, c.QueryInt("SELECT count(*) FROM targets"));
+  FUSOR_ASSIGN_OR_RETURN(s.graphs, c.QueryInt("SELECT count(*) FROM graphs"));
+  FUSOR_ASSIGN_OR_RETURN(s.plans, c.QueryInt("SELECT count(*) FROM plans"));
+  FUSOR_ASSIGN_OR_RETURN(s.measurements, c.QueryInt("SELECT count(*) FROM measurements"));
+  FUSOR_ASSIGN_OR_RETURN(s.history_events, c.QueryInt("SELECT count(*) FROM tuning_history"));
+  static const std::string kPerTarget = fmt::format(
+      "SELECT t.target_id, t.cpu_model, t.isa, t.calibrated_unix_ms, count(p.plan_id), "
+      "coalesce(sum(p.plan_id IS NOT NULL AND NOT {}), 0) FROM targets t "
+      "LEFT JOIN plans p ON p.target_id = t.target_id GROUP BY t.target_id ORDER BY t.target_id",
+      tables::kPlanIsCurrent);
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row, c.Prepare(kPerTarget));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(current_cmv)}));
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return s;
+    TargetStats t{row->Text(0), row->Text(1), row->Text(2), row->Int(3), row->Int(4), row->Int(5)};
+    s.stale_plans += t.stale_plans;
+    s.per_target.push_back(std::move(t));
+  }
+}
+
+}  // namespace fusor::db

@@ -1,0 +1,119 @@
+// SqlitePlanStore: the PlanStore over one SQLite file (schema in schema.cc, docs/database.md).
+//
+// Open checks what the file is before anything else (see PrepareSchema): a damaged or non-SQLite
+// file, a newer schema, a read-only file opened for writing, or a snapshot opened for writing each
+// fail with an error naming the file. A writable store uses WAL; every logical write is one
+// BEGIN IMMEDIATE transaction, so a crash at any point leaves each write either whole or absent.
+//
+// Thread safety: every method may be called from many threads at once. Each call borrows a
+// connection from a small pool (one thread per connection at a time), so reads run in parallel;
+// writes from this process queue on a mutex, and writes from other processes wait on SQLite's lock
+// with retries, so SQLITE_BUSY never reaches a caller. Many processes may open the same file. A
+// store must not be used in a child after fork(): open a new one there.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "db/plan_store.h"
+#include "db/schema.h"
+#include "db/sqlite_connection.h"
+
+namespace fusor::db {
+
+struct SqliteOpenOptions {
+  // Queries only: the file must exist, nothing is written (not even a migration), and the file may
+  // be read-only. Writes fail with FailedPrecondition.
+  bool read_only = false;
+};
+
+// What export and import move between databases.
+struct PlanBundle {
+  struct Entry {
+    v1::Plan plan;
+    std::vector<Measurement> measurements;
+  };
+  std::vector<v1::HardwareProfile> targets;
+  std::vector<std::pair<std::string, v1::Graph>> graphs;  // (canonical hash, graph).
+  std::vector<Entry> plans;
+};
+
+struct MergeCounts {
+  int64_t plans_added = 0;
+  int64_t plans_replaced = 0;  // An older plan under the same key gave way.
+  int64_t plans_kept = 0;      // The stored plan was newer (or as new and better): kept.
+  int64_t graphs_added = 0;
+  int64_t targets_updated = 0;
+};
+
+class SqlitePlanStore final : public PlanStore {
+ public:
+  // Opens (creating and migrating when writable) the database at path.
+  static StatusOr<std::unique_ptr<SqlitePlanStore>> Open(const std::string& path,
+                                                         SqliteOpenOptions options);
+  ~SqlitePlanStore() override;
+
+  Status PutTarget(const v1::HardwareProfile& profile) override;
+  StatusOr<v1::HardwareProfile> GetTarget(std::string_view target_id) override;
+  StatusOr<std::vector<v1::HardwareProfile>> ListTargets() override;
+  StatusOr<v1::Graph> GetGraph(std::string_view graph_hash) override;
+  Status PutPlan(const v1::Plan& plan, const v1::Graph& graph,
+                 std::span<const Measurement> measurements) override;
+  StatusOr<StoredPlan> GetPlan(const PlanKey& key,
+                               std::string_view current_cost_model_version) override;
+  StatusOr<StoredPlan> BestPlan(std::string_view graph_hash, std::string_view target_id,
+                                std::string_view current_cost_model_version) override;
+  StatusOr<PlanPage> QueryPlans(const PlanQuery& query) override;
+  StatusOr<std::vector<Measurement>> GetMeasurements(const PlanKey& key) override;
+  StatusOr<std::vector<HistoryEvent>> History(const HistoryQuery& query) override;
+  Status DeletePlan(const PlanKey& key) override;
+  StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) override;
+  StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
+
+  // Merges a bundle in one transaction, without duplicates: a target keeps the newer calibration,
+  // a graph is added once, and a plan under an existing key replaces the stored one only when
+  // IncomingPlanWins (newer; on a tie, better). Measurements travel with the winning plan. When
+  // record_history, each plan taken is logged as 'imported' with source as detail.
+  StatusOr<MergeCounts> Merge(const PlanBundle& bundle, const std::string& source,
+                              bool record_history);
+
+  const std::string& path() const { return path_; }
+  bool read_only() const { return options_.read_only; }
+  const SchemaInfo& schema() const { return schema_; }
+
+ private:
+  class ConnectionLease;
+
+  SqlitePlanStore(std::string path, SqliteOpenOptions options, SchemaInfo schema,
+                  std::unique_ptr<SqliteConnection> first);
+
+  StatusOr<ConnectionLease> Connect();
+  void ReturnConnection(std::unique_ptr<SqliteConnection> connection);
+  // Runs body in one write transaction; errors get what as context.
+  Status Write(std::string_view what, const std::function<Status(SqliteConnection&)>& body);
+  Status PutPlanLocked(SqliteConnection& c, const v1::Plan& plan, const v1::Graph& graph,
+                       std::span<const Measurement> measurements);
+  Status MergePlanLocked(SqliteConnection& c, const PlanBundle::Entry& entry,
+                         const std::string& source, bool record_history, MergeCounts& counts);
+  StatusOr<std::optional<StoredPlan>> ReadOnePlan(SqliteConnection& c, std::string_view sql,
+                                                  const std::vector<SqlValue>& values,
+                                                  std::string_view current_cost_model_version);
+  StatusOr<DatabaseStats> StatsLocked(SqliteConnection& c, std::string_view current_cmv);
+
+  const std::string path_;
+  const SqliteOpenOptions options_;
+  const SchemaInfo schema_;
+
+  static constexpr size_t kMaxIdleConnections = 8;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<SqliteConnection>> idle_;  // Guarded by pool_mu_.
+
+  // Serialises this process's write transactions, so its threads queue here instead of polling
+  // SQLite's file lock. Guards no data: SQLite's lock protects the file across processes.
+  std::mutex write_mu_;
+};
+
+}  // namespace fusor::db

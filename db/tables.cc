@@ -1,0 +1,306 @@
+#include "db/tables.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "db/plan_order.h"
+#include "db/staleness.h"
+
+namespace fusor::db::tables {
+namespace {
+
+SqlValue OptionalReal(double value) {
+  if (value > 0) return value;
+  return std::monostate{};
+}
+
+SqlValue OptionalReal(std::optional<double> value) {
+  if (value) return *value;
+  return std::monostate{};
+}
+
+template <typename Message>
+StatusOr<Message> ParseColumn(const Statement& row, int column, std::string_view what,
+                              const std::string& database) {
+  Message message;
+  if (!message.ParseFromString(row.Bytes(column))) {
+    return Status::Corruption(fmt::format("database '{}': a stored {} does not parse as {}",
+                                          database, what, Message::descriptor()->full_name()));
+  }
+  return message;
+}
+
+// Linear interpolation between closest ranks of sorted samples, q in [0, 1].
+double Quantile(const std::vector<double>& sorted, double q) {
+  double rank = q * static_cast<double>(sorted.size() - 1);
+  size_t below = static_cast<size_t>(std::floor(rank));
+  size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (rank - static_cast<double>(below)) * (sorted[above] - sorted[below]);
+}
+
+std::string SamplesJson(std::span<const double> samples) {
+  return fmt::format("[{}]", fmt::join(samples, ","));
+}
+
+StatusOr<std::vector<double>> ParseSamplesJson(std::string_view json, const std::string& db) {
+  Status bad = Status::Corruption(
+      fmt::format("database '{}': measurement samples '{}' are not a JSON array of numbers", db,
+                  json.substr(0, 40)));
+  if (json.size() < 2 || json.front() != '[' || json.back() != ']') return bad;
+  json = json.substr(1, json.size() - 2);
+  std::vector<double> samples;
+  while (!json.empty()) {
+    size_t comma = std::min(json.find(','), json.size());
+    double value = 0;
+    auto [end, ec] = std::from_chars(json.data(), json.data() + comma, value);
+    if (ec != std::errc() || end != json.data() + comma) return bad;
+    samples.push_back(value);
+    json.remove_prefix(std::min(comma + 1, json.size()));
+  }
+  return samples;
+}
+
+}  // namespace
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+StatusOr<StoredPlan> ReadStoredPlan(const Statement& row, std::string_view current_cmv,
+                                    const std::string& database) {
+  StoredPlan stored;
+  FUSOR_ASSIGN_OR_RETURN(stored.plan, ParseColumn<v1::Plan>(row, 0, "plan", database));
+  stored.model_name = row.Text(1);
+  v1::HardwareProfile target;
+  target.mutable_target()->set_id(stored.plan.target_id());
+  target.set_cost_model_version(row.Text(2));
+  target.set_calibrated_unix_ms(row.Int(3));
+  stored.stale_reason = StaleReason(stored.plan, current_cmv, target);
+  stored.stale = !stored.stale_reason.empty();
+  stored.database = database;
+  return stored;
+}
+
+// Targets ----------------------------------------------------------------------------------------
+
+StatusOr<bool> UpsertTarget(SqliteConnection& c, const v1::HardwareProfile& profile,
+                            int64_t now_ms) {
+  const v1::TargetFingerprint& fp = profile.target();
+  FUSOR_RETURN_IF_ERROR(c.Execute(
+      "INSERT INTO targets (target_id, cpu_model, isa, cores, onednn_version, cost_model_version, "
+      "calibrated_unix_ms, fingerprint, profile, updated_unix_ms) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (target_id) DO UPDATE SET cpu_model = excluded.cpu_model, isa = excluded.isa, "
+      "cores = excluded.cores, onednn_version = excluded.onednn_version, "
+      "cost_model_version = excluded.cost_model_version, "
+      "calibrated_unix_ms = excluded.calibrated_unix_ms, fingerprint = excluded.fingerprint, "
+      "profile = excluded.profile, updated_unix_ms = excluded.updated_unix_ms "
+      "WHERE excluded.calibrated_unix_ms > targets.calibrated_unix_ms OR "
+      "(excluded.calibrated_unix_ms = targets.calibrated_unix_ms AND "
+      "excluded.profile IS NOT targets.profile)",
+      {fp.id(), fp.cpu_model(), fp.isa(), int64_t{fp.cores()}, fp.onednn_version(),
+       profile.cost_model_version(), profile.calibrated_unix_ms(), Blob{fp.SerializeAsString()},
+       Blob{profile.SerializeAsString()}, now_ms}));
+  return c.changes() > 0;
+}
+
+StatusOr<std::optional<v1::HardwareProfile>> FindTarget(SqliteConnection& c,
+                                                        std::string_view target_id) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row,
+                         c.Prepare("SELECT profile FROM targets WHERE target_id = ?"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(target_id)}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<v1::HardwareProfile>();
+  FUSOR_ASSIGN_OR_RETURN(v1::HardwareProfile profile,
+                         ParseColumn<v1::HardwareProfile>(*row, 0, "target profile", c.path()));
+  return std::optional<v1::HardwareProfile>(std::move(profile));
+}
+
+StatusOr<std::vector<v1::HardwareProfile>> AllTargets(SqliteConnection& c) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row,
+                         c.Prepare("SELECT profile FROM targets ORDER BY target_id"));
+  std::vector<v1::HardwareProfile> profiles;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return profiles;
+    FUSOR_ASSIGN_OR_RETURN(v1::HardwareProfile profile,
+                           ParseColumn<v1::HardwareProfile>(*row, 0, "target profile", c.path()));
+    profiles.push_back(std::move(profile));
+  }
+}
+
+// Graphs -----------------------------------------------------------------------------------------
+
+StatusOr<bool> InsertGraphIfMissing(SqliteConnection& c, std::string_view graph_hash,
+                                    const v1::Graph& graph, int64_t now_ms) {
+  FUSOR_RETURN_IF_ERROR(
+      c.Execute("INSERT INTO graphs (graph_hash, model_name, node_count, graph, created_unix_ms) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (graph_hash) DO NOTHING",
+                {std::string(graph_hash), graph.model_name(), int64_t{graph.nodes_size()},
+                 Blob{graph.SerializeAsString()}, now_ms}));
+  return c.changes() > 0;
+}
+
+StatusOr<std::optional<v1::Graph>> FindGraph(SqliteConnection& c, std::string_view graph_hash) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row,
+                         c.Prepare("SELECT graph FROM graphs WHERE graph_hash = ?"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(graph_hash)}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<v1::Graph>();
+  FUSOR_ASSIGN_OR_RETURN(v1::Graph graph, ParseColumn<v1::Graph>(*row, 0, "graph", c.path()));
+  return std::optional<v1::Graph>(std::move(graph));
+}
+
+StatusOr<int64_t> DeleteOrphanGraphs(SqliteConnection& c) {
+  FUSOR_RETURN_IF_ERROR(
+      c.Execute("DELETE FROM graphs WHERE NOT EXISTS "
+                "(SELECT 1 FROM plans p WHERE p.graph_hash = graphs.graph_hash)"));
+  return c.changes();
+}
+
+// Plans ------------------------------------------------------------------------------------------
+
+StatusOr<std::optional<PlanRow>> FindPlanRow(SqliteConnection& c, const PlanKey& key) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT plan_id, plan FROM plans WHERE graph_hash = ? AND target_id = ? AND "
+                "cost_model_version = ? AND search_options = ?"));
+  FUSOR_RETURN_IF_ERROR(
+      row->Bind({key.graph_hash, key.target_id, key.cost_model_version, key.search_options}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<PlanRow>();
+  PlanRow plan_row{row->Int(0), {}};
+  FUSOR_ASSIGN_OR_RETURN(plan_row.plan, ParseColumn<v1::Plan>(*row, 1, "plan", c.path()));
+  return std::optional<PlanRow>(std::move(plan_row));
+}
+
+StatusOr<int64_t> InsertPlan(SqliteConnection& c, const v1::Plan& plan) {
+  FUSOR_RETURN_IF_ERROR(c.Execute(
+      "INSERT INTO plans (graph_hash, target_id, cost_model_version, search_options, plan, "
+      "predicted_ns, measured_ns, unfused_predicted_ns, unfused_measured_ns, speedup, "
+      "group_count, peak_memory_bytes, created_unix_ms) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      {plan.graph_hash(), plan.target_id(), plan.cost_model_version(), plan.search_options(),
+       Blob{plan.SerializeAsString()}, plan.predicted_ns(), OptionalReal(plan.measured_ns()),
+       OptionalReal(plan.unfused_predicted_ns()), OptionalReal(plan.unfused_measured_ns()),
+       OptionalReal(SpeedUp(plan)), int64_t{plan.groups_size()}, plan.peak_memory_bytes(),
+       plan.created_unix_ms()}));
+  return c.last_insert_rowid();
+}
+
+Status ReplacePlan(SqliteConnection& c, int64_t plan_id, const v1::Plan& plan) {
+  FUSOR_RETURN_IF_ERROR(c.Execute("DELETE FROM measurements WHERE plan_id = ?", {plan_id}));
+  return c.Execute(
+      "UPDATE plans SET plan = ?, predicted_ns = ?, measured_ns = ?, unfused_predicted_ns = ?, "
+      "unfused_measured_ns = ?, speedup = ?, group_count = ?, peak_memory_bytes = ?, "
+      "created_unix_ms = ? WHERE plan_id = ?",
+      {Blob{plan.SerializeAsString()}, plan.predicted_ns(), OptionalReal(plan.measured_ns()),
+       OptionalReal(plan.unfused_predicted_ns()), OptionalReal(plan.unfused_measured_ns()),
+       OptionalReal(SpeedUp(plan)), int64_t{plan.groups_size()}, plan.peak_memory_bytes(),
+       plan.created_unix_ms(), plan_id});
+}
+
+Status DeletePlanRow(SqliteConnection& c, int64_t plan_id) {
+  return c.Execute("DELETE FROM plans WHERE plan_id = ?", {plan_id});
+}
+
+// Measurements -----------------------------------------------------------------------------------
+
+Status InsertMeasurements(SqliteConnection& c, int64_t plan_id,
+                          std::span<const Measurement> measurements, int64_t default_unix_ms) {
+  for (const Measurement& m : measurements) {
+    std::vector<double> sorted = m.samples_ns;
+    std::sort(sorted.begin(), sorted.end());
+    double median = Quantile(sorted, 0.5);
+    double spread = median > 0 ? (Quantile(sorted, 0.75) - Quantile(sorted, 0.25)) / median : 0;
+    SqlValue group = m.group_id ? SqlValue(int64_t{*m.group_id}) : SqlValue(std::monostate{});
+    int64_t at = m.measured_unix_ms != 0 ? m.measured_unix_ms : default_unix_ms;
+    FUSOR_RETURN_IF_ERROR(c.Execute(
+        "INSERT INTO measurements (plan_id, group_id, samples, sample_count, median_ns, spread, "
+        "measured_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        {plan_id, group, SamplesJson(m.samples_ns), static_cast<int64_t>(sorted.size()), median,
+         spread, at}));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t plan_id) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT group_id, samples, median_ns, spread, measured_unix_ms FROM measurements "
+                "WHERE plan_id = ? ORDER BY group_id IS NOT NULL, group_id, measurement_id"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({plan_id}));
+  std::vector<Measurement> measurements;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return measurements;
+    Measurement m;
+    if (!row->IsNull(0)) m.group_id = static_cast<int32_t>(row->Int(0));
+    FUSOR_ASSIGN_OR_RETURN(m.samples_ns, ParseSamplesJson(row->Text(1), c.path()));
+    m.median_ns = row->Double(2);
+    m.spread = row->Double(3);
+    m.measured_unix_ms = row->Int(4);
+    measurements.push_back(std::move(m));
+  }
+}
+
+// Tuning history ---------------------------------------------------------------------------------
+
+HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now_ms,
+                       std::string detail) {
+  return HistoryEvent{now_ms,
+                      std::string(event),
+                      PlanKey::Of(plan),
+                      plan.predicted_ns(),
+                      plan.measured_ns(),
+                      std::move(detail),
+                      ""};
+}
+
+Status AppendHistory(SqliteConnection& c, const HistoryEvent& e) {
+  auto text_or_null = [](const std::string& s) -> SqlValue {
+    if (s.empty()) return std::monostate{};
+    return s;
+  };
+  bool plan_event = !e.key.graph_hash.empty();
+  return c.Execute(
+      "INSERT INTO tuning_history (at_unix_ms, event, graph_hash, target_id, cost_model_version, "
+      "search_options, predicted_ns, measured_ns, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      {e.at_unix_ms, e.event, text_or_null(e.key.graph_hash), e.key.target_id,
+       plan_event ? SqlValue(e.key.cost_model_version) : SqlValue(std::monostate{}),
+       plan_event ? SqlValue(e.key.search_options) : SqlValue(std::monostate{}),
+       OptionalReal(e.predicted_ns), OptionalReal(e.measured_ns), e.detail});
+}
+
+StatusOr<std::vector<HistoryEvent>> ReadHistory(SqliteConnection& c, const HistoryQuery& query) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT at_unix_ms, event, graph_hash, target_id, cost_model_version, "
+                "search_options, predicted_ns, measured_ns, detail FROM tuning_history "
+                "WHERE (?1 = '' OR substr(graph_hash, 1, length(?1)) = ?1) "
+                "AND (?2 = '' OR target_id = ?2) ORDER BY event_id DESC LIMIT ?3"));
+  FUSOR_RETURN_IF_ERROR(
+      row->Bind({query.graph_hash_prefix, query.target_id, int64_t{query.limit}}));
+  std::vector<HistoryEvent> events;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return events;
+    HistoryEvent e;
+    e.at_unix_ms = row->Int(0);
+    e.event = row->Text(1);
+    e.key = {row->Text(2), row->Text(3), row->Text(4), row->Text(5)};
+    e.predicted_ns = row->Double(6);
+    e.measured_ns = row->Double(7);
+    e.detail = row->Text(8);
+    e.database = c.path();
+    events.push_back(std::move(e));
+  }
+}
+
+}  // namespace fusor::db::tables

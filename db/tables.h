@@ -1,0 +1,83 @@
+// Row-level reads and writes of the tuning database, grouped by table, for SqlitePlanStore. Each
+// function works on a connection the caller holds and, when it writes, inside the caller's
+// transaction; none begins or commits one. The tables are described in schema.cc. Internal to db/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "db/plan_store.h"
+#include "db/sqlite_connection.h"
+
+namespace fusor::db::tables {
+
+// SQL condition, true when plan row p joined with its target row t is current; it takes one
+// parameter, the current cost-model version ('' for the target's own). Mirrors StaleReason().
+inline constexpr std::string_view kPlanIsCurrent =
+    "(p.cost_model_version = COALESCE(NULLIF(?, ''), t.cost_model_version) AND "
+    "p.created_unix_ms >= t.calibrated_unix_ms)";
+
+// The start of every plan read: the columns ReadStoredPlan expects, from plans p, graphs g and
+// targets t.
+inline constexpr std::string_view kSelectPlans =
+    "SELECT p.plan, g.model_name, t.cost_model_version, t.calibrated_unix_ms "
+    "FROM plans p JOIN graphs g ON g.graph_hash = p.graph_hash "
+    "JOIN targets t ON t.target_id = p.target_id";
+
+// The order BetterPlan() defines, as an ORDER BY list over plans p.
+inline constexpr std::string_view kBestFirst =
+    "(p.measured_ns IS NOT NULL) DESC, COALESCE(p.measured_ns, p.predicted_ns) ASC, "
+    "p.created_unix_ms DESC";
+
+// Builds a StoredPlan from a row of kSelectPlans, judging staleness against current_cmv.
+StatusOr<StoredPlan> ReadStoredPlan(const Statement& row, std::string_view current_cmv,
+                                    const std::string& database);
+
+// Targets. UpsertTarget stores a profile unless the stored one is newer or identical; true if
+// stored.
+StatusOr<bool> UpsertTarget(SqliteConnection& c, const v1::HardwareProfile& profile,
+                            int64_t now_ms);
+StatusOr<std::optional<v1::HardwareProfile>> FindTarget(SqliteConnection& c,
+                                                        std::string_view target_id);
+StatusOr<std::vector<v1::HardwareProfile>> AllTargets(SqliteConnection& c);
+
+// Graphs. InsertGraphIfMissing returns true when the graph was new.
+StatusOr<bool> InsertGraphIfMissing(SqliteConnection& c, std::string_view graph_hash,
+                                    const v1::Graph& graph, int64_t now_ms);
+StatusOr<std::optional<v1::Graph>> FindGraph(SqliteConnection& c, std::string_view graph_hash);
+// Deletes graphs no plan refers to; returns how many.
+StatusOr<int64_t> DeleteOrphanGraphs(SqliteConnection& c);
+
+// Plans.
+struct PlanRow {
+  int64_t plan_id = 0;
+  v1::Plan plan;
+};
+StatusOr<std::optional<PlanRow>> FindPlanRow(SqliteConnection& c, const PlanKey& key);
+StatusOr<int64_t> InsertPlan(SqliteConnection& c, const v1::Plan& plan);
+// Overwrites a plan row in place and drops the measurements of the plan it replaces.
+Status ReplacePlan(SqliteConnection& c, int64_t plan_id, const v1::Plan& plan);
+Status DeletePlanRow(SqliteConnection& c, int64_t plan_id);
+
+// Measurements. Median and spread are computed here from the samples; a measurement without a time
+// gets default_unix_ms.
+Status InsertMeasurements(SqliteConnection& c, int64_t plan_id,
+                          std::span<const Measurement> measurements, int64_t default_unix_ms);
+StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t plan_id);
+
+// Tuning history.
+Status AppendHistory(SqliteConnection& c, const HistoryEvent& event);
+// A history row for something that happened to plan now.
+HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now_ms,
+                       std::string detail);
+StatusOr<std::vector<HistoryEvent>> ReadHistory(SqliteConnection& c, const HistoryQuery& query);
+
+// Milliseconds since the Unix epoch, now.
+int64_t NowUnixMs();
+
+}  // namespace fusor::db::tables
