@@ -8,7 +8,6 @@ ExitCode ExitCodeFor(const Status& s) {
     case C::kOk:
       return kExitOk;
     case C::kInvalidArgument:
-    case C::kCorruption:
       return kExitInvalidModel;
     case C::kUnavailable:
     case C::kResourceExhausted:

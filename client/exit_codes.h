@@ -7,7 +7,7 @@ namespace fusor {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitError = 1,         // Anything not listed below (I/O error, internal error, ...).
+  kExitError = 1,         // Anything not listed below (I/O, a corrupt database, internal).
   kExitUsage = 2,         // Bad command line.
   kExitUnavailable = 3,   // Server unreachable or overloaded.
   kExitInvalidModel = 4,  // The model file or graph is malformed or unsupported.
