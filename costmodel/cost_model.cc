@@ -77,24 +77,19 @@ double OutputElements(const Graph& g, const FusionGroup& group) {
   return elements;
 }
 
-// The LRU stack-distance residency model of the header, one tensor touch at a time.
+// Where a tensor is when a group reads or writes it (see the header).
 class Residency {
  public:
-  Residency(const TargetFingerprint& t, double bytes_per_inference)
+  Residency(const TargetFingerprint& t, double leaf_footprint)
       : capacity_{static_cast<double>(t.l1d_bytes) * t.cores,
                   static_cast<double>(t.l2_bytes) * t.cores, static_cast<double>(t.l3_bytes)},
-        bytes_per_inference_(bytes_per_inference) {}
+        leaf_footprint_(leaf_footprint) {}
 
-  MemoryLevel ReadLevel(TensorId t, double bytes) const {
-    auto it = last_touch_.find(t);
-    double distance = it == last_touch_.end() ? bytes_per_inference_ : clock_ - it->second;
-    return LevelFor(std::max(distance, bytes));
+  MemoryLevel ReadLevel(const Tensor& t, double bytes) const {
+    bool leaf = t.kind != TensorKind::kActivation;
+    return LevelFor(leaf ? std::max(leaf_footprint_, bytes) : bytes);
   }
   MemoryLevel WriteLevel(double bytes) const { return LevelFor(bytes); }
-  void Touch(TensorId t, double bytes) {
-    clock_ += bytes;
-    last_touch_[t] = clock_;
-  }
 
  private:
   MemoryLevel LevelFor(double bytes) const {
@@ -105,34 +100,20 @@ class Residency {
   }
 
   std::array<double, 3> capacity_;
-  double bytes_per_inference_;
-  double clock_ = 0;
-  std::unordered_map<TensorId, double> last_touch_;
+  double leaf_footprint_;
 };
 
-double BytesPerInference(const Graph& g, const FusionPlan& plan) {
-  double total = 0;
-  for (size_t i = 0; i < plan.groups.size(); ++i) {
-    for (TensorId t : GroupInputs(g, plan, i)) total += GroupReadBytes(g, plan.groups[i], t);
-    for (TensorId t : MaterializedOutputs(g, plan, i))
-      total += static_cast<double>(g.tensor(t).bytes());
-  }
-  return total;
-}
-
-void AddMemory(const Graph& g, const FusionPlan& plan, size_t index, Residency* residency,
+void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
+               const std::vector<TensorId>& materialized, const Residency& residency,
                GroupFeatures* f) {
-  const FusionGroup& group = plan.groups[index];
-  for (TensorId t : GroupInputs(g, plan, index)) {
+  for (TensorId t : inputs) {
     if (g.tensor(t).kind == TensorKind::kConstant) continue;  // Immediates in the kernel.
     double bytes = GroupReadBytes(g, group, t);
-    f->read_bytes[static_cast<int>(residency->ReadLevel(t, bytes))] += bytes;
-    residency->Touch(t, bytes);
+    f->read_bytes[static_cast<int>(residency.ReadLevel(g.tensor(t), bytes))] += bytes;
   }
-  for (TensorId t : MaterializedOutputs(g, plan, index)) {
+  for (TensorId t : materialized) {
     double bytes = static_cast<double>(g.tensor(t).bytes());
-    f->write_bytes[static_cast<int>(residency->WriteLevel(bytes))] += bytes;
-    residency->Touch(t, bytes);
+    f->write_bytes[static_cast<int>(residency.WriteLevel(bytes))] += bytes;
   }
 }
 
@@ -229,22 +210,38 @@ int LiveVectorValues(const Graph& g, const FusionGroup& group) {
   return static_cast<int>(peak) + 2;
 }
 
+double LeafFootprint(const Graph& g) {
+  double bytes = 0;
+  for (const Tensor& t : g.tensors()) {
+    if (t.kind != TensorKind::kConstant) bytes += static_cast<double>(t.bytes());
+  }
+  return bytes;
+}
+
+GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
+                              const std::vector<TensorId>& inputs,
+                              const std::vector<TensorId>& materialized,
+                              const TargetFingerprint& target, double leaf_footprint) {
+  GroupFeatures f;
+  bool views_only = std::all_of(group.nodes.begin(), group.nodes.end(),
+                                [&](NodeId id) { return IsView(g.node(id)); });
+  if (views_only) return f;  // An alias of its input: no kernel, no traffic.
+  f.kernels = 1;
+  f.post_ops = PostOps(g, group);
+  AddCompute(g, group, &f);
+  AddMemory(g, group, inputs, materialized, Residency(target, leaf_footprint), &f);
+  AddTileTraffic(g, group, &f);
+  AddSpill(g, group, target, &f);
+  return f;
+}
+
 std::vector<GroupFeatures> PlanFeatures(const Graph& g, const FusionPlan& plan,
                                         const TargetFingerprint& target) {
-  Residency residency(target, BytesPerInference(g, plan));
-  std::vector<GroupFeatures> out(plan.groups.size());
+  double footprint = LeafFootprint(g);
+  std::vector<GroupFeatures> out;
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    const FusionGroup& group = plan.groups[i];
-    bool views_only = std::all_of(group.nodes.begin(), group.nodes.end(),
-                                  [&](NodeId id) { return IsView(g.node(id)); });
-    if (views_only) continue;  // An alias of its input: no kernel, no traffic.
-    GroupFeatures& f = out[i];
-    f.kernels = 1;
-    f.post_ops = PostOps(g, group);
-    AddCompute(g, group, &f);
-    AddMemory(g, plan, i, &residency, &f);
-    AddTileTraffic(g, group, &f);
-    AddSpill(g, group, target, &f);
+    out.push_back(GroupFeaturesOf(g, plan.groups[i], GroupInputs(g, plan, i),
+                                  MaterializedOutputs(g, plan, i), target, footprint));
   }
   return out;
 }
@@ -271,11 +268,20 @@ int64_t PeakActivationBytes(const Graph& g, const FusionPlan& plan) {
   return peak;
 }
 
-PlanCost AnalyticalCostModel::Cost(const Graph& g, const FusionPlan& plan) const {
+CostTerms AnalyticalCostModel::GroupCost(const Graph& g, const FusionGroup& group,
+                                         const std::vector<TensorId>& inputs,
+                                         const std::vector<TensorId>& materialized,
+                                         double leaf_footprint) const {
+  return EvaluateFeatures(
+      GroupFeaturesOf(g, group, inputs, materialized, profile_.target, leaf_footprint), profile_);
+}
+
+PlanCost CostModel::Cost(const Graph& g, const FusionPlan& plan) const {
   PlanCost cost;
-  cost.features = PlanFeatures(g, plan, profile_.target);
-  for (const GroupFeatures& f : cost.features) {
-    CostTerms t = EvaluateFeatures(f, profile_);
+  double footprint = LeafFootprint(g);
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    CostTerms t = GroupCost(g, plan.groups[i], GroupInputs(g, plan, i),
+                            MaterializedOutputs(g, plan, i), footprint);
     cost.total.compute_ns += t.compute_ns;
     cost.total.memory_ns += t.memory_ns;
     cost.total.spill_ns += t.spill_ns;

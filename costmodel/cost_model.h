@@ -9,12 +9,14 @@
 //   post_op_ns reorder = reorder_bytes / dram_read_bw + reorder_bytes / dram_write_bw total   =
 //   compute + memory - alpha * min(compute, memory) + spill + launch + reorder
 //
-// Which level holds a tensor when a group reads it comes from an LRU stack-distance model over the
-// plan's group sequence: the bytes touched since the tensor was last touched decide whether it is
-// still in L1, L2 (both per core, summed over cores), L3 or only in DRAM. Weights and graph inputs
-// are taken as last touched one whole inference ago. Inside a fused loop (or a reduction's fused
-// prologue / epilogue) every intermediate goes through per-thread tile buffers: one L1 write and
-// one L1 read per internal consumer.
+// Which level holds a tensor: an activation a group reads was written by the group that produced it
+// (usually just before), so it is read from the smallest level that holds it, and a group's output
+// is written to the smallest level that holds it; weights and graph inputs were last touched one
+// inference ago, so they sit in the smallest level that holds the model's whole footprint. This
+// makes a group's cost depend only on the group and which of its outputs leave it, so a plan's cost
+// is the sum of its groups' costs and the search can compare groups independently. Inside a fused
+// loop (or a reduction's fused prologue / epilogue) every intermediate goes through per-thread tile
+// buffers: one L1 write and one L1 read per internal consumer.
 //
 // CostModel is an interface so another model (a learned one) can be slotted in. Implementations are
 // immutable after construction and safe to use from many threads.
@@ -67,7 +69,6 @@ struct CostTerms {
 
 struct PlanCost {
   std::vector<CostTerms> groups;
-  std::vector<GroupFeatures> features;
   CostTerms total;
   int64_t peak_activation_bytes = 0;
 };
@@ -75,7 +76,16 @@ struct PlanCost {
 // Turns features into terms with the profile's constants.
 CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p);
 
-// Features of every group of a legal plan, in order, with cache residency from the LRU model.
+// Bytes of every weight, input and activation of the graph: where leaves are found (see above).
+double LeafFootprint(const Graph& g);
+
+// Features of one group that reads `inputs` and writes `materialized` to memory.
+GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
+                              const std::vector<TensorId>& inputs,
+                              const std::vector<TensorId>& materialized,
+                              const TargetFingerprint& target, double leaf_footprint);
+
+// Features of every group of a legal plan, in order.
 std::vector<GroupFeatures> PlanFeatures(const Graph& g, const FusionPlan& plan,
                                         const TargetFingerprint& target);
 
@@ -91,14 +101,22 @@ class CostModel {
  public:
   virtual ~CostModel() = default;
   virtual std::string version() const = 0;
-  virtual PlanCost Cost(const Graph& g, const FusionPlan& plan) const = 0;
+  // Predicted time of one group that reads `inputs` and writes `materialized`.
+  virtual CostTerms GroupCost(const Graph& g, const FusionGroup& group,
+                              const std::vector<TensorId>& inputs,
+                              const std::vector<TensorId>& materialized,
+                              double leaf_footprint) const = 0;
+  // The sum over the plan's groups, and the plan's peak activation memory.
+  PlanCost Cost(const Graph& g, const FusionPlan& plan) const;
 };
 
 class AnalyticalCostModel final : public CostModel {
  public:
   explicit AnalyticalCostModel(HardwareProfile profile) : profile_(std::move(profile)) {}
   std::string version() const override { return kCostModelVersion; }
-  PlanCost Cost(const Graph& g, const FusionPlan& plan) const override;
+  CostTerms GroupCost(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
+                      const std::vector<TensorId>& materialized,
+                      double leaf_footprint) const override;
   const HardwareProfile& profile() const { return profile_; }
 
  private:

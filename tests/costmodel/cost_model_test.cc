@@ -103,7 +103,7 @@ TEST(PlanFeatures, RecomputedProducersCountOncePerCopy) {
   EXPECT_DOUBLE_EQ(written(recompute), 2 * 4096 + 4 * 4096);
 }
 
-TEST(PlanFeatures, CacheLevelFollowsReuseDistance) {
+TEST(PlanFeatures, CacheLevelFollowsTensorSize) {
   // A small tensor written and read right away stays in L1; one larger than L3 goes to DRAM.
   TargetFingerprint t;
   t.cores = 1;
