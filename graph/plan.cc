@@ -107,8 +107,9 @@ Status CheckReductionGroup(const Graph& g, const std::vector<NodeId>& nodes, Nod
     if (id > reduction) epilogue.push_back(id);
   }
   for (NodeId id : prologue) {
-    if (ClassifyNode(g, g.node(id)) != OpClass::kElementwise) {
-      return Status::InvalidArgument("prologue " + NodeRef(g, id) + " is not elementwise");
+    if (!IsPointwise(ClassifyNode(g, g.node(id)))) {
+      return Status::InvalidArgument("prologue " + NodeRef(g, id) +
+                                     " is not elementwise or broadcast");
     }
   }
   // Every prologue value must flow into the reduction's data input.
