@@ -1,13 +1,18 @@
 // The fusor CLI. Each verb lives in its own file and registers itself here.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+#include <cstdlib>
 
-#include "client/exit_codes.h"
 #include "client/db_commands.h"
+#include "client/exit_codes.h"
 #include "client/inspect_command.h"
+#include "client/run_command.h"
 
 int main(int argc, char** argv) {
+  // OpenMP threads that spin while waiting steal the core from the other thread on a shared
+  // machine and make timings swing tenfold; sleeping waits cost microseconds per kernel instead.
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   // Logs go to stderr so that --json output on stdout stays machine-readable.
   spdlog::set_default_logger(spdlog::stderr_color_mt("fusor"));
   spdlog::set_level(spdlog::level::warn);
@@ -16,6 +21,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "fusor 0.1.0");
   int exit_code = fusor::kExitOk;
   fusor::AddInspectCommand(app, &exit_code);
+  fusor::AddRunCommand(app, &exit_code);
   fusor::AddDbCommands(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -238,10 +238,12 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
 std::vector<GroupFeatures> PlanFeatures(const Graph& g, const FusionPlan& plan,
                                         const TargetFingerprint& target) {
   double footprint = LeafFootprint(g);
+  auto inputs = AllGroupInputs(g, plan);
+  auto materialized = AllMaterializedOutputs(g, plan);
   std::vector<GroupFeatures> out;
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    out.push_back(GroupFeaturesOf(g, plan.groups[i], GroupInputs(g, plan, i),
-                                  MaterializedOutputs(g, plan, i), target, footprint));
+    out.push_back(
+        GroupFeaturesOf(g, plan.groups[i], inputs[i], materialized[i], target, footprint));
   }
   return out;
 }
@@ -249,12 +251,14 @@ std::vector<GroupFeatures> PlanFeatures(const Graph& g, const FusionPlan& plan,
 int64_t PeakActivationBytes(const Graph& g, const FusionPlan& plan) {
   const size_t n = plan.groups.size();
   std::unordered_map<TensorId, size_t> last_read;
+  auto inputs = AllGroupInputs(g, plan);
+  auto materialized = AllMaterializedOutputs(g, plan);
   for (size_t i = 0; i < n; ++i) {
-    for (TensorId t : GroupInputs(g, plan, i)) last_read[t] = i;
+    for (TensorId t : inputs[i]) last_read[t] = i;
   }
   std::vector<int64_t> delta(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
-    for (TensorId t : MaterializedOutputs(g, plan, i)) {
+    for (TensorId t : materialized[i]) {
       size_t end = g.IsGraphOutput(t) ? n - 1 : std::max(i, last_read.count(t) ? last_read[t] : i);
       delta[i] += g.tensor(t).bytes();
       delta[end + 1] -= g.tensor(t).bytes();
@@ -279,9 +283,10 @@ CostTerms AnalyticalCostModel::GroupCost(const Graph& g, const FusionGroup& grou
 PlanCost CostModel::Cost(const Graph& g, const FusionPlan& plan) const {
   PlanCost cost;
   double footprint = LeafFootprint(g);
+  auto inputs = AllGroupInputs(g, plan);
+  auto materialized = AllMaterializedOutputs(g, plan);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    CostTerms t = GroupCost(g, plan.groups[i], GroupInputs(g, plan, i),
-                            MaterializedOutputs(g, plan, i), footprint);
+    CostTerms t = GroupCost(g, plan.groups[i], inputs[i], materialized[i], footprint);
     cost.total.compute_ns += t.compute_ns;
     cost.total.memory_ns += t.memory_ns;
     cost.total.spill_ns += t.spill_ns;

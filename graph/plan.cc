@@ -148,12 +148,15 @@ bool WeaklyConnected(const Graph& g, const std::vector<NodeId>& nodes) {
 }
 
 // No path leaves the group and re-enters it. Ids are topological, so only nodes below the group's
-// last id can lie on such a path.
-bool IsConvex(const Graph& g, const std::vector<NodeId>& nodes) {
+// last id can lie on such a path. A recomputed copy feeds only the group it is in (consumers
+// elsewhere read their own copy or the owner's output), so paths never start from one.
+bool IsConvex(const Graph& g, const std::vector<NodeId>& nodes,
+              const std::vector<NodeId>& recomputed = {}) {
   NodeId last = nodes.back();
   std::vector<NodeId> stack;
   std::unordered_set<NodeId> seen;
   for (NodeId id : nodes) {
+    if (Contains(recomputed, id)) continue;
     for (TensorId out : g.node(id).outputs) {
       for (NodeId c : g.tensor(out).consumers) {
         if (!Contains(nodes, c) && c < last && seen.insert(c).second) stack.push_back(c);
@@ -245,10 +248,11 @@ Status CheckOrder(const Graph& g, const FusionPlan& plan,
 
 // Anchor and reduction groups are one primitive: only their final value reaches memory.
 Status CheckSingleExit(const Graph& g, const FusionPlan& plan) {
+  auto materialized = AllMaterializedOutputs(g, plan);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& group = plan.groups[i];
     if (group.kind != GroupKind::kAnchor && group.kind != GroupKind::kReduction) continue;
-    for (TensorId t : MaterializedOutputs(g, plan, i)) {
+    for (TensorId t : materialized[i]) {
       if (g.tensor(t).producer != group.nodes.back()) {
         return Status::InvalidArgument("group " + std::to_string(i) + " (" +
                                        std::string(GroupKindName(group.kind)) + ") must write '" +
@@ -463,7 +467,7 @@ Status CheckGroup(const Graph& g, const FusionGroup& group) {
                                    std::string(GroupKindName(group.kind)) + " but its nodes form " +
                                    std::string(GroupKindName(kind)));
   }
-  if (!IsConvex(g, nodes)) {
+  if (!IsConvex(g, nodes, group.recomputed)) {
     return Status::InvalidArgument("group starting at " + NodeRef(g, nodes[0]) +
                                    " is not convex: a path leaves it and comes back");
   }
@@ -481,21 +485,46 @@ Status CheckPlan(const Graph& g, const FusionPlan& plan) {
   return CheckSingleExit(g, plan);
 }
 
-std::vector<TensorId> MaterializedOutputs(const Graph& g, const FusionPlan& plan, size_t index) {
+namespace {
+
+std::vector<TensorId> MaterializedWithIndex(const Graph& g, const FusionPlan& plan, size_t index,
+                                            const std::vector<std::vector<int32_t>>& groups_of) {
   const FusionGroup& group = plan.groups[index];
   std::vector<TensorId> out;
   for (NodeId id : group.nodes) {
     if (Contains(group.recomputed, id)) continue;
     for (TensorId t : g.node(id).outputs) {
       bool leaves = g.IsGraphOutput(t);
-      for (size_t k = 0; k < plan.groups.size() && !leaves; ++k) {
-        if (k == index || Contains(plan.groups[k].nodes, id)) continue;
-        for (NodeId c : g.tensor(t).consumers) leaves |= Contains(plan.groups[k].nodes, c);
+      for (NodeId c : g.tensor(t).consumers) {
+        for (int32_t k : groups_of[c]) {
+          leaves |= k != static_cast<int32_t>(index) && !Contains(plan.groups[k].nodes, id);
+        }
       }
       if (leaves) out.push_back(t);
     }
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<TensorId> MaterializedOutputs(const Graph& g, const FusionPlan& plan, size_t index) {
+  return MaterializedWithIndex(g, plan, index, GroupsOfNodes(g, plan));
+}
+
+std::vector<std::vector<TensorId>> AllMaterializedOutputs(const Graph& g, const FusionPlan& plan) {
+  auto groups_of = GroupsOfNodes(g, plan);
+  std::vector<std::vector<TensorId>> out;
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    out.push_back(MaterializedWithIndex(g, plan, i, groups_of));
+  }
+  return out;
+}
+
+std::vector<std::vector<TensorId>> AllGroupInputs(const Graph& g, const FusionPlan& plan) {
+  std::vector<std::vector<TensorId>> out;
+  for (size_t i = 0; i < plan.groups.size(); ++i) out.push_back(GroupInputs(g, plan, i));
   return out;
 }
 

@@ -78,6 +78,10 @@ std::vector<TensorId> MaterializedOutputs(const Graph& g, const FusionPlan& plan
 // another group, or graph inputs, weights, constants). Sorted, unique.
 std::vector<TensorId> GroupInputs(const Graph& g, const FusionPlan& plan, size_t index);
 
+// The same for every group at once, in time linear in the plan (use these in loops over groups).
+std::vector<std::vector<TensorId>> AllMaterializedOutputs(const Graph& g, const FusionPlan& plan);
+std::vector<std::vector<TensorId>> AllGroupInputs(const Graph& g, const FusionPlan& plan);
+
 // Every node alone.
 FusionPlan UnfusedPlan(const Graph& g);
 

@@ -189,7 +189,7 @@ TEST_F(DbCliTest, ErrorsNameTheFileAndSetTheExitCode) {
   std::string text = dir_.File("notes.txt");
   std::ofstream(text) << "not a database at all, just some words to fill a page or two\n";
   CliResult corrupt = Run("db stats --db " + text);
-  EXPECT_EQ(corrupt.exit_code, kExitInvalidModel);  // ExitCodeFor(Corruption).
+  EXPECT_EQ(corrupt.exit_code, kExitError);  // A corrupt database is not an invalid model.
   EXPECT_NE(corrupt.err.find(text), std::string::npos) << corrupt.err;
   EXPECT_TRUE(corrupt.out.empty());
 

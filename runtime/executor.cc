@@ -1,0 +1,299 @@
+#include "runtime/executor.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "graph/op_registry.h"
+#include "runtime/group_kernel.h"
+#include "runtime/op_params.h"
+
+namespace fusor {
+
+struct Executor::DnnlState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+};
+
+struct Executor::Group {
+  FusionGroup group;
+  std::string label;
+  std::unique_ptr<GroupKernel> kernel;
+  std::unique_ptr<GroupKernel> alternative;  // The other chain backend, until ChooseBackends.
+};
+
+void Executor::ArenaFree::operator()(void* p) const { std::free(p); }
+
+namespace {
+
+std::string GroupLabel(const Graph& g, const FusionGroup& group) {
+  std::string s = std::string(GroupKindName(group.kind)) + " [";
+  for (size_t i = 0; i < group.nodes.size(); ++i) {
+    s += (i ? "," : "") + g.node(group.nodes[i]).op_type;
+  }
+  return s + "]";
+}
+
+// Splits an anchor or reduction group around its one anchor / reduction node.
+NodeId CenterNode(const Graph& g, const FusionGroup& group, OpClass cls) {
+  for (NodeId id : group.nodes) {
+    if (ClassifyNode(g, g.node(id)) == cls) return id;
+  }
+  return kNoId;
+}
+
+struct Split {
+  std::vector<NodeId> before, after;
+};
+
+Split AroundNode(const FusionGroup& group, NodeId center) {
+  Split s;
+  for (NodeId id : group.nodes) {
+    if (id < center) s.before.push_back(id);
+    if (id > center) s.after.push_back(id);
+  }
+  return s;
+}
+
+double MedianSeconds(GroupKernel* k, int runs) {
+  std::vector<double> t;
+  k->Run();
+  for (int i = 0; i < runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    k->Run();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(t.begin(), t.begin() + runs / 2, t.end());
+  return t[runs / 2];
+}
+
+}  // namespace
+
+Executor::~Executor() = default;
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& g, const FusionPlan& plan,
+                                                     const TensorValues& leaves,
+                                                     const ExecutorOptions& options) {
+  FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan));
+  std::unique_ptr<Executor> e(new Executor());
+  e->graph_ = g;
+  e->options_ = options;
+  if (options.threads > 0) omp_set_num_threads(options.threads);
+  for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t) {
+    if (g.tensor(t).kind == TensorKind::kActivation) continue;
+    auto it = leaves.find(t);
+    if (it == leaves.end()) {
+      return Status::InvalidArgument("no value for " +
+                                     std::string(TensorKindName(g.tensor(t).kind)) + " '" +
+                                     g.tensor(t).name + "'");
+    }
+    if (it->second.dims != g.tensor(t).dims) {
+      return Status::InvalidArgument("value for '" + g.tensor(t).name + "' has shape " +
+                                     ShapeString(it->second.dims) + ", the graph says " +
+                                     ShapeString(g.tensor(t).dims));
+    }
+    e->leaves_[t] = it->second;
+  }
+  try {
+    e->dnnl_ = std::make_unique<DnnlState>();
+  } catch (const dnnl::error& err) {
+    return Status::Unavailable(std::string("oneDNN CPU engine: ") + err.what());
+  }
+  FUSOR_RETURN_IF_ERROR(e->Compile(plan));
+  FUSOR_RETURN_IF_ERROR(e->Allocate());
+  e->ChooseBackends();
+  return e;
+}
+
+Status Executor::Compile(const FusionPlan& plan) {
+  const Graph& g = graph_;
+  KernelContext ctx;
+  ctx.g = &graph_;
+  ctx.engine = &dnnl_->engine;
+  ctx.stream = &dnnl_->stream;
+  ctx.known = [this](TensorId t) -> const HostTensor* {
+    auto it = leaves_.find(t);
+    bool constant = it != leaves_.end() && graph_.tensor(t).kind != TensorKind::kGraphInput;
+    return constant ? &it->second : nullptr;
+  };
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    const FusionGroup& fg = plan.groups[i];
+    ctx.outputs = MaterializedOutputs(g, plan, i);
+    Group group{fg, GroupLabel(g, fg), nullptr, nullptr};
+    const Node& first = g.node(fg.nodes[0]);
+    OpClass cls = ClassifyNode(g, first);
+    StatusOr<std::unique_ptr<GroupKernel>> kernel = Status::Internal("unreachable");
+    bool anchor =
+        fg.kind == GroupKind::kAnchor || (fg.kind == GroupKind::kSingle && cls == OpClass::kAnchor);
+    bool reduction = fg.kind == GroupKind::kReduction ||
+                     (fg.kind == GroupKind::kSingle && cls == OpClass::kReduction);
+    if (fg.kind == GroupKind::kOpaque ||
+        (fg.kind == GroupKind::kSingle && cls == OpClass::kOpaque)) {
+      kernel = Status::Unimplemented(NodeLabel(first) +
+                                     ": op is opaque to Fusor; the runtime "
+                                     "cannot run it");
+    } else if (anchor) {
+      NodeId center = CenterNode(g, fg, OpClass::kAnchor);
+      kernel = BuildAnchorKernel(ctx, center, AroundNode(fg, center).after);
+    } else if (reduction) {
+      NodeId center = CenterNode(g, fg, OpClass::kReduction);
+      Split s = AroundNode(fg, center);
+      kernel = BuildReductionKernel(ctx, s.before, center, s.after);
+    } else {
+      kernel = BuildLoopKernel(ctx, fg.nodes);
+      if (kernel.ok() && options_.chain_backend != ChainBackend::kFusedLoop) {
+        auto chain = BuildChainPrimitiveKernel(ctx, fg.nodes);
+        if (chain.ok()) {
+          group.alternative = std::move(kernel).value();
+          kernel = std::move(chain);
+        }
+      }
+    }
+    if (!kernel.ok())
+      return kernel.status().WithContext("group " + std::to_string(i) + " " + group.label);
+    group.kernel = std::move(kernel).value();
+    groups_.push_back(std::move(group));
+  }
+  return Status::Ok();
+}
+
+Status Executor::Allocate() {
+  std::vector<BufferLifetime> buffers = PlanLifetimes(graph_, [&] {
+    FusionPlan p;
+    for (const auto& gr : groups_) p.groups.push_back(gr.group);
+    return p;
+  }());
+  size_t tensor_buffers = buffers.size();
+  int64_t weights = 0;
+  for (const auto& [t, v] : leaves_) {
+    if (graph_.tensor(t).kind != TensorKind::kGraphInput) weights += StorageBytes(graph_.tensor(t));
+  }
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    int64_t scratch = groups_[i].kernel->scratch_bytes();
+    weights += groups_[i].kernel->weight_bytes();
+    if (groups_[i].alternative) {
+      scratch = std::max(scratch, groups_[i].alternative->scratch_bytes());
+      weights += groups_[i].alternative->weight_bytes();
+    }
+    int gi = static_cast<int>(i);
+    buffers.push_back({kNoId, scratch, gi, gi});
+  }
+  memory_ = AssignOffsets(std::move(buffers), weights);
+  FUSOR_RETURN_IF_ERROR(CheckMemoryBudget(memory_, options_.memory_budget_bytes));
+  tensor_offset_.assign(graph_.num_tensors(), -1);
+  scratch_offset_.assign(groups_.size(), 0);
+  for (size_t b = 0; b < memory_.buffers.size(); ++b) {
+    if (b < tensor_buffers) {
+      tensor_offset_[memory_.buffers[b].tensor] = memory_.offsets[b];
+    } else {
+      scratch_offset_[b - tensor_buffers] = memory_.offsets[b];
+    }
+  }
+  size_t bytes = static_cast<size_t>(std::max<int64_t>(memory_.arena_bytes, 64));
+  arena_.reset(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  if (!arena_)
+    return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes");
+  std::memset(arena_.get(), 0, bytes);
+  for (TensorId t : graph_.inputs()) FUSOR_RETURN_IF_ERROR(SetInput(t, leaves_.at(t)));
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    void* scratch = static_cast<char*>(arena_.get()) + scratch_offset_[i];
+    auto buffer = [this](TensorId t) { return Buffer(t); };
+    FUSOR_RETURN_IF_ERROR(groups_[i].kernel->Bind(buffer, scratch).WithContext(groups_[i].label));
+    if (groups_[i].alternative) {
+      FUSOR_RETURN_IF_ERROR(groups_[i].alternative->Bind(buffer, scratch));
+    }
+  }
+  spdlog::debug("executor: model={} groups={} memory: {}", graph_.model_name, groups_.size(),
+                memory_.ToString());
+  return Status::Ok();
+}
+
+void* Executor::Buffer(TensorId t) {
+  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors())) return nullptr;
+  if (tensor_offset_[t] >= 0) return static_cast<char*>(arena_.get()) + tensor_offset_[t];
+  auto it = leaves_.find(t);
+  if (it == leaves_.end() || graph_.tensor(t).kind == TensorKind::kGraphInput) return nullptr;
+  HostTensor& h = it->second;
+  return h.is_float() ? static_cast<void*>(h.f.data()) : static_cast<void*>(h.i.data());
+}
+
+void Executor::ChooseBackends() {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    Group& gr = groups_[i];
+    if (!gr.alternative) continue;
+    bool keep = options_.chain_backend == ChainBackend::kOneDnn;
+    if (options_.chain_backend == ChainBackend::kAuto) {
+      // Both kernels compute the same values into the same buffers; run each a few times.
+      double primitive = MedianSeconds(gr.kernel.get(), 5);
+      double loop = MedianSeconds(gr.alternative.get(), 5);
+      keep = primitive <= loop;
+      spdlog::debug("executor: group {} {}: oneDNN {:.1f} us, fused loop {:.1f} us", i, gr.label,
+                    primitive * 1e6, loop * 1e6);
+    }
+    if (!keep) std::swap(gr.kernel, gr.alternative);
+    gr.alternative.reset();
+  }
+}
+
+Status Executor::SetInput(TensorId t, const HostTensor& value) {
+  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors()) ||
+      graph_.tensor(t).kind != TensorKind::kGraphInput || tensor_offset_[t] < 0) {
+    return Status::InvalidArgument("tensor " + std::to_string(t) + " is not a graph input");
+  }
+  const Tensor& info = graph_.tensor(t);
+  if (value.dims != info.dims || value.is_float() != IsFloatingPoint(info.dtype)) {
+    return Status::InvalidArgument("input '" + info.name + "' needs " +
+                                   std::string(DTypeName(info.dtype)) + "[" +
+                                   ShapeString(info.dims) + "], got " + ShapeString(value.dims));
+  }
+  void* dst = Buffer(t);
+  size_t n = static_cast<size_t>(value.num_elements());
+  if (value.is_float()) {
+    std::memcpy(dst, value.f.data(), n * sizeof(float));
+  } else {
+    std::memcpy(dst, value.i.data(), n * sizeof(int64_t));
+  }
+  return Status::Ok();
+}
+
+void Executor::Run() {
+  for (auto& g : groups_) g.kernel->Run();
+}
+
+void Executor::RunGroup(size_t index) { groups_[index].kernel->Run(); }
+
+size_t Executor::num_groups() const { return groups_.size(); }
+
+std::string Executor::DescribeGroup(size_t index) const {
+  return groups_[index].label + ": " + groups_[index].kernel->Describe();
+}
+
+StatusOr<HostTensor> Executor::Read(TensorId t) const {
+  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors()) || tensor_offset_[t] < 0) {
+    return Status::NotFound("tensor " + std::to_string(t) + " is not materialized by the plan");
+  }
+  const Tensor& info = graph_.tensor(t);
+  HostTensor h = HostTensor::Zeros(info.dtype, info.dims);
+  const char* src = static_cast<const char*>(arena_.get()) + tensor_offset_[t];
+  if (h.is_float()) {
+    std::memcpy(h.f.data(), src, h.f.size() * sizeof(float));
+  } else {
+    std::memcpy(h.i.data(), src, h.i.size() * sizeof(int64_t));
+  }
+  return h;
+}
+
+StatusOr<TensorValues> Executor::ReadOutputs() const {
+  TensorValues out;
+  for (TensorId t : graph_.outputs()) {
+    FUSOR_ASSIGN_OR_RETURN(out[t], Read(t));
+  }
+  return out;
+}
+
+}  // namespace fusor

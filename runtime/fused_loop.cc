@@ -1,0 +1,806 @@
+#include "runtime/fused_loop.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "runtime/op_params.h"
+#include "runtime/vector_math.h"
+
+// AVX2 clones of the arithmetic loops, picked at load time; the default clone runs on any
+// x86-64. (An arch=haswell clone would add FMA but is dispatched by CPU model, so AMD CPUs
+// would never take it.)
+#define FUSOR_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+
+namespace fusor {
+
+enum class LoopKind : uint8_t {
+  kLeaf,
+  kUnary,
+  kBinary,
+  kWhere,
+  kBatchNorm,
+  kPass,
+  kAffine,
+  kConcat,
+  kPad,
+  kGather,
+  kTrilu
+};
+enum class UnaryOp : uint8_t {
+  kCopy,
+  kRelu,
+  kLeakyRelu,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kLog,
+  kSqrt,
+  kErf,
+  kHardSigmoid,
+  kHardSwish,
+  kClip,
+  kTrunc,
+  kBool,
+  kSquare
+};
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kDivTrunc, kPow };
+
+// out element e of the consumer's index space reads flat index base + sum_d coord_d(e) * coef[d].
+struct Affine {
+  bool identity = false;
+  bool scalar = false;
+  int64_t base = 0;
+  std::vector<int64_t> coef;
+};
+
+struct FusedLoop::Value {
+  LoopKind kind = LoopKind::kLeaf;
+  Shape dims;
+  bool is_int = false;
+  const void* data = nullptr;  // Leaves.
+  UnaryOp unary = UnaryOp::kCopy;
+  BinaryOp binary = BinaryOp::kAdd;
+  float a = 0, b = 0;  // Unary parameters (alpha/beta, clip bounds), BN epsilon, pad value.
+  std::vector<TensorId> inputs;
+  std::vector<Affine> maps;    // One per input, from this value's index space.
+  std::vector<Affine> coords;  // Coordinate extractors (Concat axis, Trilu row/col, Pad dims).
+  std::vector<int64_t> offsets, lens, in_dims;  // Concat parts; Pad begins and input dims.
+  int64_t k = 0;                                // Trilu diagonal.
+  bool upper = true;
+  int64_t axis_len = 0, axis_stride = 0;  // Gather.
+};
+
+// Per-thread buffers, reset for each tile; a memo keyed by (tensor, index-set token) lets values
+// shared by several consumers with the same element indices be computed once per tile.
+class LoopScratch {
+ public:
+  float* Floats(int64_t n) { return Take(&floats_, &used_f_, n); }
+  int64_t* Ints(int64_t n) { return Take(&ints_, &used_i_, n); }
+  void Reset() {
+    used_f_ = used_i_ = 0;
+    memo_.clear();
+    next_token_ = 0;
+  }
+  int NewToken() { return next_token_++; }
+  const float* Find(TensorId t, int token) const {
+    for (const auto& m : memo_) {
+      if (m.t == t && m.token == token) return m.p;
+    }
+    return nullptr;
+  }
+  void Put(TensorId t, int token, const float* p) { memo_.push_back({t, token, p}); }
+
+ private:
+  template <typename T>
+  static T* Take(std::vector<std::vector<T>>* pool, size_t* used, int64_t n) {
+    if (*used == pool->size()) pool->emplace_back();
+    auto& v = (*pool)[(*used)++];
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    return v.data();
+  }
+  struct Memo {
+    TensorId t;
+    int token;
+    const float* p;
+  };
+  std::vector<std::vector<float>> floats_;
+  std::vector<std::vector<int64_t>> ints_;
+  size_t used_f_ = 0, used_i_ = 0;
+  std::vector<Memo> memo_;
+  int next_token_ = 0;
+};
+
+namespace loop_kernels {
+
+using vector_math::Erf;
+using vector_math::Exp;
+using vector_math::Sigmoid;
+
+FUSOR_VECTOR_CLONES void Unary(UnaryOp op, float a, float b, const float* x, float* y, int64_t n) {
+  switch (op) {
+    case UnaryOp::kCopy:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+      break;
+    case UnaryOp::kRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+      break;
+    case UnaryOp::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0 ? x[i] : a * x[i];
+      break;
+    case UnaryOp::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = Sigmoid(x[i]);
+      break;
+    case UnaryOp::kTanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * Sigmoid(2.0f * x[i]) - 1.0f;
+      break;
+    case UnaryOp::kExp:
+      for (int64_t i = 0; i < n; ++i) y[i] = Exp(x[i]);
+      break;
+    case UnaryOp::kLog:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
+      break;
+    case UnaryOp::kSqrt:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+      break;
+    case UnaryOp::kErf:
+      for (int64_t i = 0; i < n; ++i) y[i] = Erf(x[i]);
+      break;
+    case UnaryOp::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(a * x[i] + b, 0.0f), 1.0f);
+      break;
+    case UnaryOp::kHardSwish:
+      for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] * std::min(std::max(x[i] * (1.0f / 6) + 0.5f, 0.0f), 1.0f);
+      }
+      break;
+    case UnaryOp::kClip:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], a), b);
+      break;
+    case UnaryOp::kTrunc:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::trunc(x[i]);
+      break;
+    case UnaryOp::kBool:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] != 0 ? 1.0f : 0.0f;
+      break;
+    case UnaryOp::kSquare:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
+      break;
+  }
+}
+
+FUSOR_VECTOR_CLONES void Binary(BinaryOp op, const float* x, const float* y, float* z, int64_t n) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+      break;
+    case BinaryOp::kSub:
+      for (int64_t i = 0; i < n; ++i) z[i] = x[i] - y[i];
+      break;
+    case BinaryOp::kMul:
+      for (int64_t i = 0; i < n; ++i) z[i] = x[i] * y[i];
+      break;
+    case BinaryOp::kDiv:
+      for (int64_t i = 0; i < n; ++i) z[i] = x[i] / y[i];
+      break;
+    case BinaryOp::kDivTrunc:
+      for (int64_t i = 0; i < n; ++i) z[i] = std::trunc(x[i] / y[i]);
+      break;
+    case BinaryOp::kPow:
+      for (int64_t i = 0; i < n; ++i) z[i] = std::pow(x[i], y[i]);
+      break;
+  }
+}
+
+FUSOR_VECTOR_CLONES void BatchNorm(const float* x, const float* scale, const float* bias,
+                                   const float* mean, const float* var, float eps, float* y,
+                                   int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = (x[i] - mean[i]) / std::sqrt(var[i] + eps) * scale[i] + bias[i];
+  }
+}
+
+}  // namespace loop_kernels
+
+namespace {
+
+using Value = FusedLoop::Value;
+using ValueMap = std::unordered_map<TensorId, std::unique_ptr<Value>>;
+
+// A set of element indices in some tensor's flat index space: a range, or an explicit list.
+struct Idx {
+  int64_t begin = 0;
+  int64_t n = 0;
+  const int64_t* list = nullptr;
+  int token = 0;
+};
+
+// True when reading through `coef` from `out` coordinates is reading the same flat index: the
+// coefficients of all dims longer than 1 are the row-major strides (size-1 dims never move).
+bool IsIdentity(const std::vector<int64_t>& coef, int64_t base, const Shape& in, const Shape& out) {
+  if (base != 0 || NumElements(in) != NumElements(out)) return false;
+  std::vector<int64_t> strides = RowMajorStrides(out);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] > 1 && coef[d] != strides[d]) return false;
+  }
+  return true;
+}
+
+Affine BroadcastMap(const Shape& in, const Shape& out) {
+  Affine m;
+  if (in == out) {
+    m.identity = true;
+    return m;
+  }
+  if (NumElements(in) == 1) {
+    m.scalar = true;
+    return m;
+  }
+  std::vector<int64_t> strides = RowMajorStrides(in);
+  m.coef.assign(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) m.coef[lead + i] = in[i] == 1 ? 0 : strides[i];
+  m.identity = IsIdentity(m.coef, 0, in, out);
+  return m;
+}
+
+Affine CoordMap(size_t rank, size_t dim) {
+  Affine m;
+  m.coef.assign(rank, 0);
+  m.coef[dim] = 1;
+  return m;
+}
+
+// out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in `dims`.
+void AffineIndices(const Affine& m, const Shape& dims, const Idx& idx, int64_t* out) {
+  size_t rank = dims.size();
+  if (rank == 0) {
+    std::fill(out, out + idx.n, m.base);
+    return;
+  }
+  if (idx.list != nullptr) {
+    int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
+    for (int64_t e = 0; e < idx.n; ++e) {
+      int64_t flat = idx.list[e];
+      // Lists mostly hold runs of consecutive indices: step along the row instead of dividing.
+      if (e > 0 && flat == idx.list[e - 1] + 1 && flat % inner != 0) {
+        out[e] = out[e - 1] + step;
+        continue;
+      }
+      int64_t off = m.base;
+      for (size_t d = rank; d-- > 0;) {
+        off += (flat % dims[d]) * m.coef[d];
+        flat /= dims[d];
+      }
+      out[e] = off;
+    }
+    return;
+  }
+  std::vector<int64_t> coord(rank);
+  int64_t off = m.base;
+  for (size_t d = rank, flat = idx.begin; d-- > 0;) {
+    coord[d] = static_cast<int64_t>(flat) % dims[d];
+    flat /= dims[d];
+    off += coord[d] * m.coef[d];
+  }
+  int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
+  for (int64_t e = 0; e < idx.n;) {
+    int64_t run = std::min(idx.n - e, inner - coord[rank - 1]);
+    for (int64_t j = 0; j < run; ++j) out[e + j] = off + j * step;
+    e += run;
+    coord[rank - 1] += run;
+    off += run * step;
+    for (size_t d = rank - 1; d > 0 && coord[d] == dims[d]; --d) {
+      off += m.coef[d - 1] - coord[d] * m.coef[d];
+      coord[d] = 0;
+      ++coord[d - 1];
+    }
+  }
+}
+
+const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s);
+
+Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
+  if (m.identity) return idx;
+  int64_t* list = s->Ints(idx.n);
+  AffineIndices(m, dims, idx, list);
+  return {0, idx.n, list, s->NewToken()};
+}
+
+// Evaluates input j of v at the elements `idx` of v's index space.
+const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
+                       LoopScratch* s) {
+  const Affine& m = v.maps[j];
+  if (!m.scalar) return Eval(values, v.inputs[j], MapIdx(m, v.dims, idx, s), s);
+  float x = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
+  float* out = s->Floats(idx.n);
+  std::fill(out, out + idx.n, x);
+  return out;
+}
+
+const float* EvalLeaf(const Value& v, const Idx& idx, LoopScratch* s) {
+  if (!v.is_int && idx.list == nullptr) return static_cast<const float*>(v.data) + idx.begin;
+  float* out = s->Floats(idx.n);
+  for (int64_t e = 0; e < idx.n; ++e) {
+    int64_t i = idx.list ? idx.list[e] : idx.begin + e;
+    out[e] = v.is_int ? static_cast<float>(static_cast<const int64_t*>(v.data)[i])
+                      : static_cast<const float*>(v.data)[i];
+  }
+  return out;
+}
+
+const float* EvalConcat(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+  int64_t* axis_coord = s->Ints(idx.n);
+  AffineIndices(v.coords[0], v.dims, idx, axis_coord);
+  float* out = s->Floats(idx.n);
+  int64_t* pos = s->Ints(idx.n);
+  int64_t* where = s->Ints(idx.n);
+  for (size_t j = 0; j < v.inputs.size(); ++j) {
+    int64_t count = 0;
+    for (int64_t e = 0; e < idx.n; ++e) {
+      if (axis_coord[e] >= v.offsets[j] && axis_coord[e] < v.offsets[j] + v.lens[j])
+        pos[count++] = e;
+    }
+    if (count == 0) continue;
+    int64_t* all = s->Ints(idx.n);
+    AffineIndices(v.maps[j], v.dims, idx, all);
+    for (int64_t c = 0; c < count; ++c) where[c] = all[pos[c]];
+    const float* part = Eval(values, v.inputs[j], {0, count, where, s->NewToken()}, s);
+    for (int64_t c = 0; c < count; ++c) out[pos[c]] = part[c];
+  }
+  return out;
+}
+
+const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+  size_t rank = v.dims.size();
+  std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims);
+  int64_t* src = s->Ints(idx.n);
+  int64_t* pos = s->Ints(idx.n);
+  int64_t* coord = s->Ints(idx.n);
+  std::vector<char> inside(idx.n, 1);
+  std::fill(src, src + idx.n, 0);
+  for (size_t d = 0; d < rank; ++d) {
+    AffineIndices(v.coords[d], v.dims, idx, coord);
+    for (int64_t e = 0; e < idx.n; ++e) {
+      int64_t c = coord[e] - v.offsets[d];
+      inside[e] = inside[e] && c >= 0 && c < v.in_dims[d];
+      src[e] += c * in_strides[d];
+    }
+  }
+  int64_t count = 0;
+  for (int64_t e = 0; e < idx.n; ++e) {
+    if (inside[e]) {
+      pos[count] = e;
+      src[count++] = src[e];
+    }
+  }
+  float* out = s->Floats(idx.n);
+  std::fill(out, out + idx.n, v.a);
+  if (count == 0) return out;
+  const float* part = Eval(values, v.inputs[0], {0, count, src, s->NewToken()}, s);
+  for (int64_t c = 0; c < count; ++c) out[pos[c]] = part[c];
+  return out;
+}
+
+const float* EvalGather(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+  const float* ind = Eval(values, v.inputs[1], MapIdx(v.maps[1], v.dims, idx, s), s);
+  int64_t* src = s->Ints(idx.n);
+  AffineIndices(v.maps[0], v.dims, idx, src);
+  for (int64_t e = 0; e < idx.n; ++e) {
+    int64_t k = static_cast<int64_t>(ind[e]);
+    if (k < 0) k += v.axis_len;
+    src[e] += std::clamp<int64_t>(k, 0, v.axis_len - 1) * v.axis_stride;
+  }
+  return Eval(values, v.inputs[0], {0, idx.n, src, s->NewToken()}, s);
+}
+
+const float* EvalTrilu(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+  const float* x = Eval(values, v.inputs[0], idx, s);
+  int64_t* row = s->Ints(idx.n);
+  int64_t* col = s->Ints(idx.n);
+  AffineIndices(v.coords[0], v.dims, idx, row);
+  AffineIndices(v.coords[1], v.dims, idx, col);
+  float* out = s->Floats(idx.n);
+  for (int64_t e = 0; e < idx.n; ++e) {
+    int64_t diff = col[e] - row[e];
+    out[e] = (v.upper ? diff >= v.k : diff <= v.k) ? x[e] : 0.0f;
+  }
+  return out;
+}
+
+const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+  float* out = s->Floats(idx.n);
+  switch (v.kind) {
+    case LoopKind::kUnary:
+      loop_kernels::Unary(v.unary, v.a, v.b, EvalInput(values, v, 0, idx, s), out, idx.n);
+      return out;
+    case LoopKind::kBinary: {
+      const float* x = EvalInput(values, v, 0, idx, s);
+      const float* y = EvalInput(values, v, 1, idx, s);
+      loop_kernels::Binary(v.binary, x, y, out, idx.n);
+      return out;
+    }
+    case LoopKind::kWhere: {
+      const float* c = EvalInput(values, v, 0, idx, s);
+      const float* x = EvalInput(values, v, 1, idx, s);
+      const float* y = EvalInput(values, v, 2, idx, s);
+      for (int64_t e = 0; e < idx.n; ++e) out[e] = c[e] != 0 ? x[e] : y[e];
+      return out;
+    }
+    default: {  // kBatchNorm
+      const float* p[5];
+      for (size_t j = 0; j < 5; ++j) p[j] = EvalInput(values, v, j, idx, s);
+      loop_kernels::BatchNorm(p[0], p[1], p[2], p[3], p[4], v.a, out, idx.n);
+      return out;
+    }
+  }
+}
+
+const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s) {
+  if (const float* hit = s->Find(t, idx.token)) return hit;
+  const Value& v = *values.at(t);
+  const float* out = nullptr;
+  switch (v.kind) {
+    case LoopKind::kLeaf:
+      out = EvalLeaf(v, idx, s);
+      break;
+    case LoopKind::kPass:
+      out = Eval(values, v.inputs[0], idx, s);
+      break;
+    case LoopKind::kAffine:
+      out = Eval(values, v.inputs[0], MapIdx(v.maps[0], v.dims, idx, s), s);
+      break;
+    case LoopKind::kConcat:
+      out = EvalConcat(values, v, idx, s);
+      break;
+    case LoopKind::kPad:
+      out = EvalPad(values, v, idx, s);
+      break;
+    case LoopKind::kGather:
+      out = EvalGather(values, v, idx, s);
+      break;
+    case LoopKind::kTrilu:
+      out = EvalTrilu(values, v, idx, s);
+      break;
+    default:
+      out = EvalArith(values, v, idx, s);
+      break;
+  }
+  s->Put(t, idx.token, out);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiling nodes into values
+
+bool KnownScalar(const FusedLoop::Lookup& known, TensorId t, float* value) {
+  const HostTensor* h = t == kNoId ? nullptr : known(t);
+  if (h == nullptr || h->num_elements() != 1) return false;
+  *value = static_cast<float>(h->at(0));
+  return true;
+}
+
+Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& known, Value* v) {
+  static const std::pair<const char*, UnaryOp> kOps[] = {{"Relu", UnaryOp::kRelu},
+                                                         {"LeakyRelu", UnaryOp::kLeakyRelu},
+                                                         {"Sigmoid", UnaryOp::kSigmoid},
+                                                         {"Tanh", UnaryOp::kTanh},
+                                                         {"Exp", UnaryOp::kExp},
+                                                         {"Log", UnaryOp::kLog},
+                                                         {"Sqrt", UnaryOp::kSqrt},
+                                                         {"Erf", UnaryOp::kErf},
+                                                         {"HardSigmoid", UnaryOp::kHardSigmoid},
+                                                         {"HardSwish", UnaryOp::kHardSwish},
+                                                         {"Clip", UnaryOp::kClip}};
+  v->kind = LoopKind::kUnary;
+  v->inputs = {n.inputs[0]};
+  v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
+  if (n.op_type == "Cast") {
+    bool to_int = !IsFloatingPoint(g.tensor(n.outputs[0]).dtype);
+    v->unary = g.tensor(n.outputs[0]).dtype == DType::kBool ? UnaryOp::kBool
+               : to_int                                     ? UnaryOp::kTrunc
+                                                            : UnaryOp::kCopy;
+    return Status::Ok();
+  }
+  for (const auto& [name, op] : kOps) {
+    if (n.op_type == name) v->unary = op;
+  }
+  v->a = static_cast<float>(n.GetFloat("alpha", n.op_type == "LeakyRelu" ? 0.01 : 0.2));
+  v->b = static_cast<float>(n.GetFloat("beta", 0.5));
+  if (n.op_type == "Clip") {
+    FUSOR_ASSIGN_OR_RETURN(auto bounds, ClipBounds(g, n, known));
+    v->a = bounds.first;
+    v->b = bounds.second;
+  }
+  return Status::Ok();
+}
+
+Status CompileBinary(const Graph& g, const Node& n, const FusedLoop::Lookup& known, Value* v) {
+  static const std::pair<const char*, BinaryOp> kOps[] = {{"Add", BinaryOp::kAdd},
+                                                          {"Sub", BinaryOp::kSub},
+                                                          {"Mul", BinaryOp::kMul},
+                                                          {"Div", BinaryOp::kDiv},
+                                                          {"Pow", BinaryOp::kPow}};
+  float exponent = 0;
+  if (n.op_type == "Pow" && KnownScalar(known, n.input(1), &exponent) &&
+      (exponent == 2.0f || exponent == 0.5f || exponent == 1.0f)) {
+    // x^2, sqrt and identity are the common exponents; powf does not vectorise.
+    v->kind = LoopKind::kUnary;
+    v->unary = exponent == 2.0f   ? UnaryOp::kSquare
+               : exponent == 0.5f ? UnaryOp::kSqrt
+                                  : UnaryOp::kCopy;
+    v->inputs = {n.inputs[0]};
+    v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
+    return Status::Ok();
+  }
+  v->kind = n.op_type == "Where" ? LoopKind::kWhere : LoopKind::kBinary;
+  for (const auto& [name, op] : kOps) {
+    if (n.op_type == name) v->binary = op;
+  }
+  if (v->binary == BinaryOp::kDiv && v->is_int) v->binary = BinaryOp::kDivTrunc;
+  for (TensorId in : n.inputs) {
+    v->inputs.push_back(in);
+    v->maps.push_back(BroadcastMap(g.tensor(in).dims, v->dims));
+  }
+  return Status::Ok();
+}
+
+Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
+  v->kind = LoopKind::kBatchNorm;
+  v->a = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+  v->inputs = {n.inputs.begin(), n.inputs.begin() + 5};
+  v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
+  for (size_t j = 1; j < 5; ++j) v->maps.push_back(CoordMap(v->dims.size(), 1));
+  return Status::Ok();
+}
+
+Affine StridedMap(const std::vector<int64_t>& coef, int64_t base, const Shape& in,
+                  const Shape& out) {
+  Affine m;
+  m.coef = coef;
+  m.base = base;
+  m.identity = IsIdentity(coef, base, in, out);
+  return m;
+}
+
+Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) {
+  const Shape& in = g.tensor(n.inputs[0]).dims;
+  std::vector<int64_t> strides = RowMajorStrides(in), coef(in.size());
+  int64_t base = 0;
+  v->kind = LoopKind::kAffine;
+  v->inputs = {n.inputs[0]};
+  if (n.op_type == "Transpose") {
+    std::vector<int64_t> perm = TransposePerm(g, n);
+    for (size_t d = 0; d < perm.size(); ++d) coef[d] = strides[perm[d]];
+  } else if (n.op_type == "Slice") {
+    FUSOR_ASSIGN_OR_RETURN(SliceParams p, SliceOf(g, n));
+    for (size_t d = 0; d < in.size(); ++d) {
+      base += p.start[d] * strides[d];
+      coef[d] = p.step[d] * strides[d];
+    }
+  } else {  // Split
+    int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
+    for (size_t j = 0; j < output; ++j) base += g.tensor(n.outputs[j]).dims[axis] * strides[axis];
+    coef = strides;
+  }
+  v->maps = {StridedMap(coef, base, in, v->dims)};
+  return Status::Ok();
+}
+
+Status CompileConcat(const Graph& g, const Node& n, Value* v) {
+  int64_t axis = NormalizeAxis(n.GetInt("axis", 0), v->dims.size());
+  v->kind = LoopKind::kConcat;
+  v->coords = {CoordMap(v->dims.size(), axis)};
+  int64_t offset = 0;
+  for (TensorId in : n.inputs) {
+    const Shape& d = g.tensor(in).dims;
+    Affine m;
+    m.coef = RowMajorStrides(d);
+    m.base = -offset * m.coef[axis];
+    v->inputs.push_back(in);
+    v->maps.push_back(m);
+    v->offsets.push_back(offset);
+    v->lens.push_back(d[axis]);
+    offset += d[axis];
+  }
+  return Status::Ok();
+}
+
+Status CompileGather(const Graph& g, const Node& n, Value* v) {
+  const Shape& data = g.tensor(n.inputs[0]).dims;
+  const Shape& ind = g.tensor(n.inputs[1]).dims;
+  int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.size());
+  if (data[axis] > (int64_t{1} << 24)) {
+    return Status::Unimplemented(NodeLabel(n) + ": gathered axis longer than 2^24");
+  }
+  std::vector<int64_t> ds = RowMajorStrides(data), is = RowMajorStrides(ind);
+  int64_t ri = static_cast<int64_t>(ind.size());
+  Affine base, pos;
+  base.coef.assign(v->dims.size(), 0);
+  pos.coef.assign(v->dims.size(), 0);
+  for (int64_t d = 0; d < static_cast<int64_t>(v->dims.size()); ++d) {
+    if (d < axis) base.coef[d] = ds[d];
+    if (d >= axis && d < axis + ri) pos.coef[d] = is[d - axis];
+    if (d >= axis + ri) base.coef[d] = ds[d - ri + 1];
+  }
+  v->kind = LoopKind::kGather;
+  v->inputs = {n.inputs[0], n.inputs[1]};
+  v->maps = {base, pos};
+  v->axis_len = data[axis];
+  v->axis_stride = ds[axis];
+  return Status::Ok();
+}
+
+Status CompilePad(const Graph& g, const Node& n, const FusedLoop::Lookup& known, Value* v) {
+  FUSOR_ASSIGN_OR_RETURN(PadParams p, PadOf(g, n, known));
+  v->kind = LoopKind::kPad;
+  v->inputs = {n.inputs[0]};
+  v->offsets = p.begin;
+  v->in_dims = g.tensor(n.inputs[0]).dims;
+  v->a = p.value;
+  for (size_t d = 0; d < v->dims.size(); ++d) v->coords.push_back(CoordMap(v->dims.size(), d));
+  return Status::Ok();
+}
+
+Status CompileTrilu(const Graph& g, const Node& n, Value* v) {
+  v->kind = LoopKind::kTrilu;
+  v->inputs = {n.inputs[0]};
+  v->maps = {BroadcastMap(v->dims, v->dims)};
+  size_t r = v->dims.size();
+  v->coords = {CoordMap(r, r - 2), CoordMap(r, r - 1)};
+  v->upper = n.GetInt("upper", 1) != 0;
+  if (n.input(1) != kNoId) {
+    FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> k, ConstantInts(g, n, 1));
+    v->k = k.empty() ? 0 : k[0];
+  }
+  return Status::Ok();
+}
+
+bool IsUnaryOp(const std::string& op) {
+  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid",     "Tanh",      "Exp",  "Log",
+                               "Sqrt", "Erf",       "HardSigmoid", "HardSwish", "Clip", "Cast"};
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
+}
+
+Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoop::Lookup& known,
+                    Value* v) {
+  const std::string& op = n.op_type;
+  if (IsUnaryOp(op)) return CompileUnary(g, n, known, v);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Where") {
+    return CompileBinary(g, n, known, v);
+  }
+  if (op == "BatchNormalization") return CompileBatchNorm(g, n, v);
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+    v->kind = LoopKind::kPass;
+    v->inputs = {n.inputs[0]};
+    return Status::Ok();
+  }
+  if (op == "Expand") {
+    v->kind = LoopKind::kAffine;
+    v->inputs = {n.inputs[0]};
+    v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
+    if (v->maps[0].scalar)
+      v->maps[0] = StridedMap(std::vector<int64_t>(v->dims.size(), 0), 0, {}, v->dims);
+    return Status::Ok();
+  }
+  if (op == "Transpose" || op == "Slice" || op == "Split") return CompileSliceLike(g, n, output, v);
+  if (op == "Concat") return CompileConcat(g, n, v);
+  if (op == "Gather") return CompileGather(g, n, v);
+  if (op == "Pad") return CompilePad(g, n, known, v);
+  if (op == "Trilu") return CompileTrilu(g, n, v);
+  return Status::Unimplemented(NodeLabel(n) + ": op cannot run in a fused loop");
+}
+
+}  // namespace
+
+FusedLoop::~FusedLoop() = default;
+
+Status FusedLoop::AddNode(const Graph& g, const Node& n, const Lookup& known) {
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    const Tensor& t = g.tensor(n.outputs[o]);
+    if (!IsSupportedDType(t.dtype)) {
+      return Status::Unimplemented(NodeLabel(n) + ": output dtype " +
+                                   std::string(DTypeName(t.dtype)) + " is not supported");
+    }
+    auto v = std::make_unique<Value>();
+    v->dims = t.dims;
+    v->is_int = !IsFloatingPoint(t.dtype);
+    FUSOR_RETURN_IF_ERROR(CompileValue(g, n, o, known, v.get()));
+    values_[n.outputs[o]] = std::move(v);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
+                                                      const std::vector<NodeId>& nodes,
+                                                      const std::vector<TensorId>& outputs,
+                                                      const Lookup& known, int64_t tile) {
+  std::unique_ptr<FusedLoop> loop(new FusedLoop());
+  loop->tile_ = tile;
+  loop->outputs_ = outputs;
+  for (NodeId id : nodes) FUSOR_RETURN_IF_ERROR(loop->AddNode(g, g.node(id), known));
+  for (NodeId id : nodes) {
+    for (TensorId in : g.node(id).inputs) {
+      if (in == kNoId || loop->values_.count(in)) continue;
+      const Tensor& t = g.tensor(in);
+      auto v = std::make_unique<Value>();
+      v->dims = t.dims;
+      v->is_int = !IsFloatingPoint(t.dtype);
+      loop->values_[in] = std::move(v);
+      loop->leaves_.push_back(in);
+    }
+  }
+  std::sort(loop->leaves_.begin(), loop->leaves_.end());
+  for (TensorId t : outputs) {
+    if (!loop->values_.count(t) || loop->values_.at(t)->kind == LoopKind::kLeaf) {
+      return Status::InvalidArgument("fused loop output '" + g.tensor(t).name +
+                                     "' is not computed by the loop's nodes");
+    }
+  }
+  return loop;
+}
+
+void FusedLoop::Bind(TensorId t, void* data) {
+  auto it = values_.find(t);
+  if (it != values_.end() && it->second->kind == LoopKind::kLeaf) it->second->data = data;
+  if (std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end()) output_data_[t] = data;
+}
+
+bool FusedLoop::IsBound() const {
+  for (TensorId t : leaves_) {
+    if (values_.at(t)->data == nullptr) return false;
+  }
+  return output_data_.size() == outputs_.size();
+}
+
+void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) const {
+  int64_t tiles = (total + tile_ - 1) / tile_;
+#pragma omp parallel
+  {
+    LoopScratch s;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < tiles; ++i) {
+      s.Reset();
+      Idx idx{i * tile_, std::min(tile_, total - i * tile_), nullptr, s.NewToken()};
+      for (TensorId o : outs) {
+        const float* p = Eval(values_, o, idx, &s);
+        void* dst = output_data_.at(o);
+        if (values_.at(o)->is_int) {
+          int64_t* d = static_cast<int64_t*>(dst) + idx.begin;
+          for (int64_t e = 0; e < idx.n; ++e) d[e] = static_cast<int64_t>(p[e]);
+        } else if (p != static_cast<float*>(dst) + idx.begin) {
+          std::memmove(static_cast<float*>(dst) + idx.begin, p, idx.n * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+void FusedLoop::Run() const {
+  // Outputs of the same shape share one pass, so values common to them are computed once.
+  std::vector<bool> done(outputs_.size(), false);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<TensorId> pass;
+    for (size_t j = i; j < outputs_.size(); ++j) {
+      if (!done[j] && values_.at(outputs_[j])->dims == values_.at(outputs_[i])->dims) {
+        pass.push_back(outputs_[j]);
+        done[j] = true;
+      }
+    }
+    RunOutputs(pass, NumElements(values_.at(outputs_[i])->dims));
+  }
+}
+
+const float* FusedLoop::EvalRange(TensorId t, int64_t begin, int64_t n, LoopScratch* s) const {
+  s->Reset();
+  return Eval(values_, t, {begin, n, nullptr, s->NewToken()}, s);
+}
+
+std::unique_ptr<LoopScratch, void (*)(LoopScratch*)> FusedLoop::NewScratch() const {
+  return {new LoopScratch(), [](LoopScratch* s) { delete s; }};
+}
+
+}  // namespace fusor

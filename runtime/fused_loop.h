@@ -1,0 +1,75 @@
+// FusedLoop: one kernel for a group of elementwise, broadcast and injective nodes, so that no
+// intermediate of the group reaches memory. The loop walks cache-sized tiles of each output (in
+// parallel across cores) and pulls the whole expression through each tile: a node's tile is
+// computed from its inputs' tiles in small per-thread buffers, an injective or broadcast node maps
+// the tile's element indices to its input's indices (affine maps, compiled once), and only tensors
+// from outside the group (leaves) are read from memory. Arithmetic runs on float32 arrays in loops
+// the compiler vectorises (AVX2 clones where the CPU has it); integer values travel as floats,
+// which is exact below 2^24 (Build refuses a Gather whose axis is longer).
+//
+// Ownership: Build copies what it needs from the graph; memory is bound by the caller (Bind) and
+// must outlive Run. Run and EvalRange are const and safe to call from several threads once bound;
+// Bind is not.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "graph/graph.h"
+#include "runtime/host_tensor.h"
+
+namespace fusor {
+
+// Element-index buffers and value buffers reused across tiles by one thread.
+class LoopScratch;
+
+class FusedLoop {
+ public:
+  using Lookup = std::function<const HostTensor*(TensorId)>;
+  static constexpr int64_t kDefaultTile = 4096;
+
+  // Compiles a loop computing `outputs` (each produced by one of `nodes`, ascending node ids).
+  // Tensors read by `nodes` but produced elsewhere are leaves. `known` returns the values of
+  // weights and constants, for parameters decoded once (clip bounds, pad values); may return null.
+  static StatusOr<std::unique_ptr<FusedLoop>> Build(const Graph& g,
+                                                    const std::vector<NodeId>& nodes,
+                                                    const std::vector<TensorId>& outputs,
+                                                    const Lookup& known,
+                                                    int64_t tile = kDefaultTile);
+  ~FusedLoop();
+
+  const std::vector<TensorId>& leaves() const { return leaves_; }
+  const std::vector<TensorId>& outputs() const { return outputs_; }
+
+  // Memory of a leaf (read) or an output (written), stored as float for floating-point tensors and
+  // int64 for integer ones. An output may alias a leaf of the same shape (in-place epilogues).
+  void Bind(TensorId t, void* data);
+  bool IsBound() const;
+
+  // Writes every output, tile by tile, in parallel.
+  void Run() const;
+
+  // The values of tensor `t` (a leaf or computed by the loop) at flat indices [begin, begin + n),
+  // for kernels that consume the loop's values directly (fused reductions). The pointer is valid
+  // until the next call with the same scratch.
+  const float* EvalRange(TensorId t, int64_t begin, int64_t n, LoopScratch* scratch) const;
+  std::unique_ptr<LoopScratch, void (*)(LoopScratch*)> NewScratch() const;
+
+  struct Value;  // One tensor of the loop: a leaf or a node output with its compiled index maps.
+
+ private:
+  FusedLoop() = default;
+  Status AddNode(const Graph& g, const Node& n, const Lookup& known);
+  void RunOutputs(const std::vector<TensorId>& outs, int64_t total) const;
+
+  std::unordered_map<TensorId, std::unique_ptr<Value>> values_;
+  std::vector<TensorId> leaves_, outputs_;
+  std::unordered_map<TensorId, void*> output_data_;
+  int64_t tile_ = kDefaultTile;
+};
+
+}  // namespace fusor

@@ -1,0 +1,203 @@
+// Kernels made of our own loops: a fused loop group, and fused row reductions whose elementwise
+// prologue is evaluated inside the reduction (the prologue's values never reach memory).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "graph/op_registry.h"
+#include "runtime/group_kernel.h"
+#include "runtime/op_params.h"
+#include "runtime/vector_math.h"
+
+namespace fusor {
+namespace {
+
+std::string NodeList(const Graph& g, const std::vector<NodeId>& nodes) {
+  std::string s;
+  for (NodeId id : nodes) s += (s.empty() ? "" : ",") + g.node(id).op_type;
+  return s;
+}
+
+Status BindLoop(FusedLoop* loop, const GroupKernel::TensorBuffer& tensor) {
+  for (TensorId t : loop->leaves()) loop->Bind(t, tensor(t));
+  for (TensorId t : loop->outputs()) loop->Bind(t, tensor(t));
+  if (!loop->IsBound()) return Status::Internal("fused loop has unbound tensors");
+  return Status::Ok();
+}
+
+class LoopKernel : public GroupKernel {
+ public:
+  LoopKernel(std::unique_ptr<FusedLoop> loop, std::string label)
+      : loop_(std::move(loop)), label_(std::move(label)) {}
+  Status Bind(const TensorBuffer& tensor, void*) override { return BindLoop(loop_.get(), tensor); }
+  void Run() override { loop_->Run(); }
+  std::string Describe() const override { return "fused loop [" + label_ + "]"; }
+
+ private:
+  std::unique_ptr<FusedLoop> loop_;
+  std::string label_;
+};
+
+enum class RowOp { kSum, kMean, kMax, kSoftmax };
+
+// A reduction over the trailing `len` elements of each row of its input, whose input is computed
+// by a fused prologue loop; an epilogue (if any) then runs in place on the output.
+class RowReductionKernel : public GroupKernel {
+ public:
+  RowReductionKernel(std::unique_ptr<FusedLoop> prologue, std::unique_ptr<FusedLoop> epilogue,
+                     TensorId input, TensorId output, TensorId final_output, RowOp op, int64_t rows,
+                     int64_t len, std::string label)
+      : prologue_(std::move(prologue)),
+        epilogue_(std::move(epilogue)),
+        input_(input),
+        output_(output),
+        final_(final_output),
+        op_(op),
+        rows_(rows),
+        len_(len),
+        label_(std::move(label)) {}
+
+  Status Bind(const TensorBuffer& tensor, void*) override {
+    for (TensorId t : prologue_->leaves()) prologue_->Bind(t, tensor(t));
+    out_ = static_cast<float*>(tensor(final_));
+    if (epilogue_ == nullptr) return Status::Ok();
+    // In place: the reduction writes the group's output buffer and the epilogue rewrites it.
+    for (TensorId t : epilogue_->leaves()) epilogue_->Bind(t, t == output_ ? out_ : tensor(t));
+    epilogue_->Bind(final_, out_);
+    return Status::Ok();
+  }
+
+  void Run() override {
+#pragma omp parallel
+    {
+      auto scratch = prologue_->NewScratch();
+      std::vector<float> row(op_ == RowOp::kSoftmax ? len_ : 0);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows_; ++r) {
+        if (op_ == RowOp::kSoftmax) {
+          Softmax(r, row.data(), scratch.get());
+        } else {
+          out_[r] = Reduce(r, scratch.get());
+        }
+      }
+    }
+    if (epilogue_) epilogue_->Run();
+  }
+
+  std::string Describe() const override {
+    return "fused row reduction [" + label_ + "]" + (epilogue_ ? " + in-place epilogue loop" : "");
+  }
+
+ private:
+  static constexpr int64_t kChunk = 4096;
+
+  float Reduce(int64_t r, LoopScratch* s) const {
+    double acc = op_ == RowOp::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+    for (int64_t c = 0; c < len_; c += kChunk) {
+      int64_t n = std::min(kChunk, len_ - c);
+      const float* p = prologue_->EvalRange(input_, r * len_ + c, n, s);
+      if (op_ == RowOp::kMax) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < n; ++i) m = std::max(m, p[i]);
+        acc = std::max(acc, static_cast<double>(m));
+      } else {
+        float sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += p[i];
+        acc += sum;
+      }
+    }
+    return static_cast<float>(op_ == RowOp::kMean ? acc / static_cast<double>(len_) : acc);
+  }
+
+  void Softmax(int64_t r, float* row, LoopScratch* s) const {
+    for (int64_t c = 0; c < len_; c += kChunk) {
+      int64_t n = std::min(kChunk, len_ - c);
+      const float* p = prologue_->EvalRange(input_, r * len_ + c, n, s);
+      std::copy(p, p + n, row + c);
+    }
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < len_; ++i) mx = std::max(mx, row[i]);
+    float sum = 0;
+    for (int64_t i = 0; i < len_; ++i) {
+      row[i] = vector_math::Exp(row[i] - mx);
+      sum += row[i];
+    }
+    float inv = 1.0f / sum;
+    float* dst = out_ + r * len_;
+    for (int64_t i = 0; i < len_; ++i) dst[i] = row[i] * inv;
+  }
+
+  std::unique_ptr<FusedLoop> prologue_, epilogue_;
+  TensorId input_, output_, final_;
+  RowOp op_;
+  int64_t rows_, len_;
+  std::string label_;
+  float* out_ = nullptr;
+};
+
+// The reduced trailing length of `n` when it reduces a trailing block of axes, or 0.
+int64_t TrailingLength(const Graph& g, const Node& n, RowOp* op) {
+  const Shape& x = g.tensor(n.input(0)).dims;
+  int64_t rank = static_cast<int64_t>(x.size());
+  if (n.op_type == "Softmax") {
+    SoftmaxAxis sa = SoftmaxAxisOf(g, n);
+    *op = RowOp::kSoftmax;
+    if (!sa.coerce_2d && sa.axis != rank - 1) return 0;
+    return NumElements(Shape(x.begin() + sa.axis, x.end()));
+  }
+  std::vector<int64_t> axes;
+  if (n.op_type == "GlobalAveragePool") {
+    *op = RowOp::kMean;
+    for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
+  } else {
+    auto r = ReduceAxes(g, n);
+    if (!r.ok() || r->empty()) return 0;
+    axes = *r;
+    *op = n.op_type == "ReduceMax"   ? RowOp::kMax
+          : n.op_type == "ReduceSum" ? RowOp::kSum
+                                     : RowOp::kMean;
+    if (n.op_type != "ReduceMax" && n.op_type != "ReduceSum" && n.op_type != "ReduceMean") return 0;
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] != rank - static_cast<int64_t>(axes.size() - i)) return 0;
+  }
+  int64_t len = 1;
+  for (int64_t a : axes) len *= x[a];
+  return len;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
+                                                       const std::vector<NodeId>& nodes) {
+  FUSOR_ASSIGN_OR_RETURN(auto loop, FusedLoop::Build(*ctx.g, nodes, ctx.outputs, ctx.known));
+  return std::unique_ptr<GroupKernel>(new LoopKernel(std::move(loop), NodeList(*ctx.g, nodes)));
+}
+
+StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(
+    const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
+    const std::vector<NodeId>& epilogue) {
+  const Graph& g = *ctx.g;
+  const Node& r = g.node(reduction);
+  RowOp op = RowOp::kSum;
+  int64_t len = TrailingLength(g, r, &op);
+  if (len == 0 || prologue.empty()) {
+    return Status::Unimplemented(NodeLabel(r) + ": no fused row form");
+  }
+  TensorId input = r.inputs[0], output = r.outputs[0];
+  TensorId final_output = epilogue.empty() ? output : g.node(epilogue.back()).outputs[0];
+  FUSOR_ASSIGN_OR_RETURN(auto pro, FusedLoop::Build(g, prologue, {}, ctx.known));
+  std::unique_ptr<FusedLoop> epi;
+  if (!epilogue.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(epi, FusedLoop::Build(g, epilogue, {final_output}, ctx.known));
+  }
+  int64_t rows = g.tensor(input).num_elements() / len;
+  std::vector<NodeId> all = prologue;
+  all.push_back(reduction);
+  all.insert(all.end(), epilogue.begin(), epilogue.end());
+  return std::unique_ptr<GroupKernel>(new RowReductionKernel(std::move(pro), std::move(epi), input,
+                                                             output, final_output, op, rows, len,
+                                                             NodeList(g, all)));
+}
+
+}  // namespace fusor

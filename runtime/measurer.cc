@@ -1,0 +1,144 @@
+#include "runtime/measurer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "graph/canonical.h"
+
+namespace fusor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Writes a buffer larger than the last-level cache so the next run starts cold.
+void FlushCache(std::vector<char>* buffer) {
+  for (size_t i = 0; i < buffer->size(); i += 64) (*buffer)[i] = static_cast<char>(i);
+}
+
+Measurement Summarize(std::vector<int64_t> samples) {
+  Measurement m;
+  m.samples = static_cast<int>(samples.size());
+  std::sort(samples.begin(), samples.end());
+  size_t n = samples.size();
+  m.median_ns = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+  m.min_ns = samples.front();
+  m.max_ns = samples.back();
+  double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(n);
+  double var = 0;
+  for (int64_t s : samples)
+    var += (static_cast<double>(s) - mean) * (static_cast<double>(s) - mean);
+  m.cv = n > 1 && mean > 0 ? std::sqrt(var / static_cast<double>(n - 1)) / mean : 0.0;
+  m.threads = omp_get_max_threads();
+  return m;
+}
+
+Measurement TimeOnce(const std::function<void()>& run, const TimingOptions& o,
+                     std::vector<char>* flush) {
+  std::vector<int64_t> samples;
+  int64_t total = 0;
+  while (static_cast<int>(samples.size()) < o.max_repeats &&
+         (static_cast<int>(samples.size()) < o.min_repeats || total < o.min_total_ns)) {
+    if (o.flush_cache) FlushCache(flush);
+    auto start = Clock::now();
+    run();
+    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    samples.push_back(ns);
+    total += ns;
+  }
+  return Summarize(std::move(samples));
+}
+
+std::string GroupString(const FusionGroup& group) {
+  std::string s = std::string(GroupKindName(group.kind)) + ":";
+  for (NodeId id : group.nodes) s += std::to_string(id) + ",";
+  s += "r:";
+  for (NodeId id : group.recomputed) s += std::to_string(id) + ",";
+  return s;
+}
+
+}  // namespace
+
+std::string Measurement::ToString() const {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%.3f ms (cv %.1f%%, n=%d, %d threads%s)",
+                static_cast<double>(median_ns) / 1e6, cv * 100, samples, threads,
+                unstable ? ", UNSTABLE" : "");
+  return buf;
+}
+
+Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& options) {
+  std::vector<char> flush(options.flush_cache ? static_cast<size_t>(options.flush_bytes) : 0);
+  for (int i = 0; i < options.warmup; ++i) run();
+  Measurement best;
+  for (int attempt = 0; attempt <= options.retries; ++attempt) {
+    Measurement m = TimeOnce(run, options, &flush);
+    m.attempts = attempt + 1;
+    if (attempt == 0 || m.cv < best.cv) best = m;
+    if (m.cv <= options.max_cv) return best;
+  }
+  best.unstable = true;
+  best.attempts = options.retries + 1;
+  return best;
+}
+
+StatusOr<Measurement> OneDnnMeasurer::MeasurePlan(const Graph& g, const FusionPlan& plan) {
+  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, options_.seed));
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, options_.executor));
+  Measurement m = TimeRepeated([&] { exec->Run(); }, options_.timing);
+  spdlog::debug("measure: model={} groups={} {}", g.model_name, plan.groups.size(), m.ToString());
+  return m;
+}
+
+StatusOr<Measurement> OneDnnMeasurer::MeasureGroup(const Graph& g, const FusionGroup& group) {
+  // The group alone: its nodes as a graph whose inputs are the group's inputs.
+  Graph region = g.ExtractRegion(group.nodes);
+  FusionGroup local;
+  local.kind = group.kind;
+  for (size_t i = 0; i < group.nodes.size(); ++i) {
+    local.nodes.push_back(static_cast<NodeId>(i));
+    if (std::count(group.recomputed.begin(), group.recomputed.end(), group.nodes[i])) {
+      local.recomputed.push_back(static_cast<NodeId>(i));
+    }
+  }
+  return MeasurePlan(region, FusionPlan{{local}});
+}
+
+std::string RecordedMeasurer::PlanKey(const Graph& g, const FusionPlan& plan) {
+  std::string key = CanonicalHash(g) + "|";
+  for (const FusionGroup& group : plan.groups) key += GroupString(group) + ";";
+  return key;
+}
+
+std::string RecordedMeasurer::GroupKey(const Graph& g, const FusionGroup& group) {
+  return CanonicalHash(g) + "|" + GroupString(group);
+}
+
+void RecordedMeasurer::Record(const std::string& key, const Measurement& m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  table_[key] = m;
+}
+
+StatusOr<Measurement> RecordedMeasurer::Find(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = table_.find(key);
+  if (it == table_.end()) return Status::NotFound("no recorded measurement for '" + key + "'");
+  return it->second;
+}
+
+StatusOr<Measurement> RecordedMeasurer::MeasurePlan(const Graph& g, const FusionPlan& plan) {
+  return Find(PlanKey(g, plan));
+}
+
+StatusOr<Measurement> RecordedMeasurer::MeasureGroup(const Graph& g, const FusionGroup& group) {
+  return Find(GroupKey(g, group));
+}
+
+}  // namespace fusor

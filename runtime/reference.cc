@@ -1,0 +1,659 @@
+#include "runtime/reference.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "runtime/op_params.h"
+
+namespace fusor {
+namespace {
+
+using Lookup = std::function<const HostTensor*(TensorId)>;
+
+// ---------------------------------------------------------------------------------------------
+// Broadcasting
+
+std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> in_strides = RowMajorStrides(in);
+  std::vector<int64_t> s(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) s[lead + i] = in[i] == 1 ? 0 : in_strides[i];
+  return s;
+}
+
+// Calls f(out_flat, offsets) for every output element, offsets[j] being input j's flat index.
+template <size_t N, typename F>
+void ForEachBroadcast(const Shape& out, const std::array<Shape, N>& ins, F f) {
+  std::array<std::vector<int64_t>, N> strides;
+  for (size_t j = 0; j < N; ++j) strides[j] = BroadcastStrides(ins[j], out);
+  int64_t total = NumElements(out);
+  std::vector<int64_t> coord(out.size(), 0);
+  std::array<int64_t, N> off{};
+  for (int64_t e = 0; e < total; ++e) {
+    f(e, off);
+    for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+      ++coord[d];
+      for (size_t j = 0; j < N; ++j) off[j] += strides[j][d];
+      if (coord[d] < out[d]) break;
+      for (size_t j = 0; j < N; ++j) off[j] -= strides[j][d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise
+
+std::function<float(float)> UnaryFloat(const Node& n, const std::pair<float, float>& clip) {
+  const std::string& op = n.op_type;
+  float alpha = static_cast<float>(n.GetFloat("alpha", op == "LeakyRelu" ? 0.01 : 0.2));
+  float beta = static_cast<float>(n.GetFloat("beta", 0.5));
+  if (op == "Sqrt") return [](float x) { return std::sqrt(x); };
+  if (op == "Erf") return [](float x) { return std::erf(x); };
+  if (op == "Exp") return [](float x) { return std::exp(x); };
+  if (op == "Log") return [](float x) { return std::log(x); };
+  if (op == "Tanh") return [](float x) { return std::tanh(x); };
+  if (op == "Relu") return [](float x) { return x > 0 ? x : 0.0f; };
+  if (op == "LeakyRelu") return [alpha](float x) { return x >= 0 ? x : alpha * x; };
+  if (op == "Sigmoid") return [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  if (op == "HardSigmoid") {
+    return [alpha, beta](float x) { return std::clamp(alpha * x + beta, 0.0f, 1.0f); };
+  }
+  if (op == "HardSwish") {
+    return [](float x) { return x * std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f); };
+  }
+  if (op == "Clip")
+    return [clip](float x) { return std::min(std::max(x, clip.first), clip.second); };
+  return nullptr;
+}
+
+std::function<double(double, double)> Binary(const std::string& op, bool integer) {
+  if (op == "Add") return [](double a, double b) { return a + b; };
+  if (op == "Sub") return [](double a, double b) { return a - b; };
+  if (op == "Mul") return [](double a, double b) { return a * b; };
+  if (op == "Div" && integer) return [](double a, double b) { return std::trunc(a / b); };
+  if (op == "Div") return [](double a, double b) { return a / b; };
+  if (op == "Pow") return [](double a, double b) { return std::pow(a, b); };
+  return nullptr;
+}
+
+void Store(HostTensor* out, int64_t e, double v) {
+  if (out->is_float()) {
+    out->f[e] = static_cast<float>(v);
+  } else {
+    out->i[e] = static_cast<int64_t>(v);
+  }
+}
+
+Status RunBinary(const Node& n, const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  auto fn = Binary(n.op_type, !out->is_float());
+  if (out->is_float() && a.is_float() && b.is_float()) {
+    ForEachBroadcast<2>(out->dims, {a.dims, b.dims}, [&](int64_t e, const auto& off) {
+      out->f[e] = static_cast<float>(fn(a.f[off[0]], b.f[off[1]]));
+    });
+    return Status::Ok();
+  }
+  ForEachBroadcast<2>(out->dims, {a.dims, b.dims}, [&](int64_t e, const auto& off) {
+    Store(out, e, fn(a.at(off[0]), b.at(off[1])));
+  });
+  return Status::Ok();
+}
+
+Status RunUnary(const Graph& g, const Node& n, const Lookup& lookup, const HostTensor& x,
+                HostTensor* out) {
+  std::pair<float, float> clip;
+  if (n.op_type == "Clip") {
+    FUSOR_ASSIGN_OR_RETURN(clip, ClipBounds(g, n, lookup));
+  }
+  auto fn = UnaryFloat(n, clip);
+  if (!x.is_float() || !out->is_float()) {
+    return Status::Unimplemented(NodeLabel(n) + ": integer inputs are not supported");
+  }
+  for (int64_t e = 0; e < x.num_elements(); ++e) out->f[e] = fn(x.f[e]);
+  return Status::Ok();
+}
+
+void RunCast(const HostTensor& x, HostTensor* out) {
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    double v = x.at(e);
+    if (out->dtype == DType::kBool) v = v != 0 ? 1 : 0;
+    Store(out, e, out->is_float() ? v : std::trunc(v));
+  }
+}
+
+void RunWhere(const HostTensor& c, const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  ForEachBroadcast<3>(out->dims, {c.dims, a.dims, b.dims}, [&](int64_t e, const auto& off) {
+    Store(out, e, c.at(off[0]) != 0 ? a.at(off[1]) : b.at(off[2]));
+  });
+}
+
+void RunBatchNorm(const Node& n, const std::array<const HostTensor*, 5>& in, HostTensor* out) {
+  const HostTensor& x = *in[0];
+  int64_t channels = x.dims[1], inner = x.num_elements() / x.dims[0] / channels;
+  float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    int64_t c = (e / inner) % channels;
+    float inv = 1.0f / std::sqrt(in[4]->f[c] + eps);
+    out->f[e] = (x.f[e] - in[3]->f[c]) * inv * in[1]->f[c] + in[2]->f[c];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contractions
+
+void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  Shape ad = a.dims, bd = b.dims;
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
+  Shape batch(std::max(ad.size(), bd.size()) - 2, 1);
+  Shape a_batch(ad.begin(), ad.end() - 2), b_batch(bd.begin(), bd.end() - 2);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    int64_t da =
+        i + a_batch.size() >= batch.size() ? a_batch[i + a_batch.size() - batch.size()] : 1;
+    int64_t db =
+        i + b_batch.size() >= batch.size() ? b_batch[i + b_batch.size() - batch.size()] : 1;
+    batch[i] = std::max(da, db);
+  }
+  ForEachBroadcast<2>(batch, {a_batch, b_batch}, [&](int64_t e, const auto& off) {
+    ReferenceGemm(m, n, k, a.f.data() + off[0] * m * k, k, b.f.data() + off[1] * k * n, n,
+                  out->f.data() + e * m * n, n, false);
+  });
+}
+
+// Returns a row-major copy of a 2-D matrix, transposed when asked.
+std::vector<float> Matrix(const HostTensor& t, bool transpose) {
+  if (!transpose) return t.f;
+  int64_t r = t.dims[0], c = t.dims[1];
+  std::vector<float> m(t.f.size());
+  for (int64_t i = 0; i < r; ++i) {
+    for (int64_t j = 0; j < c; ++j) m[j * r + i] = t.f[i * c + j];
+  }
+  return m;
+}
+
+void RunGemm(const Node& n, const HostTensor& a, const HostTensor& b, const HostTensor* c,
+             HostTensor* out) {
+  bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
+  float alpha = static_cast<float>(n.GetFloat("alpha", 1.0));
+  float beta = static_cast<float>(n.GetFloat("beta", 1.0));
+  int64_t m = out->dims[0], nn = out->dims[1], k = ta ? a.dims[0] : a.dims[1];
+  std::vector<float> am = Matrix(a, ta), bm = Matrix(b, tb);
+  ReferenceGemm(m, nn, k, am.data(), k, bm.data(), nn, out->f.data(), nn, false);
+  for (auto& v : out->f) v *= alpha;
+  if (c == nullptr) return;
+  ForEachBroadcast<1>(out->dims, {c->dims},
+                      [&](int64_t e, const auto& off) { out->f[e] += beta * c->f[off[0]]; });
+}
+
+// Conv as im2col + ReferenceGemm per (image, group): plain loops, no oneDNN.
+void RunConv(const Node& n, const Window& w, const HostTensor& x, const HostTensor& wt,
+             const HostTensor* bias, HostTensor* out) {
+  int64_t groups = n.GetInt("group", 1);
+  int64_t batch = x.dims[0], ic = x.dims[1] / groups, oc = wt.dims[0] / groups;
+  Shape in_sp(x.dims.begin() + 2, x.dims.end()), out_sp(out->dims.begin() + 2, out->dims.end());
+  int64_t in_size = NumElements(in_sp), out_size = NumElements(out_sp);
+  int64_t kernel = NumElements(w.kernel), rows = ic * kernel;
+  size_t s = in_sp.size();
+  std::vector<float> col(rows * out_size);
+  std::vector<int64_t> ocoord(out_size * s);  // Spatial coordinates of each output position.
+  for (int64_t o = 0; o < out_size; ++o) {
+    for (int64_t d = static_cast<int64_t>(s) - 1, rem = o; d >= 0; --d) {
+      ocoord[o * s + d] = rem % out_sp[d];
+      rem /= out_sp[d];
+    }
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* src = x.f.data() + (b * x.dims[1] + gi * ic) * in_size;
+      // col[(c, kpos), opos] = x[c, opos * stride - pad + kpos * dilation], zero outside.
+#pragma omp parallel for
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t c = r / kernel;
+        std::vector<int64_t> kc(s);
+        for (int64_t d = static_cast<int64_t>(s) - 1, rem = r % kernel; d >= 0; --d) {
+          kc[d] = rem % w.kernel[d];
+          rem /= w.kernel[d];
+        }
+        for (int64_t o = 0; o < out_size; ++o) {
+          int64_t off = 0;
+          bool inside = true;
+          for (size_t d = 0; d < s; ++d) {
+            int64_t id = ocoord[o * s + d] * w.strides[d] - w.pad_begin[d] + kc[d] * w.dilations[d];
+            inside = inside && id >= 0 && id < in_sp[d];
+            off = off * in_sp[d] + id;
+          }
+          col[r * out_size + o] = inside ? src[c * in_size + off] : 0.0f;
+        }
+      }
+      float* dst = out->f.data() + (b * out->dims[1] + gi * oc) * out_size;
+      ReferenceGemm(oc, out_size, rows, wt.f.data() + gi * oc * rows, rows, col.data(), out_size,
+                    dst, out_size, false);
+      for (int64_t o = 0; bias && o < oc; ++o) {
+        for (int64_t p = 0; p < out_size; ++p) dst[o * out_size + p] += bias->f[gi * oc + o];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions
+
+// Calls f(out_index, in_index) for each input element, out_index being its reduced position.
+template <typename F>
+void ForEachReduced(const Shape& in, const std::vector<int64_t>& axes, F f) {
+  Shape kept = in;
+  for (int64_t a : axes) kept[a] = 1;
+  std::vector<int64_t> out_strides = BroadcastStrides(kept, in);
+  ForEachBroadcast<1>(in, {kept}, [&](int64_t e, const auto& off) { f(off[0], e); });
+}
+
+Status RunReduce(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(g, n));
+  bool is_max = n.op_type == "ReduceMax";
+  std::fill(out->f.begin(), out->f.end(), is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
+  std::vector<double> acc(out->f.size(), 0.0);
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.dims[a];
+  ForEachReduced(x.dims, axes, [&](int64_t o, int64_t e) {
+    if (is_max) {
+      out->f[o] = std::max(out->f[o], x.f[e]);
+    } else {
+      acc[o] += x.f[e];
+    }
+  });
+  if (is_max) return Status::Ok();
+  double scale = n.op_type == "ReduceMean" ? 1.0 / static_cast<double>(count) : 1.0;
+  for (size_t o = 0; o < acc.size(); ++o) out->f[o] = static_cast<float>(acc[o] * scale);
+  return Status::Ok();
+}
+
+// Splits x's dims at the softmax / layer-norm axis into outer rows and normalised inner length.
+void RowsOf(const Shape& dims, int64_t axis, bool to_end, int64_t* outer, int64_t* len,
+            int64_t* inner) {
+  *outer = std::accumulate(dims.begin(), dims.begin() + axis, int64_t{1}, std::multiplies<>());
+  *len = to_end ? NumElements(Shape(dims.begin() + axis, dims.end())) : dims[axis];
+  *inner = to_end ? 1 : NumElements(Shape(dims.begin() + axis + 1, dims.end()));
+}
+
+void RunSoftmax(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  SoftmaxAxis sa = SoftmaxAxisOf(g, n);
+  int64_t outer, len, inner;
+  RowsOf(x.dims, sa.axis, sa.coerce_2d, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float* src = x.f.data() + o * len * inner + i;
+      float* dst = out->f.data() + o * len * inner + i;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < len; ++j) mx = std::max(mx, src[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < len; ++j) sum += std::exp(static_cast<double>(src[j * inner] - mx));
+      for (int64_t j = 0; j < len; ++j) {
+        dst[j * inner] =
+            static_cast<float>(std::exp(static_cast<double>(src[j * inner] - mx)) / sum);
+      }
+    }
+  }
+}
+
+void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
+                  const HostTensor* bias, HostTensor* out) {
+  int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
+  float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+  int64_t outer, len, inner;
+  RowsOf(x.dims, axis, true, &outer, &len, &inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* src = x.f.data() + o * len;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < len; ++j) mean += src[j];
+    mean /= static_cast<double>(len);
+    for (int64_t j = 0; j < len; ++j) var += (src[j] - mean) * (src[j] - mean);
+    var /= static_cast<double>(len);
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < len; ++j) {
+      double v = (src[j] - mean) * inv * scale.f[j] + (bias ? bias->f[j] : 0.0f);
+      out->f[o * len + j] = static_cast<float>(v);
+    }
+  }
+}
+
+Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  FUSOR_ASSIGN_OR_RETURN(Window w, PoolWindow(g, n));
+  bool is_max = n.op_type == "MaxPool";
+  bool include_pad = n.GetInt("count_include_pad", 0) != 0;
+  Shape in_sp(x.dims.begin() + 2, x.dims.end()), out_sp(out->dims.begin() + 2, out->dims.end());
+  int64_t planes = x.dims[0] * x.dims[1], in_size = NumElements(in_sp);
+  int64_t out_size = NumElements(out_sp), kernel = NumElements(w.kernel);
+  size_t s = in_sp.size();
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t o = 0; o < out_size; ++o) {
+      double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+      int64_t valid = 0, counted = 0;
+      for (int64_t k = 0; k < kernel; ++k) {
+        int64_t off = 0, orem = o, krem = k;
+        bool inside = true, in_declared = true;
+        std::vector<int64_t> pos(s);
+        for (int64_t d = static_cast<int64_t>(s) - 1; d >= 0; --d) {
+          int64_t od = orem % out_sp[d], kd = krem % w.kernel[d];
+          orem /= out_sp[d];
+          krem /= w.kernel[d];
+          pos[d] = od * w.strides[d] - w.pad_begin[d] + kd * w.dilations[d];
+          if (pos[d] < 0 || pos[d] >= in_sp[d]) inside = false;
+          if (pos[d] >= in_sp[d] + w.declared_pad_end[d]) in_declared = false;
+        }
+        for (size_t d = 0; d < s; ++d) off = off * in_sp[d] + pos[d];
+        counted += in_declared ? 1 : 0;
+        if (!inside) continue;
+        ++valid;
+        double v = x.f[p * in_size + off];
+        acc = is_max ? std::max(acc, v) : acc + v;
+      }
+      double denom = include_pad ? counted : valid;
+      out->f[p * out_size + o] = static_cast<float>(is_max ? acc : acc / denom);
+    }
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Injective
+
+// Copies in -> out where out element e reads input element base + sum(coord_d(e) * coef[d]).
+void AffineCopy(const HostTensor& in, const std::vector<int64_t>& coef, int64_t base,
+                HostTensor* out) {
+  int64_t total = out->num_elements();
+  std::vector<int64_t> coord(out->dims.size(), 0);
+  int64_t off = base;
+  for (int64_t e = 0; e < total; ++e) {
+    if (out->is_float()) {
+      out->f[e] = in.f[off];
+    } else {
+      out->i[e] = in.i[off];
+    }
+    for (int d = static_cast<int>(coord.size()) - 1; d >= 0; --d) {
+      ++coord[d];
+      off += coef[d];
+      if (coord[d] < out->dims[d]) break;
+      off -= coef[d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+}
+
+void RunTranspose(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  std::vector<int64_t> perm = TransposePerm(g, n), in_strides = RowMajorStrides(x.dims);
+  std::vector<int64_t> coef(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) coef[d] = in_strides[perm[d]];
+  AffineCopy(x, coef, 0, out);
+}
+
+Status RunSlice(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  FUSOR_ASSIGN_OR_RETURN(SliceParams p, SliceOf(g, n));
+  std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coef(x.dims.size());
+  int64_t base = 0;
+  for (size_t d = 0; d < x.dims.size(); ++d) {
+    base += p.start[d] * in_strides[d];
+    coef[d] = p.step[d] * in_strides[d];
+  }
+  AffineCopy(x, coef, base, out);
+  return Status::Ok();
+}
+
+// Concat (axis) of several inputs, or Split of one input into several outputs.
+void CopyAlongAxis(const HostTensor& src, int64_t axis, int64_t src_offset, HostTensor* dst,
+                   int64_t dst_offset, int64_t len) {
+  int64_t outer = NumElements(Shape(src.dims.begin(), src.dims.begin() + axis));
+  int64_t inner = NumElements(Shape(src.dims.begin() + axis + 1, src.dims.end()));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < len * inner; ++j) {
+      int64_t s = (o * src.dims[axis] + src_offset) * inner + j;
+      int64_t d = (o * dst->dims[axis] + dst_offset) * inner + j;
+      if (dst->is_float()) {
+        dst->f[d] = src.f[s];
+      } else {
+        dst->i[d] = src.i[s];
+      }
+    }
+  }
+}
+
+Status RunGather(const Node& n, const HostTensor& data, const HostTensor& idx, HostTensor* out) {
+  int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.dims.size());
+  int64_t outer = NumElements(Shape(data.dims.begin(), data.dims.begin() + axis));
+  int64_t inner = NumElements(Shape(data.dims.begin() + axis + 1, data.dims.end()));
+  int64_t len = data.dims[axis], count = idx.num_elements();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t k = idx.i[j] < 0 ? idx.i[j] + len : idx.i[j];
+      if (k < 0 || k >= len) {
+        return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(idx.i[j]) +
+                                       " is outside the gathered axis of size " +
+                                       std::to_string(len));
+      }
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t s = (o * len + k) * inner + i, d = (o * count + j) * inner + i;
+        if (out->is_float()) {
+          out->f[d] = data.f[s];
+        } else {
+          out->i[d] = data.i[s];
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void RunPad(const PadParams& p, const HostTensor& x, HostTensor* out) {
+  std::vector<int64_t> in_strides = RowMajorStrides(x.dims);
+  std::vector<int64_t> coord(out->dims.size(), 0);
+  for (int64_t e = 0; e < out->num_elements(); ++e) {
+    int64_t off = 0;
+    bool inside = true;
+    for (size_t d = 0; d < coord.size(); ++d) {
+      int64_t c = coord[d] - p.begin[d];
+      if (c < 0 || c >= x.dims[d]) inside = false;
+      off += c * in_strides[d];
+    }
+    Store(out, e, inside ? x.at(off) : p.value);
+    for (int d = static_cast<int>(coord.size()) - 1; d >= 0; --d) {
+      if (++coord[d] < out->dims[d]) break;
+      coord[d] = 0;
+    }
+  }
+}
+
+Status RunTrilu(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  int64_t k = 0;
+  if (n.input(1) != kNoId) {
+    FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstantInts(g, n, 1));
+    k = kv.empty() ? 0 : kv[0];
+  }
+  bool upper = n.GetInt("upper", 1) != 0;
+  int64_t rows = x.dims[x.dims.size() - 2], cols = x.dims.back();
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    int64_t c = e % cols, r = (e / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    Store(out, e, keep ? x.at(e) : 0.0);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch
+
+bool IsUnary(const std::string& op) {
+  static const char* kOps[] = {"Sqrt",      "Erf",     "Exp",         "Log",       "Tanh", "Relu",
+                               "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Clip"};
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
+}
+
+bool IsView(const std::string& op) {
+  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
+}
+
+Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
+  const std::string& op = n.op_type;
+  HostTensor& out = (*values)[n.outputs[0]];
+  const HostTensor& x = *in(n.inputs[0]);
+  if (IsView(op)) {
+    out.f = x.f;
+    out.i = x.i;
+    return Status::Ok();
+  }
+  if (op == "Transpose") return RunTranspose(g, n, x, &out), Status::Ok();
+  if (op == "Slice") return RunSlice(g, n, x, &out);
+  if (op == "Expand") {
+    return AffineCopy(x, BroadcastStrides(x.dims, out.dims), 0, &out), Status::Ok();
+  }
+  if (op == "Gather") return RunGather(n, x, *in(n.inputs[1]), &out);
+  if (op == "Trilu") return RunTrilu(g, n, x, &out);
+  if (op == "Pad") {
+    FUSOR_ASSIGN_OR_RETURN(PadParams p, PadOf(g, n, in));
+    return RunPad(p, x, &out), Status::Ok();
+  }
+  int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
+  if (op == "Concat") {
+    for (size_t j = 0, offset = 0; j < n.inputs.size(); ++j) {
+      const HostTensor& part = *in(n.inputs[j]);
+      CopyAlongAxis(part, axis, 0, &out, static_cast<int64_t>(offset), part.dims[axis]);
+      offset += part.dims[axis];
+    }
+    return Status::Ok();
+  }
+  if (op == "Split") {
+    for (size_t j = 0, offset = 0; j < n.outputs.size(); ++j) {
+      HostTensor& part = (*values)[n.outputs[j]];
+      CopyAlongAxis(x, axis, static_cast<int64_t>(offset), &part, 0, part.dims[axis]);
+      offset += part.dims[axis];
+    }
+    return Status::Ok();
+  }
+  return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+}
+
+Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
+  const std::string& op = n.op_type;
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  const HostTensor& x = *in(n.inputs[0]);
+  if (IsUnary(op)) return RunUnary(g, n, in, x, out);
+  if (Binary(op, false)) return RunBinary(n, x, *in(n.inputs[1]), out);
+  if (op == "Cast") return RunCast(x, out), Status::Ok();
+  if (op == "Where") return RunWhere(x, *opt(1), *opt(2), out), Status::Ok();
+  if (op == "BatchNormalization") {
+    return RunBatchNorm(n, {&x, opt(1), opt(2), opt(3), opt(4)}, out), Status::Ok();
+  }
+  if (op == "MatMul") return MatMulBatched(x, *opt(1), out), Status::Ok();
+  if (op == "Gemm") return RunGemm(n, x, *opt(1), opt(2), out), Status::Ok();
+  if (op == "Conv") {
+    FUSOR_ASSIGN_OR_RETURN(Window w, ConvWindow(g, n));
+    return RunConv(n, w, x, *opt(1), opt(2), out), Status::Ok();
+  }
+  if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
+  if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
+  if (op == "LayerNormalization") return RunLayerNorm(n, x, *opt(1), opt(2), out), Status::Ok();
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") {
+    return RunPool(g, n, x, out);
+  }
+  return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+}
+
+bool IsInjectiveOp(const std::string& op) {
+  return IsView(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
+         op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split";
+}
+
+Status CheckFloatOnly(const Graph& g, const Node& n) {
+  static const char* kIntOk[] = {"Add", "Sub", "Mul", "Div", "Pow", "Cast", "Where"};
+  bool int_ok =
+      IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
+                                              [&](const char* o) { return n.op_type == o; });
+  for (TensorId t : n.outputs) {
+    if (!IsSupportedDType(g.tensor(t).dtype)) {
+      return Status::Unimplemented(NodeLabel(n) + ": output dtype " +
+                                   std::string(DTypeName(g.tensor(t).dtype)) +
+                                   " is not supported; the runtime computes in float32 and int64");
+    }
+    if (!int_ok && !IsFloatingPoint(g.tensor(t).dtype)) {
+      return Status::Unimplemented(NodeLabel(n) + ": integer outputs are not supported");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void ReferenceGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  // Row blocks of 4 reuse each streamed row of B four times; columns in blocks of 512 and K in
+  // blocks of 128 keep the B panel in L2. Plain loops the compiler vectorises; no oneDNN.
+  constexpr int64_t kNb = 512, kKb = 128;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i0 = 0; i0 < m; i0 += 4) {
+    int64_t rows = std::min<int64_t>(4, m - i0);
+    for (int64_t r = 0; r < rows && !accumulate; ++r)
+      std::fill(c + (i0 + r) * ldc, c + (i0 + r) * ldc + n, 0.0f);
+    for (int64_t j0 = 0; j0 < n; j0 += kNb) {
+      int64_t cols = std::min(kNb, n - j0);
+      for (int64_t k0 = 0; k0 < k; k0 += kKb) {
+        int64_t kk = std::min(kKb, k - k0);
+        for (int64_t r = 0; r < rows; ++r) {
+          float* crow = c + (i0 + r) * ldc + j0;
+          const float* arow = a + (i0 + r) * lda + k0;
+          for (int64_t p = 0; p < kk; ++p) {
+            float av = arow[p];
+            const float* brow = b + (k0 + p) * ldb + j0;
+#pragma omp simd
+            for (int64_t j = 0; j < cols; ++j) crow[j] += av * brow[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
+  const Node& n = g.node(id);
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] != kNoId && values->count(n.inputs[i]) == 0) {
+      return Status::FailedPrecondition(NodeLabel(n) + ": input '" + g.tensor(n.inputs[i]).name +
+                                        "' has no value");
+    }
+  }
+  FUSOR_RETURN_IF_ERROR(CheckFloatOnly(g, n));
+  Lookup in = [values](TensorId t) -> const HostTensor* {
+    auto it = values->find(t);
+    return it == values->end() ? nullptr : &it->second;
+  };
+  for (TensorId t : n.outputs) {
+    (*values)[t] = HostTensor::Zeros(g.tensor(t).dtype, g.tensor(t).dims);
+  }
+  if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
+  return RunCompute(g, n, in, &(*values)[n.outputs[0]]);
+}
+
+StatusOr<TensorValues> RunReference(const Graph& g, const TensorValues& leaves) {
+  TensorValues values = leaves;
+  std::vector<int> readers(g.num_tensors(), 0);
+  for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t) {
+    readers[t] = static_cast<int>(g.tensor(t).consumers.size());
+  }
+  for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
+    FUSOR_RETURN_IF_ERROR(RunReferenceNode(g, id, &values));
+    std::vector<TensorId> read = g.node(id).inputs;
+    std::sort(read.begin(), read.end());
+    read.erase(std::unique(read.begin(), read.end()), read.end());
+    for (TensorId t : read) {
+      bool keep = t == kNoId || g.IsGraphOutput(t) || g.tensor(t).kind != TensorKind::kActivation;
+      if (!keep && --readers[t] == 0) values.erase(t);
+    }
+  }
+  TensorValues outputs;
+  for (TensorId t : g.outputs()) outputs[t] = values.at(t);
+  return outputs;
+}
+
+}  // namespace fusor

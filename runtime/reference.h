@@ -1,0 +1,27 @@
+// The reference interpreter: runs a graph one op at a time in plain C++, each op written as
+// directly as its ONNX definition allows. It is what every fused execution is compared against, and
+// its ops are themselves checked against hand-computed values (tests/runtime/reference_test.cc), so
+// the comparison rests on something other than oneDNN. Contractions use a cache-blocked loop (not
+// oneDNN) so BERT and ResNet run in seconds. Ops it does not know give Unimplemented naming the
+// node. Stateless functions; safe to call from several threads on different TensorValues.
+#pragma once
+
+#include "base/status.h"
+#include "graph/graph.h"
+#include "runtime/host_tensor.h"
+
+namespace fusor {
+
+// Computes the outputs of node `id` from the values of its inputs in *values and stores them there.
+Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values);
+
+// Runs every node in id order. `leaves` must hold every graph input, weight and constant. Returns
+// the values of the graph outputs (intermediates are freed as soon as their last reader ran).
+StatusOr<TensorValues> RunReference(const Graph& g, const TensorValues& leaves);
+
+// C[m, n] = sum_k A[m, k] * B[k, n] (+ C when `accumulate`), row-major with leading dims; the
+// contraction kernel of the reference, exposed for its unit test.
+void ReferenceGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc, bool accumulate);
+
+}  // namespace fusor

@@ -1,0 +1,281 @@
+// Each lowering (anchor post-ops, BatchNormalization folding, reductions with prologues and
+// epilogues, fused loops over injective ops, eltwise/binary primitive chains) against the
+// reference interpreter on small graphs, with real oneDNN.
+#include <gtest/gtest.h>
+
+#include "graph/plan.h"
+#include "graph/plan_json.h"
+#include "runtime/executor.h"
+#include "runtime/reference.h"
+#include "tests/graph/ir_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::Int;
+using testing::Ints;
+using testing::IrBuilder;
+
+FusionPlan OneGroup(GroupKind kind, std::vector<NodeId> nodes) {
+  return FusionPlan{{FusionGroup{kind, std::move(nodes), {}}}};
+}
+
+// Runs `plan` through the executor and checks every graph output against the reference.
+void ExpectMatchesReference(const Graph& g, const FusionPlan& plan,
+                            ChainBackend backend = ChainBackend::kFusedLoop,
+                            std::string* description = nullptr) {
+  auto leaves = RandomLeafValues(g, 11);
+  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
+  auto want = RunReference(g, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ExecutorOptions options;
+  options.chain_backend = backend;
+  auto exec = Executor::Create(g, plan, *leaves, options);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  (*exec)->Run();
+  (*exec)->Run();  // A second run must not depend on state the first one left behind.
+  for (size_t i = 0; description && i < (*exec)->num_groups(); ++i) {
+    *description += (*exec)->DescribeGroup(i) + "\n";
+  }
+  for (const auto& [t, value] : *want) {
+    auto got = (*exec)->Read(t);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto c = Compare(value, *got);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_LE(c->worst_ratio, 1.0) << g.tensor(t).name << ": " << c->ToString();
+  }
+}
+
+TEST(AnchorKernel, ConvFoldsBatchNormAndTakesReluAndResidualAsPostOps) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 16, 8, 8});
+  TensorId res = b.Input("res", {1, 16, 8, 8});
+  TensorId w = b.Weight("w", {16, 16, 3, 3});
+  TensorId c = b.Act("c", {1, 16, 8, 8}), bn = b.Act("bn", {1, 16, 8, 8});
+  TensorId relu = b.Act("relu", {1, 16, 8, 8}), y = b.Act("y", {1, 16, 8, 8});
+  b.Op("Conv", {x, w}, {c}, {Ints("pads", {1, 1, 1, 1})});
+  b.Op("BatchNormalization",
+       {c, b.Weight("s", {16}), b.Weight("bb", {16}), b.Weight("m", {16}), b.Weight("v", {16})},
+       {bn});
+  b.Op("Relu", {bn}, {relu});
+  b.Op("Add", {relu, res}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, {0, 1, 2, 3}), ChainBackend::kFusedLoop,
+                         &described);
+  EXPECT_NE(described.find("2/2 chain nodes as post-ops"), std::string::npos) << described;
+}
+
+TEST(AnchorKernel, DepthwiseStridedConvWithClipPowAndRepeatedLinearPostOps) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 8, 9, 9});
+  TensorId c = b.Act("c", {1, 8, 5, 5}), clip = b.Act("clip", {1, 8, 5, 5});
+  TensorId half = b.Act("half", {1, 8, 5, 5}), sq = b.Act("sq", {1, 8, 5, 5});
+  TensorId y = b.Act("y", {1, 8, 5, 5});
+  b.Op("Conv", {x, b.Weight("w", {8, 1, 3, 3}), b.Weight("bias", {8})}, {c},
+       {Int("group", 8), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})});
+  b.Op("Clip", {c, b.FloatScalar("lo", 0), b.FloatScalar("hi", 6)}, {clip});
+  b.Op("Mul", {clip, b.FloatScalar("k", 0.5)}, {half});
+  b.Op("Pow", {half, b.FloatScalar("two", 2)}, {sq});
+  // A second linear map, not adjacent to the first: oneDNN 2.6 would reuse the first one's
+  // constants, so the lowering ends the post-ops before it and runs it as the in-place tail loop.
+  b.Op("Add", {sq, b.FloatScalar("one", 1)}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, {0, 1, 2, 3, 4}), ChainBackend::kFusedLoop,
+                         &described);
+  EXPECT_NE(described.find("3/4 chain nodes as post-ops"), std::string::npos) << described;
+  EXPECT_NE(described.find("tail loop [Add]"), std::string::npos) << described;
+}
+
+TEST(AnchorKernel, BatchedMatMulWithBroadcastAndBiasOperandFirst) {
+  IrBuilder b;
+  TensorId a = b.Input("a", {3, 4, 5});
+  TensorId m = b.Input("m", {1, 5, 6});
+  TensorId mm = b.Act("mm", {3, 4, 6}), y = b.Act("y", {3, 4, 6}), z = b.Act("z", {3, 4, 6});
+  b.Op("MatMul", {a, m}, {mm});
+  b.Op("Add", {b.Weight("bias", {6}), mm}, {y});
+  b.Op("Sub", {y, b.Weight("k", {3, 1, 1})}, {z});
+  b.Output(z);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, {0, 1, 2}));
+}
+
+TEST(AnchorKernel, MatMulWithWeightsCollapsesLeadingDims) {
+  IrBuilder b;
+  TensorId a = b.Input("a", {8, 1, 32});
+  TensorId mm = b.Act("mm", {8, 1, 16}), y = b.Act("y", {8, 1, 16});
+  b.Op("MatMul", {a, b.Weight("w", {32, 16})}, {mm});
+  b.Op("Div", {mm, b.FloatScalar("d", 4.0)}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, {0, 1}));
+}
+
+TEST(AnchorKernel, GemmTransposedWithAlphaBeta) {
+  IrBuilder b;
+  TensorId a = b.Input("a", {7, 3});
+  TensorId y = b.Act("y", {3, 5}), r = b.Act("r", {3, 5});
+  b.Op("Gemm", {a, b.Weight("w", {5, 7}), b.Weight("c", {5})}, {y},
+       {Int("transA", 1), Int("transB", 1), {"alpha", 0.5}, {"beta", 2.0}});
+  b.Op("Tanh", {y}, {r});
+  b.Output(r);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, {0, 1}));
+}
+
+TEST(ReductionKernel, VariancePrologueFusedIntoRowReduction) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 4, 64});
+  TensorId d = b.Act("d", {2, 4, 64}), sq = b.Act("sq", {2, 4, 64}), var = b.Act("var", {2, 4, 1});
+  TensorId eps = b.Act("eps", {2, 4, 1}), sd = b.Act("sd", {2, 4, 1});
+  b.Op("Mul", {x, b.FloatScalar("k", 0.5)}, {d});
+  b.Op("Pow", {d, b.FloatScalar("two", 2)}, {sq});
+  b.Op("ReduceMean", {sq}, {var}, {Ints("axes", {-1})});
+  b.Op("Add", {var, b.FloatScalar("e", 1e-5)}, {eps});
+  b.Op("Sqrt", {eps}, {sd});
+  b.Output(sd);
+  Graph g = b.Build();
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kReduction, {0, 1, 2, 3, 4}),
+                         ChainBackend::kFusedLoop, &described);
+  EXPECT_NE(described.find("fused row reduction"), std::string::npos) << described;
+}
+
+TEST(ReductionKernel, SoftmaxWithPrologueAndPoolingWithEpilogue) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {3, 10});
+  TensorId s = b.Act("s", {3, 10}), sm = b.Act("sm", {3, 10}), sm2 = b.Act("sm2", {3, 10});
+  b.Op("Mul", {x, b.FloatScalar("k", 0.125)}, {s});
+  b.Op("Softmax", {s}, {sm}, {Int("axis", -1)});
+  b.Op("Mul", {sm, b.Weight("scale", {10})}, {sm2});
+  TensorId img = b.Input("img", {1, 8, 7, 7});
+  TensorId mp = b.Act("mp", {1, 8, 4, 4}), r = b.Act("r", {1, 8, 4, 4});
+  b.Op("MaxPool", {img}, {mp},
+       {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Int("ceil_mode", 1)});
+  b.Op("Relu", {mp}, {r});
+  b.Output(sm2);
+  b.Output(r);
+  Graph g = b.Build();
+  FusionPlan plan{{FusionGroup{GroupKind::kReduction, {0, 1, 2}, {}},
+                   FusionGroup{GroupKind::kReduction, {3, 4}, {}}}};
+  ExpectMatchesReference(g, plan);
+  // Without the prologue the softmax is oneDNN's, and its epilogue a post-op or the tail loop.
+  IrBuilder b2;
+  TensorId x2 = b2.Input("x", {3, 10});
+  TensorId e = b2.Act("e", {3, 10}), f = b2.Act("f", {3, 10});
+  b2.Op("Softmax", {x2}, {e}, {Int("axis", -1)});
+  b2.Op("Mul", {e, b2.Weight("scale", {10})}, {f});
+  b2.Output(f);
+  Graph g2 = b2.Build();
+  ExpectMatchesReference(g2, OneGroup(GroupKind::kReduction, {0, 1}));
+}
+
+TEST(ReductionKernel, NonTrailingReduceWithPrologueGoesThroughScratch) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 3, 4});
+  TensorId e = b.Act("e", {2, 3, 4}), r = b.Act("r", {2, 1, 4});
+  b.Op("Exp", {x}, {e});
+  b.Op("ReduceSum", {e, b.IntConstant("axes", {1})}, {r});
+  b.Output(r);
+  Graph g = b.Build();
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kReduction, {0, 1}), ChainBackend::kFusedLoop,
+                         &described);
+  EXPECT_NE(described.find("prologue loop into scratch"), std::string::npos) << described;
+}
+
+TEST(LoopKernel, InjectiveAndBroadcastOpsInOneLoop) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 6, 4});
+  TensorId ids = b.Input("ids", {3}, DType::kInt64);
+  TensorId t = b.Act("t", {6, 2, 4}), s = b.Act("s", {3, 2, 4}), gth = b.Act("gth", {3, 2, 4});
+  TensorId cat = b.Act("cat", {6, 2, 4}), pad = b.Act("pad", {6, 2, 6}),
+           tri = b.Act("tri", {6, 2, 6});
+  TensorId wh = b.Act("wh", {6, 2, 6}), cond = b.Act("cond", {6, 2, 6}, DType::kBool);
+  b.Op("Transpose", {x}, {t}, {Ints("perm", {1, 0, 2})});
+  b.Op("Slice",
+       {t, b.IntConstant("st", {1}), b.IntConstant("en", {6}), b.IntConstant("ax", {0}),
+        b.IntConstant("sp", {2})},
+       {s});
+  b.Op("Gather", {t, ids}, {gth});
+  b.Op("Concat", {s, gth}, {cat}, {Int("axis", 0)});
+  b.Op("Pad", {cat, b.IntConstant("pads", {0, 0, 1, 0, 0, 1})}, {pad});
+  b.Op("Trilu", {pad}, {tri}, {Int("upper", 0)});
+  b.Op("Cast", {tri}, {cond}, {Int("to", 9)});
+  b.Op("Where", {cond, pad, b.Weight("alt", {6})}, {wh});
+  b.Output(wh);
+  b.Output(t);  // A second output of another shape.
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(LoopKernel, ChainPrimitiveAndFusedLoopAgree) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 16, 5, 5});
+  TensorId s = b.Act("s", {1, 16, 5, 5}), m = b.Act("m", {1, 16, 5, 5});
+  TensorId h = b.Act("h", {1, 16, 5, 5});
+  b.Op("Add", {x, b.Weight("bias", {16, 1, 1})}, {s});
+  b.Op("Mul", {s, b.FloatScalar("k", 3)}, {m});
+  b.Op("HardSigmoid", {m}, {h});
+  b.Output(h);
+  Graph g = b.Build();
+  FusionPlan plan = OneGroup(GroupKind::kLoop, {0, 1, 2});
+  std::string onednn, loop;
+  ExpectMatchesReference(g, plan, ChainBackend::kOneDnn, &onednn);
+  ExpectMatchesReference(g, plan, ChainBackend::kFusedLoop, &loop);
+  ExpectMatchesReference(g, plan, ChainBackend::kAuto);
+  EXPECT_NE(onednn.find("binary ("), std::string::npos) << onednn;
+  EXPECT_NE(loop.find("fused loop"), std::string::npos) << loop;
+}
+
+TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4});
+  TensorId y = b.Act("y", {4});
+  b.Op("TopK", {x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
+  ASSERT_FALSE(exec.ok());
+  EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(exec.status().message().find("node 'TopK_0' (TopK)"), std::string::npos)
+      << exec.status().message();
+}
+
+TEST(Executor, IllegalPlanIsRefused) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4});
+  TensorId y = b.Act("y", {4});
+  b.Op("Relu", {x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  auto exec = Executor::Create(g, FusionPlan{}, *leaves);
+  EXPECT_FALSE(exec.ok());
+}
+
+TEST(PlanJson, RoundTripsAndRejectsUnknownKeys) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4});
+  TensorId y = b.Act("y", {4}), z = b.Act("z", {4});
+  b.Op("Relu", {x}, {y});
+  b.Op("Exp", {y}, {z});
+  b.Output(z);
+  Graph g = b.Build();
+  FusionPlan plan = OneGroup(GroupKind::kLoop, {0, 1});
+  auto back = PlanFromJson(g, PlanToJson(plan));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, plan);
+  nlohmann::json bad = PlanToJson(plan);
+  bad["groups"][0]["fused"] = true;
+  auto refused = PlanFromJson(g, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("unknown key 'fused'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusor

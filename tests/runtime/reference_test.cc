@@ -1,0 +1,287 @@
+// The reference interpreter against values computed by hand (or by the most literal loops), so
+// that comparing fused executions with it does not just trust another implementation.
+#include "runtime/reference.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/graph/ir_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::Int;
+using testing::Ints;
+using testing::IrBuilder;
+
+HostTensor F(Shape dims, std::vector<float> v) {
+  HostTensor h = HostTensor::Zeros(DType::kFloat32, std::move(dims));
+  h.f = std::move(v);
+  return h;
+}
+
+// Runs the single-output graph built by `build` on `inputs` (by tensor id) and returns the output.
+HostTensor RunOne(const Graph& g, TensorValues inputs) {
+  auto leaves = RandomLeafValues(g, 7);
+  EXPECT_TRUE(leaves.ok());
+  for (auto& [t, v] : inputs) (*leaves)[t] = v;
+  auto out = RunReference(g, *leaves);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out->at(g.outputs()[0]);
+}
+
+void ExpectValues(const HostTensor& h, const std::vector<float>& want, float tol = 1e-5f) {
+  ASSERT_EQ(h.num_elements(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(h.at(i), want[i], tol) << "element " << i;
+}
+
+TEST(ReferenceGemm, MatchesTripleLoopOnOddSizes) {
+  int64_t m = 7, n = 600, k = 130;  // Crosses the 4-row, 512-column and 128-deep blocks.
+  std::vector<float> a(m * k), b(k * n), c(m * n), want(m * n, 0);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>((i * 7) % 11) - 5;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>((i * 3) % 13) - 6;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) want[i * n + j] += a[i * k + p] * b[p * n + j];
+  ReferenceGemm(m, n, k, a.data(), k, b.data(), n, c.data(), n, false);
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], want[i]) << i;
+}
+
+TEST(Reference, ConvPaddedStridedByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 3, 3});
+  TensorId w = b.Weight("w", {1, 1, 2, 2});
+  TensorId y = b.Act("y", {1, 1, 2, 2});
+  b.Op("Conv", {x, w}, {y}, {Ints("pads", {1, 1, 0, 0}), Ints("strides", {2, 2})});
+  b.Output(y);
+  Graph g = b.Build();
+  // x = 1..9, w = [[1,2],[3,4]]; windows start at (-1,-1), (-1,1), (1,-1), (1,1).
+  HostTensor out = RunOne(
+      g, {{x, F({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}, {w, F({1, 1, 2, 2}, {1, 2, 3, 4})}});
+  ExpectValues(out, {4 * 1, 3 * 2 + 4 * 3, 2 * 4 + 4 * 7, 1 * 5 + 2 * 6 + 3 * 8 + 4 * 9});
+}
+
+TEST(Reference, ConvDilatedGroupedWithBias) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 3, 3});
+  TensorId w = b.Weight("w", {2, 1, 2, 2});
+  TensorId bias = b.Weight("b", {2});
+  TensorId y = b.Act("y", {1, 2, 1, 1});
+  b.Op("Conv", {x, w, bias}, {y}, {Int("group", 2), Ints("dilations", {2, 2})});
+  b.Output(y);
+  Graph g = b.Build();
+  std::vector<float> xv(18);
+  for (int i = 0; i < 18; ++i) xv[i] = static_cast<float>(i);
+  HostTensor out = RunOne(g, {{x, F({1, 2, 3, 3}, xv)},
+                              {w, F({2, 1, 2, 2}, {1, 1, 1, 1, 1, -1, 0, 2})},
+                              {bias, F({2}, {10, 20})}});
+  // Channel 0 corners 0,2,6,8 -> 16 + 10; channel 1 corners 9,11,15,17 -> 9-11+0+34 + 20.
+  ExpectValues(out, {26, 52});
+}
+
+TEST(Reference, MatMulBatchedBroadcast) {
+  IrBuilder b;
+  TensorId a = b.Input("a", {2, 1, 2});
+  TensorId m = b.Input("m", {2, 2});
+  TensorId y = b.Act("y", {2, 1, 2});
+  b.Op("MatMul", {a, m}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  HostTensor out = RunOne(g, {{a, F({2, 1, 2}, {1, 2, 3, 4})}, {m, F({2, 2}, {1, 0, 1, 1})}});
+  ExpectValues(out, {3, 2, 7, 4});
+}
+
+TEST(Reference, GemmByHand) {
+  IrBuilder b;
+  TensorId a = b.Input("a", {2, 1});   // transA: A^T = [1, 2] (1x2).
+  TensorId w = b.Weight("w", {3, 2});  // transB: B^T is 2x3.
+  TensorId c = b.Weight("c", {3});
+  TensorId y = b.Act("y", {1, 3});
+  b.Op("Gemm", {a, w, c}, {y}, {Int("transA", 1), Int("transB", 1), {"alpha", 2.0}, {"beta", 0.5}});
+  b.Output(y);
+  Graph g = b.Build();
+  HostTensor out = RunOne(
+      g, {{a, F({2, 1}, {1, 2})}, {w, F({3, 2}, {1, 0, 0, 1, 1, 1})}, {c, F({3}, {10, 20, 30})}});
+  ExpectValues(out, {2 * 1 + 5, 2 * 2 + 10, 2 * 3 + 15});
+}
+
+TEST(Reference, BatchNormByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 1, 1});
+  TensorId s = b.Weight("s", {2}), bb = b.Weight("bb", {2}), m = b.Weight("m", {2}),
+           v = b.Weight("v", {2});
+  TensorId y = b.Act("y", {1, 2, 1, 1});
+  b.Op("BatchNormalization", {x, s, bb, m, v}, {y}, {{"epsilon", 0.0}});
+  b.Output(y);
+  Graph g = b.Build();
+  HostTensor out = RunOne(g, {{x, F({1, 2, 1, 1}, {3, 5})},
+                              {s, F({2}, {2, 1})},
+                              {bb, F({2}, {1, -1})},
+                              {m, F({2}, {1, 1})},
+                              {v, F({2}, {4, 16})}});
+  ExpectValues(out, {(3 - 1) / 2.0f * 2 + 1, (5 - 1) / 4.0f * 1 - 1});
+}
+
+struct UnaryCase {
+  const char* op;
+  float x, want;
+};
+
+TEST(Reference, UnaryOpsByHand) {
+  const UnaryCase cases[] = {{"Sqrt", 4, 2},       {"Exp", 0, 1},
+                             {"Log", 1, 0},        {"Tanh", 0, 0},
+                             {"Relu", -2, 0},      {"LeakyRelu", -2, -0.02f},
+                             {"Sigmoid", 0, 0.5f}, {"HardSigmoid", 1, 0.7f},
+                             {"HardSwish", 3, 3},  {"Erf", 0.5f, 0.5204999f}};
+  for (const auto& c : cases) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1});
+    TensorId y = b.Act("y", {1});
+    b.Op(c.op, {x}, {y});
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(RunOne(g, {{x, F({1}, {c.x})}}), {c.want});
+  }
+}
+
+TEST(Reference, BinaryBroadcastPowClipWhereCast) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 2});
+  TensorId r = b.Input("r", {2});
+  TensorId lo = b.FloatScalar("lo", 0), hi = b.FloatScalar("hi", 5);
+  TensorId sub = b.Act("sub", {2, 2}), div = b.Act("div", {2, 2}), pw = b.Act("pw", {2, 2});
+  TensorId clip = b.Act("clip", {2, 2}), cond = b.Act("cond", {2, 2}, DType::kBool);
+  TensorId y = b.Act("y", {2, 2});
+  b.Op("Sub", {x, r}, {sub});
+  b.Op("Div", {sub, r}, {div});
+  b.Op("Pow", {div, r}, {pw});
+  b.Op("Clip", {pw, lo, hi}, {clip});
+  b.Op("Cast", {x}, {cond}, {Int("to", 9)});
+  b.Op("Where", {cond, clip, x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  // x = [[0, 4], [6, 8]], r = [1, 2]: sub = [[-1,2],[5,6]], div = [[-1,1],[5,3]],
+  // pow = [[-1,1],[5,9]], clip = [[0,1],[5,5]], where(x != 0) -> [[0,1],[5,5]] with x[0]=0 -> 0.
+  HostTensor out = RunOne(g, {{x, F({2, 2}, {0, 4, 6, 8})}, {r, F({2}, {1, 2})}});
+  ExpectValues(out, {0, 1, 5, 5});
+}
+
+TEST(Reference, SoftmaxAndLayerNormByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2});
+  TensorId s = b.Weight("s", {2}), bias = b.Weight("bias", {2});
+  TensorId sm = b.Act("sm", {1, 2}), y = b.Act("y", {1, 2});
+  b.Op("Softmax", {x}, {sm}, {Int("axis", -1)});
+  b.Op("LayerNormalization", {sm, s, bias}, {y}, {{"epsilon", 0.0}});
+  b.Output(y);
+  Graph g = b.Build();
+  TensorValues v = {
+      {x, F({1, 2}, {0, std::log(3.0f)})}, {s, F({2}, {1, 2})}, {bias, F({2}, {0, 1})}};
+  // softmax = [0.25, 0.75]; normalised = [-1, 1]; scaled = [-1, 3].
+  ExpectValues(RunOne(g, v), {-1, 3}, 1e-4f);
+}
+
+TEST(Reference, ReductionsAndPoolsByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 3});
+  TensorId mean = b.Act("mean", {1, 1, 2, 1}), sum = b.Act("sum", {1, 1, 1, 3}),
+           mx = b.Act("mx", {1, 1}), gap = b.Act("gap", {1, 1, 1, 1});
+  TensorId mp = b.Act("mp", {1, 1, 1, 2}), ap = b.Act("ap", {1, 1, 2, 2});
+  b.Op("ReduceMean", {x}, {mean}, {Ints("axes", {3})});
+  b.Op("ReduceSum", {x}, {sum}, {Ints("axes", {2})});
+  b.Op("ReduceMax", {x}, {mx}, {Ints("axes", {2, 3}), Int("keepdims", 0)});
+  b.Op("GlobalAveragePool", {x}, {gap});
+  b.Op("MaxPool", {x}, {mp},
+       {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2}), Int("ceil_mode", 1)});
+  b.Op("AveragePool", {x}, {ap}, {Ints("kernel_shape", {2, 2}), Ints("pads", {0, 0, 1, 0})});
+  for (TensorId t : {mean, sum, mx, gap, mp, ap}) b.Output(t);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[x] = F({1, 1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectValues(out->at(mean), {2, 5});
+  ExpectValues(out->at(sum), {5, 7, 9});
+  ExpectValues(out->at(mx), {6});
+  ExpectValues(out->at(gap), {3.5f});
+  ExpectValues(out->at(mp), {5, 6});  // ceil_mode: the second window hangs over the edge.
+  ExpectValues(out->at(ap), {3, 4, 4.5f, 5.5f});  // Padding excluded from the average.
+}
+
+TEST(Reference, InjectiveOpsByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 3});
+  TensorId tr = b.Act("tr", {3, 2}), sl = b.Act("sl", {2, 1}), cat = b.Act("cat", {2, 4});
+  TensorId s0 = b.Act("s0", {2, 1}), s1 = b.Act("s1", {2, 2}), pad = b.Act("pad", {2, 5});
+  TensorId tri = b.Act("tri", {2, 3}), ex = b.Act("ex", {2, 2, 3}), rs = b.Act("rs", {3, 2});
+  b.Op("Transpose", {x}, {tr}, {Ints("perm", {1, 0})});
+  b.Op("Slice",
+       {x, b.IntConstant("st", {2}), b.IntConstant("en", {0}), b.IntConstant("ax", {1}),
+        b.IntConstant("sp", {-2})},
+       {sl});
+  b.Op("Concat", {sl, x}, {cat}, {Int("axis", 1)});
+  b.Op("Split", {x, b.IntConstant("parts", {1, 2})}, {s0, s1}, {Int("axis", 1)});
+  b.Op("Pad", {x, b.IntConstant("pads", {0, 1, 0, 1})}, {pad});
+  b.Op("Trilu", {x}, {tri}, {Int("upper", 1)});
+  b.Op("Expand", {x, b.IntConstant("shape", {2, 1, 3})}, {ex});
+  b.Op("Reshape", {x, b.IntConstant("rshape", {3, 2})}, {rs});
+  for (TensorId t : {tr, cat, s0, s1, pad, tri, ex, rs}) b.Output(t);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[x] = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectValues(out->at(tr), {1, 4, 2, 5, 3, 6});
+  ExpectValues(out->at(cat), {3, 1, 2, 3, 6, 4, 5, 6});  // Slice keeps column 2 (step -2 from 2).
+  ExpectValues(out->at(s0), {1, 4});
+  ExpectValues(out->at(s1), {2, 3, 5, 6});
+  ExpectValues(out->at(pad), {0, 1, 2, 3, 0, 0, 4, 5, 6, 0});
+  ExpectValues(out->at(tri), {1, 2, 3, 0, 5, 6});
+  ExpectValues(out->at(ex), {1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+  ExpectValues(out->at(rs), {1, 2, 3, 4, 5, 6});
+}
+
+TEST(Reference, GatherWithIntegerIndices) {
+  IrBuilder b;
+  TensorId table = b.Weight("table", {3, 2});
+  TensorId ids = b.Input("ids", {1, 2}, DType::kInt64);
+  TensorId y = b.Act("y", {1, 2, 2});
+  b.Op("Gather", {table, ids}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  HostTensor idv = HostTensor::Zeros(DType::kInt64, {1, 2});
+  idv.i = {2, -3};
+  ExpectValues(RunOne(g, {{table, F({3, 2}, {1, 2, 3, 4, 5, 6})}, {ids, idv}}), {5, 6, 1, 2});
+}
+
+TEST(Reference, RandomIndicesStayInsideTheGatheredAxis) {
+  IrBuilder b;
+  TensorId table = b.Weight("table", {5, 2});
+  TensorId ids = b.Input("ids", {64}, DType::kInt64);
+  TensorId y = b.Act("y", {64, 2});
+  b.Op("Gather", {table, ids}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 3);
+  ASSERT_TRUE(leaves.ok());
+  for (int64_t v : leaves->at(ids).i) EXPECT_TRUE(v >= 0 && v < 5) << v;
+}
+
+TEST(Reference, UnsupportedOpNamesNodeAndOp) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2});
+  TensorId y = b.Act("y", {2});
+  b.Op("NonMaxSuppression", {x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  auto out = RunReference(g, *leaves);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(out.status().message().find("NonMaxSuppression_0"), std::string::npos);
+  EXPECT_NE(out.status().message().find("(NonMaxSuppression)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fusor
