@@ -258,6 +258,7 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
     if (!m.ok()) return m.status().WithContext("calibration benchmark '" + b.name + "'");
     if (m->unstable) {
       ++result.skipped_unstable;
+      result.unstable.push_back(b.name + " (cv " + std::to_string(m->cv) + ")");
       continue;
     }
     result.samples.push_back({b.name, FeaturesOf(b, start.target), m->median_ns});
@@ -279,6 +280,8 @@ nlohmann::json SampleToJson(const CalibrationSample& s) {
           {"read_bytes", f.read_bytes},
           {"write_bytes", f.write_bytes},
           {"kernels", f.kernels},
+          {"loop_kernels", f.loop_kernels},
+          {"indexed_elements", f.indexed_elements},
           {"post_ops", f.post_ops},
           {"spilled_value_vectors", f.spilled_value_vectors},
           {"reorder_bytes", f.reorder_bytes}};
@@ -293,6 +296,8 @@ StatusOr<CalibrationSample> SampleFromJson(const nlohmann::json& j) {
     s.features.read_bytes = j.at("read_bytes").get<std::array<double, kNumMemoryLevels>>();
     s.features.write_bytes = j.at("write_bytes").get<std::array<double, kNumMemoryLevels>>();
     s.features.kernels = j.at("kernels").get<double>();
+    s.features.loop_kernels = j.at("loop_kernels").get<double>();
+    s.features.indexed_elements = j.at("indexed_elements").get<double>();
     s.features.post_ops = j.at("post_ops").get<double>();
     s.features.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();
     s.features.reorder_bytes = j.at("reorder_bytes").get<double>();

@@ -50,6 +50,7 @@ struct CalibrationResult {
   FitReport report;
   std::vector<CalibrationSample> samples;
   int skipped_unstable = 0;  // Benchmarks whose timing stayed too noisy: not used in the fit.
+  std::vector<std::string> unstable;  // Their names.
 };
 
 // Measures every benchmark, turns each into a sample (its features under `target`) and fits a

@@ -136,6 +136,50 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, GroupFeatures* f) 
   }
 }
 
+// The runtime keeps tensors in plain layouts between groups: a Conv, and a 4-D pooling whose
+// channels divide by 8, reorder their input to oneDNN's blocked layout and their output back
+// (each a kernel of its own), and a per-element binary post-op operand of a Conv is reordered too.
+void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
+  const Node& head = g.node(group.nodes.front());
+  const Shape& in = head.inputs.empty() ? Shape{} : g.tensor(head.inputs[0]).dims;
+  bool conv = head.op_type == "Conv";
+  bool pooling = (head.op_type == "MaxPool" || head.op_type == "AveragePool") && in.size() == 4 &&
+                 in[1] % 8 == 0;
+  if (!conv && !pooling) return;
+  f->kernels += 2;
+  f->reorder_bytes +=
+      static_cast<double>(g.tensor(head.inputs[0]).bytes() + g.tensor(head.outputs[0]).bytes());
+  if (!conv) return;
+  for (size_t i = 1; i < group.nodes.size(); ++i) {
+    for (TensorId t : g.node(group.nodes[i]).inputs) {
+      if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
+      if (g.tensor(t).dims == g.tensor(head.outputs[0]).dims) {
+        f->kernels += 1;
+        f->reorder_bytes += static_cast<double>(g.tensor(t).bytes());
+      }
+    }
+  }
+}
+
+// How the runtime lowers a group: anchors, and reductions without a prologue, are oneDNN
+// primitives; everything else (loops, reductions with a fused prologue) is one of our loops.
+bool RunsAsPrimitive(const Graph& g, const FusionGroup& group) {
+  OpClass head = ClassifyNode(g, g.node(group.nodes.front()));
+  return head == OpClass::kAnchor || head == OpClass::kReduction;
+}
+
+// Broadcast and injective nodes of a fused loop map each element's index to their input's.
+void AddIndexing(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
+  if (group.kind == GroupKind::kAnchor) return;
+  for (NodeId id : group.nodes) {
+    const Node& n = g.node(id);
+    OpClass c = ClassifyNode(g, n);
+    if ((c != OpClass::kBroadcast && c != OpClass::kInjective) || IsView(n)) continue;
+    for (TensorId t : n.outputs)
+      f->indexed_elements += static_cast<double>(g.tensor(t).num_elements());
+  }
+}
+
 void AddSpill(const Graph& g, const FusionGroup& group, const TargetFingerprint& t,
               GroupFeatures* f) {
   int excess = LiveVectorValues(g, group) - t.vector_registers;
@@ -175,9 +219,10 @@ CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p) {
     t.memory_ns += f.read_bytes[l] / read_bw[l]->value + f.write_bytes[l] / write_bw[l]->value;
   }
   t.spill_ns = f.spilled_value_vectors * p.spill_ns_per_value.value;
-  t.launch_ns = f.kernels * p.dispatch_ns.value + f.post_ops * p.post_op_ns.value;
-  t.reorder_ns =
-      f.reorder_bytes / p.dram_read_gbps.value + f.reorder_bytes / p.dram_write_gbps.value;
+  t.launch_ns = f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
+                f.post_ops * p.post_op_ns.value;
+  t.compute_ns += f.indexed_elements / p.indexed_gelems.value;
+  t.reorder_ns = f.reorder_bytes / p.reorder_gbps.value;
   double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
   t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
   return t;
@@ -226,12 +271,14 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   bool views_only = std::all_of(group.nodes.begin(), group.nodes.end(),
                                 [&](NodeId id) { return IsView(g.node(id)); });
   if (views_only) return f;  // An alias of its input: no kernel, no traffic.
-  f.kernels = 1;
+  (RunsAsPrimitive(g, group) ? f.kernels : f.loop_kernels) = 1;
   f.post_ops = PostOps(g, group);
   AddCompute(g, group, &f);
   AddMemory(g, group, inputs, materialized, Residency(target, leaf_footprint), &f);
   AddTileTraffic(g, group, &f);
   AddSpill(g, group, target, &f);
+  AddReorders(g, group, &f);
+  AddIndexing(g, group, &f);
   return f;
 }
 

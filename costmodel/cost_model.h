@@ -52,10 +52,12 @@ struct GroupFeatures {
   std::array<double, kNumComputeClasses> flops{};
   std::array<double, kNumMemoryLevels> read_bytes{};
   std::array<double, kNumMemoryLevels> write_bytes{};
-  double kernels = 0;
+  double kernels = 0;       // oneDNN primitives launched (reorders included).
+  double loop_kernels = 0;  // Fused loops launched.
   double post_ops = 0;
   double spilled_value_vectors = 0;
   double reorder_bytes = 0;
+  double indexed_elements = 0;  // Elements fused loops move through index maps.
 };
 
 struct CostTerms {

@@ -152,7 +152,8 @@ struct Bounds {
 Bounds PlausibleBounds(const std::string& name) {
   if (name.find("_gflops") != std::string::npos) return {0.05, 100000};
   if (name.find("_gbps") != std::string::npos) return {0.1, 10000};
-  if (name == "dispatch_ns") return {1, 1e6};
+  if (name == "indexed_gelems") return {0.01, 10000};
+  if (name == "dispatch_ns" || name == "loop_dispatch_ns") return {1, 1e6};
   if (name == "post_op_ns") return {0, 1e5};
   if (name == "overlap_alpha") return {0, 1};
   return {0, 1e3};  // spill_ns_per_value
@@ -205,7 +206,10 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"dispatch_ns", &dispatch_ns},
           {"post_op_ns", &post_op_ns},
           {"overlap_alpha", &overlap_alpha},
-          {"spill_ns_per_value", &spill_ns_per_value}};
+          {"spill_ns_per_value", &spill_ns_per_value},
+          {"indexed_gelems", &indexed_gelems},
+          {"reorder_gbps", &reorder_gbps},
+          {"loop_dispatch_ns", &loop_dispatch_ns}};
 }
 
 std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters() const {

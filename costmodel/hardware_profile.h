@@ -78,6 +78,9 @@ struct HardwareProfile {
   Fitted post_op_ns{100};          // Per oneDNN post-op, fixed.
   Fitted overlap_alpha{0.5};       // combine(c, m) = c + m - alpha * min(c, m).
   Fitted spill_ns_per_value{0.5};  // Per spilled live value per output vector.
+  Fitted indexed_gelems{2};        // Index-mapped elements in fused loops, G elements/s.
+  Fitted reorder_gbps{10};         // Layout reorders around conv / pooling, GB/s of tensor.
+  Fitted loop_dispatch_ns{1000};   // Per fused-loop launch (our kernels, not oneDNN's).
 
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).
   std::vector<std::pair<std::string, Fitted*>> Parameters();

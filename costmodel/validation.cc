@@ -73,10 +73,12 @@ std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_r
   return out;
 }
 
-double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs) {
+double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs,
+                  double min_gap) {
   int concordant = 0, discordant = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     for (size_t j = i + 1; j < a.size(); ++j) {
+      if (std::fabs(b[i] - b[j]) < min_gap * std::min(b[i], b[j])) continue;
       double x = (a[i] - a[j]) * (b[i] - b[j]);
       if (x > 0) ++concordant;
       if (x < 0) ++discordant;
@@ -90,8 +92,8 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
                                              const CostModel& model, const MeasureFn& measure,
                                              const ProgressFn& progress) {
   ValidationReport report;
-  double abs_pct = 0, tau_sum = 0;
-  int tau_pairs = 0, agree = 0, decisive_agree = 0;
+  double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0;
+  int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0;
   for (size_t ri = 0; ri < regions.size(); ++ri) {
     const HeldOutRegion& r = regions[ri];
     if (progress) progress(ri, regions.size(), r.ops);
@@ -117,6 +119,9 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     double tau = KendallTau(pred, meas, &pairs);
     tau_sum += tau * pairs;
     tau_pairs += pairs;
+    tau = KendallTau(pred, meas, &pairs, 0.05);
+    decisive_tau_sum += tau * pairs;
+    decisive_pairs += pairs;
     // Alternatives 0 and 1 are "fused" and "unfused".
     bool right = (pred[0] < pred[1]) == (meas[0] < meas[1]);
     ++report.decisions;
@@ -130,6 +135,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   if (report.items.empty()) return Status::FailedPrecondition("no region could be measured stably");
   report.mape = abs_pct / report.items.size();
   report.kendall_tau = tau_pairs ? tau_sum / tau_pairs : 0;
+  report.decisive_tau = decisive_pairs ? decisive_tau_sum / decisive_pairs : 0;
   report.agreement = report.decisions ? static_cast<double>(agree) / report.decisions : 0;
   report.decisive_agreement = report.decisive_decisions
                                   ? static_cast<double>(decisive_agree) / report.decisive_decisions
@@ -152,6 +158,7 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
           {"median_ape_percent", Percentile(errors, 0.5)},
           {"p90_ape_percent", Percentile(errors, 0.9)},
           {"kendall_tau", r.kendall_tau},
+          {"decisive_kendall_tau", r.decisive_tau},
           {"fuse_decision_agreement", r.agreement},
           {"decisive_fuse_decision_agreement", r.decisive_agreement},
           {"regions", r.regions},

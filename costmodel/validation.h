@@ -43,6 +43,7 @@ struct ValidationReport {
   std::vector<ValidationItem> items;
   double mape = 0;                // Percent.
   double kendall_tau = 0;         // Pair-weighted mean over regions.
+  double decisive_tau = 0;  // The same over pairs whose measured times differ by >= 5%.
   double agreement = 0;           // Fraction of fuse-or-not decisions the model gets right.
   double decisive_agreement = 0;  // The same over decisions with a measured gap >= 5%.
   int regions = 0, decisions = 0, decisive_decisions = 0, skipped_unstable = 0;
@@ -52,8 +53,10 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
                                              const CostModel& model, const MeasureFn& measure,
                                              const ProgressFn& progress = {});
 
-// Kendall's tau-a over pairs not tied in either ranking; 0 pairs -> 0.
-double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs);
+// Kendall's tau-a over pairs not tied in either ranking; 0 pairs -> 0. With min_gap > 0, only
+// pairs whose `b` values differ by at least that fraction count (measurement noise is no order).
+double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs,
+                  double min_gap = 0);
 
 nlohmann::json ReportToJson(const ValidationReport& r);
 

@@ -757,7 +757,9 @@ bool FusedLoop::IsBound() const {
 
 void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) const {
   int64_t tiles = (total + tile_ - 1) / tile_;
-#pragma omp parallel
+  // Waking the thread team costs microseconds (more with passive waiting); one tile is not worth
+  // it.
+#pragma omp parallel if (tiles > 1)
   {
     LoopScratch s;
 #pragma omp for schedule(static)

@@ -68,7 +68,8 @@ class RowReductionKernel : public GroupKernel {
   }
 
   void Run() override {
-#pragma omp parallel
+    // Small reductions run on the calling thread: waking the team costs more than they do.
+#pragma omp parallel if (rows_ > 1 && rows_ * len_ > 16384)
     {
       auto scratch = prologue_->NewScratch();
       std::vector<float> row(op_ == RowOp::kSoftmax ? len_ : 0);

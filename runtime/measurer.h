@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "graph/graph.h"
@@ -38,12 +39,13 @@ struct Measurement {
   int64_t median_ns = 0;
   int64_t min_ns = 0;
   int64_t max_ns = 0;
-  double cv = 0;  // Standard deviation / mean of the samples.
+  double cv = 0;  // Standard deviation / mean of the middle 80% of the samples (when 10+).
   int samples = 0;
   int attempts = 1;  // 1 + retries used.
   int threads = 0;
-  bool unstable = false;         // cv stayed above max_cv after every retry.
-  std::string ToString() const;  // "1.234 ms (cv 1.2%, n=57, 2 threads)".
+  bool unstable = false;            // cv stayed above max_cv after every retry.
+  std::vector<int64_t> samples_ns;  // Every timed run of the kept attempt, ascending.
+  std::string ToString() const;     // "1.234 ms (cv 1.2%, n=57, 2 threads)".
 };
 
 Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& options);

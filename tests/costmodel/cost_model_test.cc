@@ -23,6 +23,7 @@ HardwareProfile RoundNumbers() {
   p.overlap_alpha.value = 0.5;
   p.spill_ns_per_value.value = 0.5;
   p.dram_read_gbps.value = 20;
+  p.reorder_gbps.value = 10;
   return p;
 }
 
@@ -35,14 +36,14 @@ TEST(EvaluateFeatures, EachTermByHand) {
   f.kernels = 1;
   f.post_ops = 2;                  // 2000 + 2 * 100
   f.spilled_value_vectors = 1000;  // 1000 * 0.5
-  f.reorder_bytes = 200;           // 200 / 20 + 200 / 10 = 30
+  f.reorder_bytes = 200;           // 200 / 10 = 20
   CostTerms t = EvaluateFeatures(f, RoundNumbers());
   EXPECT_DOUBLE_EQ(t.compute_ns, 11000);
   EXPECT_DOUBLE_EQ(t.memory_ns, 11000);
   EXPECT_DOUBLE_EQ(t.launch_ns, 2200);
   EXPECT_DOUBLE_EQ(t.spill_ns, 500);
-  EXPECT_DOUBLE_EQ(t.reorder_ns, 30);
-  EXPECT_DOUBLE_EQ(t.total_ns, 11000 + 11000 - 0.5 * 11000 + 2200 + 500 + 30);
+  EXPECT_DOUBLE_EQ(t.reorder_ns, 20);
+  EXPECT_DOUBLE_EQ(t.total_ns, 11000 + 11000 - 0.5 * 11000 + 2200 + 500 + 20);
 }
 
 // x -> Add(bias) -> {Relu -> Exp, Tanh -> Sigmoid}: the shared Add can be recomputed.

@@ -28,7 +28,7 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
   std::vector<CalibrationSample> out;
   for (int i = 0; i < 400; ++i) {
     GroupFeatures f;
-    f.kernels = 1;
+    (i % 3 == 0 ? f.loop_kernels : f.kernels) = 1;
     int kind = i % 8;
     double size = std::pow(10, log_size(rng));
     if (kind < 6) f.flops[kind] = size * (kind == 4 ? 0.1 : 10);
@@ -37,6 +37,11 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     f.write_bytes[level] = size * (kind == 7 ? 4 : 0.25);
     if (i % 5 == 0) f.post_ops = 1 + (i % 7);
     if (i % 11 == 0) f.spilled_value_vectors = size / 8;
+    if (i % 7 == 3) f.indexed_elements = size;
+    if (i % 6 == 1) {
+      f.reorder_bytes = size * 2;
+      f.kernels += 2;
+    }
     double t = EvaluateFeatures(f, truth).total_ns * (1 + jitter(rng));
     out.push_back({"synthetic_" + std::to_string(i), f, t});
   }

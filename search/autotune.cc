@@ -1,0 +1,172 @@
+#include "search/autotune.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace fusor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Alternative {
+  std::string name;
+  FusionPlan plan;  // In region node ids.
+  double predicted_ns = 0;
+};
+
+std::string OpsOf(const Graph& r) {
+  std::string s;
+  for (const Node& n : r.nodes()) s += (s.empty() ? "" : "+") + n.op_type;
+  return s;
+}
+
+std::vector<Alternative> RegionAlternatives(const Graph& r, const FusionGroup& fused,
+                                            const CostModel& model) {
+  std::vector<std::pair<std::string, FusionPlan>> plans = {
+      {"fused", FusionPlan{{fused}}}, {"rules", RulesPlan(r, 64)}, {"unfused", UnfusedPlan(r)}};
+  SearchOptions exact;
+  exact.algorithm = SearchAlgorithm::kOptimal;
+  exact.allow_recompute = false;
+  if (auto best = SearchPlan(r, model, exact); best.ok()) plans.emplace_back("optimal", best->plan);
+  std::vector<Alternative> out;
+  for (auto& [name, plan] : plans) {
+    bool duplicate = std::any_of(out.begin(), out.end(), [&](const Alternative& a) { return a.plan == plan; });
+    if (duplicate || !CheckPlan(r, plan).ok()) continue;
+    out.push_back({name, plan, model.Cost(r, plan).total.total_ns});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Alternative& a, const Alternative& b) {
+    return a.predicted_ns < b.predicted_ns;
+  });
+  return out;
+}
+
+// The region's groups in global node ids.
+std::vector<FusionGroup> ToGlobal(const FusionPlan& local, const std::vector<NodeId>& nodes) {
+  std::vector<FusionGroup> out;
+  for (const FusionGroup& group : local.groups) {
+    FusionGroup global{group.kind, {}, {}};
+    for (NodeId n : group.nodes) global.nodes.push_back(nodes[n]);
+    out.push_back(std::move(global));
+  }
+  return out;
+}
+
+// Fused groups worth checking, largest predicted time first (the ones that matter most).
+std::vector<size_t> RegionOrder(const FusionPlan& plan, const PlanCost& cost) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    if (plan.groups[i].nodes.size() >= 2 && plan.groups[i].recomputed.empty()) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cost.groups[a].total_ns > cost.groups[b].total_ns;
+  });
+  return order;
+}
+
+class Refinement {
+ public:
+  Refinement(const Graph& g, const CostModel& model, const TargetFingerprint& target,
+             Measurer* measurer, const AutotuneOptions& options, const std::atomic<bool>* cancelled)
+      : g_(g), model_(model), target_(target), measurer_(measurer), options_(options),
+        cancelled_(cancelled), deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(options.time_limit_s))) {}
+
+  bool CanMeasure(int n) const {
+    bool cancelled = cancelled_ && cancelled_->load();
+    return !cancelled && Clock::now() < deadline_ && result_.measurements + n <= options_.measure_budget;
+  }
+
+  StatusOr<Measurement> Measure(const Graph& g, const FusionPlan& plan) {
+    ++result_.measurements;
+    return measurer_->MeasurePlan(g, plan);
+  }
+
+  // Measures the top alternatives of one fused group; returns its replacement groups.
+  StatusOr<std::vector<FusionGroup>> Refine(const FusionGroup& group) {
+    Graph r = g_.ExtractRegion(group.nodes);
+    FusionGroup fused{group.kind, {}, {}};
+    for (size_t i = 0; i < group.nodes.size(); ++i) fused.nodes.push_back(static_cast<NodeId>(i));
+    std::vector<Alternative> alternatives = RegionAlternatives(r, fused, model_);
+    size_t count = std::min<size_t>(alternatives.size(), options_.per_region);
+    if (count < 2) return std::vector<FusionGroup>{group};
+    std::vector<double> measured;
+    for (size_t i = 0; i < count && CanMeasure(1 + 2); ++i) {  // Keep two for the whole plans.
+      FUSOR_ASSIGN_OR_RETURN(Measurement m, Measure(r, alternatives[i].plan));
+      measured.push_back(m.unstable ? 1e300 : static_cast<double>(m.median_ns));
+      if (alternatives[i].plan.groups.size() == 1 && !m.unstable) {
+        GroupFeatures f = PlanFeatures(r, alternatives[i].plan, target_)[0];
+        result_.samples.push_back({"tune:" + OpsOf(r) + ":" + alternatives[i].name, f,
+                                   static_cast<double>(m.median_ns)});
+      }
+    }
+    size_t chosen = Choose(alternatives, measured);
+    for (size_t i = 0; i < measured.size(); ++i) {
+      result_.trials.push_back({OpsOf(r), alternatives[i].name, alternatives[i].predicted_ns,
+                                measured[i] >= 1e300 ? 0 : measured[i], i == chosen});
+    }
+    if (alternatives[chosen].name == "fused") return std::vector<FusionGroup>{group};
+    return ToGlobal(alternatives[chosen].plan, group.nodes);
+  }
+
+  AutotuneResult& result() { return result_; }
+
+ private:
+  // The fused group stays unless another alternative is measured faster by the noise margin.
+  size_t Choose(const std::vector<Alternative>& alternatives, const std::vector<double>& measured) {
+    size_t fused = 0, best = 0;
+    for (size_t i = 0; i < measured.size(); ++i) {
+      if (alternatives[i].name == "fused") fused = i;
+      if (measured[i] < measured[best]) best = i;
+    }
+    bool fused_measured = fused < measured.size() && alternatives[fused].name == "fused";
+    if (!fused_measured) return best;
+    return measured[best] < measured[fused] * (1 - options_.noise_margin) ? best : fused;
+  }
+
+  const Graph& g_;
+  const CostModel& model_;
+  const TargetFingerprint& target_;
+  Measurer* measurer_;
+  const AutotuneOptions& options_;
+  const std::atomic<bool>* cancelled_;
+  Clock::time_point deadline_;
+  AutotuneResult result_;
+};
+
+}  // namespace
+
+StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
+                                  const TargetFingerprint& target, const FusionPlan& start,
+                                  Measurer* measurer, const AutotuneOptions& options,
+                                  const AutotuneProgress& progress,
+                                  const std::atomic<bool>* cancelled) {
+  Refinement refine(g, model, target, measurer, options, cancelled);
+  PlanCost cost = model.Cost(g, start);
+  std::vector<size_t> order = RegionOrder(start, cost);
+  std::vector<std::vector<FusionGroup>> replacement(start.groups.size());
+  for (size_t i = 0; i < start.groups.size(); ++i) replacement[i] = {start.groups[i]};
+  size_t done = 0;
+  for (size_t gi : order) {
+    if (!refine.CanMeasure(3)) {
+      refine.result().stopped_early = true;
+      break;
+    }
+    FUSOR_ASSIGN_OR_RETURN(replacement[gi], refine.Refine(start.groups[gi]));
+    ++done;
+    if (progress) {
+      progress(static_cast<double>(done) / (order.size() + 1), "region " + std::to_string(done));
+    }
+  }
+  if (cancelled && cancelled->load()) return Status::Cancelled("tuning was cancelled");
+  AutotuneResult& result = refine.result();
+  for (auto& groups : replacement) {
+    for (auto& group : groups) result.plan.groups.push_back(std::move(group));
+  }
+  FUSOR_RETURN_IF_ERROR(CheckPlan(g, result.plan).WithContext("measured refinement"));
+  FUSOR_ASSIGN_OR_RETURN(result.measured, refine.Measure(g, result.plan));
+  FUSOR_ASSIGN_OR_RETURN(result.unfused_measured, refine.Measure(g, UnfusedPlan(g)));
+  if (progress) progress(1.0, "measured");
+  return std::move(result);
+}
+
+}  // namespace fusor

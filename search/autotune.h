@@ -1,0 +1,59 @@
+// Measured refinement of a searched plan (autotuning). The cost model is wrong sometimes; the
+// runtime is the judge. The plan's fused groups are visited largest predicted time first; for each,
+// its alternatives (as fused, split as the rules baseline would, every op alone, and the exact
+// search's best partition when it differs) are ranked by predicted time, and the top `per_region`
+// are measured on the group's region alone. A different alternative replaces the fused group only
+// if it is measured faster by more than `noise_margin` (so noise does not undo good fusions).
+// Finally the resulting plan and the unfused plan are measured whole. Every measurement counts
+// against `measure_budget`; `time_limit_s` and the cancelled flag stop early with what is known.
+// Also returns each single-group measurement as a calibration sample, for later refits.
+// Uses the runtime through the Measurer seam; not thread-safe (one measurement at a time).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "costmodel/calibration.h"
+#include "costmodel/cost_model.h"
+#include "runtime/measurer.h"
+#include "search/plan_search.h"
+
+namespace fusor {
+
+struct AutotuneOptions {
+  int measure_budget = 8;      // Region alternatives plus the two whole-plan measurements.
+  int per_region = 3;          // Alternatives measured per region, best predicted first.
+  double noise_margin = 0.03;  // Relative gain an alternative needs to displace the fused group.
+  double time_limit_s = 120;
+};
+
+struct RegionTrial {
+  std::string ops;  // "Conv+Relu"
+  std::string alternative;
+  double predicted_ns = 0;
+  double measured_ns = 0;
+  bool chosen = false;
+};
+
+struct AutotuneResult {
+  FusionPlan plan;
+  Measurement measured;          // The final plan, whole.
+  Measurement unfused_measured;  // Every op alone, whole: the baseline for the speed-up.
+  std::vector<RegionTrial> trials;
+  std::vector<CalibrationSample> samples;
+  int measurements = 0;
+  bool stopped_early = false;  // Budget, time limit or cancellation cut the refinement short.
+};
+
+using AutotuneProgress = std::function<void(double fraction, const std::string& detail)>;
+
+StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
+                                  const TargetFingerprint& target, const FusionPlan& start,
+                                  Measurer* measurer, const AutotuneOptions& options,
+                                  const AutotuneProgress& progress = {},
+                                  const std::atomic<bool>* cancelled = nullptr);
+
+}  // namespace fusor

@@ -1,0 +1,35 @@
+// TunerApi: the fusor.v1.FusionTuner service as a C++ interface, in the wire messages. Three
+// implementations share it: TuningService (the in-process core: search, measurement, database),
+// the gRPC service in fusord, which adapts it to the network, and RemoteTuner in the client, which
+// calls a fusord over gRPC. The CLI works against TunerApi, so local and remote mode run the same
+// code paths. Errors are Status (never exceptions). Implementations are safe to call from many
+// threads at once.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "base/status.h"
+#include "proto/tuner.pb.h"
+
+namespace fusor {
+
+class TunerApi {
+ public:
+  using EventSink = std::function<void(const v1::TuneEvent&)>;
+
+  virtual ~TunerApi() = default;
+
+  // Tunes a graph: sends Progress events while it runs, then exactly one Result event, and returns
+  // ok; or returns the error. Stops with Cancelled soon after *cancelled becomes true.
+  virtual Status Tune(const v1::TuneRequest& request, const EventSink& on_event,
+                      const std::atomic<bool>* cancelled) = 0;
+  virtual StatusOr<v1::GetPlanResponse> GetPlan(const v1::GetPlanRequest& request) = 0;
+  virtual StatusOr<v1::QueryPlansResponse> QueryPlans(const v1::QueryPlansRequest& request) = 0;
+  virtual StatusOr<v1::RegisterTargetResponse> RegisterTarget(
+      const v1::RegisterTargetRequest& request) = 0;
+  virtual StatusOr<v1::ListTargetsResponse> ListTargets(const v1::ListTargetsRequest& request) = 0;
+  virtual StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) = 0;
+};
+
+}  // namespace fusor

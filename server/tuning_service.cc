@@ -1,0 +1,335 @@
+#include "server/tuning_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "costmodel/calibration.h"
+#include "costmodel/cost_model.h"
+#include "db/sqlite_plan_store.h"
+#include "graph/canonical.h"
+#include "graph/graph_proto.h"
+#include "runtime/measurer.h"
+#include "runtime/onednn_info.h"
+#include "search/autotune.h"
+#include "search/plan_search.h"
+
+namespace fusor {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+v1::TuneEvent Progress(const std::string& stage, double fraction, const std::string& detail) {
+  v1::TuneEvent e;
+  e.mutable_progress()->set_stage(stage);
+  e.mutable_progress()->set_fraction(fraction);
+  e.mutable_progress()->set_detail(detail);
+  return e;
+}
+
+StatusOr<SearchOptions> SearchOptionsOf(const v1::TuneOptions& o) {
+  SearchOptions s;
+  FUSOR_ASSIGN_OR_RETURN(s.algorithm, ParseAlgorithm(o.algorithm()));
+  s.seed = o.seed();
+  if (o.memory_budget_bytes() < 0 || o.measure_budget() < 0 || o.time_limit_s() < 0) {
+    return Status::InvalidArgument(
+        "memory_budget_bytes, measure_budget and time_limit_s must not be negative (0 means the "
+        "server's default)");
+  }
+  s.memory_budget_bytes = o.memory_budget_bytes();
+  return s;
+}
+
+void FillGroupPredictions(const PlanCost& cost, v1::Plan* plan) {
+  for (int i = 0; i < plan->groups_size() && i < static_cast<int>(cost.groups.size()); ++i) {
+    const CostTerms& t = cost.groups[i];
+    auto* p = plan->mutable_groups(i)->mutable_predicted();
+    p->set_compute_ns(t.compute_ns);
+    p->set_memory_ns(t.memory_ns);
+    p->set_spill_ns(t.spill_ns);
+    p->set_launch_ns(t.launch_ns);
+    p->set_reorder_ns(t.reorder_ns);
+    p->set_total_ns(t.total_ns);
+  }
+}
+
+void FillMaterialized(const Graph& g, const FusionPlan& plan, v1::Plan* out) {
+  auto materialized = AllMaterializedOutputs(g, plan);
+  for (size_t i = 0; i < materialized.size(); ++i) {
+    for (TensorId t : materialized[i]) out->mutable_groups(i)->add_materialized(g.tensor(t).name);
+  }
+}
+
+db::Measurement ToDb(const Measurement& m) {
+  db::Measurement d;
+  for (int64_t s : m.samples_ns) d.samples_ns.push_back(static_cast<double>(s));
+  if (d.samples_ns.empty()) d.samples_ns.push_back(static_cast<double>(m.median_ns));
+  return d;
+}
+
+}  // namespace
+
+struct TuningService::State {
+  TuningServiceOptions options;
+  std::unique_ptr<db::SqlitePlanStore> store;
+  TargetFingerprint local;
+  mutable std::mutex profile_mu;
+  HardwareProfile local_profile;  // Guarded by profile_mu.
+  // One measurement at a time: two would share the cores and disturb each other's timings.
+  std::mutex measure_mu;
+
+  HardwareProfile LocalProfile() const {
+    std::lock_guard<std::mutex> lock(profile_mu);
+    return local_profile;
+  }
+
+  StatusOr<HardwareProfile> ProfileOf(const std::string& target_id) const {
+    if (target_id.empty() || target_id == local.Id()) return LocalProfile();
+    auto p = store->GetTarget(target_id);
+    if (!p.ok()) {
+      if (p.status().code() != Status::Code::kNotFound) return p.status();
+      return Status::NotFound("target '" + target_id +
+                              "' is not registered; register its calibrated profile first "
+                              "(fusor targets register) or tune for this server's own CPU");
+    }
+    return ProfileFromProto(*p);
+  }
+
+  OneDnnMeasurerOptions MeasurerOptions(double min_ms, int retries) const {
+    OneDnnMeasurerOptions m;
+    m.executor.threads = options.measure_threads;
+    m.timing.warmup = 2;
+    m.timing.min_repeats = 5;
+    m.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
+    m.timing.retries = retries;
+    m.timing.max_cv = 0.10;
+    return m;
+  }
+};
+
+TuningService::TuningService(std::unique_ptr<State> state) : state_(std::move(state)) {}
+TuningService::~TuningService() = default;
+
+StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningServiceOptions& options) {
+  auto state = std::make_unique<State>();
+  state->options = options;
+  FUSOR_ASSIGN_OR_RETURN(state->store,
+                         db::SqlitePlanStore::Open(options.db_path, db::SqliteOpenOptions{}));
+  FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
+  auto stored = state->store->GetTarget(state->local.Id());
+  if (stored.ok()) {
+    FUSOR_ASSIGN_OR_RETURN(state->local_profile, ProfileFromProto(*stored));
+  } else if (stored.status().code() == Status::Code::kNotFound) {
+    // Uncalibrated: the documented defaults, until Calibrate runs.
+    state->local_profile.target = state->local;
+    v1::HardwareProfile p;
+    ProfileToProto(state->local_profile, &p);
+    FUSOR_RETURN_IF_ERROR(state->store->PutTarget(p));
+  } else {
+    return stored.status();
+  }
+  spdlog::info("tuning service: db={} target={} isa={} calibrated={}", options.db_path,
+               state->local.Id(), state->local.isa, state->local_profile.calibrated_unix_ms != 0);
+  return std::unique_ptr<TuningService>(new TuningService(std::move(state)));
+}
+
+std::string TuningService::local_target_id() const { return state_->local.Id(); }
+
+// The tuning pipeline, in order: validate, cache, search, measure (own CPU only), store.
+Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_event,
+                           const std::atomic<bool>* cancelled) {
+  auto is_cancelled = [&] { return cancelled && cancelled->load(); };
+  on_event(Progress("validate", 0.0, "checking the graph"));
+  auto parsed = FromProto(request.graph(), state_->options.limits);
+  if (!parsed.ok())
+    return parsed.status().WithContext("graph '" + request.graph().model_name() + "'");
+  Graph g = Canonicalize(*parsed);
+  std::string hash = CanonicalHash(g);
+  std::string target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();
+  FUSOR_ASSIGN_OR_RETURN(HardwareProfile profile, state_->ProfileOf(target_id));
+  FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options()));
+  bool local = target_id == state_->local.Id();
+  int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
+                                                      : state_->options.default_measure_budget;
+  std::string options_text =
+      search.CanonicalText() + ";measure_budget=" + std::to_string(local ? budget : 0);
+  db::PlanKey key{hash, target_id, kCostModelVersion, options_text};
+
+  if (!request.force()) {
+    auto cached = state_->store->GetPlan(key, kCostModelVersion);
+    if (cached.ok() && !cached->stale) {
+      spdlog::info("tune: graph={} target={} cache hit", hash.substr(0, 16), target_id);
+      v1::TuneEvent e;
+      *e.mutable_result()->mutable_plan() = cached->plan;
+      e.mutable_result()->set_cache_hit(true);
+      on_event(e);
+      return Status::Ok();
+    }
+  }
+
+  on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
+  AnalyticalCostModel model(profile);
+  FUSOR_ASSIGN_OR_RETURN(SearchResult searched, SearchPlan(g, model, search));
+  if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
+  FusionPlan plan = searched.plan;
+  std::vector<db::Measurement> measurements;
+  v1::Plan out;
+  if (local && budget > 0) {
+    on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
+    std::lock_guard<std::mutex> lock(state_->measure_mu);
+    OneDnnMeasurer measurer(state_->MeasurerOptions(state_->options.min_measure_ms, 1));
+    AutotuneOptions autotune;
+    autotune.measure_budget = budget + 2;
+    double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
+                                                        : state_->options.default_time_limit_s;
+    autotune.time_limit_s = limit;
+    auto tuned = Autotune(
+        g, model, profile.target, plan, &measurer, autotune,
+        [&](double f, const std::string& d) { on_event(Progress("measure", 0.3 + 0.6 * f, d)); },
+        cancelled);
+    if (!tuned.ok()) return tuned.status();
+    plan = tuned->plan;
+    out.set_measured_ns(static_cast<double>(tuned->measured.median_ns));
+    out.set_unfused_measured_ns(static_cast<double>(tuned->unfused_measured.median_ns));
+    measurements.push_back(ToDb(tuned->measured));
+  }
+  if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
+
+  on_event(Progress("store", 0.95, "storing the plan"));
+  PlanCost cost = model.Cost(g, plan);
+  PlanToProto(plan, &out);
+  FillGroupPredictions(cost, &out);
+  FillMaterialized(g, plan, &out);
+  out.set_graph_hash(hash);
+  out.set_target_id(target_id);
+  out.set_cost_model_version(kCostModelVersion);
+  out.set_search_options(options_text);
+  out.set_predicted_ns(cost.total.total_ns);
+  out.set_unfused_predicted_ns(model.Cost(g, UnfusedPlan(g)).total.total_ns);
+  out.set_peak_memory_bytes(cost.peak_activation_bytes);
+  out.set_created_unix_ms(NowMs());
+  FUSOR_RETURN_IF_ERROR(state_->store->PutPlan(out, ToProto(g), measurements));
+  spdlog::info("tune: graph={} target={} groups={} predicted={:.3f}ms measured={:.3f}ms",
+               hash.substr(0, 16), target_id, out.groups_size(), out.predicted_ns() / 1e6,
+               out.measured_ns() / 1e6);
+  v1::TuneEvent e;
+  *e.mutable_result()->mutable_plan() = out;
+  e.mutable_result()->set_cache_hit(false);
+  on_event(e);
+  return Status::Ok();
+}
+
+StatusOr<v1::GetPlanResponse> TuningService::GetPlan(const v1::GetPlanRequest& request) {
+  if (request.graph_hash().size() != 64) {
+    return Status::InvalidArgument(
+        "graph_hash must be 64 hex characters (a canonical hash), got '" + request.graph_hash() +
+        "'");
+  }
+  std::string target = request.target_id().empty() ? state_->local.Id() : request.target_id();
+  v1::GetPlanResponse response;
+  auto best = state_->store->BestPlan(request.graph_hash(), target, kCostModelVersion);
+  if (best.ok()) {
+    *response.mutable_plan() = best->plan;
+    return response;
+  }
+  if (best.status().code() != Status::Code::kNotFound) return best.status();
+  // Nothing current: say so with the newest stale plan, if any.
+  db::PlanQuery q;
+  q.graph_hash_prefix = request.graph_hash();
+  q.target_id = target;
+  q.current_cost_model_version = kCostModelVersion;
+  q.page_size = 1;
+  FUSOR_ASSIGN_OR_RETURN(db::PlanPage page, state_->store->QueryPlans(q));
+  if (page.plans.empty()) {
+    return Status::NotFound("no plan for graph " + request.graph_hash() + " on target " + target);
+  }
+  *response.mutable_plan() = page.plans[0].plan;
+  response.set_stale(true);
+  return response;
+}
+
+StatusOr<v1::QueryPlansResponse> TuningService::QueryPlans(const v1::QueryPlansRequest& request) {
+  if (request.page_size() < 0) return Status::InvalidArgument("page_size must not be negative");
+  db::PlanQuery q;
+  q.model_name = request.model_name();
+  q.target_id = request.target_id();
+  q.created_after_unix_ms = request.created_after_unix_ms();
+  q.created_before_unix_ms = request.created_before_unix_ms();
+  q.min_speedup = request.min_speedup();
+  q.current_cost_model_version = kCostModelVersion;
+  q.page_size = request.page_size();
+  q.page_token = request.page_token();
+  FUSOR_ASSIGN_OR_RETURN(db::PlanPage page, state_->store->QueryPlans(q));
+  v1::QueryPlansResponse response;
+  for (auto& p : page.plans) *response.add_plans() = std::move(p.plan);
+  response.set_next_page_token(page.next_page_token);
+  return response;
+}
+
+StatusOr<v1::RegisterTargetResponse> TuningService::RegisterTarget(
+    const v1::RegisterTargetRequest& request) {
+  FUSOR_ASSIGN_OR_RETURN(HardwareProfile p, ProfileFromProto(request.profile()));
+  if (p.cost_model_version != kCostModelVersion) {
+    return Status::FailedPrecondition("profile was fitted for cost model '" + p.cost_model_version +
+                                      "', this server uses '" + kCostModelVersion +
+                                      "'; recalibrate the target with this fusor version");
+  }
+  v1::HardwareProfile canonical;
+  ProfileToProto(p, &canonical);
+  FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(canonical));
+  if (p.target.Id() == state_->local.Id()) {
+    std::lock_guard<std::mutex> lock(state_->profile_mu);
+    state_->local_profile = p;
+  }
+  v1::RegisterTargetResponse response;
+  response.set_target_id(p.target.Id());
+  return response;
+}
+
+StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTargetsRequest&) {
+  FUSOR_ASSIGN_OR_RETURN(auto targets, state_->store->ListTargets());
+  v1::ListTargetsResponse response;
+  for (auto& t : targets) *response.add_profiles() = std::move(t);
+  return response;
+}
+
+StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequest& request) {
+  std::lock_guard<std::mutex> lock(state_->measure_mu);
+  HardwareProfile start = state_->LocalProfile();
+  start.target = state_->local;
+  double limit = request.time_limit_s() > 0 ? request.time_limit_s()
+                                            : state_->options.calibration_time_limit_s;
+  // Calibration has a minute: ~100 ms per benchmark and two retries keep most of them stable on
+  // a shared machine.
+  OneDnnMeasurer measurer(state_->MeasurerOptions(100, 2));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+  MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::DeadlineExceeded("calibration passed its time limit of " +
+                                      std::to_string(limit) + " s");
+    }
+    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
+    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
+  };
+  FUSOR_ASSIGN_OR_RETURN(CalibrationResult result,
+                         fusor::Calibrate(CalibrationSuite(state_->local), start, measure));
+  v1::CalibrateResponse response;
+  ProfileToProto(result.profile, response.mutable_profile());
+  FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(response.profile()));
+  {
+    std::lock_guard<std::mutex> plock(state_->profile_mu);
+    state_->local_profile = result.profile;
+  }
+  spdlog::info("calibrate: target={} samples={} rms_error={:.3f} skipped_unstable={}",
+               state_->local.Id(), result.samples.size(), result.report.rms_rel_error,
+               result.skipped_unstable);
+  for (const auto& name : result.unstable)
+    spdlog::info("calibrate: unstable, not fitted: {}", name);
+  return response;
+}
+
+}  // namespace fusor

@@ -1,0 +1,57 @@
+// TuningService: the transport-free core of the tuning service (TunerApi). Tune validates the
+// untrusted graph (FromProto with limits), canonicalises and hashes it, answers from the database
+// when a current plan is stored for (hash, target, cost-model version, options), and otherwise
+// searches with the target's calibrated cost model, refines the result by measuring alternatives
+// on this CPU (only when the target is this machine), and stores the plan with its measurements.
+// RegisterTarget / ListTargets / Calibrate manage hardware profiles; the service's own CPU is
+// detected at Open and calibrated on demand.
+//
+// Owns its database connection. Thread-safe: Tune calls may run concurrently (each measurement
+// runs under a lock, since two measurements at once on one CPU would disturb each other).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "costmodel/hardware_profile.h"
+#include "db/plan_store.h"
+#include "graph/validate.h"
+#include "server/tuner_api.h"
+
+namespace fusor {
+
+struct TuningServiceOptions {
+  std::string db_path;                // SQLite tuning database (created if missing).
+  ValidationLimits limits;            // Node count and tensor size caps for submitted graphs.
+  int measure_threads = 0;            // OpenMP threads for measurements; 0: all cores.
+  int default_measure_budget = 6;     // Measurements per Tune when the request says 0.
+  double default_time_limit_s = 120;  // Wall-clock limit per Tune when the request says 0.
+  double calibration_time_limit_s = 60;
+  double min_measure_ms = 30;  // Timing: repeat each measurement until this much time.
+};
+
+class TuningService final : public TunerApi {
+ public:
+  static StatusOr<std::unique_ptr<TuningService>> Open(const TuningServiceOptions& options);
+  ~TuningService() override;
+
+  Status Tune(const v1::TuneRequest& request, const EventSink& on_event,
+              const std::atomic<bool>* cancelled) override;
+  StatusOr<v1::GetPlanResponse> GetPlan(const v1::GetPlanRequest& request) override;
+  StatusOr<v1::QueryPlansResponse> QueryPlans(const v1::QueryPlansRequest& request) override;
+  StatusOr<v1::RegisterTargetResponse> RegisterTarget(
+      const v1::RegisterTargetRequest& request) override;
+  StatusOr<v1::ListTargetsResponse> ListTargets(const v1::ListTargetsRequest& request) override;
+  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) override;
+
+  // The fingerprint id of the CPU this service runs on.
+  std::string local_target_id() const;
+
+ private:
+  struct State;
+  explicit TuningService(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace fusor

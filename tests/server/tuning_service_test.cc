@@ -1,0 +1,222 @@
+// The tuning core end to end, in process: a real SQLite file, real oneDNN measurements.
+#include "server/tuning_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "costmodel/hardware_profile.h"
+#include "graph/canonical.h"
+#include "graph/graph_proto.h"
+#include "graph/onnx_import.h"
+#include "graph/plan.h"
+
+namespace fusor {
+namespace {
+
+class TuningServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/fusor_service_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    TuningServiceOptions o;
+    o.db_path = dir_ + "/tuning.db";
+    o.default_measure_budget = 3;
+    o.min_measure_ms = 5;
+    auto s = TuningService::Open(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    service_ = std::move(s).value();
+    auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/squeezenet1_1.onnx");
+    ASSERT_TRUE(g.ok());
+    graph_ = *g;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  StatusOr<v1::TuneEvent::Result> Tune(v1::TuneRequest request,
+                                       std::vector<std::string>* stages = nullptr,
+                                       const std::atomic<bool>* cancelled = nullptr) {
+    v1::TuneEvent::Result result;
+    int results = 0;
+    Status s = service_->Tune(
+        request,
+        [&](const v1::TuneEvent& e) {
+          if (e.has_result()) {
+            result = e.result();
+            ++results;
+          } else if (stages) {
+            stages->push_back(e.progress().stage());
+          }
+        },
+        cancelled);
+    if (!s.ok()) return s;
+    EXPECT_EQ(results, 1);
+    return result;
+  }
+
+  v1::TuneRequest Request() {
+    v1::TuneRequest r;
+    *r.mutable_graph() = ToProto(graph_);
+    return r;
+  }
+
+  std::string dir_;
+  std::unique_ptr<TuningService> service_;
+  Graph graph_;
+};
+
+TEST_F(TuningServiceTest, TuneMeasuresStoresAndThenHitsTheCache) {
+  std::vector<std::string> stages;
+  auto first = Tune(Request(), &stages);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->cache_hit());
+  const v1::Plan& plan = first->plan();
+  EXPECT_EQ(plan.graph_hash(), CanonicalHash(graph_));
+  EXPECT_EQ(plan.target_id(), service_->local_target_id());
+  EXPECT_GT(plan.measured_ns(), 0);
+  EXPECT_GT(plan.unfused_measured_ns(), 0);
+  EXPECT_GT(plan.predicted_ns(), 0);
+  EXPECT_LT(plan.predicted_ns(), plan.unfused_predicted_ns());
+  EXPECT_LT(plan.groups_size(), static_cast<int>(graph_.num_nodes()));
+  auto legal = PlanFromProto(graph_, plan);
+  EXPECT_TRUE(legal.ok()) << legal.status().ToString();
+  EXPECT_EQ(stages.front(), "validate");
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "measure"), stages.end());
+
+  auto second = Tune(Request());
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->cache_hit());
+  EXPECT_EQ(second->plan().created_unix_ms(), plan.created_unix_ms());
+
+  v1::TuneRequest force = Request();
+  force.set_force(true);
+  auto third = Tune(force);
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third->cache_hit());
+
+  v1::GetPlanRequest get;
+  get.set_graph_hash(plan.graph_hash());
+  auto got = service_->GetPlan(get);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_FALSE(got->stale());
+  EXPECT_EQ(got->plan().graph_hash(), plan.graph_hash());
+
+  v1::QueryPlansRequest query;
+  query.set_model_name("squeezenet1_1");
+  auto page = service_->QueryPlans(query);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->plans_size(), 1);  // Same key: the forced retune replaced it.
+}
+
+TEST_F(TuningServiceTest, NamesWhatIsWrongWithARequest) {
+  v1::TuneRequest bad = Request();
+  bad.mutable_graph()->mutable_nodes(0)->set_inputs(0, "nowhere");
+  auto r = Tune(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("'nowhere'"), std::string::npos) << r.status().message();
+
+  v1::TuneRequest unknown = Request();
+  unknown.set_target_id("feedfacefeedfacefeedface");
+  r = Tune(unknown);
+  EXPECT_EQ(r.status().code(), Status::Code::kNotFound);
+
+  v1::TuneRequest algo = Request();
+  algo.mutable_options()->set_algorithm("fastest");
+  EXPECT_EQ(Tune(algo).status().code(), Status::Code::kInvalidArgument);
+
+  v1::TuneRequest negative = Request();
+  negative.mutable_options()->set_measure_budget(-1);
+  EXPECT_EQ(Tune(negative).status().code(), Status::Code::kInvalidArgument);
+
+  v1::GetPlanRequest short_hash;
+  short_hash.set_graph_hash("abc");
+  EXPECT_EQ(service_->GetPlan(short_hash).status().code(), Status::Code::kInvalidArgument);
+  v1::GetPlanRequest missing;
+  missing.set_graph_hash(std::string(64, 'a'));
+  EXPECT_EQ(service_->GetPlan(missing).status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(TuningServiceTest, ARegisteredRemoteTargetIsTunedByPredictionOnly) {
+  HardwareProfile remote;
+  remote.target.cpu_model = "Remote Xeon";
+  remote.target.isa = "avx512_core";
+  remote.target.vector_registers = 32;
+  remote.target.vector_width_bits = 512;
+  remote.target.onednn_version = "2.6.3";
+  remote.calibrated_unix_ms = 1;
+  v1::RegisterTargetRequest reg;
+  ProfileToProto(remote, reg.mutable_profile());
+  auto id = service_->RegisterTarget(reg);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->target_id(), remote.target.Id());
+  auto targets = service_->ListTargets({});
+  ASSERT_TRUE(targets.ok());
+  EXPECT_EQ(targets->profiles_size(), 2);  // This CPU and the remote one.
+
+  v1::TuneRequest request = Request();
+  request.set_target_id(remote.target.Id());
+  auto r = Tune(request);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->plan().target_id(), remote.target.Id());
+  EXPECT_EQ(r->plan().measured_ns(), 0);  // Not this CPU: nothing measured here.
+  // A plan for one target is never served for another.
+  v1::GetPlanRequest local;
+  local.set_graph_hash(r->plan().graph_hash());
+  EXPECT_EQ(service_->GetPlan(local).status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(TuningServiceTest, RecalibrationMakesStoredPlansStale) {
+  v1::TuneRequest request = Request();
+  request.mutable_options()->set_algorithm("greedy");
+  auto first = Tune(request);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // A newer profile of this very CPU arrives (as `fusor targets register` would send).
+  auto targets = service_->ListTargets({});
+  ASSERT_TRUE(targets.ok());
+  v1::RegisterTargetRequest reg;
+  for (const auto& p : targets->profiles()) {
+    if (p.target().id() == service_->local_target_id()) *reg.mutable_profile() = p;
+  }
+  reg.mutable_profile()->set_calibrated_unix_ms(first->plan().created_unix_ms() + 1000);
+  ASSERT_TRUE(service_->RegisterTarget(reg).ok());
+  v1::GetPlanRequest get;
+  get.set_graph_hash(first->plan().graph_hash());
+  auto got = service_->GetPlan(get);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->stale());
+  auto again = Tune(request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->cache_hit());
+}
+
+TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausiblyAndQuickly) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = service_->Calibrate({});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto p = ProfileFromProto(r->profile());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_GT(p->calibrated_unix_ms, 0);
+  EXPECT_TRUE(CheckPlausible(*p).ok());
+  // Ranges, not constants: any CPU of this decade.
+  EXPECT_GT(p->matmul_gflops.value, 1);
+  EXPECT_LT(p->matmul_gflops.value, 20000);
+  EXPECT_GT(p->dram_read_gbps.value, 0.5);
+  EXPECT_LT(p->dram_read_gbps.value, 2000);
+  EXPECT_GT(p->dispatch_ns.value, 10);
+  EXPECT_LT(p->dispatch_ns.value, 1e6);
+  EXPECT_GT(p->matmul_gflops.samples, 0);
+  EXPECT_LT(seconds, 60);
+  std::printf("calibration took %.1f s\n", seconds);
+}
+
+TEST_F(TuningServiceTest, ACancelledJobStopsWithCancelled) {
+  std::atomic<bool> cancelled{true};
+  auto r = Tune(Request(), nullptr, &cancelled);
+  EXPECT_EQ(r.status().code(), Status::Code::kCancelled);
+}
+
+}  // namespace
+}  // namespace fusor
