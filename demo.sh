@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Quick start, part 1: installs what is missing, builds the fusor CLI, and runs Fusor's main job on
-# the bundled ResNet-18 with embedded defaults. Extra arguments replace the default model command,
-# e.g. ./demo.sh inspect models/bert_base_encoder.onnx --json
+# the bundled ResNet-18 with embedded defaults: tune it end to end (search, measure on this CPU,
+# store the plan in the local tuning database). Extra arguments replace the default command,
+# e.g. ./demo.sh tune models/bert_base_encoder.onnx, or ./demo.sh plan explain models/resnet18.onnx
 set -euo pipefail
 cd "$(dirname "$0")"
 ./deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j2 --target fusor
 if [ $# -eq 0 ]; then
-  set -- inspect models/resnet18.onnx
+  set -- tune models/resnet18.onnx
 fi
 exec ./build/client/fusor "$@"

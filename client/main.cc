@@ -7,7 +7,10 @@
 #include "client/db_commands.h"
 #include "client/exit_codes.h"
 #include "client/inspect_command.h"
+#include "client/plan_command.h"
 #include "client/run_command.h"
+#include "client/targets_command.h"
+#include "client/tune_command.h"
 
 int main(int argc, char** argv) {
   // OpenMP threads that spin while waiting steal the core from the other thread on a shared
@@ -20,9 +23,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "fusor 0.1.0");
   int exit_code = fusor::kExitOk;
+  fusor::AddTuneCommand(app, &exit_code);
+  fusor::AddPlanCommands(app, &exit_code);
   fusor::AddInspectCommand(app, &exit_code);
   fusor::AddRunCommand(app, &exit_code);
   fusor::AddDbCommands(app, &exit_code);
+  fusor::AddTargetCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

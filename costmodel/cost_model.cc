@@ -140,7 +140,16 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, GroupFeatures* f) 
 // channels divide by 8, reorder their input to oneDNN's blocked layout and their output back
 // (each a kernel of its own), and a per-element binary post-op operand of a Conv is reordered too.
 void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
-  const Node& head = g.node(group.nodes.front());
+  // The group's anchor or reduction: the first node, or the one after a reduction's prologue.
+  NodeId primary = group.nodes.front();
+  for (NodeId id : group.nodes) {
+    OpClass c = ClassifyNode(g, g.node(id));
+    if (c == OpClass::kAnchor || c == OpClass::kReduction) {
+      primary = id;
+      break;
+    }
+  }
+  const Node& head = g.node(primary);
   const Shape& in = head.inputs.empty() ? Shape{} : g.tensor(head.inputs[0]).dims;
   bool conv = head.op_type == "Conv";
   bool pooling = (head.op_type == "MaxPool" || head.op_type == "AveragePool") && in.size() == 4 &&
@@ -153,6 +162,7 @@ void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
   for (size_t i = 1; i < group.nodes.size(); ++i) {
     for (TensorId t : g.node(group.nodes[i]).inputs) {
       if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
+      if (group.nodes[i] < primary) continue;
       if (g.tensor(t).dims == g.tensor(head.outputs[0]).dims) {
         f->kernels += 1;
         f->reorder_bytes += static_cast<double>(g.tensor(t).bytes());

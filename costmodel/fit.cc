@@ -1,5 +1,6 @@
 #include "costmodel/fit.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fusor {
@@ -32,6 +33,17 @@ class Problem {
   }
 
   size_t num_params() const { return names_.size(); }
+
+  // Keeps a step inside each parameter's plausible range (slightly inside, so the result passes
+  // CheckPlausible): a constant few samples pin must not run off to an absurd value.
+  void Clamp(std::vector<double>* u) const {
+    for (size_t j = 0; j < u->size(); ++j) {
+      auto [lo, hi] = PlausibleRange(names_[j]);
+      double a = Coordinates::ToU(names_[j], std::max(lo * 1.01, lo + 1e-6));
+      double b = Coordinates::ToU(names_[j], hi * 0.99);
+      (*u)[j] = std::clamp((*u)[j], a, b);
+    }
+  }
   size_t num_residuals() const { return samples_.size() + names_.size(); }
   const std::vector<double>& start() const { return u0_; }
 
@@ -144,6 +156,7 @@ int Minimise(const Problem& p, const FitOptions& options, std::vector<double>* u
     if (!Step(J, r, lambda, &delta)) break;
     std::vector<double> v = *u;
     for (size_t j = 0; j < v.size(); ++j) v[j] += delta[j];
+    p.Clamp(&v);
     std::vector<double> rv = p.Residuals(v);
     double cv = SumSquares(rv);
     if (cv < cost) {
@@ -201,6 +214,7 @@ StatusOr<FitReport> FitProfile(const std::vector<CalibrationSample>& samples,
   }
   Problem problem(samples, *profile, options.prior_weight);
   std::vector<double> u = problem.start();
+  problem.Clamp(&u);
   FitReport report;
   report.iterations = Minimise(problem, options, &u, &report.converged);
   problem.Apply(u, profile);

@@ -317,6 +317,11 @@ StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& in) {
   return p;
 }
 
+std::pair<double, double> PlausibleRange(const std::string& name) {
+  Bounds b = PlausibleBounds(name);
+  return {b.lo, b.hi};
+}
+
 Status CheckPlausible(const HardwareProfile& p) {
   for (const auto& [name, f] : p.Parameters()) {
     Bounds b = PlausibleBounds(name);

@@ -98,4 +98,7 @@ StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& p);
 // bandwidth between 0.1 GB/s and 10 TB/s, 0 <= alpha <= 1); the error names the parameter.
 Status CheckPlausible(const HardwareProfile& p);
 
+// The plausible range of a parameter by name, as CheckPlausible applies it; the fit stays inside.
+std::pair<double, double> PlausibleRange(const std::string& name);
+
 }  // namespace fusor

@@ -867,8 +867,8 @@ DstView ReductionView(const Shape& onnx_out, const Shape& dst_dims) {
 // oneDNN 2.6 runs pooling on plain NCHW with its `simple_nchw` reference kernel, ~100x slower
 // than the jit kernel on the blocked nChw8c layout; reordering in and out is far cheaper. Used for
 // 4-D pooling without a prologue; the epilogue then runs as a tail loop on the plain output.
-bool WantsBlockedPooling(const Graph& g, const Node& n, const std::vector<NodeId>& prologue) {
-  if (!prologue.empty() || (n.op_type != "MaxPool" && n.op_type != "AveragePool")) return false;
+bool WantsBlockedPooling(const Graph& g, const Node& n) {
+  if (n.op_type != "MaxPool" && n.op_type != "AveragePool") return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
   return x.size() == 4 && x[1] % 8 == 0;
 }
@@ -891,7 +891,9 @@ dnnl::pooling_v2_forward::primitive_desc BlockedPoolingDesc(const KernelContext&
   return dnnl::pooling_v2_forward::primitive_desc(d, *ctx.engine);
 }
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& ctx, NodeId id,
+StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& ctx,
+                                                           const std::vector<NodeId>& prologue,
+                                                           NodeId id,
                                                            const std::vector<NodeId>& epilogue) {
   const Graph& g = *ctx.g;
   const Node& n = g.node(id);
@@ -908,10 +910,24 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
     return Status::Unimplemented(NodeLabel(n) + ": blocked pooling: " + e.what());
   }
   auto k = std::make_unique<StepKernel>(ctx, n.op_type + " (" + ImplName(pd) + ")");
+  Arg plain_src = TensorArg(n.inputs[0], Plain(xd));
+  if (!prologue.empty()) {
+    // The prologue loop writes the pooling's input (plain) to scratch, reordered from there.
+    Step pro;
+    FUSOR_ASSIGN_OR_RETURN(pro.loop, FusedLoop::Build(g, prologue, {n.inputs[0]}, ctx.known));
+    int64_t at = k->AddScratch(Plain(xd));
+    for (TensorId t : pro.loop->leaves()) pro.loop_args.push_back({t, TensorArg(t, {})});
+    pro.loop_args.push_back({n.inputs[0], ScratchArg(at, Plain(xd))});
+    k->steps().push_back(std::move(pro));
+    plain_src = ScratchArg(at, Plain(xd));
+    k->AddNote(", prologue loop into scratch");
+  }
+  Arg blocked_src = ScratchArg(k->AddScratch(pd.src_desc()), pd.src_desc());
+  AddReorder(k.get(), plain_src, blocked_src, *ctx.engine);
+  k->AddNote(", reorder in");
   Step main;
   main.prim = dnnl::pooling_v2_forward(pd);
-  main.args.push_back(
-      {DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(), *ctx.engine)});
+  main.args.push_back({DNNL_ARG_SRC, blocked_src});
   AddScratchpad(k.get(), &main, pd);
   FUSOR_RETURN_IF_ERROR(FinishAnchor(ctx, k.get(), std::move(main), pd.dst_desc(), yd, epilogue,
                                      n.outputs[0], /*done=*/0));
@@ -925,8 +941,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   const Graph& g = *ctx.g;
   const Node& n = g.node(id);
   FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n));
-  if (WantsBlockedPooling(g, n, prologue)) {
-    auto blocked = BuildBlockedPooling(ctx, id, epilogue);
+  if (WantsBlockedPooling(g, n)) {
+    auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
     if (blocked.ok()) return blocked;
   }
   auto ops = TranslateChain(g, epilogue, n.outputs[0], ctx.known);

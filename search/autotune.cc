@@ -30,7 +30,8 @@ std::vector<Alternative> RegionAlternatives(const Graph& r, const FusionGroup& f
   if (auto best = SearchPlan(r, model, exact); best.ok()) plans.emplace_back("optimal", best->plan);
   std::vector<Alternative> out;
   for (auto& [name, plan] : plans) {
-    bool duplicate = std::any_of(out.begin(), out.end(), [&](const Alternative& a) { return a.plan == plan; });
+    bool duplicate =
+        std::any_of(out.begin(), out.end(), [&](const Alternative& a) { return a.plan == plan; });
     if (duplicate || !CheckPlan(r, plan).ok()) continue;
     out.push_back({name, plan, model.Cost(r, plan).total.total_ns});
   }
@@ -67,13 +68,19 @@ class Refinement {
  public:
   Refinement(const Graph& g, const CostModel& model, const TargetFingerprint& target,
              Measurer* measurer, const AutotuneOptions& options, const std::atomic<bool>* cancelled)
-      : g_(g), model_(model), target_(target), measurer_(measurer), options_(options),
-        cancelled_(cancelled), deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(options.time_limit_s))) {}
+      : g_(g),
+        model_(model),
+        target_(target),
+        measurer_(measurer),
+        options_(options),
+        cancelled_(cancelled),
+        deadline_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(options.time_limit_s))) {}
 
   bool CanMeasure(int n) const {
     bool cancelled = cancelled_ && cancelled_->load();
-    return !cancelled && Clock::now() < deadline_ && result_.measurements + n <= options_.measure_budget;
+    return !cancelled && Clock::now() < deadline_ &&
+           result_.measurements + n <= options_.measure_budget;
   }
 
   StatusOr<Measurement> Measure(const Graph& g, const FusionPlan& plan) {
@@ -95,8 +102,8 @@ class Refinement {
       measured.push_back(m.unstable ? 1e300 : static_cast<double>(m.median_ns));
       if (alternatives[i].plan.groups.size() == 1 && !m.unstable) {
         GroupFeatures f = PlanFeatures(r, alternatives[i].plan, target_)[0];
-        result_.samples.push_back({"tune:" + OpsOf(r) + ":" + alternatives[i].name, f,
-                                   static_cast<double>(m.median_ns)});
+        result_.samples.push_back(
+            {"tune:" + OpsOf(r) + ":" + alternatives[i].name, f, static_cast<double>(m.median_ns)});
       }
     }
     size_t chosen = Choose(alternatives, measured);
@@ -165,6 +172,16 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, result.plan).WithContext("measured refinement"));
   FUSOR_ASSIGN_OR_RETURN(result.measured, refine.Measure(g, result.plan));
   FUSOR_ASSIGN_OR_RETURN(result.unfused_measured, refine.Measure(g, UnfusedPlan(g)));
+  // The last word is the runtime's: a plan measured slower than running every op alone (by more
+  // than the noise margin) is not returned; the unfused plan is.
+  double tuned = static_cast<double>(result.measured.median_ns);
+  double unfused = static_cast<double>(result.unfused_measured.median_ns);
+  if (!result.unfused_measured.unstable && unfused < tuned * (1 - options.noise_margin)) {
+    result.trials.push_back({"whole graph", "unfused (measured faster than the tuned plan)",
+                             model.Cost(g, UnfusedPlan(g)).total.total_ns, unfused, true});
+    result.plan = UnfusedPlan(g);
+    result.measured = result.unfused_measured;
+  }
   if (progress) progress(1.0, "measured");
   return std::move(result);
 }

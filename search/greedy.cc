@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <unordered_set>
 
 #include "graph/op_registry.h"
 #include "search/plan_search.h"
@@ -40,7 +41,7 @@ class Greedy {
   Greedy(const Graph& g, const CostModel& model, const SearchOptions& options)
       : g_(g), model_(model), options_(options), state_(g), footprint_(LeafFootprint(g)) {}
 
-  FusionPlan Run(SearchStats* stats) {
+  StatusOr<FusionPlan> Run(SearchStats* stats) {
     for (GroupId id : state_.LiveGroups()) cost_.push_back(Cost(state_.group(id), {}));
     for (GroupId id : state_.LiveGroups()) PushActionsOf(id);
     while (!queue_.empty()) {
@@ -55,7 +56,7 @@ class Greedy {
       if (fresh->benefit <= 0) break;
       Apply(*fresh, stats);
     }
-    return *state_.ToPlan();
+    return state_.ToPlan();
   }
 
  private:
@@ -66,8 +67,17 @@ class Greedy {
         .total_ns;
   }
 
+  static std::string Signature(const FusionGroup& g) {
+    std::string s;
+    for (NodeId n : g.nodes) s += std::to_string(n) + ",";
+    s += "|";
+    for (NodeId n : g.recomputed) s += std::to_string(n) + ",";
+    return s;
+  }
+
   std::optional<Action> EvaluateMerge(GroupId p, GroupId c, FusionGroup* merged) const {
     *merged = MergeGroups(state_.group(p), state_.group(c));
+    if (rejected_.count(Signature(*merged))) return std::nullopt;
     if (static_cast<int>(merged->nodes.size()) > options_.max_group_nodes) return std::nullopt;
     auto materialized = state_.Materialized(*merged, {p, c});
     if (!IsLegalGroup(g_, merged, materialized)) return std::nullopt;
@@ -90,6 +100,7 @@ class Greedy {
     }
     std::vector<GroupId> consumers = state_.Consumers(p);
     if (consumers.size() < 2) return std::nullopt;  // One consumer: a merge does the same.
+    if (rejected_.count("recompute:" + Signature(producer))) return std::nullopt;
     FusionGroup copy = producer;
     copy.recomputed = copy.nodes;
     std::vector<GroupId> replaced = consumers;
@@ -122,24 +133,61 @@ class Greedy {
     return fresh;
   }
 
+  // Applies an action; if the groups it made would depend on each other in a cycle (convex groups
+  // can, once recomputed copies add edges), undoes it and never tries that result again.
   void Apply(const Action& a, SearchStats* stats) {
-    std::vector<GroupId> touched;
+    std::vector<GroupId> old = {a.producer};
+    if (a.recompute) {
+      old.insert(old.end(), a.consumers.begin(), a.consumers.end());
+    } else {
+      old.push_back(a.consumer);
+    }
+    std::vector<FusionGroup> saved;
+    for (GroupId id : old) saved.push_back(state_.group(id));
+    std::vector<FusionGroup> made;
+    std::string signature;
     if (!a.recompute) {
       FusionGroup merged;
       EvaluateMerge(a.producer, a.consumer, &merged);
-      state_.Remove(a.producer);
-      state_.Remove(a.consumer);
-      touched.push_back(AddGroup(std::move(merged)));
-      ++stats->merges;
+      signature = Signature(merged);
+      made.push_back(std::move(merged));
     } else {
-      std::vector<FusionGroup> copies;
-      EvaluateRecompute(a.producer, &copies);
-      state_.Remove(a.producer);
-      for (GroupId c : a.consumers) state_.Remove(c);
-      for (auto& copy : copies) touched.push_back(AddGroup(std::move(copy)));
-      ++stats->recomputes;
+      EvaluateRecompute(a.producer, &made);
+      signature = "recompute:" + Signature(state_.group(a.producer));
+    }
+    for (GroupId id : old) state_.Remove(id);
+    std::vector<GroupId> touched;
+    for (auto& group : made) touched.push_back(AddGroup(std::move(group)));
+    bool cyclic =
+        std::any_of(touched.begin(), touched.end(), [&](GroupId id) { return OnCycle(id); });
+    if (cyclic) {
+      for (GroupId id : touched) state_.Remove(id);
+      touched.clear();
+      for (auto& group : saved) touched.push_back(AddGroup(std::move(group)));
+      rejected_.insert(signature);
+    } else {
+      ++(a.recompute ? stats->recomputes : stats->merges);
     }
     for (GroupId id : touched) PushActionsOf(id);
+  }
+
+  // Whether following what `id` writes leads back to it. Node ids are topological, so a group
+  // whose nodes all come after `id`'s last node cannot lead back.
+  bool OnCycle(GroupId id) const {
+    NodeId last = state_.group(id).nodes.back();
+    std::vector<GroupId> stack = state_.Consumers(id);
+    std::unordered_set<GroupId> seen(stack.begin(), stack.end());
+    while (!stack.empty()) {
+      GroupId k = stack.back();
+      stack.pop_back();
+      if (k == id) return true;
+      if (state_.group(k).nodes.front() > last) continue;
+      for (GroupId c : state_.Consumers(k)) {
+        if (c == id) return true;
+        if (seen.insert(c).second) stack.push_back(c);
+      }
+    }
+    return false;
   }
 
   GroupId AddGroup(FusionGroup group) {
@@ -171,6 +219,7 @@ class Greedy {
   double footprint_;
   std::vector<double> cost_;  // By group id; valid for live groups.
   std::priority_queue<Action> queue_;
+  std::unordered_set<std::string> rejected_;  // Results that made a cycle.
 };
 
 }  // namespace
@@ -178,7 +227,7 @@ class Greedy {
 StatusOr<FusionPlan> GreedyPlan(const Graph& g, const CostModel& model,
                                 const SearchOptions& options, SearchStats* stats) {
   Greedy greedy(g, model, options);
-  FusionPlan plan = greedy.Run(stats);
+  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, greedy.Run(stats));
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan).WithContext("greedy produced an illegal plan"));
   return plan;
 }

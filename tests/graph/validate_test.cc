@@ -97,6 +97,18 @@ TEST(Validate, InconsistentElementwiseShapes) {
       std::string::npos);
 }
 
+TEST(Validate, AbsurdInputCountsAreRefused) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2});
+  TensorId y = b.Act("y", {2});
+  std::vector<TensorId> inputs(1000, kNoId);
+  inputs[0] = x;
+  b.Op("Relu", inputs, {y});
+  b.Output(y);
+  EXPECT_EQ(Validate(b.Build()).message(),
+            "node 'Relu_0' (Relu) has 1000 inputs; it takes at most 5");
+}
+
 TEST(Validate, WritingAWeightIsRefused) {
   IrBuilder b;
   TensorId x = b.Input("x", {2});

@@ -4,6 +4,7 @@
 
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
+#include "graph/synthetic.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -182,6 +183,27 @@ TEST(OptimalSearch, MatchesEveryRandomPlanOnASmallGraph) {
     EXPECT_GE(model.Cost(g, p).total.total_ns, best * (1 - 1e-9)) << seed;
   }
   EXPECT_GE(model.Cost(g, MaxFusionPlan(g)).total.total_ns, best * (1 - 1e-9));
+}
+
+// Regression: with recomputed copies, convex groups can still depend on each other in a cycle;
+// greedy once returned such a plan (and dereferenced the failed ordering). Small transformers
+// with cheap broadcasts recomputed everywhere reproduce it.
+TEST(Greedy, NeverLeavesGroupsDependingOnEachOtherInACycle) {
+  HardwareProfile cheap_broadcast;
+  cheap_broadcast.indexed_gelems.value = 50;
+  for (const HardwareProfile& p : {HardwareProfile{}, cheap_broadcast}) {
+    AnalyticalCostModel model{p};
+    for (TransformerShape shape : {TransformerShape{1, 8, 64, 2}, TransformerShape{2, 16, 32, 4},
+                                   TransformerShape{3, 4, 16, 1}}) {
+      auto g = SyntheticTransformer(shape);
+      ASSERT_TRUE(g.ok());
+      for (auto a : {SearchAlgorithm::kGreedy, SearchAlgorithm::kDefault}) {
+        auto r = SearchPlan(*g, model, With(a));
+        ASSERT_TRUE(r.ok()) << shape.layers << "x" << shape.hidden << ": " << r.status().ToString();
+        EXPECT_TRUE(CheckPlan(*g, r->plan).ok());
+      }
+    }
+  }
 }
 
 TEST(Rules, AnchorsTakeTheirChainAndReductionsTakeNoPrologue) {

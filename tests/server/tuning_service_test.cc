@@ -77,8 +77,10 @@ TEST_F(TuningServiceTest, TuneMeasuresStoresAndThenHitsTheCache) {
   EXPECT_GT(plan.measured_ns(), 0);
   EXPECT_GT(plan.unfused_measured_ns(), 0);
   EXPECT_GT(plan.predicted_ns(), 0);
-  EXPECT_LT(plan.predicted_ns(), plan.unfused_predicted_ns());
-  EXPECT_LT(plan.groups_size(), static_cast<int>(graph_.num_nodes()));
+  // Fused, unless the unfused plan was measured faster (autotune's safety net; timing on a loaded
+  // machine can do that), in which case the stored plan is the unfused one.
+  EXPECT_LE(plan.predicted_ns(), plan.unfused_predicted_ns());
+  EXPECT_LE(plan.groups_size(), static_cast<int>(graph_.num_nodes()));
   auto legal = PlanFromProto(graph_, plan);
   EXPECT_TRUE(legal.ok()) << legal.status().ToString();
   EXPECT_EQ(stages.front(), "validate");

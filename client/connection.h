@@ -1,0 +1,48 @@
+// How a CLI verb reaches the tuning service: remote (a fusord at --server, with a bearer token)
+// or local (the same TuningService in-process, over the embedded SQLite database). Verbs register
+// the flags with AddConnectionOptions and call Connect once their flags are parsed; the TunerApi
+// they get behaves the same either way, so local and remote mode share every code path above it.
+//
+// Flags (environment variable in brackets; a flag wins over its variable):
+//   --server ADDR [FUSOR_SERVER]     host:port or unix:PATH; without it, local mode
+//   --token TOKEN [FUSOR_TOKEN]      bearer token (visible in `ps`: prefer the file or variable)
+//   --token-file FILE [FUSOR_TOKEN_FILE]  file holding the token (surrounding whitespace ignored)
+//   --tls                            use TLS with the system's root certificates
+//   --tls-ca FILE                    use TLS with these root certificates (PEM)
+//   --timeout SECONDS                deadline per call (default: none for tune and calibrate,
+//                                    60 s for the rest)
+//   --db PATH                        local mode's database (default db/default_path.h);
+//                                    not allowed with --server
+// ConnectionOptions is plain data owned by the verb's CLI::App; Connect's result is owned by the
+// caller and thread-safe like every TunerApi.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "server/tuner_api.h"
+
+namespace fusor {
+
+struct ConnectionOptions {
+  std::string server;
+  std::string token;
+  std::string token_file;
+  bool tls = false;
+  std::string tls_ca;
+  double timeout_s = 0;
+  std::string db_path;
+
+  bool remote() const { return !server.empty(); }
+};
+
+void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o);
+
+// Remote when o.server is set, local otherwise. Fails with Unauthenticated when the token file
+// cannot be read, IOError for an unreadable CA file, and whatever opening the local database
+// fails with. Reaching a remote server is not tried here: the first call reports UNAVAILABLE.
+StatusOr<std::unique_ptr<TunerApi>> Connect(const ConnectionOptions& o);
+
+}  // namespace fusor

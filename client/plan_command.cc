@@ -1,0 +1,239 @@
+#include "client/plan_command.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "client/connection.h"
+#include "client/exit_codes.h"
+#include "client/model_options.h"
+#include "costmodel/cost_model.h"
+#include "graph/canonical.h"
+#include "graph/plan.h"
+
+namespace fusor {
+namespace {
+
+struct PlanFlags {
+  ModelOptions model;
+  ConnectionOptions connection;
+  std::string target;
+  bool json = false;
+  bool dot = false;
+  std::string svg;
+};
+
+struct Loaded {
+  Graph graph;
+  v1::Plan proto;
+  bool stale = false;
+  FusionPlan plan;
+  HardwareProfile profile;
+};
+
+StatusOr<HardwareProfile> ProfileOf(TunerApi& api, const std::string& target_id) {
+  FUSOR_ASSIGN_OR_RETURN(v1::ListTargetsResponse targets, api.ListTargets({}));
+  for (const auto& p : targets.profiles()) {
+    if (p.target().id() == target_id) return ProfileFromProto(p);
+  }
+  return Status::NotFound("target '" + target_id + "' is not known to the tuner");
+}
+
+StatusOr<Loaded> Load(const PlanFlags& f) {
+  Loaded l;
+  FUSOR_ASSIGN_OR_RETURN(l.graph, f.model.Import());
+  FUSOR_ASSIGN_OR_RETURN(auto api, Connect(f.connection));
+  v1::GetPlanRequest request;
+  request.set_graph_hash(CanonicalHash(l.graph));
+  request.set_target_id(f.target);
+  auto response = api->GetPlan(request);
+  if (!response.ok()) {
+    if (response.status().code() != Status::Code::kNotFound) return response.status();
+    return Status::NotFound(response.status().message() + "; tune it first: fusor tune " +
+                            f.model.path);
+  }
+  l.proto = response->plan();
+  l.stale = response->stale();
+  FUSOR_ASSIGN_OR_RETURN(l.plan, PlanFromProto(l.graph, l.proto));
+  FUSOR_ASSIGN_OR_RETURN(l.profile, ProfileOf(*api, l.proto.target_id()));
+  return l;
+}
+
+std::string Ops(const Graph& g, const FusionGroup& group) {
+  std::string s;
+  for (NodeId n : group.nodes) {
+    bool copy = std::count(group.recomputed.begin(), group.recomputed.end(), n) > 0;
+    s += (s.empty() ? "" : "+") + g.node(n).op_type + (copy ? "*" : "");
+  }
+  return s;
+}
+
+void PrintTable(const Loaded& l) {
+  std::printf("plan for %s on target %s%s\n", l.graph.model_name.c_str(),
+              l.proto.target_id().c_str(),
+              l.stale ? " (STALE: older cost model or calibration; retune)" : "");
+  std::printf("%5s  %-9s %12s %12s %12s %12s  %s\n", "group", "kind", "predicted", "compute",
+              "memory", "launch", "ops (* = recomputed copy)");
+  for (int i = 0; i < l.proto.groups_size(); ++i) {
+    const auto& pg = l.proto.groups(i);
+    const auto& t = pg.predicted();
+    std::string ops = Ops(l.graph, l.plan.groups[i]);
+    if (ops.size() > 70) ops = ops.substr(0, 67) + "...";
+    std::printf("%5d  %-9s %9.1f us %9.1f us %9.1f us %9.1f us  %s\n", i,
+                std::string(GroupKindName(l.plan.groups[i].kind)).c_str(), t.total_ns() / 1e3,
+                t.compute_ns() / 1e3, t.memory_ns() / 1e3, t.launch_ns() / 1e3, ops.c_str());
+  }
+  std::printf("total: predicted %.3f ms (unfused %.3f ms)", l.proto.predicted_ns() / 1e6,
+              l.proto.unfused_predicted_ns() / 1e6);
+  if (l.proto.measured_ns() > 0) {
+    std::printf(", measured %.3f ms (unfused %.3f ms)", l.proto.measured_ns() / 1e6,
+                l.proto.unfused_measured_ns() / 1e6);
+  }
+  std::printf("\n");
+}
+
+// Graphviz: one cluster per group, edges between nodes; recomputed copies are dashed.
+std::string ToDot(const Loaded& l) {
+  std::ostringstream out;
+  out << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
+  for (size_t i = 0; i < l.plan.groups.size(); ++i) {
+    const FusionGroup& group = l.plan.groups[i];
+    out << "  subgraph cluster_" << i << " {\n    label=\"#" << i << " "
+        << GroupKindName(group.kind) << "\";\n";
+    for (NodeId n : group.nodes) {
+      bool copy = std::count(group.recomputed.begin(), group.recomputed.end(), n) > 0;
+      out << "    g" << i << "_n" << n << " [label=\"" << l.graph.node(n).op_type << "\""
+          << (copy ? ", style=dashed" : "") << "];\n";
+    }
+    out << "  }\n";
+  }
+  // An edge from the producer's copy in the same group if there is one, else from its owner.
+  for (size_t i = 0; i < l.plan.groups.size(); ++i) {
+    for (NodeId n : l.plan.groups[i].nodes) {
+      for (TensorId t : l.graph.node(n).inputs) {
+        NodeId p = t == kNoId ? kNoId : l.graph.tensor(t).producer;
+        if (p == kNoId) continue;
+        size_t from = i;
+        if (!std::count(l.plan.groups[i].nodes.begin(), l.plan.groups[i].nodes.end(), p)) {
+          for (size_t k = 0; k < l.plan.groups.size(); ++k) {
+            const auto& gk = l.plan.groups[k];
+            if (std::count(gk.nodes.begin(), gk.nodes.end(), p) &&
+                !std::count(gk.recomputed.begin(), gk.recomputed.end(), p)) {
+              from = k;
+            }
+          }
+        }
+        out << "  g" << from << "_n" << p << " -> g" << i << "_n" << n << ";\n";
+      }
+    }
+  }
+  out << "}\n";
+  return out.str();
+}
+
+Status WriteSvg(const std::string& dot, const std::string& path) {
+  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
+    return Status::FailedPrecondition(
+        "--svg needs Graphviz's `dot` (apt-get install graphviz); "
+        "--dot prints the source instead");
+  }
+  std::string dot_path = path + ".dot";
+  std::ofstream(dot_path) << dot;
+  std::string cmd = "dot -Tsvg '" + dot_path + "' -o '" + path + "'";
+  int rc = std::system(cmd.c_str());
+  std::remove(dot_path.c_str());
+  return rc == 0 ? Status::Ok() : Status::IOError("dot failed to write '" + path + "'");
+}
+
+int Fail(const char* verb, const Status& s) {
+  std::cerr << "fusor plan " << verb << ": " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+int RunShow(const PlanFlags& f) {
+  auto l = Load(f);
+  if (!l.ok()) return Fail("show", l.status());
+  if (f.json) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(l->proto, &text, opts);
+    std::cout << text << "\n";
+  } else if (f.dot) {
+    std::cout << ToDot(*l);
+  } else {
+    PrintTable(*l);
+  }
+  if (!f.svg.empty()) {
+    Status s = WriteSvg(ToDot(*l), f.svg);
+    if (!s.ok()) return Fail("show", s);
+    std::cerr << "wrote " << f.svg << "\n";
+  }
+  return kExitOk;
+}
+
+// For every fused group: its terms against the same ops run alone, and the term that saved most.
+int RunExplain(const PlanFlags& f) {
+  auto l = Load(f);
+  if (!l.ok()) return Fail("explain", l.status());
+  AnalyticalCostModel model(l->profile);
+  PlanCost fused = model.Cost(l->graph, l->plan);
+  std::printf("why each group is fused (times in us; saving = ops alone - fused; profile %s)\n",
+              l->profile.calibrated_unix_ms ? "calibrated" : "UNCALIBRATED defaults");
+  std::printf("%5s %-9s %10s %10s | %9s %9s %9s %9s  %-8s %s\n", "group", "kind", "alone", "fused",
+              "compute", "memory", "launch", "spill", "decided", "ops");
+  for (size_t i = 0; i < l->plan.groups.size(); ++i) {
+    const FusionGroup& group = l->plan.groups[i];
+    if (group.nodes.size() < 2) continue;
+    Graph r = l->graph.ExtractRegion(group.nodes);
+    CostTerms alone = model.Cost(r, UnfusedPlan(r)).total;
+    const CostTerms& t = fused.groups[i];
+    double d[4] = {alone.compute_ns - t.compute_ns, alone.memory_ns - t.memory_ns,
+                   alone.launch_ns - t.launch_ns, alone.spill_ns - t.spill_ns};
+    const char* names[4] = {"compute", "memory", "launch", "spill"};
+    int best = 0;
+    for (int k = 1; k < 4; ++k) {
+      if (d[k] > d[best]) best = k;
+    }
+    std::string ops = Ops(l->graph, group);
+    if (ops.size() > 50) ops = ops.substr(0, 47) + "...";
+    std::printf("%5zu %-9s %10.1f %10.1f | %9.1f %9.1f %9.1f %9.1f  %-8s %s\n", i,
+                std::string(GroupKindName(group.kind)).c_str(), alone.total_ns / 1e3,
+                t.total_ns / 1e3, d[0] / 1e3, d[1] / 1e3, d[2] / 1e3, d[3] / 1e3, names[best],
+                ops.c_str());
+  }
+  return kExitOk;
+}
+
+CLI::App* AddVerb(CLI::App* plan, const char* name, const char* help,
+                  const std::shared_ptr<PlanFlags>& f) {
+  auto* cmd = plan->add_subcommand(name, help);
+  f->model.AddTo(cmd);
+  AddConnectionOptions(cmd, &f->connection);
+  cmd->add_option("--target", f->target, "Target id (default: the tuner's own CPU)");
+  return cmd;
+}
+
+}  // namespace
+
+void AddPlanCommands(CLI::App& app, int* exit_code) {
+  auto* plan = app.add_subcommand("plan", "Show a stored plan, or explain its fusions");
+  plan->require_subcommand(1);
+  auto show = std::make_shared<PlanFlags>();
+  auto* show_cmd =
+      AddVerb(plan, "show", "The stored plan of a model: groups and predicted terms", show);
+  show_cmd->add_flag("--json", show->json, "Print the plan proto as JSON");
+  show_cmd->add_flag("--dot", show->dot, "Print Graphviz source, one cluster per group");
+  show_cmd->add_option("--svg", show->svg, "Render the plan to an SVG file (needs graphviz)");
+  show_cmd->callback([show, exit_code] { *exit_code = RunShow(*show); });
+  auto explain = std::make_shared<PlanFlags>();
+  auto* explain_cmd = AddVerb(plan, "explain", "Which cost terms decided each fusion", explain);
+  explain_cmd->callback([explain, exit_code] { *exit_code = RunExplain(*explain); });
+}
+
+}  // namespace fusor

@@ -1,0 +1,140 @@
+#include "client/remote_tuner.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "server/grpc_status.h"
+
+namespace fusor {
+namespace {
+
+constexpr double kQuickCallTimeoutS = 60;
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const RemoteTunerOptions& o) {
+  if (!o.tls && o.tls_ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = o.tls_ca_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+// Cancels a call once *cancelled turns true; stops watching when destroyed.
+class CancelWatch {
+ public:
+  CancelWatch(grpc::ClientContext* ctx, const std::atomic<bool>* cancelled) {
+    if (cancelled == nullptr) return;
+    thread_ = std::thread([this, ctx, cancelled] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!done_) {
+        if (cancelled->load()) {
+          ctx->TryCancel();
+          return;
+        }
+        wake_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    });
+  }
+  ~CancelWatch() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool done_ = false;  // Guarded by mu_.
+  std::thread thread_;
+};
+
+}  // namespace
+
+RemoteTuner::RemoteTuner(const RemoteTunerOptions& options) : options_(options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  stub_ = v1::FusionTuner::NewStub(
+      grpc::CreateCustomChannel(options_.address, ChannelCredentials(options_), args));
+}
+
+void RemoteTuner::Prepare(grpc::ClientContext* ctx, CallKind kind) const {
+  // Tokens go as plain metadata rather than call credentials: gRPC refuses call credentials on an
+  // insecure channel, and a loopback fusord without TLS is a supported setup.
+  if (!options_.token.empty()) ctx->AddMetadata("authorization", "Bearer " + options_.token);
+  double timeout = options_.timeout_s;
+  if (timeout <= 0 && kind == CallKind::kQuick) timeout = kQuickCallTimeoutS;
+  if (timeout > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000)));
+  }
+}
+
+Status RemoteTuner::Convert(const grpc::Status& s) const {
+  return FromGrpcStatus(s, "fusord at " + options_.address);
+}
+
+Status RemoteTuner::Tune(const v1::TuneRequest& request, const EventSink& on_event,
+                         const std::atomic<bool>* cancelled) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, CallKind::kLong);
+  CancelWatch watch(&ctx, cancelled);
+  auto reader = stub_->Tune(&ctx, request);
+  v1::TuneEvent event;
+  bool have_result = false;
+  while (reader->Read(&event)) {
+    have_result = have_result || event.has_result();
+    on_event(event);
+  }
+  Status s = Convert(reader->Finish());
+  if (s.ok() && !have_result) return Status::Internal("fusord ended Tune without a result");
+  return s;
+}
+
+StatusOr<v1::GetPlanResponse> RemoteTuner::GetPlan(const v1::GetPlanRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, CallKind::kQuick);
+  v1::GetPlanResponse response;
+  FUSOR_RETURN_IF_ERROR(Convert(stub_->GetPlan(&ctx, request, &response)));
+  return response;
+}
+
+StatusOr<v1::QueryPlansResponse> RemoteTuner::QueryPlans(const v1::QueryPlansRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, CallKind::kQuick);
+  v1::QueryPlansResponse response;
+  FUSOR_RETURN_IF_ERROR(Convert(stub_->QueryPlans(&ctx, request, &response)));
+  return response;
+}
+
+StatusOr<v1::RegisterTargetResponse> RemoteTuner::RegisterTarget(
+    const v1::RegisterTargetRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, CallKind::kQuick);
+  v1::RegisterTargetResponse response;
+  FUSOR_RETURN_IF_ERROR(Convert(stub_->RegisterTarget(&ctx, request, &response)));
+  return response;
+}
+
+StatusOr<v1::ListTargetsResponse> RemoteTuner::ListTargets(const v1::ListTargetsRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, CallKind::kQuick);
+  v1::ListTargetsResponse response;
+  FUSOR_RETURN_IF_ERROR(Convert(stub_->ListTargets(&ctx, request, &response)));
+  return response;
+}
+
+StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, CallKind::kLong);
+  v1::CalibrateResponse response;
+  FUSOR_RETURN_IF_ERROR(Convert(stub_->Calibrate(&ctx, request, &response)));
+  return response;
+}
+
+}  // namespace fusor

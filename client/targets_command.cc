@@ -1,0 +1,264 @@
+#include "client/targets_command.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "client/connection.h"
+#include "client/exit_codes.h"
+#include "client/progress_display.h"
+#include "costmodel/hardware_profile.h"
+#include "costmodel/validation.h"
+#include "graph/onnx_import.h"
+#include "runtime/measurer.h"
+#include "runtime/onednn_info.h"
+
+namespace fusor {
+namespace {
+
+int Fail(const std::string& verb, const Status& s) {
+  std::cerr << "fusor " << verb << ": " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+void PrintProfile(const HardwareProfile& p) {
+  std::printf("target %s: %s, %s, %d cores, L1d %lld KiB, L2 %lld KiB, L3 %lld KiB, oneDNN %s\n",
+              p.target.Id().c_str(), p.target.cpu_model.c_str(), p.target.isa.c_str(),
+              p.target.cores, static_cast<long long>(p.target.l1d_bytes >> 10),
+              static_cast<long long>(p.target.l2_bytes >> 10),
+              static_cast<long long>(p.target.l3_bytes >> 10), p.target.onednn_version.c_str());
+  std::printf("%-24s %12s %10s %8s\n", "parameter", "value", "fit error", "samples");
+  for (const auto& [name, f] : p.Parameters()) {
+    std::printf("%-24s %12.4g %9.1f%% %8d\n", name.c_str(), f->value, 100 * f->rel_error,
+                f->samples);
+  }
+}
+
+struct CalibrateFlags {
+  ConnectionOptions connection;
+  double time_limit_s = 0;
+  bool json = false;
+  std::string out;
+};
+
+int RunCalibrate(const CalibrateFlags& f) {
+  auto api = Connect(f.connection);
+  if (!api.ok()) return Fail("calibrate", api.status());
+  std::cerr << "calibrating (oneDNN micro-benchmarks on the tuner's CPU)...\n";
+  v1::CalibrateRequest request;
+  request.set_time_limit_s(f.time_limit_s);
+  auto response = (*api)->Calibrate(request);
+  if (!response.ok()) return Fail("calibrate", response.status());
+  auto profile = ProfileFromProto(response->profile());
+  if (!profile.ok()) return Fail("calibrate", profile.status());
+  if (!f.out.empty()) {
+    std::ofstream(f.out) << ProfileToJson(*profile).dump(2) << "\n";
+    std::cerr << "wrote " << f.out << "\n";
+  }
+  if (f.json) {
+    std::cout << ProfileToJson(*profile).dump(2) << "\n";
+  } else {
+    PrintProfile(*profile);
+  }
+  return kExitOk;
+}
+
+struct TargetsFlags {
+  ConnectionOptions connection;
+  bool json = false;
+  std::string profile_path;
+};
+
+int RunList(const TargetsFlags& f) {
+  auto api = Connect(f.connection);
+  if (!api.ok()) return Fail("targets list", api.status());
+  auto response = (*api)->ListTargets({});
+  if (!response.ok()) return Fail("targets list", response.status());
+  nlohmann::json all = nlohmann::json::array();
+  if (!f.json) {
+    std::printf("%-26s %-12s %5s %-24s %s\n", "id", "isa", "cores", "calibrated", "cpu");
+  }
+  for (const auto& p : response->profiles()) {
+    auto profile = ProfileFromProto(p);
+    if (!profile.ok()) return Fail("targets list", profile.status());
+    if (f.json) {
+      all.push_back(ProfileToJson(*profile));
+      continue;
+    }
+    std::string when = profile->calibrated_unix_ms
+                           ? std::to_string(profile->calibrated_unix_ms / 1000) + " (unix s)"
+                           : "never (defaults)";
+    std::printf("%-26s %-12s %5d %-24s %s\n", profile->target.Id().c_str(),
+                profile->target.isa.c_str(), profile->target.cores, when.c_str(),
+                profile->target.cpu_model.c_str());
+  }
+  if (f.json) std::cout << all.dump(2) << "\n";
+  return kExitOk;
+}
+
+int RunRegister(const TargetsFlags& f) {
+  std::ifstream in(f.profile_path);
+  if (!in)
+    return Fail("targets register", Status::NotFound("cannot read '" + f.profile_path + "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto profile = ProfileFromJsonText(text.str());
+  if (!profile.ok()) return Fail("targets register", profile.status().WithContext(f.profile_path));
+  auto api = Connect(f.connection);
+  if (!api.ok()) return Fail("targets register", api.status());
+  v1::RegisterTargetRequest request;
+  ProfileToProto(*profile, request.mutable_profile());
+  auto response = (*api)->RegisterTarget(request);
+  if (!response.ok()) return Fail("targets register", response.status());
+  std::printf("registered target %s\n", response->target_id().c_str());
+  return kExitOk;
+}
+
+struct ValidateFlags {
+  std::vector<std::string> models;
+  ConnectionOptions connection;
+  int max_ops = 6;
+  int regions = 40;
+  uint64_t seed = 1;
+  bool json = false;
+  std::string plot;
+};
+
+// The profile of this machine, as the local tuning database holds it.
+StatusOr<HardwareProfile> LocalProfile(const ConnectionOptions& c) {
+  FUSOR_ASSIGN_OR_RETURN(auto api, Connect(c));
+  FUSOR_ASSIGN_OR_RETURN(TargetFingerprint local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
+  FUSOR_ASSIGN_OR_RETURN(v1::ListTargetsResponse targets, api->ListTargets({}));
+  for (const auto& p : targets.profiles()) {
+    if (p.target().id() == local.Id()) return ProfileFromProto(p);
+  }
+  return Status::NotFound("this machine (target " + local.Id() +
+                          ") has no profile in the database; run `fusor calibrate` first");
+}
+
+Status WritePlot(const ValidationReport& r, const std::string& png) {
+  std::string data = png + ".dat";
+  {
+    std::ofstream out(data);
+    for (const auto& i : r.items) out << i.measured_ns / 1e3 << " " << i.predicted_ns / 1e3 << "\n";
+  }
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    return Status::FailedPrecondition(
+        "--plot needs gnuplot (apt-get install gnuplot-nox); the data "
+        "is in " +
+        data);
+  }
+  std::string script =
+      "set terminal pngcairo size 800,700; set output '" + png +
+      "'; set logscale xy; set xlabel 'measured (us)'; set ylabel 'predicted (us)'; "
+      "set key top left; set grid; f(x)=x; plot '" +
+      data +
+      "' using 1:2 with points pt 7 ps 0.6 title 'held-out groups', f(x) title "
+      "'predicted = measured', 1.2*x dt 2 lc rgb 'gray' title '+/-20%', 0.8*x dt 2 "
+      "lc rgb 'gray' notitle";
+  std::string cmd = "gnuplot -e \"" + script + "\"";
+  if (std::system(cmd.c_str()) != 0) return Status::IOError("gnuplot failed to write " + png);
+  return Status::Ok();
+}
+
+int RunValidate(const ValidateFlags& f) {
+  auto profile = LocalProfile(f.connection);
+  if (!profile.ok()) return Fail("costmodel validate", profile.status());
+  std::vector<HeldOutRegion> regions;
+  for (const auto& path : f.models) {
+    auto g = ImportOnnxFile(path);
+    if (!g.ok()) return Fail("costmodel validate", g.status());
+    for (auto& r : HeldOutRegions(*g, f.max_ops, f.regions, f.seed))
+      regions.push_back(std::move(r));
+  }
+  OneDnnMeasurerOptions mo;
+  mo.timing.warmup = 1;
+  mo.timing.min_total_ns = 30'000'000;
+  mo.timing.retries = 1;
+  mo.timing.max_cv = 0.08;
+  OneDnnMeasurer measurer(mo);
+  MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
+    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
+  };
+  ProgressDisplay progress;
+  AnalyticalCostModel model(*profile);
+  auto report = ValidateCostModel(
+      regions, model, measure, [&](size_t done, size_t total, const std::string& ops) {
+        progress.Update("measure", static_cast<double>(done) / std::max<size_t>(total, 1), ops);
+      });
+  progress.Finish();
+  if (!report.ok()) return Fail("costmodel validate", report.status());
+  nlohmann::json j = ReportToJson(*report);
+  if (f.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("held-out regions %d (%zu alternatives measured, %d skipped as unstable)\n",
+                report->regions, report->items.size(), report->skipped_unstable);
+    std::printf("MAPE             %.1f%% (median %.1f%%, p90 %.1f%%)   goal <= 20%%\n",
+                report->mape, j["median_ape_percent"].get<double>(),
+                j["p90_ape_percent"].get<double>());
+    std::printf("Kendall tau      %.3f (%.3f over pairs measured >= 5%% apart)   goal >= 0.8\n",
+                report->kendall_tau, report->decisive_tau);
+    std::printf(
+        "fuse-or-not      %.1f%% of %d decisions agree with measurement (%.1f%% of %d "
+        "decisive ones, gap >= 5%%)   goal >= 90%%\n",
+        100 * report->agreement, report->decisions, 100 * report->decisive_agreement,
+        report->decisive_decisions);
+  }
+  if (!f.plot.empty()) {
+    Status s = WritePlot(*report, f.plot);
+    if (!s.ok()) return Fail("costmodel validate", s);
+    std::cerr << "wrote " << f.plot << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddTargetCommands(CLI::App& app, int* exit_code) {
+  auto cal = std::make_shared<CalibrateFlags>();
+  auto* cal_cmd = app.add_subcommand("calibrate", "Fit the cost model to the tuner's CPU");
+  AddConnectionOptions(cal_cmd, &cal->connection);
+  cal_cmd->add_option("--time-limit", cal->time_limit_s, "Seconds (0: the tuner's default, 60)");
+  cal_cmd->add_flag("--json", cal->json, "Print the profile as JSON");
+  cal_cmd->add_option("--out", cal->out, "Also write the profile JSON to this file");
+  cal_cmd->callback([cal, exit_code] { *exit_code = RunCalibrate(*cal); });
+
+  auto* targets = app.add_subcommand("targets", "List or register tuning targets");
+  targets->require_subcommand(1);
+  auto list = std::make_shared<TargetsFlags>();
+  auto* list_cmd = targets->add_subcommand("list", "Known targets and their calibration");
+  AddConnectionOptions(list_cmd, &list->connection);
+  list_cmd->add_flag("--json", list->json, "Print the profiles as JSON");
+  list_cmd->callback([list, exit_code] { *exit_code = RunList(*list); });
+  auto reg = std::make_shared<TargetsFlags>();
+  auto* reg_cmd = targets->add_subcommand("register", "Upload a calibrated profile (JSON)");
+  AddConnectionOptions(reg_cmd, &reg->connection);
+  reg_cmd->add_option("profile", reg->profile_path, "Profile JSON from `fusor calibrate --out`")
+      ->required();
+  reg_cmd->callback([reg, exit_code] { *exit_code = RunRegister(*reg); });
+
+  auto* costmodel = app.add_subcommand("costmodel", "The cost model's accuracy");
+  costmodel->require_subcommand(1);
+  auto val = std::make_shared<ValidateFlags>();
+  auto* val_cmd = costmodel->add_subcommand(
+      "validate", "Measure held-out groups of models and compare with predictions");
+  val_cmd->add_option("models", val->models, "ONNX models to draw groups from")->required();
+  AddConnectionOptions(val_cmd, &val->connection);
+  val_cmd->add_option("--max-ops", val->max_ops, "Ops per held-out group, at most")
+      ->capture_default_str();
+  val_cmd->add_option("--regions", val->regions, "Groups per model, at most")
+      ->capture_default_str();
+  val_cmd->add_option("--seed", val->seed, "Seed for choosing groups")->capture_default_str();
+  val_cmd->add_flag("--json", val->json, "Print the report and every item as JSON");
+  val_cmd->add_option("--plot", val->plot, "Write a predicted-vs-measured scatter plot (PNG)");
+  val_cmd->callback([val, exit_code] { *exit_code = RunValidate(*val); });
+}
+
+}  // namespace fusor

@@ -1,0 +1,170 @@
+#include "client/tune_command.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "client/connection.h"
+#include "client/exit_codes.h"
+#include "client/model_options.h"
+#include "client/progress_display.h"
+#include "graph/graph_proto.h"
+#include "graph/plan.h"
+#include "graph/plan_json.h"
+
+namespace fusor {
+namespace {
+
+struct TuneFlags {
+  ModelOptions model;
+  ConnectionOptions connection;
+  std::string algorithm;
+  int budget = 0;
+  double time_limit_s = 0;
+  uint64_t seed = 1;
+  int64_t memory_budget = 0;
+  std::string target;
+  bool force = false;
+  bool json = false;
+  std::string save_plan;
+};
+
+std::string Ms(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f ms", ns / 1e6);
+  return buf;
+}
+
+std::string Ratio(double before, double after) {
+  if (before <= 0 || after <= 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2fx", before / after);
+  return buf;
+}
+
+void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
+  std::map<std::string, int> kinds;
+  int recomputed = 0;
+  for (const auto& group : plan.groups()) {
+    ++kinds[std::string(GroupKindName(static_cast<GroupKind>(group.kind())))];
+    recomputed += group.recomputed_size();
+  }
+  std::printf("model            %s (%zu nodes)\n", g.model_name.c_str(), g.num_nodes());
+  std::printf("graph hash       %s\n", plan.graph_hash().c_str());
+  std::printf("target           %s\n", plan.target_id().c_str());
+  std::printf("cache            %s\n",
+              cache_hit ? "hit (stored plan, current)" : "miss (tuned now)");
+  std::printf("groups           %d (", plan.groups_size());
+  bool first = true;
+  for (const auto& [k, n] : kinds) {
+    std::printf("%s%d %s", first ? "" : ", ", n, k.c_str());
+    first = false;
+  }
+  std::printf(")%s\n",
+              recomputed ? (", " + std::to_string(recomputed) + " recomputed copies").c_str() : "");
+  std::printf("predicted        %s vs %s unfused: %s\n", Ms(plan.predicted_ns()).c_str(),
+              Ms(plan.unfused_predicted_ns()).c_str(),
+              Ratio(plan.unfused_predicted_ns(), plan.predicted_ns()).c_str());
+  if (plan.measured_ns() > 0) {
+    std::printf("measured         %s vs %s unfused: %s\n", Ms(plan.measured_ns()).c_str(),
+                Ms(plan.unfused_measured_ns()).c_str(),
+                Ratio(plan.unfused_measured_ns(), plan.measured_ns()).c_str());
+  } else {
+    std::printf("measured         not measured (the target is not this machine, or budget 0)\n");
+  }
+  std::printf("peak activations %.1f MiB\n",
+              static_cast<double>(plan.peak_memory_bytes()) / (1 << 20));
+}
+
+Status SavePlan(const Graph& g, const v1::Plan& plan, const std::string& path) {
+  FUSOR_ASSIGN_OR_RETURN(FusionPlan p, PlanFromProto(g, plan));
+  std::ofstream out(path);
+  if (!out) return Status::IOError("cannot write '" + path + "'");
+  out << PlanToJson(p).dump(2) << "\n";
+  return out ? Status::Ok() : Status::IOError("cannot write '" + path + "'");
+}
+
+int RunTune(const TuneFlags& f) {
+  auto g = f.model.Import();
+  if (!g.ok()) {
+    std::cerr << "fusor tune: " << g.status().message() << "\n";
+    return ExitCodeFor(g.status());
+  }
+  auto api = Connect(f.connection);
+  if (!api.ok()) {
+    std::cerr << "fusor tune: " << api.status().message() << "\n";
+    return ExitCodeFor(api.status());
+  }
+  v1::TuneRequest request;
+  *request.mutable_graph() = ToProto(*g);
+  request.set_target_id(f.target);
+  request.set_force(f.force);
+  auto* o = request.mutable_options();
+  o->set_algorithm(f.algorithm);
+  o->set_measure_budget(f.budget);
+  o->set_time_limit_s(f.time_limit_s);
+  o->set_seed(f.seed);
+  o->set_memory_budget_bytes(f.memory_budget);
+  ProgressDisplay progress;
+  v1::TuneEvent::Result result;
+  bool got_result = false;
+  Status s = (*api)->Tune(
+      request,
+      [&](const v1::TuneEvent& e) {
+        if (e.has_progress()) {
+          progress.Update(e.progress().stage(), e.progress().fraction(), e.progress().detail());
+        } else if (e.has_result()) {
+          result = e.result();
+          got_result = true;
+        }
+      },
+      nullptr);
+  progress.Finish();
+  if (s.ok() && !got_result) s = Status::Internal("the tuner finished without a result");
+  if (!s.ok()) {
+    std::cerr << "fusor tune: " << s.ToString() << "\n";
+    return ExitCodeFor(s);
+  }
+  if (!f.save_plan.empty()) {
+    Status saved = SavePlan(*g, result.plan(), f.save_plan);
+    if (!saved.ok()) {
+      std::cerr << "fusor tune: " << saved.message() << "\n";
+      return ExitCodeFor(saved);
+    }
+  }
+  if (f.json) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(result, &text, opts);
+    std::cout << text << "\n";
+  } else {
+    PrintSummary(result.plan(), result.cache_hit(), *g);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddTuneCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("tune", "Tune a model: search, measure, store the best plan");
+  auto f = std::make_shared<TuneFlags>();
+  f->model.AddTo(cmd);
+  AddConnectionOptions(cmd, &f->connection);
+  cmd->add_option("--algorithm", f->algorithm, "none, rules, greedy, optimal or default");
+  cmd->add_option("--budget", f->budget, "Measurements to spend (0: the tuner's default)");
+  cmd->add_option("--time-limit", f->time_limit_s, "Seconds for the whole job (0: default)");
+  cmd->add_option("--seed", f->seed, "Seed of every random choice")->capture_default_str();
+  cmd->add_option("--memory-budget", f->memory_budget, "Peak activation bytes allowed (0: none)");
+  cmd->add_option("--target", f->target, "Target id to tune for (default: the tuner's own CPU)");
+  cmd->add_flag("--force", f->force, "Tune again even if a current plan is stored");
+  cmd->add_flag("--json", f->json, "Print the result as JSON");
+  cmd->add_option("--save-plan", f->save_plan, "Write the plan as JSON for `fusor run --plan`");
+  cmd->callback([f, exit_code] { *exit_code = RunTune(*f); });
+}
+
+}  // namespace fusor

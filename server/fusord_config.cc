@@ -1,0 +1,163 @@
+#include "server/fusord_config.h"
+
+#include <spdlog/common.h>
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <type_traits>
+
+namespace fusor {
+namespace {
+
+using json = nlohmann::json;
+
+template <typename T>
+Status Read(const json& v, const std::string& key, T* out) {
+  bool ok;
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = v.is_boolean();
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = v.is_number_integer();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    ok = v.is_number();
+  } else {
+    ok = v.is_string();
+  }
+  if (!ok) return Status::InvalidArgument("key '" + key + "' has the wrong type: " + v.dump());
+  *out = v.get<T>();
+  return Status::Ok();
+}
+
+// One setting: its config key, its flag, and where it goes.
+struct Setting {
+  const char* key;
+  const char* flag;
+  std::function<Status(const json&, FusordConfig*)> apply;
+};
+
+template <typename T>
+Setting Field(const char* key, const char* flag, T* (*field)(FusordConfig*)) {
+  return {key, flag,
+          [key, field](const json& v, FusordConfig* c) { return Read(v, key, field(c)); }};
+}
+
+const std::vector<Setting>& Settings() {
+  using C = FusordConfig;
+  static const std::vector<Setting> settings = {
+      Field<std::string>("listen", "--listen", [](C* c) { return &c->server.listen; }),
+      Field<std::string>("db_path", "--db", [](C* c) { return &c->tuning.db_path; }),
+      Field<int>("worker_threads", "--worker-threads",
+                 [](C* c) { return &c->server.worker_threads; }),
+      Field<int>("queue_size", "--queue-size", [](C* c) { return &c->server.queue_size; }),
+      Field<int>("max_rpc_threads", "--max-rpc-threads",
+                 [](C* c) { return &c->server.max_rpc_threads; }),
+      Field<int>("max_message_bytes", "--max-message-bytes",
+                 [](C* c) { return &c->server.max_message_bytes; }),
+      Field<int64_t>("max_nodes", "--max-nodes", [](C* c) { return &c->server.limits.max_nodes; }),
+      Field<int64_t>("max_tensor_elements", "--max-tensor-elements",
+                     [](C* c) { return &c->server.limits.max_tensor_elements; }),
+      Field<std::string>("tls_cert", "--tls-cert", [](C* c) { return &c->server.tls_cert; }),
+      Field<std::string>("tls_key", "--tls-key", [](C* c) { return &c->server.tls_key; }),
+      Field<std::string>("token_file", "--token-file", [](C* c) { return &c->server.token_file; }),
+      Field<bool>("allow_insecure_remote", "--allow-insecure-remote",
+                  [](C* c) { return &c->server.allow_insecure_remote; }),
+      Field<double>("shutdown_grace_s", "--shutdown-grace",
+                    [](C* c) { return &c->shutdown_grace_s; }),
+      Field<int>("measure_threads", "--measure-threads",
+                 [](C* c) { return &c->tuning.measure_threads; }),
+      Field<int>("default_measure_budget", "--default-measure-budget",
+                 [](C* c) { return &c->tuning.default_measure_budget; }),
+      Field<double>("default_time_limit_s", "--default-time-limit",
+                    [](C* c) { return &c->tuning.default_time_limit_s; }),
+      Field<double>("calibration_time_limit_s", "--calibration-time-limit",
+                    [](C* c) { return &c->tuning.calibration_time_limit_s; }),
+      Field<std::string>("log_level", "--log-level", [](C* c) { return &c->log_level; }),
+  };
+  return settings;
+}
+
+std::string KnownKeys() {
+  std::string out;
+  for (const Setting& s : Settings()) out += (out.empty() ? "" : ", ") + std::string(s.key);
+  return out;
+}
+
+Status CheckValues(const FusordConfig& c) {
+  if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
+    return Status::InvalidArgument("log_level '" + c.log_level +
+                                   "' is not one of trace, debug, info, warn, error, off");
+  }
+  if (c.shutdown_grace_s < 0) return Status::InvalidArgument("shutdown_grace_s must be >= 0");
+  if (c.server.limits.max_nodes < 1 || c.server.limits.max_tensor_elements < 1) {
+    return Status::InvalidArgument("max_nodes and max_tensor_elements must be at least 1");
+  }
+  if (c.tuning.default_measure_budget < 0 || c.tuning.default_time_limit_s <= 0 ||
+      c.tuning.calibration_time_limit_s <= 0) {
+    return Status::InvalidArgument(
+        "default_measure_budget must be >= 0 and the time limits positive");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddFusordFlags(CLI::App* app, FusordConfig* c) {
+  app->add_option("--config", c->config_file, "JSON config file (deploy/fusord.example.json)");
+  app->add_option("--listen", c->server.listen, "host:port or unix:PATH (port 0: any free port)");
+  app->add_option("--db", c->tuning.db_path, "SQLite tuning database (default: the CLI's)");
+  app->add_option("--worker-threads", c->server.worker_threads, "Tuning jobs that run at once");
+  app->add_option("--queue-size", c->server.queue_size, "Tuning jobs that may wait");
+  app->add_option("--max-rpc-threads", c->server.max_rpc_threads, "Threads serving RPCs");
+  app->add_option("--max-message-bytes", c->server.max_message_bytes, "Largest request");
+  app->add_option("--max-nodes", c->server.limits.max_nodes, "Nodes per graph");
+  app->add_option("--max-tensor-elements", c->server.limits.max_tensor_elements,
+                  "Elements per tensor");
+  app->add_option("--tls-cert", c->server.tls_cert, "PEM certificate chain (enables TLS)");
+  app->add_option("--tls-key", c->server.tls_key, "PEM private key");
+  app->add_option("--token-file", c->server.token_file, "Lines 'TOKEN ROLES [NAME]'");
+  app->add_flag("--allow-insecure-remote", c->server.allow_insecure_remote,
+                "Listen beyond loopback without a token file");
+  app->add_option("--shutdown-grace", c->shutdown_grace_s,
+                  "Seconds in-flight calls get on SIGTERM");
+  app->add_option("--measure-threads", c->tuning.measure_threads, "OpenMP threads; 0: all");
+  app->add_option("--default-measure-budget", c->tuning.default_measure_budget,
+                  "Plans measured per Tune");
+  app->add_option("--default-time-limit", c->tuning.default_time_limit_s, "Seconds per Tune");
+  app->add_option("--calibration-time-limit", c->tuning.calibration_time_limit_s,
+                  "Seconds per Calibrate");
+  app->add_option("--log-level", c->log_level, "trace, debug, info, warn, error");
+}
+
+Status ApplyConfigJson(const std::string& text, const std::string& origin, const CLI::App& app,
+                       FusordConfig* config) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument(origin + ": not a JSON object");
+  }
+  for (const auto& [key, value] : j.items()) {
+    auto it = std::find_if(Settings().begin(), Settings().end(),
+                           [&](const Setting& s) { return key == s.key; });
+    if (it == Settings().end()) {
+      return Status::InvalidArgument(origin + ": unknown key '" + key +
+                                     "'; known keys: " + KnownKeys());
+    }
+    if (app.count(it->flag) > 0) continue;
+    FUSOR_RETURN_IF_ERROR(it->apply(value, config).WithContext(origin));
+  }
+  return Status::Ok();
+}
+
+Status ApplyConfigFile(const CLI::App& app, FusordConfig* config) {
+  if (!config->config_file.empty()) {
+    std::ifstream in(config->config_file, std::ios::binary);
+    if (!in) return Status::IOError("cannot read config file '" + config->config_file + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    FUSOR_RETURN_IF_ERROR(ApplyConfigJson(text.str(), config->config_file, app, config));
+  }
+  return CheckValues(*config);
+}
+
+}  // namespace fusor

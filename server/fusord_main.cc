@@ -1,0 +1,125 @@
+// fusord: serves the tuning service (TuningService over SQLite) as fusor.v1.FusionTuner over gRPC.
+// Settings come from flags and an optional JSON config file (server/fusord_config.h). SIGTERM or
+// SIGINT shuts down gracefully: in-flight calls get shutdown_grace_s to finish, then are
+// cancelled, and the database is closed before the process exits.
+#include <signal.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+
+#include "db/default_path.h"
+#include "server/fusord_config.h"
+#include "server/tuner_server.h"
+#include "server/tuning_service.h"
+
+namespace fusor {
+namespace {
+
+constexpr int kExitStartFailed = 1;
+constexpr int kExitUsage = 2;
+
+// Log lines to stderr through stdio's buffer. spdlog's own stderr sinks flush after every line,
+// a write(2) per request that cost a fifth of GetPlan throughput (docs/benchmarks.md); here
+// lines are flushed at warnings and above, once a second, and at exit.
+class BufferedStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    fwrite(line.data(), 1, line.size(), stderr);
+  }
+  void flush_() override { fflush(stderr); }
+};
+
+void InstallLogger() {
+  static char buffer[1 << 16];
+  setvbuf(stderr, buffer, _IOFBF, sizeof buffer);
+  auto logger = std::make_shared<spdlog::logger>("fusord", std::make_shared<BufferedStderrSink>());
+  logger->flush_on(spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+  spdlog::flush_every(std::chrono::seconds(1));
+}
+
+// Blocks the shutdown signals in every thread (they inherit the mask), so that only sigwait in
+// main receives them and no gRPC or OpenMP thread is interrupted.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+Status ResolveDatabasePath(FusordConfig* config) {
+  if (!config->tuning.db_path.empty()) return Status::Ok();
+  FUSOR_ASSIGN_OR_RETURN(config->tuning.db_path, db::DefaultDatabasePath(true));
+  return Status::Ok();
+}
+
+int Serve(FusordConfig config, const sigset_t& signals) {
+  config.tuning.limits = config.server.limits;
+  if (Status s = CheckTunerServerOptions(config.server); !s.ok()) {
+    spdlog::error("fusord: {}", s.ToString());
+    return kExitStartFailed;
+  }
+  if (Status s = ResolveDatabasePath(&config); !s.ok()) {
+    spdlog::error("fusord: {}", s.ToString());
+    return kExitStartFailed;
+  }
+  auto service = TuningService::Open(config.tuning);
+  if (!service.ok()) {
+    spdlog::error("fusord: cannot open the tuning service: {}", service.status().ToString());
+    return kExitStartFailed;
+  }
+  auto server = TunerServer::Start(service->get(), config.server);
+  if (!server.ok()) {
+    spdlog::error("fusord: {}", server.status().ToString());
+    return kExitStartFailed;
+  }
+  spdlog::info("fusord: listening on {} tls={} auth={} workers={} queue={} db={}",
+               (*server)->address(), (*server)->tls() ? "on" : "off",
+               (*server)->authenticated() ? "tokens" : "off", config.server.worker_threads,
+               config.server.queue_size, config.tuning.db_path);
+  spdlog::default_logger()->flush();  // Scripts and tests wait for this line.
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("fusord: {} received, shutting down (grace {:.0f} s)",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT", config.shutdown_grace_s);
+  auto grace = std::chrono::milliseconds(static_cast<int64_t>(config.shutdown_grace_s * 1000));
+  (*server)->Shutdown(grace);
+  server->reset();
+  service->reset();
+  spdlog::info("fusord: stopped; database {} closed", config.tuning.db_path);
+  spdlog::shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace fusor
+
+int main(int argc, char** argv) {
+  // Spinning OpenMP waits steal the core from other threads and make timings swing.
+  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+  sigset_t signals = fusor::BlockShutdownSignals();
+  fusor::InstallLogger();
+  CLI::App app{"fusord: the Fusor tuning service (fusor.v1.FusionTuner over gRPC)"};
+  app.set_version_flag("--version", "fusord 0.1.0");
+  fusor::FusordConfig config;
+  fusor::AddFusordFlags(&app, &config);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : fusor::kExitUsage;
+  }
+  if (fusor::Status s = fusor::ApplyConfigFile(app, &config); !s.ok()) {
+    spdlog::error("fusord: {}", s.ToString());
+    return fusor::kExitUsage;
+  }
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  return fusor::Serve(std::move(config), signals);
+}

@@ -1,0 +1,80 @@
+#include "server/fusord_config.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace fusor {
+namespace {
+
+struct Parsed {
+  CLI::App app{"fusord"};
+  FusordConfig config;
+  explicit Parsed(std::vector<std::string> args) {
+    AddFusordFlags(&app, &config);
+    std::reverse(args.begin(), args.end());
+    app.parse(args);
+  }
+};
+
+TEST(FusordConfig, FileSetsEveryKeyTheFlagsLeaveAlone) {
+  Parsed p({"--queue-size", "3"});
+  Status s = ApplyConfigJson(R"({"listen": "127.0.0.1:9999", "queue_size": 40,
+      "worker_threads": 2, "max_nodes": 5000, "allow_insecure_remote": true,
+      "shutdown_grace_s": 1.5, "db_path": "/tmp/x.db", "log_level": "debug"})",
+                             "fusord.json", p.app, &p.config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(p.config.server.listen, "127.0.0.1:9999");
+  EXPECT_EQ(p.config.server.queue_size, 3) << "the flag wins";
+  EXPECT_EQ(p.config.server.worker_threads, 2);
+  EXPECT_EQ(p.config.server.limits.max_nodes, 5000);
+  EXPECT_TRUE(p.config.server.allow_insecure_remote);
+  EXPECT_DOUBLE_EQ(p.config.shutdown_grace_s, 1.5);
+  EXPECT_EQ(p.config.tuning.db_path, "/tmp/x.db");
+  EXPECT_EQ(p.config.log_level, "debug");
+}
+
+TEST(FusordConfig, UnknownKeyIsAnErrorNamingIt) {
+  Parsed p({});
+  Status s = ApplyConfigJson(R"({"listen": "127.0.0.1:1", "queue_sise": 4})", "fusord.json", p.app,
+                             &p.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("fusord.json: unknown key 'queue_sise'"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("queue_size"), std::string::npos) << "lists the known keys";
+}
+
+TEST(FusordConfig, WrongTypeAndBadJsonAreErrors) {
+  Parsed p({});
+  Status s = ApplyConfigJson(R"({"queue_size": "many"})", "f.json", p.app, &p.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("queue_size"), std::string::npos) << s.message();
+  EXPECT_FALSE(ApplyConfigJson(R"({"queue_size": 1.5})", "f.json", p.app, &p.config).ok());
+  EXPECT_FALSE(ApplyConfigJson("{not json", "f.json", p.app, &p.config).ok());
+  EXPECT_FALSE(ApplyConfigJson("[1, 2]", "f.json", p.app, &p.config).ok());
+}
+
+TEST(FusordConfig, ValuesAreChecked) {
+  Parsed p({"--log-level", "loud"});
+  EXPECT_FALSE(ApplyConfigFile(p.app, &p.config).ok());
+  Parsed missing({"--config", "/nonexistent/fusord.json"});
+  Status s = ApplyConfigFile(missing.app, &missing.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent/fusord.json"), std::string::npos);
+}
+
+TEST(FusordConfig, TheExampleConfigParses) {
+  std::ifstream in(std::string(FUSOR_MODELS_DIR) + "/../deploy/fusord.example.json");
+  ASSERT_TRUE(in) << "deploy/fusord.example.json is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  Parsed p({});
+  Status s = ApplyConfigJson(text.str(), "fusord.example.json", p.app, &p.config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(p.config.server.token_file, "/etc/fusor/tokens");
+  EXPECT_EQ(p.config.server.limits.max_tensor_elements, int64_t{1} << 32);
+}
+
+}  // namespace
+}  // namespace fusor

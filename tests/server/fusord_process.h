@@ -1,0 +1,55 @@
+// Runs the real fusord (and the fusor CLI) as child processes for the integration tests: start on
+// a free loopback port (fusord is given port 0 and its log says which it bound), stop with
+// SIGTERM, read the log. The destructor kills a fusord still running.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace fusor::testing {
+
+std::string FusordBinary();
+// The fusor CLI: $FUSOR_CLI_FOR_TEST if set (a build of it elsewhere), else the one built here.
+std::string FusorBinary();
+
+class FusordProcess {
+ public:
+  // Starts fusord with `args` and --listen 127.0.0.1:0, logging to `log`; waits until it listens.
+  static StatusOr<std::unique_ptr<FusordProcess>> Start(const std::vector<std::string>& args,
+                                                        const std::filesystem::path& log);
+  ~FusordProcess();
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  bool running() const;
+  // Sends SIGTERM and waits; returns the exit code, or -1 when it had to be killed.
+  int Terminate(std::chrono::seconds timeout);
+  std::string Log() const;
+
+ private:
+  FusordProcess(pid_t pid, std::filesystem::path log) : pid_(pid), log_(std::move(log)) {}
+
+  mutable pid_t pid_;  // 0 once reaped.
+  int port_ = 0;
+  std::filesystem::path log_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr interleaved.
+};
+
+// Runs argv[0] with the arguments and extra environment variables; waits up to `timeout`.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env = {},
+                         std::chrono::seconds timeout = std::chrono::seconds(60));
+
+}  // namespace fusor::testing
