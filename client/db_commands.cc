@@ -15,6 +15,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <nlohmann/json.hpp>
 
+#include "client/connection.h"
 #include "client/exit_codes.h"
 #include "db/default_path.h"
 #include "db/layered_plan_store.h"
@@ -37,6 +38,7 @@ struct DbOptions {
 
 struct QueryOptions {
   DbOptions db;
+  ConnectionOptions remote;  // With --server, the query goes to a fusord (QueryPlans).
   std::string model, target, graph, since, until, page_token;
   double min_speedup = 0;
   bool current = false;
@@ -289,7 +291,54 @@ void PrintPlanTable(const std::vector<db::StoredPlan>& plans) {
   table.Print(std::cout);
 }
 
+// The same query against a fusord. The wire form carries no model name or staleness per plan, and
+// has no graph-hash filter.
+StatusOr<db::PlanPage> RemoteQuery(const QueryOptions& o) {
+  if (!o.graph.empty() || !o.db.db_path.empty() || !o.db.snapshots.empty() || o.current) {
+    return Status::InvalidArgument(
+        "--graph, --db, --snapshot and --current are for local databases, not with --server");
+  }
+  FUSOR_ASSIGN_OR_RETURN(auto api, Connect(o.remote));
+  v1::QueryPlansRequest r;
+  r.set_model_name(o.model);
+  r.set_target_id(o.target);
+  r.set_created_after_unix_ms(ParseTime(o.since).value_or(0));
+  r.set_created_before_unix_ms(ParseTime(o.until).value_or(0));
+  r.set_min_speedup(o.min_speedup);
+  r.set_page_size(o.limit);
+  r.set_page_token(o.page_token);
+  FUSOR_ASSIGN_OR_RETURN(v1::QueryPlansResponse response, api->QueryPlans(r));
+  db::PlanPage page;
+  for (const auto& p : response.plans()) {
+    db::StoredPlan s;
+    s.plan = p;
+    s.model_name = o.model.empty() ? "-" : o.model;
+    s.database = o.remote.server;
+    page.plans.push_back(std::move(s));
+  }
+  page.next_page_token = response.next_page_token();
+  return page;
+}
+
 int RunQuery(const QueryOptions& o) {
+  if (o.remote.remote()) {
+    StatusOr<db::PlanPage> page = RemoteQuery(o);
+    if (!page.ok()) return Fail("query", page.status());
+    if (o.db.json) {
+      ordered_json plans = ordered_json::array();
+      for (const db::StoredPlan& s : page->plans) plans.push_back(PlanSummaryJson(s));
+      std::cout << ordered_json{{"plans", plans}, {"next_page_token", page->next_page_token}}.dump(
+                       2)
+                << "\n";
+    } else if (page->plans.empty()) {
+      std::cout << "no plans match\n";
+    } else {
+      PrintPlanTable(page->plans);
+      if (!page->next_page_token.empty())
+        std::cout << "more: --page-token " << page->next_page_token << "\n";
+    }
+    return kExitOk;
+  }
   StatusOr<std::unique_ptr<db::PlanStore>> store = OpenForReading(o.db);
   if (!store.ok()) return Fail("query", store.status());
   StatusOr<db::PlanPage> page = (*store)->QueryPlans(ToPlanQuery(o));
@@ -606,6 +655,12 @@ void AddQuery(CLI::App& db, int* exit_code) {
   query->add_option("--limit", o->limit, "Plans per page")
       ->check(CLI::Range(1, static_cast<int>(db::PlanQuery::kMaxPageSize)));
   query->add_option("--page-token", o->page_token, "Continue after a previous page");
+  query->add_option("--server", o->remote.server, "Query a fusord (host:port) instead of a file")
+      ->envname("FUSOR_SERVER");
+  query->add_option("--token", o->remote.token, "Bearer token for --server")
+      ->envname("FUSOR_TOKEN");
+  query->add_option("--token-file", o->remote.token_file, "File holding the token")
+      ->envname("FUSOR_TOKEN_FILE");
   query->callback([o, exit_code] { *exit_code = RunQuery(*o); });
 }
 

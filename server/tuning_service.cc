@@ -174,6 +174,17 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
   AnalyticalCostModel model(profile);
   FUSOR_ASSIGN_OR_RETURN(SearchResult searched, SearchPlan(g, model, search));
+  const SearchStats& st = searched.stats;
+  spdlog::info(
+      "search: graph={} algorithm={} nodes={} groups={} candidates={} candidates_ms={:.1f} "
+      "search_ms={:.1f} merges={} recomputes={} regions={} optimal_gain_ns={:.0f}",
+      hash.substr(0, 16), AlgorithmName(search.algorithm), g.num_nodes(),
+      searched.plan.groups.size(), st.candidates, st.candidates_ms, st.search_ms, st.merges,
+      st.recomputes, st.regions_optimized, st.optimal_gain_ns);
+  on_event(Progress("search", 0.25,
+                    std::to_string(searched.plan.groups.size()) + " groups, " +
+                        std::to_string(st.candidates) + " candidates in " +
+                        std::to_string(static_cast<int>(st.search_ms)) + " ms"));
   if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
   FusionPlan plan = searched.plan;
   std::vector<db::Measurement> measurements;

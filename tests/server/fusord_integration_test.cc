@@ -318,6 +318,19 @@ TEST_F(Fusord, CliTuneAgainstTheServer) {
   auto listed = Client(kReadToken).QueryPlans(q);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->plans_size(), 1);
+  // The same query through the CLI's `db query --server`, and the stored plan shown and explained.
+  CommandResult query =
+      RunCommand({FusorBinary(), "db", "query", "--json", "--server", fusord_->address(), "--token",
+                  kReadTuneToken, "--model", imported->model_name},
+                 {}, 30s);
+  ASSERT_EQ(query.exit_code, 0) << query.output;
+  EXPECT_NE(query.output.find(listed->plans(0).graph_hash()), std::string::npos) << query.output;
+  for (const char* verb : {"show", "explain"}) {
+    CommandResult plan = RunCommand({FusorBinary(), "plan", verb, model, "--server",
+                                     fusord_->address(), "--token", kReadTuneToken},
+                                    {}, 30s);
+    EXPECT_EQ(plan.exit_code, 0) << verb << ": " << plan.output;
+  }
 
   std::vector<std::string> wrong = {FusorBinary(), "tune", model, "--server", fusord_->address()};
   EXPECT_EQ(RunCommand(wrong, {{"FUSOR_TOKEN", "wrong-token-0123456789"}}).exit_code, kExitAuth);
