@@ -51,6 +51,9 @@ StatusOr<std::unique_ptr<TunerApi>> ConnectRemote(const ConnectionOptions& o) {
 StatusOr<std::unique_ptr<TunerApi>> ConnectLocal(const ConnectionOptions& o) {
   TuningServiceOptions t;
   t.db_path = o.db_path;
+  // A person's first `fusor tune` on a machine calibrates it (about 10 s) rather than tuning with
+  // the uncalibrated defaults, whose plans the measured refinement would mostly reject.
+  t.auto_calibrate = true;
   if (t.db_path.empty()) {
     FUSOR_ASSIGN_OR_RETURN(t.db_path, db::DefaultDatabasePath(/*create_directories=*/true));
   }

@@ -29,6 +29,9 @@ struct TuningServiceOptions {
   double default_time_limit_s = 120;  // Wall-clock limit per Tune when the request says 0.
   double calibration_time_limit_s = 60;
   double min_measure_ms = 30;  // Timing: repeat each measurement until this much time.
+  // Calibrate this CPU before the first Tune for it if it was never calibrated (the CLI's local
+  // mode does; a server is calibrated deliberately, through Calibrate).
+  bool auto_calibrate = false;
 };
 
 class TuningService final : public TunerApi {
