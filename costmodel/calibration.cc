@@ -3,66 +3,33 @@
 #include <chrono>
 #include <cmath>
 
+#include "graph/graph_builder.h"
+
 namespace fusor {
 namespace {
 
-// Builds one benchmark graph, node by node; every tensor float32 unless said otherwise.
-class SuiteGraph {
+// One benchmark graph, built node by node, that runs as one group.
+class SuiteGraph : public GraphBuilder {
  public:
-  explicit SuiteGraph(std::string name) { g_.model_name = std::move(name); }
+  explicit SuiteGraph(std::string name) : name_(std::move(name)) {}
 
-  TensorId Input(Shape dims) {
-    TensorId t = Add(std::move(dims), TensorKind::kGraphInput);
-    g_.AddInput(t);
-    return t;
-  }
-  TensorId Weight(Shape dims) { return Add(std::move(dims), TensorKind::kWeight); }
-  TensorId Scalar(double v) {
-    TensorId t = Add({}, TensorKind::kConstant);
-    g_.mutable_tensor(t).float_data = {v};
-    return t;
-  }
-  TensorId Ints(std::vector<int64_t> v) {
-    TensorId t = Add({static_cast<int64_t>(v.size())}, TensorKind::kConstant, DType::kInt64);
-    g_.mutable_tensor(t).int_data = std::move(v);
-    return t;
-  }
-  TensorId Op(const std::string& op, std::vector<TensorId> in, Shape out_dims,
-              std::vector<Attribute> attrs = {}) {
-    TensorId out = Add(std::move(out_dims), TensorKind::kActivation);
-    Node n;
-    n.name = op + "_" + std::to_string(g_.num_nodes());
-    n.op_type = op;
-    n.op_version = 13;
-    n.inputs = std::move(in);
-    n.outputs = {out};
-    for (auto& a : attrs) n.SetAttr(a.name, a.value);
-    g_.AddNode(std::move(n));
-    return out;
-  }
+  TensorId Input(Shape dims) { return GraphBuilder::Input(std::move(dims)); }
 
   // The whole graph as one group.
   StatusOr<CalibrationBenchmark> Finish(TensorId output) {
-    g_.AddOutput(output);
-    g_.Link();
+    Output(output);
+    Graph& g = Linked();
+    g.model_name = name_;
     std::vector<NodeId> all;
-    for (NodeId id = 0; id < static_cast<NodeId>(g_.num_nodes()); ++id) all.push_back(id);
-    FUSOR_ASSIGN_OR_RETURN(GroupKind kind, InferGroupKind(g_, all));
+    for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) all.push_back(id);
+    FUSOR_ASSIGN_OR_RETURN(GroupKind kind, InferGroupKind(g, all));
     FusionPlan plan{{FusionGroup{kind, all, {}}}};
-    FUSOR_RETURN_IF_ERROR(CheckPlan(g_, plan));
-    return CalibrationBenchmark{g_.model_name, g_, plan};
+    FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan));
+    return CalibrationBenchmark{name_, g, plan};
   }
 
  private:
-  TensorId Add(Shape dims, TensorKind kind, DType dtype = DType::kFloat32) {
-    Tensor t;
-    t.name = "t" + std::to_string(g_.num_tensors());
-    t.dims = std::move(dims);
-    t.kind = kind;
-    t.dtype = dtype;
-    return g_.AddTensor(std::move(t));
-  }
-  Graph g_;
+  std::string name_;
 };
 
 using Suite = std::vector<CalibrationBenchmark>;

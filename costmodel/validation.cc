@@ -24,10 +24,11 @@ std::vector<std::pair<std::string, FusionPlan>> Alternatives(const Graph& r) {
   if (!kind.ok()) return out;
   out.emplace_back("fused", FusionPlan{{FusionGroup{*kind, all, {}}}});
   out.emplace_back("unfused", UnfusedPlan(r));
-  for (size_t cut = 1; cut + 1 < all.size() + 1 && all.size() > 2; ++cut) {
+  // Two-op regions have no split other than "unfused".
+  for (size_t cut = 1; all.size() > 2 && cut < all.size(); ++cut) {
     std::vector<NodeId> head(all.begin(), all.begin() + cut), tail(all.begin() + cut, all.end());
     auto hk = InferGroupKind(r, head), tk = InferGroupKind(r, tail);
-    if (!hk.ok() || !tk.ok() || tail.empty()) continue;
+    if (!hk.ok() || !tk.ok()) continue;
     FusionPlan split{{FusionGroup{*hk, head, {}}, FusionGroup{*tk, tail, {}}}};
     if (CheckPlan(r, split).ok()) out.emplace_back("split@" + std::to_string(cut), split);
   }

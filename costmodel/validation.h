@@ -43,7 +43,7 @@ struct ValidationReport {
   std::vector<ValidationItem> items;
   double mape = 0;                // Percent.
   double kendall_tau = 0;         // Pair-weighted mean over regions.
-  double decisive_tau = 0;  // The same over pairs whose measured times differ by >= 5%.
+  double decisive_tau = 0;        // The same over pairs whose measured times differ by >= 5%.
   double agreement = 0;           // Fraction of fuse-or-not decisions the model gets right.
   double decisive_agreement = 0;  // The same over decisions with a measured gap >= 5%.
   int regions = 0, decisions = 0, decisive_decisions = 0, skipped_unstable = 0;

@@ -3,60 +3,13 @@
 #include <cmath>
 
 #include "graph/canonical.h"
+#include "graph/graph_builder.h"
 #include "graph/validate.h"
 
 namespace fusor {
 namespace {
 
-class Builder {
- public:
-  TensorId Input(const std::string& name, Shape dims, DType dtype = DType::kFloat32) {
-    TensorId t = Add(name, std::move(dims), TensorKind::kGraphInput, dtype);
-    g_.AddInput(t);
-    return t;
-  }
-  TensorId Weight(Shape dims) { return Add("w" + Next(), std::move(dims), TensorKind::kWeight); }
-  TensorId Scalar(double v) {
-    TensorId t = Add("c" + Next(), {}, TensorKind::kConstant);
-    g_.mutable_tensor(t).float_data = {v};
-    return t;
-  }
-  TensorId Ints(std::vector<int64_t> v) {
-    TensorId t =
-        Add("i" + Next(), {static_cast<int64_t>(v.size())}, TensorKind::kConstant, DType::kInt64);
-    g_.mutable_tensor(t).int_data = std::move(v);
-    return t;
-  }
-  TensorId Op(const std::string& op, std::vector<TensorId> in, Shape out,
-              std::vector<Attribute> attrs = {}) {
-    TensorId t = Add("a" + Next(), std::move(out), TensorKind::kActivation);
-    Node n;
-    n.name = op + "_" + std::to_string(g_.num_nodes());
-    n.op_type = op;
-    n.op_version = 13;
-    n.inputs = std::move(in);
-    n.outputs = {t};
-    for (auto& a : attrs) n.SetAttr(a.name, a.value);
-    g_.AddNode(std::move(n));
-    return t;
-  }
-  Graph& graph() { return g_; }
-
- private:
-  std::string Next() { return std::to_string(counter_++); }
-  TensorId Add(std::string name, Shape dims, TensorKind kind, DType dtype = DType::kFloat32) {
-    Tensor t;
-    t.name = std::move(name);
-    t.dims = std::move(dims);
-    t.kind = kind;
-    t.dtype = dtype;
-    return g_.AddTensor(std::move(t));
-  }
-  Graph g_;
-  int64_t counter_ = 0;
-};
-
-TensorId LayerNorm(Builder& b, TensorId x, const Shape& s) {
+TensorId LayerNorm(GraphBuilder& b, TensorId x, const Shape& s) {
   Shape row = {s[0], s[1], 1};
   Attribute axes{"axes", std::vector<int64_t>{-1}};
   TensorId mean = b.Op("ReduceMean", {x}, row, {axes});
@@ -70,13 +23,13 @@ TensorId LayerNorm(Builder& b, TensorId x, const Shape& s) {
   return b.Op("Add", {scaled, b.Weight({s[2]})}, s);
 }
 
-TensorId Linear(Builder& b, TensorId x, const Shape& in, int64_t out) {
+TensorId Linear(GraphBuilder& b, TensorId x, const Shape& in, int64_t out) {
   Shape s = {in[0], in[1], out};
   TensorId mm = b.Op("MatMul", {x, b.Weight({in[2], out})}, s);
   return b.Op("Add", {b.Weight({out}), mm}, s);
 }
 
-TensorId Attention(Builder& b, TensorId x, const TransformerShape& t) {
+TensorId Attention(GraphBuilder& b, TensorId x, const TransformerShape& t) {
   const int64_t n = t.sequence, d = t.hidden, h = t.heads, hd = d / h;
   Shape s = {1, n, d};
   TensorId qkv = Linear(b, x, s, 3 * d);
@@ -99,7 +52,7 @@ TensorId Attention(Builder& b, TensorId x, const TransformerShape& t) {
   return Linear(b, merged, s, d);
 }
 
-TensorId FeedForward(Builder& b, TensorId x, const TransformerShape& t) {
+TensorId FeedForward(GraphBuilder& b, TensorId x, const TransformerShape& t) {
   Shape s = {1, t.sequence, t.hidden}, wide = {1, t.sequence, 4 * t.hidden};
   TensorId up = Linear(b, x, s, 4 * t.hidden);
   TensorId div = b.Op("Div", {up, b.Scalar(std::sqrt(2.0))}, wide);
@@ -118,19 +71,19 @@ StatusOr<Graph> SyntheticTransformer(const TransformerShape& t) {
         "synthetic transformer: layers, sequence, hidden and heads must "
         "be positive and hidden divisible by heads");
   }
-  Builder b;
+  GraphBuilder b;
   b.graph().model_name = "synthetic_transformer_" + std::to_string(t.layers);
   b.graph().opset = 13;
   Shape s = {1, t.sequence, t.hidden};
-  TensorId x = b.Input("input", s);
+  TensorId x = b.Input(s, "input");
   for (int layer = 0; layer < t.layers; ++layer) {
     TensorId attn = b.Op("Add", {x, Attention(b, x, t)}, s);
     TensorId norm1 = LayerNorm(b, attn, s);
     TensorId ffn = b.Op("Add", {norm1, FeedForward(b, norm1, t)}, s);
     x = LayerNorm(b, ffn, s);
   }
-  b.graph().AddOutput(x);
-  b.graph().Link();
+  b.Output(x);
+  b.Linked();
   ValidationLimits limits;
   limits.max_nodes = 10'000'000;
   FUSOR_RETURN_IF_ERROR(Validate(b.graph(), limits));

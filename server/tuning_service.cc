@@ -151,14 +151,13 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   std::string hash = CanonicalHash(g);
   std::string target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();
   FUSOR_ASSIGN_OR_RETURN(HardwareProfile profile, state_->ProfileOf(target_id));
-  bool local_target = target_id == state_->local.Id();
-  if (local_target && state_->options.auto_calibrate && profile.calibrated_unix_ms == 0) {
+  bool local = target_id == state_->local.Id();
+  if (local && state_->options.auto_calibrate && profile.calibrated_unix_ms == 0) {
     on_event(Progress("calibrate", 0.02, "calibrating this CPU once (oneDNN micro-benchmarks)"));
     FUSOR_RETURN_IF_ERROR(Calibrate({}).status().WithContext("calibrating this CPU"));
     profile = state_->LocalProfile();
   }
   FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options()));
-  bool local = target_id == state_->local.Id();
   int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
                                                       : state_->options.default_measure_budget;
   std::string options_text =
