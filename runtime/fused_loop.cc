@@ -194,6 +194,41 @@ FUSOR_VECTOR_CLONES void Binary(BinaryOp op, const float* x, const float* y, flo
   }
 }
 
+// z = x op c (or c op x when `scalar_first`): a binary node with one scalar operand, without
+// filling a tile with copies of the scalar first.
+FUSOR_VECTOR_CLONES void BinaryScalar(BinaryOp op, const float* x, float c, bool scalar_first,
+                                      float* z, int64_t n) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      for (int64_t i = 0; i < n; ++i) z[i] = x[i] + c;
+      return;
+    case BinaryOp::kMul:
+      for (int64_t i = 0; i < n; ++i) z[i] = x[i] * c;
+      return;
+    case BinaryOp::kSub:
+      if (scalar_first) {
+        for (int64_t i = 0; i < n; ++i) z[i] = c - x[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) z[i] = x[i] - c;
+      }
+      return;
+    case BinaryOp::kDiv:
+      if (scalar_first) {
+        for (int64_t i = 0; i < n; ++i) z[i] = c / x[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i) z[i] = x[i] / c;
+      }
+      return;
+    default: {  // Truncating division and Pow: rare with a scalar, keep one code path.
+      for (int64_t i = 0; i < n; ++i) {
+        float a = scalar_first ? c : x[i], b = scalar_first ? x[i] : c;
+        Binary(op, &a, &b, &z[i], 1);
+      }
+      return;
+    }
+  }
+}
+
 FUSOR_VECTOR_CLONES void BatchNorm(const float* x, const float* scale, const float* bias,
                                    const float* mean, const float* var, float eps, float* y,
                                    int64_t n) {
@@ -253,6 +288,33 @@ Affine CoordMap(size_t rank, size_t dim) {
   return m;
 }
 
+// Walks the elements [begin, begin + n) of `dims` (rank >= 1) in runs along the innermost dim:
+// fn(e, off, run, step) for elements e .. e + run - 1, which read flat indices off + j * step.
+template <typename Fn>
+void ForEachRun(const Affine& m, const Shape& dims, int64_t begin, int64_t n, Fn&& fn) {
+  size_t rank = dims.size();
+  std::vector<int64_t> coord(rank);
+  int64_t off = m.base;
+  for (size_t d = rank, flat = begin; d-- > 0;) {
+    coord[d] = static_cast<int64_t>(flat) % dims[d];
+    flat /= dims[d];
+    off += coord[d] * m.coef[d];
+  }
+  int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
+  for (int64_t e = 0; e < n;) {
+    int64_t run = std::min(n - e, inner - coord[rank - 1]);
+    fn(e, off, run, step);
+    e += run;
+    coord[rank - 1] += run;
+    off += run * step;
+    for (size_t d = rank - 1; d > 0 && coord[d] == dims[d]; --d) {
+      off += m.coef[d - 1] - coord[d] * m.coef[d];
+      coord[d] = 0;
+      ++coord[d - 1];
+    }
+  }
+}
+
 // out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in `dims`.
 void AffineIndices(const Affine& m, const Shape& dims, const Idx& idx, int64_t* out) {
   size_t rank = dims.size();
@@ -278,26 +340,9 @@ void AffineIndices(const Affine& m, const Shape& dims, const Idx& idx, int64_t* 
     }
     return;
   }
-  std::vector<int64_t> coord(rank);
-  int64_t off = m.base;
-  for (size_t d = rank, flat = idx.begin; d-- > 0;) {
-    coord[d] = static_cast<int64_t>(flat) % dims[d];
-    flat /= dims[d];
-    off += coord[d] * m.coef[d];
-  }
-  int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
-  for (int64_t e = 0; e < idx.n;) {
-    int64_t run = std::min(idx.n - e, inner - coord[rank - 1]);
+  ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
     for (int64_t j = 0; j < run; ++j) out[e + j] = off + j * step;
-    e += run;
-    coord[rank - 1] += run;
-    off += run * step;
-    for (size_t d = rank - 1; d > 0 && coord[d] == dims[d]; --d) {
-      off += m.coef[d - 1] - coord[d] * m.coef[d];
-      coord[d] = 0;
-      ++coord[d - 1];
-    }
-  }
+  });
 }
 
 const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s);
@@ -309,11 +354,41 @@ Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
   return {0, idx.n, list, s->NewToken()};
 }
 
+// A float leaf read through a non-identity map for a contiguous range of elements (a broadcast
+// weight, a transposed or sliced input): one offset per run along the innermost dim, then a copy,
+// a fill or a strided read. Building an index list and gathering through it costs ~1 ns per
+// element; this is a plain copy.
+const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims, const Idx& idx,
+                          LoopScratch* s) {
+  const float* src = static_cast<const float*>(leaf.data);
+  float* out = s->Floats(idx.n);
+  ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
+    if (step == 1) {
+      std::memcpy(out + e, src + off, run * sizeof(float));
+    } else if (step == 0) {
+      std::fill(out + e, out + e + run, src[off]);
+    } else {
+      for (int64_t j = 0; j < run; ++j) out[e + j] = src[off + j * step];
+    }
+  });
+  return out;
+}
+
+// Value `t` at the elements of the consumer's index space `idx` (over `dims`) mapped through `m`.
+const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, const Shape& dims,
+                        const Idx& idx, LoopScratch* s) {
+  const Value& v = *values.at(t);
+  bool runs = v.kind == LoopKind::kLeaf && !v.is_int && idx.list == nullptr && !m.identity &&
+              !m.scalar && !dims.empty();
+  if (runs) return ReadLeafRuns(v, m, dims, idx, s);
+  return Eval(values, t, MapIdx(m, dims, idx, s), s);
+}
+
 // Evaluates input j of v at the elements `idx` of v's index space.
 const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
                        LoopScratch* s) {
   const Affine& m = v.maps[j];
-  if (!m.scalar) return Eval(values, v.inputs[j], MapIdx(m, v.dims, idx, s), s);
+  if (!m.scalar) return EvalMapped(values, v.inputs[j], m, v.dims, idx, s);
   float x = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
   float* out = s->Floats(idx.n);
   std::fill(out, out + idx.n, x);
@@ -417,6 +492,13 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
       loop_kernels::Unary(v.unary, v.a, v.b, EvalInput(values, v, 0, idx, s), out, idx.n);
       return out;
     case LoopKind::kBinary: {
+      for (size_t j = 0; j < 2; ++j) {
+        if (!v.maps[j].scalar || v.maps[1 - j].scalar) continue;
+        float c = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
+        const float* x = EvalInput(values, v, 1 - j, idx, s);
+        loop_kernels::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
+        return out;
+      }
       const float* x = EvalInput(values, v, 0, idx, s);
       const float* y = EvalInput(values, v, 1, idx, s);
       loop_kernels::Binary(v.binary, x, y, out, idx.n);
@@ -450,7 +532,7 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
       out = Eval(values, v.inputs[0], idx, s);
       break;
     case LoopKind::kAffine:
-      out = Eval(values, v.inputs[0], MapIdx(v.maps[0], v.dims, idx, s), s);
+      out = EvalMapped(values, v.inputs[0], v.maps[0], v.dims, idx, s);
       break;
     case LoopKind::kConcat:
       out = EvalConcat(values, v, idx, s);

@@ -212,6 +212,26 @@ TEST(LoopKernel, InjectiveAndBroadcastOpsInOneLoop) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// Leaves read through broadcasts (along and across the inner dim) and a transpose, and scalar
+// operands on either side, over more elements than one tile with rows that straddle tiles: the
+// run-by-run reads and the scalar loops must index exactly like the general index lists.
+TEST(LoopKernel, LeafBroadcastsTransposesAndScalarsAcrossTiles) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {3, 37, 129});
+  TensorId tr = b.Act("tr", {3, 37, 129}), q = b.Act("q", {3, 37, 129});
+  TensorId m = b.Act("m", {3, 37, 129}), a = b.Act("a", {3, 37, 129});
+  TensorId s = b.Act("s", {3, 37, 129}), y = b.Act("y", {3, 37, 129});
+  b.Op("Transpose", {b.Input("xt", {3, 129, 37})}, {tr}, {Ints("perm", {0, 2, 1})});
+  b.Op("Div", {x, b.Weight("col", {3, 37, 1})}, {q});
+  b.Op("Mul", {q, b.Weight("row", {129})}, {m});
+  b.Op("Add", {m, tr}, {a});
+  b.Op("Sub", {b.FloatScalar("one", 1), a}, {s});
+  b.Op("Mul", {s, b.FloatScalar("half", 0.5)}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5}));
+}
+
 TEST(LoopKernel, ChainPrimitiveAndFusedLoopAgree) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 16, 5, 5});
