@@ -21,6 +21,9 @@ struct Coordinates {
   }
 };
 
+// Log-ratio error at which the Cauchy loss starts to discount a sample (~30%).
+constexpr double kCauchyScale = 0.3;
+
 class Problem {
  public:
   Problem(const std::vector<CalibrationSample>& samples, const HardwareProfile& start,
@@ -33,6 +36,7 @@ class Problem {
   }
 
   size_t num_params() const { return names_.size(); }
+  void set_robust(bool robust) { robust_ = robust; }
 
   // Keeps a step inside each parameter's plausible range (slightly inside, so the result passes
   // CheckPlausible): a constant few samples pin must not run off to an absurd value.
@@ -61,11 +65,16 @@ class Problem {
     return out;
   }
 
+  // Per sample, the log of predicted over measured time (a factor of 2 too slow weighs the same as
+  // a factor of 2 too fast) through a Cauchy loss: a sample disturbed by another process on the
+  // machine pulls the fit far less than a square would let it.
   std::vector<double> Residuals(const std::vector<double>& u) const {
     std::vector<double> pred = Predictions(u);
     std::vector<double> r;
     for (size_t i = 0; i < samples_.size(); ++i) {
-      r.push_back((pred[i] - samples_[i].measured_ns) / samples_[i].measured_ns);
+      double e = std::log(std::max(pred[i], 1e-9) / samples_[i].measured_ns);
+      double c = kCauchyScale;
+      r.push_back(robust_ ? std::copysign(c * std::sqrt(std::log1p(e * e / (c * c))), e) : e);
     }
     for (size_t j = 0; j < u.size(); ++j) r.push_back(prior_sqrt_ * (u[j] - u0_[j]));
     return r;
@@ -78,6 +87,7 @@ class Problem {
   const std::vector<CalibrationSample>& samples_;
   HardwareProfile profile_;
   double prior_sqrt_;
+  bool robust_ = false;
   std::vector<std::string> names_;
   std::vector<double> u0_;
 };
@@ -216,7 +226,12 @@ StatusOr<FitReport> FitProfile(const std::vector<CalibrationSample>& samples,
   std::vector<double> u = problem.start();
   problem.Clamp(&u);
   FitReport report;
+  // Squared log errors first (one basin, so the fit finds the right region from the defaults),
+  // then the Cauchy loss from there (far from the minimum its gradient vanishes, so it only
+  // refines).
   report.iterations = Minimise(problem, options, &u, &report.converged);
+  problem.set_robust(true);
+  report.iterations += Minimise(problem, options, &u, &report.converged);
   problem.Apply(u, profile);
   RecordFit(problem, u, profile);
   std::vector<double> pred = problem.Predictions(u);

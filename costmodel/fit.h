@@ -1,7 +1,8 @@
 // Fitting the hardware profile to measurements. Calibration produces samples (a group's features
 // and its measured median time); FitProfile adjusts every constant of the profile at once by
-// Levenberg-Marquardt on the relative error of the predictions, in log space (logit for the overlap
-// factor, which lives in [0, 1]), with a weak pull toward the starting values so a constant no
+// Levenberg-Marquardt on log(predicted / measured) under a Cauchy loss (so a few samples disturbed
+// by other processes do not drag the fit), with constants in log space (logit for the overlap
+// factor, which lives in [0, 1]) and a weak pull toward the starting values so a constant no
 // sample exercises stays where it was instead of drifting. Each constant's fit record says how many
 // samples it mattered to (a 5% share of their prediction or more) and the RMS relative error over
 // those. The fit is a pure function of its inputs: rerun it over all samples so far to refit.

@@ -315,7 +315,9 @@ StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTarge
 
 StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequest& request) {
   std::lock_guard<std::mutex> lock(state_->measure_mu);
-  HardwareProfile start = state_->LocalProfile();
+  // Every calibration fits from the documented defaults: starting from the previous fit would let
+  // one calibration on a loaded machine drag every later one into the same bad minimum.
+  HardwareProfile start;
   start.target = state_->local;
   double limit = request.time_limit_s() > 0 ? request.time_limit_s()
                                             : state_->options.calibration_time_limit_s;

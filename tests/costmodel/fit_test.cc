@@ -76,6 +76,22 @@ TEST(FitProfile, NoisySamplesStillFitWithinTheNoise) {
   EXPECT_TRUE(CheckPlausible(fitted).ok());
 }
 
+// A loaded machine: one sample in ten measured 3-10x too slow (another process held the core).
+// The Cauchy stage must keep them from dragging the constants they share.
+TEST(FitProfile, SamplesDisturbedByOtherProcessesDoNotDragTheFit) {
+  HardwareProfile truth = Truth();
+  auto samples = SyntheticSamples(truth, 0.03, 13);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> slowdown(3, 10);
+  for (size_t i = 0; i < samples.size(); i += 10) samples[i].measured_ns *= slowdown(rng);
+  HardwareProfile fitted;
+  ASSERT_TRUE(FitProfile(samples, &fitted).ok());
+  EXPECT_NEAR(fitted.matmul_gflops.value / truth.matmul_gflops.value, 1.0, 0.1);
+  EXPECT_NEAR(fitted.conv_gflops.value / truth.conv_gflops.value, 1.0, 0.1);
+  EXPECT_NEAR(fitted.dram_read_gbps.value / truth.dram_read_gbps.value, 1.0, 0.1);
+  EXPECT_NEAR(fitted.dispatch_ns.value / truth.dispatch_ns.value, 1.0, 0.15);
+}
+
 TEST(FitProfile, UnexercisedParametersStayPutAndSayZeroSamples) {
   HardwareProfile truth = Truth();
   std::vector<CalibrationSample> only_matmul;
