@@ -212,6 +212,16 @@ bool AppendPostOps(std::vector<std::vector<PostOp>>* chain, std::vector<PostOp> 
   return true;
 }
 
+// True when nodes `a`, `b` compute v * Sigmoid(v) (SiLU / swish, EfficientNet's activation) and
+// the sigmoid is used by nothing else: one eltwise_swish reads v once, where a logistic plus a
+// per-element binary post-op would read it twice.
+bool IsSwish(const Graph& g, const Node& a, const Node& b, TensorId v) {
+  if (a.op_type != "Sigmoid" || b.op_type != "Mul" || a.inputs[0] != v) return false;
+  TensorId s = a.outputs[0];
+  bool reads = (b.inputs[0] == v && b.inputs[1] == s) || (b.inputs[0] == s && b.inputs[1] == v);
+  return reads && g.tensor(s).consumers.size() == 1 && !g.IsGraphOutput(s);
+}
+
 // Post-ops for the longest prefix of `chain` (starting from value v) that has a post-op form.
 std::vector<std::vector<PostOp>> TranslateChain(const Graph& g, const std::vector<NodeId>& chain,
                                                 TensorId v, const FusedLoop::Lookup& known) {
@@ -1020,13 +1030,18 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
     if (g.node(nodes[i]).outputs.size() != 1) return no_form;
   }
   const Shape& yd = g.tensor(final_out).dims;
-  std::vector<NodeId> rest(nodes.begin() + 1, nodes.end());
+  // A leading Sigmoid+Mul pair is one swish eltwise; the chain then continues after the Mul.
+  bool swish = nodes.size() > 1 && IsSwish(g, first, g.node(nodes[1]), first.inputs[0]);
+  std::vector<NodeId> rest(nodes.begin() + (swish ? 2 : 1), nodes.end());
+  TensorId head_out = g.node(nodes[swish ? 1 : 0]).outputs[0];
   try {
     Step main;
     std::function<dnnl::primitive_desc(const dnnl::primitive_attr&)> make;
     std::vector<std::vector<PostOp>> ops;
     std::string what;
-    auto first_ops = PostOpsFor(g, first, first.inputs[0], ctx.known);
+    auto first_ops = swish ? std::optional<std::vector<PostOp>>(
+                                 std::vector<PostOp>{Eltwise(algorithm::eltwise_swish, 1)})
+                           : PostOpsFor(g, first, first.inputs[0], ctx.known);
     bool binary_first = first_ops && !first_ops->empty() && (*first_ops)[0].binary;
     if (first_ops && !first_ops->empty() && !binary_first && g.tensor(first.inputs[0]).dims == yd &&
         g.tensor(first.inputs[0]).dtype == DType::kFloat32) {
@@ -1036,7 +1051,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
       if (!AppendPostOps(&all, std::vector<PostOp>(first_ops->begin() + 1, first_ops->end()))) {
         return no_form;
       }
-      auto more = TranslateChain(g, rest, first.outputs[0], ctx.known);
+      auto more = TranslateChain(g, rest, head_out, ctx.known);
       if (more.size() != rest.size()) return no_form;
       for (auto& node_ops : more) {
         if (!AppendPostOps(&all, std::move(node_ops))) return no_form;

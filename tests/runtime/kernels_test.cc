@@ -251,6 +251,25 @@ TEST(LoopKernel, ChainPrimitiveAndFusedLoopAgree) {
   EXPECT_NE(loop.find("fused loop"), std::string::npos) << loop;
 }
 
+// x * Sigmoid(x) (EfficientNet's SiLU) is one swish eltwise primitive, with the product's
+// operands either way round. (oneDNN 2.6's jit eltwise takes no post-ops, so a longer chain runs
+// as a fused loop.)
+TEST(LoopKernel, SigmoidTimesInputIsOneSwishPrimitive) {
+  for (bool sigmoid_first : {true, false}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 16, 9, 9});
+    TensorId s = b.Act("s", {1, 16, 9, 9}), m = b.Act("m", {1, 16, 9, 9});
+    b.Op("Sigmoid", {x}, {s});
+    b.Op("Mul", {sigmoid_first ? s : x, sigmoid_first ? x : s}, {m});
+    b.Output(m);
+    Graph g = b.Build();
+    std::string described;
+    ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1}), ChainBackend::kOneDnn,
+                           &described);
+    EXPECT_NE(described.find("eltwise (jit"), std::string::npos) << described;
+  }
+}
+
 TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {
   IrBuilder b;
   TensorId x = b.Input("x", {4});
