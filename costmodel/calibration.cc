@@ -140,17 +140,28 @@ void ReductionFamily(Suite* s) {
        s);
 }
 
+// Launch costs: loops of one tile (run on the calling thread) and of two (waking the thread
+// team), matmuls on either side of the size where oneDNN starts to parallelise, tiny convs.
 void DispatchFamily(Suite* s) {
-  for (int64_t n : {int64_t{8}, int64_t{64}}) {
+  for (int64_t n : {int64_t{8}, int64_t{64}, int64_t{4096}, int64_t{8192}}) {
     SuiteGraph relu("tiny_relu_" + std::to_string(n));
     Keep(relu.Finish(relu.Op("Relu", {relu.Input({n})}, {n})), s);
   }
-  SuiteGraph mm("tiny_matmul_4x4x4");
-  TensorId a = mm.Input({4, 4});
-  Keep(mm.Finish(mm.Op("MatMul", {a, mm.Weight({4, 4})}, {4, 4})), s);
-  SuiteGraph conv("tiny_conv_c4_4");
-  TensorId x = conv.Input({1, 4, 4, 4});
-  Keep(conv.Finish(conv.Op("Conv", {x, conv.Weight({4, 4, 1, 1})}, {1, 4, 4, 4}, ConvAttrs(1, 1))),
+  for (int64_t m : {int64_t{4}, int64_t{16}, int64_t{32}}) {
+    SuiteGraph mm("tiny_matmul_" + std::to_string(m));
+    TensorId a = mm.Input({m, m});
+    Keep(mm.Finish(mm.Op("MatMul", {a, mm.Weight({m, m})}, {m, m})), s);
+  }
+  for (int64_t c : {int64_t{4}, int64_t{64}}) {
+    SuiteGraph conv("tiny_conv_c" + std::to_string(c) + "_4");
+    TensorId x = conv.Input({1, c, 4, 4});
+    Keep(
+        conv.Finish(conv.Op("Conv", {x, conv.Weight({c, c, 1, 1})}, {1, c, 4, 4}, ConvAttrs(1, 1))),
+        s);
+  }
+  SuiteGraph se("tiny_conv_c256_1");
+  TensorId x = se.Input({1, 256, 1, 1});
+  Keep(se.Finish(se.Op("Conv", {x, se.Weight({64, 256, 1, 1})}, {1, 64, 1, 1}, ConvAttrs(1, 1))),
        s);
 }
 
@@ -185,6 +196,64 @@ void RegisterPressureFamily(const TargetFingerprint& t, Suite* s, const std::vec
   }
 }
 
+// Index maps in fused loops: transposes, slices, concats and broadcasts of leaves (run by run) and
+// of computed values (index lists, in runs or scattered), at sizes from real models.
+void IndexingFamily(Suite* s) {
+  const Shape heads = {1, 128, 12, 64}, moved = {1, 12, 128, 64};
+  const std::vector<int64_t> perm = {0, 2, 1, 3};
+  SuiteGraph t1("transpose_leaf_inner_kept");
+  Keep(t1.Finish(t1.Op("Transpose", {t1.Input(heads)}, moved, {{"perm", perm}})), s);
+  SuiteGraph t2("transpose_computed_inner_kept");
+  TensorId r = t2.Op("Relu", {t2.Input(heads)}, heads);
+  Keep(t2.Finish(t2.Op("Transpose", {r}, moved, {{"perm", perm}})), s);
+  SuiteGraph t3("transpose_leaf_inner_moved");
+  const std::vector<int64_t> swap = {1, 0};
+  Keep(t3.Finish(t3.Op("Transpose", {t3.Input({768, 512})}, {512, 768}, {{"perm", swap}})), s);
+  SuiteGraph t4("transpose_computed_inner_moved");
+  TensorId r4 = t4.Op("Relu", {t4.Input({768, 512})}, {768, 512});
+  Keep(t4.Finish(t4.Op("Transpose", {r4}, {512, 768}, {{"perm", swap}})), s);
+  SuiteGraph sl("slice_leaf_half");
+  TensorId x = sl.Input({1, 128, 2304});
+  Keep(sl.Finish(sl.Op("Slice", {x, sl.Ints({768}), sl.Ints({1536}), sl.Ints({2})}, {1, 128, 768})),
+       s);
+  SuiteGraph cat("concat_computed_c64_56");
+  TensorId a = cat.Op("Relu", {cat.Input({1, 64, 56, 56})}, {1, 64, 56, 56});
+  TensorId b = cat.Input({1, 64, 56, 56});
+  Keep(cat.Finish(cat.Op("Concat", {a, b}, {1, 128, 56, 56}, {{"axis", int64_t{1}}})), s);
+  SuiteGraph se("broadcast_computed_c256_28");
+  TensorId gate = se.Op("Sigmoid", {se.Input({1, 256, 1, 1})}, {1, 256, 1, 1});
+  Keep(se.Finish(se.Op("Mul", {se.Input({1, 256, 28, 28}), gate}, {1, 256, 28, 28})), s);
+  SuiteGraph bl("broadcast_leaf_c256_28");
+  Keep(bl.Finish(
+           bl.Op("Mul", {bl.Input({1, 256, 28, 28}), bl.Input({1, 256, 1, 1})}, {1, 256, 28, 28})),
+       s);
+}
+
+// Reductions with a fused prologue, from long rows to short ones (per-row overhead).
+void RowReductionFamily(Suite* s) {
+  for (auto [rows, len] : std::vector<std::pair<int64_t, int64_t>>{{128, 768}, {512, 49}}) {
+    SuiteGraph g("relu_reduce_mean_" + std::to_string(rows) + "x" + std::to_string(len));
+    TensorId x = g.Op("Relu", {g.Input({rows, len})}, {rows, len});
+    Keep(g.Finish(g.Op("ReduceMean", {x, g.Ints({1})}, {rows, 1}, {{"keepdims", int64_t{1}}})), s);
+  }
+  SuiteGraph gap("relu_global_average_pool_c1024_7");
+  TensorId x = gap.Op("Relu", {gap.Input({1, 1024, 7, 7})}, {1, 1024, 7, 7});
+  Keep(gap.Finish(gap.Op("GlobalAveragePool", {x}, {1, 1024, 1, 1})), s);
+}
+
+// One value read by many nodes of a loop: each reads it back from the tile buffer in L1, and the
+// adds between them are cheap arithmetic (pins L1 reads and elementwise throughput).
+void FanOutFamily(const TargetFingerprint& t, Suite* s, const std::vector<int>& readers) {
+  int64_t n = t.l2_bytes * t.cores / 4 / 4;
+  for (int k : readers) {
+    SuiteGraph g("fan_out_loop_" + std::to_string(k));
+    TensorId r = g.Op("Relu", {g.Input({n})}, {n});
+    TensorId acc = r;
+    for (int i = 0; i < k; ++i) acc = g.Op(i % 2 ? "Add" : "Mul", {acc, r}, {n});
+    Keep(g.Finish(acc), s);
+  }
+}
+
 GroupFeatures FeaturesOf(const CalibrationBenchmark& b, const TargetFingerprint& t) {
   return PlanFeatures(b.graph, b.plan, t).at(0);
 }
@@ -205,6 +274,9 @@ std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& targ
   MatMulFamily(&s, full ? std::vector<int64_t>{64, 128, 256, 512} : std::vector<int64_t>{64, 256});
   ConvFamily(&s, full);
   ReductionFamily(&s);
+  IndexingFamily(&s);
+  FanOutFamily(target, &s, full ? std::vector<int>{4, 16} : std::vector<int>{8});
+  RowReductionFamily(&s);
   DispatchFamily(&s);
   PostOpFamily(&s, full ? std::vector<int>{0, 1, 2, 4, 6} : std::vector<int>{0, 4});
   RegisterPressureFamily(target, &s,
@@ -239,19 +311,56 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
   return result;
 }
 
-nlohmann::json SampleToJson(const CalibrationSample& s) {
-  const GroupFeatures& f = s.features;
-  return {{"benchmark", s.benchmark},
-          {"measured_ns", s.measured_ns},
-          {"flops", f.flops},
+namespace {
+
+nlohmann::json FeaturesToJson(const GroupFeatures& f) {
+  nlohmann::json or_else = nlohmann::json::array();
+  for (const GroupFeatures& o : f.or_else) or_else.push_back(FeaturesToJson(o));
+  return {{"flops", f.flops},
           {"read_bytes", f.read_bytes},
           {"write_bytes", f.write_bytes},
           {"kernels", f.kernels},
           {"loop_kernels", f.loop_kernels},
           {"indexed_elements", f.indexed_elements},
+          {"remapped_elements", f.remapped_elements},
+          {"gathered_elements", f.gathered_elements},
+          {"eval_calls", f.eval_calls},
+          {"forks", f.forks},
+          {"threads", f.threads},
           {"post_ops", f.post_ops},
           {"spilled_value_vectors", f.spilled_value_vectors},
-          {"reorder_bytes", f.reorder_bytes}};
+          {"reorder_bytes", f.reorder_bytes},
+          {"or_else", or_else}};
+}
+
+// Throws nlohmann::json::exception on a missing key or a wrong type.
+GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
+  GroupFeatures f;
+  f.flops = j.at("flops").get<std::array<double, kNumComputeClasses>>();
+  f.read_bytes = j.at("read_bytes").get<std::array<double, kNumMemoryLevels>>();
+  f.write_bytes = j.at("write_bytes").get<std::array<double, kNumMemoryLevels>>();
+  f.kernels = j.at("kernels").get<double>();
+  f.loop_kernels = j.at("loop_kernels").get<double>();
+  f.indexed_elements = j.at("indexed_elements").get<double>();
+  f.remapped_elements = j.at("remapped_elements").get<double>();
+  f.gathered_elements = j.at("gathered_elements").get<double>();
+  f.eval_calls = j.at("eval_calls").get<double>();
+  f.forks = j.at("forks").get<double>();
+  f.threads = j.at("threads").get<double>();
+  f.post_ops = j.at("post_ops").get<double>();
+  f.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();
+  f.reorder_bytes = j.at("reorder_bytes").get<double>();
+  for (const auto& o : j.at("or_else")) f.or_else.push_back(FeaturesFromJson(o));
+  return f;
+}
+
+}  // namespace
+
+nlohmann::json SampleToJson(const CalibrationSample& s) {
+  nlohmann::json j = FeaturesToJson(s.features);
+  j["benchmark"] = s.benchmark;
+  j["measured_ns"] = s.measured_ns;
+  return j;
 }
 
 StatusOr<CalibrationSample> SampleFromJson(const nlohmann::json& j) {
@@ -259,15 +368,7 @@ StatusOr<CalibrationSample> SampleFromJson(const nlohmann::json& j) {
     CalibrationSample s;
     s.benchmark = j.at("benchmark").get<std::string>();
     s.measured_ns = j.at("measured_ns").get<double>();
-    s.features.flops = j.at("flops").get<std::array<double, kNumComputeClasses>>();
-    s.features.read_bytes = j.at("read_bytes").get<std::array<double, kNumMemoryLevels>>();
-    s.features.write_bytes = j.at("write_bytes").get<std::array<double, kNumMemoryLevels>>();
-    s.features.kernels = j.at("kernels").get<double>();
-    s.features.loop_kernels = j.at("loop_kernels").get<double>();
-    s.features.indexed_elements = j.at("indexed_elements").get<double>();
-    s.features.post_ops = j.at("post_ops").get<double>();
-    s.features.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();
-    s.features.reorder_bytes = j.at("reorder_bytes").get<double>();
+    s.features = FeaturesFromJson(j);
     return s;
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument(std::string("calibration sample: ") + e.what());

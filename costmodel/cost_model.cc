@@ -1,18 +1,16 @@
 #include "costmodel/cost_model.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "costmodel/loop_evaluation.h"
 #include "graph/op_registry.h"
+#include "graph/threading.h"
 
 namespace fusor {
 namespace {
-
-bool IsView(const Node& n) {
-  return n.domain.empty() && (n.op_type == "Reshape" || n.op_type == "Flatten" ||
-                              n.op_type == "Squeeze" || n.op_type == "Unsqueeze");
-}
 
 ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
   if (n.op_type == "Conv") {
@@ -27,12 +25,29 @@ ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
   return ComputeClass::kElementwise;
 }
 
-void AddCompute(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
+// Elements at which a fused loop evaluates `t`, or its own size outside a loop.
+double EvaluatedElements(const Graph& g, const LoopEvaluation* loop, TensorId t) {
+  if (loop != nullptr) {
+    auto it = loop->evaluated.find(t);
+    if (it != loop->evaluated.end()) return it->second;
+  }
+  return static_cast<double>(g.tensor(t).num_elements());
+}
+
+// A node's FLOPs once per element it is evaluated at (a fused loop may evaluate it more often
+// than it has elements, or not at all).
+// Transcendentals run in oneDNN's JIT kernels (`jit`) or in our loops.
+void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop, bool jit,
+                GroupFeatures* f) {
+  ComputeClass transcendental =
+      jit ? ComputeClass::kJitTranscendental : ComputeClass::kTranscendental;
   for (NodeId id : group.nodes) {
     const Node& n = g.node(id);
     OpCost cost = CostOfNode(g, n);
-    f->flops[static_cast<int>(ClassOfFlops(g, n, ClassifyNode(g, n)))] += cost.flops;
-    f->flops[static_cast<int>(ComputeClass::kTranscendental)] += cost.transcendentals;
+    double own = static_cast<double>(g.tensor(n.outputs[0]).num_elements());
+    double scale = own > 0 ? EvaluatedElements(g, loop, n.outputs[0]) / own : 1.0;
+    f->flops[static_cast<int>(ClassOfFlops(g, n, ClassifyNode(g, n)))] += cost.flops * scale;
+    f->flops[static_cast<int>(transcendental)] += cost.transcendentals * scale;
   }
 }
 
@@ -120,8 +135,9 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
 // A fused loop pulls each tile through per-thread buffers (runtime/fused_loop.h): every value
 // computed inside the group and consumed inside it is written to, and read back from, L1. oneDNN
 // post-ops of an anchor stay in registers instead.
-void AddTileTraffic(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
-  if (group.kind == GroupKind::kAnchor) return;
+void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop,
+                    GroupFeatures* f) {
+  if (loop == nullptr) return;
   for (NodeId id : group.nodes) {
     for (TensorId t : g.node(id).outputs) {
       double readers = 0;
@@ -129,7 +145,7 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, GroupFeatures* f) 
         readers += std::binary_search(group.nodes.begin(), group.nodes.end(), c) ? 1 : 0;
       }
       if (readers == 0) continue;
-      double bytes = static_cast<double>(g.tensor(t).num_elements()) * 4;
+      double bytes = EvaluatedElements(g, loop, t) * 4;
       f->write_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes;
       f->read_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes * readers;
     }
@@ -178,16 +194,33 @@ bool RunsAsPrimitive(const Graph& g, const FusionGroup& group) {
   return head == OpClass::kAnchor || head == OpClass::kReduction;
 }
 
-// Broadcast and injective nodes of a fused loop map each element's index to their input's.
-void AddIndexing(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
-  if (group.kind == GroupKind::kAnchor) return;
-  for (NodeId id : group.nodes) {
-    const Node& n = g.node(id);
-    OpClass c = ClassifyNode(g, n);
-    if ((c != OpClass::kBroadcast && c != OpClass::kInjective) || IsView(n)) continue;
-    for (TensorId t : n.outputs)
-      f->indexed_elements += static_cast<double>(g.tensor(t).num_elements());
-  }
+// A reduction with a fused prologue runs as our row reduction, and its epilogue as a second loop.
+bool HasEpilogueLoop(const Graph& g, const FusionGroup& group) {
+  if (group.kind != GroupKind::kReduction) return false;
+  bool prologue = ClassifyNode(g, g.node(group.nodes.front())) != OpClass::kReduction;
+  bool epilogue = ClassifyNode(g, g.node(group.nodes.back())) != OpClass::kReduction;
+  return prologue && epilogue;
+}
+
+// The same elementwise group as one oneDNN eltwise / binary primitive with post-ops.
+GroupFeatures ChainPrimitiveFeatures(const Graph& g, const FusionGroup& group,
+                                     const std::vector<TensorId>& inputs,
+                                     const std::vector<TensorId>& materialized,
+                                     const Residency& residency, double threads) {
+  GroupFeatures f;
+  f.kernels = 1;
+  f.post_ops = static_cast<double>(group.nodes.size()) - 1;
+  AddCompute(g, group, nullptr, /*jit=*/true, &f);
+  AddMemory(g, group, inputs, materialized, residency, &f);
+  f.threads = threads;
+  f.forks = threads > 1 ? 1 : 0;
+  return f;
+}
+
+// Groups that run in our fused loop, or (reductions) whose prologue does.
+bool RunsThroughLoop(const Graph& g, const FusionGroup& group) {
+  OpClass head = ClassifyNode(g, g.node(group.nodes.front()));
+  return head != OpClass::kAnchor && head != OpClass::kOpaque;
 }
 
 void AddSpill(const Graph& g, const FusionGroup& group, const TargetFingerprint& t,
@@ -214,10 +247,16 @@ std::string_view MemoryLevelName(MemoryLevel l) {
   return "?";
 }
 
-CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p) {
-  const Fitted* throughput[kNumComputeClasses] = {
-      &p.conv_gflops,        &p.depthwise_conv_gflops, &p.matmul_gflops,
-      &p.elementwise_gflops, &p.transcendental_gflops, &p.reduction_gflops};
+namespace {
+
+CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
+  const Fitted* throughput[kNumComputeClasses] = {&p.conv_gflops,
+                                                  &p.depthwise_conv_gflops,
+                                                  &p.matmul_gflops,
+                                                  &p.elementwise_gflops,
+                                                  &p.transcendental_gflops,
+                                                  &p.reduction_gflops,
+                                                  &p.jit_transcendental_gflops};
   const Fitted* read_bw[kNumMemoryLevels] = {&p.l1_read_gbps, &p.l2_read_gbps, &p.l3_read_gbps,
                                              &p.dram_read_gbps};
   const Fitted* write_bw[kNumMemoryLevels] = {&p.l1_write_gbps, &p.l2_write_gbps, &p.l3_write_gbps,
@@ -225,17 +264,35 @@ CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p) {
   CostTerms t;
   // GFLOP/s is FLOP/ns and GB/s is B/ns, so each quotient is already in nanoseconds.
   for (int c = 0; c < kNumComputeClasses; ++c) t.compute_ns += f.flops[c] / throughput[c]->value;
+  t.compute_ns += f.indexed_elements / p.indexed_gelems.value;
+  t.compute_ns += f.remapped_elements / p.remap_gelems.value;
+  t.compute_ns += f.gathered_elements / p.gather_gelems.value;
   for (int l = 0; l < kNumMemoryLevels; ++l) {
     t.memory_ns += f.read_bytes[l] / read_bw[l]->value + f.write_bytes[l] / write_bw[l]->value;
   }
-  t.spill_ns = f.spilled_value_vectors * p.spill_ns_per_value.value;
+  // The profile's rates are the whole team's; a serial group has one core.
+  double slowdown = std::max(1.0, static_cast<double>(p.target.cores) / std::max(1.0, f.threads));
+  t.compute_ns *= slowdown;
+  t.memory_ns *= slowdown;
+  t.spill_ns = f.spilled_value_vectors * p.spill_ns_per_value.value * slowdown;
   t.launch_ns = f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
-                f.post_ops * p.post_op_ns.value;
-  t.compute_ns += f.indexed_elements / p.indexed_gelems.value;
-  t.reorder_ns = f.reorder_bytes / p.reorder_gbps.value;
+                f.forks * p.fork_ns.value + f.post_ops * p.post_op_ns.value +
+                f.eval_calls * p.loop_call_ns.value * slowdown;
+  t.reorder_ns = f.reorder_bytes / p.reorder_gbps.value * slowdown;
   double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
   t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
   return t;
+}
+
+}  // namespace
+
+CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p) {
+  CostTerms best = EvaluateOne(f, p);
+  for (const GroupFeatures& other : f.or_else) {
+    CostTerms t = EvaluateOne(other, p);
+    if (t.total_ns < best.total_ns) best = t;
+  }
+  return best;
 }
 
 // Values are born when first loaded (group inputs) or computed, and die after their last use in
@@ -277,18 +334,35 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
                               const std::vector<TensorId>& inputs,
                               const std::vector<TensorId>& materialized,
                               const TargetFingerprint& target, double leaf_footprint) {
+  // A group of views alone (Reshape, Flatten, ...) is a copy: the runtime gives every group's
+  // output a buffer of its own.
   GroupFeatures f;
-  bool views_only = std::all_of(group.nodes.begin(), group.nodes.end(),
-                                [&](NodeId id) { return IsView(g.node(id)); });
-  if (views_only) return f;  // An alias of its input: no kernel, no traffic.
-  (RunsAsPrimitive(g, group) ? f.kernels : f.loop_kernels) = 1;
+  bool primitive = RunsAsPrimitive(g, group);
+  (primitive ? f.kernels : f.loop_kernels) = 1;
+  if (HasEpilogueLoop(g, group)) f.loop_kernels += 1;
   f.post_ops = PostOps(g, group);
-  AddCompute(g, group, &f);
+  std::optional<LoopEvaluation> loop;
+  if (RunsThroughLoop(g, group)) {
+    loop = EvaluateLoop(g, group, materialized);
+    f.indexed_elements = loop->indexed_elements;
+    f.remapped_elements = loop->remapped_elements;
+    f.gathered_elements = loop->gathered_elements;
+    f.eval_calls = loop->eval_calls;
+  }
+  const LoopEvaluation* lp = loop ? &*loop : nullptr;
+  AddCompute(g, group, lp, primitive, &f);
   AddMemory(g, group, inputs, materialized, Residency(target, leaf_footprint), &f);
-  AddTileTraffic(g, group, &f);
+  AddTileTraffic(g, group, lp, &f);
   AddSpill(g, group, target, &f);
   AddReorders(g, group, &f);
-  AddIndexing(g, group, &f);
+  bool serial = RunsSerially(g, group);
+  f.threads = serial ? 1 : target.cores;
+  f.forks = serial ? 0 : f.kernels + f.loop_kernels;
+  if (loop && HasPrimitiveChainForm(g, group.nodes) &&
+      materialized == std::vector<TensorId>{g.node(group.nodes.back()).outputs[0]}) {
+    f.or_else.push_back(ChainPrimitiveFeatures(g, group, inputs, materialized,
+                                               Residency(target, leaf_footprint), f.threads));
+  }
   return f;
 }
 

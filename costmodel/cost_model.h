@@ -1,13 +1,24 @@
 // The analytical cost model: predicts, without running it, how long each group of a fusion plan
-// takes on a target. A group is first reduced to named features (FLOPs per compute class, bytes
-// read and written per memory level, kernels, post-ops, spilled register values, reorder bytes);
-// the profile's constants then turn features into separately reported terms:
+// takes on a target, by following how the runtime lowers it. A group is first reduced to named
+// features, then the profile's constants turn features into separately reported terms:
 //
-//   compute = sum over classes of flops / throughput           (recomputed copies counted each
-//   time) memory  = sum over levels of read_bytes / read_bw + write_bytes / write_bw spill   =
-//   spilled_value_vectors * spill_ns_per_value launch  = kernels * dispatch_ns + post_ops *
-//   post_op_ns reorder = reorder_bytes / dram_read_bw + reorder_bytes / dram_write_bw total   =
-//   compute + memory - alpha * min(compute, memory) + spill + launch + reorder
+//   compute = sum_c flops_c / throughput_c            (per class; oneDNN's JIT transcendentals
+//             + indexed / indexed_gelems                and our loops' apart)
+//             + gathered / gather_gelems + remapped / remap_gelems     (fused-loop index work)
+//   memory  = sum_level read_bytes / read_bw + write_bytes / write_bw
+//   spill   = spilled_value_vectors * spill_ns_per_value
+//   launch  = kernels * dispatch_ns + loop_kernels * loop_dispatch_ns + forks * fork_ns
+//             + post_ops * post_op_ns + eval_calls * loop_call_ns
+//   reorder = reorder_bytes / reorder_gbps
+//   total   = compute + memory - alpha * min(compute, memory) + spill + launch + reorder
+//
+// The profile's rates are the whole thread team's; a group small enough to run on one thread
+// (graph/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
+// team. A fused loop evaluates each node at the elements its consumers ask for
+// (costmodel/loop_evaluation.h): FLOPs and tile traffic scale with that, and broadcasts, transposes,
+// concats and gathers add index work. An elementwise group that oneDNN can also run as one eltwise /
+// binary primitive with post-ops carries that alternative in `or_else`: the runtime times both and
+// keeps the faster, so the prediction is the least of them.
 //
 // Which level holds a tensor: an activation a group reads was written by the group that produced it
 // (usually just before), so it is read from the smallest level that holds it, and a group's output
@@ -15,8 +26,8 @@
 // inference ago, so they sit in the smallest level that holds the model's whole footprint. This
 // makes a group's cost depend only on the group and which of its outputs leave it, so a plan's cost
 // is the sum of its groups' costs and the search can compare groups independently. Inside a fused
-// loop (or a reduction's fused prologue / epilogue) every intermediate goes through per-thread tile
-// buffers: one L1 write and one L1 read per internal consumer.
+// loop (or a reduction's fused prologue) every intermediate goes through per-thread tile buffers:
+// one L1 write and one L1 read per internal consumer.
 //
 // CostModel is an interface so another model (a learned one) can be slotted in. Implementations are
 // immutable after construction and safe to use from many threads.
@@ -39,10 +50,11 @@ enum class ComputeClass : uint8_t {
   kDepthwiseConv,
   kMatMul,
   kElementwise,
-  kTranscendental,
+  kTranscendental,  // In our fused loops (runtime/vector_math.h).
   kReduction,
+  kJitTranscendental,  // In oneDNN's JIT eltwise kernels and post-ops.
 };
-inline constexpr int kNumComputeClasses = 6;
+inline constexpr int kNumComputeClasses = 7;
 
 enum class MemoryLevel : uint8_t { kL1, kL2, kL3, kDram };
 inline constexpr int kNumMemoryLevels = 4;
@@ -57,7 +69,15 @@ struct GroupFeatures {
   double post_ops = 0;
   double spilled_value_vectors = 0;
   double reorder_bytes = 0;
-  double indexed_elements = 0;  // Elements fused loops move through index maps.
+  double indexed_elements = 0;   // Elements fused loops read through index maps, run by run.
+  double gathered_elements = 0;  // Elements fused loops index one at a time.
+  double remapped_elements = 0;  // Element-dimensions re-indexed through index lists.
+  double eval_calls = 0;         // Values a fused loop pulls, times its tiles (or row chunks).
+  double forks = 0;              // Thread teams woken (one per kernel of a parallel group).
+  double threads = 0;            // Threads the group runs on (1: serial, graph/threading.h).
+  // Other ways the runtime may run the same group, timed when it compiles: it keeps the fastest,
+  // so the predicted time is the least over these and this one.
+  std::vector<GroupFeatures> or_else;
 };
 
 struct CostTerms {

@@ -152,7 +152,11 @@ struct Bounds {
 Bounds PlausibleBounds(const std::string& name) {
   if (name.find("_gflops") != std::string::npos) return {0.05, 100000};
   if (name.find("_gbps") != std::string::npos) return {0.1, 10000};
-  if (name == "indexed_gelems") return {0.01, 10000};
+  if (name == "indexed_gelems" || name == "remap_gelems" || name == "gather_gelems") {
+    return {0.01, 10000};
+  }
+  if (name == "loop_call_ns") return {0.1, 1e4};
+  if (name == "fork_ns") return {10, 1e6};
   if (name == "dispatch_ns" || name == "loop_dispatch_ns") return {1, 1e6};
   if (name == "post_op_ns") return {0, 1e5};
   if (name == "overlap_alpha") return {0, 1};
@@ -194,6 +198,7 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"matmul_gflops", &matmul_gflops},
           {"elementwise_gflops", &elementwise_gflops},
           {"transcendental_gflops", &transcendental_gflops},
+          {"jit_transcendental_gflops", &jit_transcendental_gflops},
           {"reduction_gflops", &reduction_gflops},
           {"l1_read_gbps", &l1_read_gbps},
           {"l1_write_gbps", &l1_write_gbps},
@@ -209,7 +214,11 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"spill_ns_per_value", &spill_ns_per_value},
           {"indexed_gelems", &indexed_gelems},
           {"reorder_gbps", &reorder_gbps},
-          {"loop_dispatch_ns", &loop_dispatch_ns}};
+          {"loop_dispatch_ns", &loop_dispatch_ns},
+          {"remap_gelems", &remap_gelems},
+          {"loop_call_ns", &loop_call_ns},
+          {"fork_ns", &fork_ns},
+          {"gather_gelems", &gather_gelems}};
 }
 
 std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters() const {

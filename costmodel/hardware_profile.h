@@ -22,8 +22,9 @@
 
 namespace fusor {
 
-// Bump when the equations in group_cost.cc change: plans scored by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-1";
+// Bump when the features or equations of cost_model.cc change: plans scored, and calibration
+// samples featurised, by another version are stale.
+inline constexpr const char* kCostModelVersion = "analytical-2";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -63,6 +64,7 @@ struct HardwareProfile {
   Fitted matmul_gflops{250};
   Fitted elementwise_gflops{40};
   Fitted transcendental_gflops{8};
+  Fitted jit_transcendental_gflops{20};  // exp / tanh / sigmoid in oneDNN eltwise and post-ops.
   Fitted reduction_gflops{20};
   // Bandwidth per memory level, GB/s.
   Fitted l1_read_gbps{400};
@@ -81,6 +83,10 @@ struct HardwareProfile {
   Fitted indexed_gelems{2};        // Index-mapped elements in fused loops, G elements/s.
   Fitted reorder_gbps{10};         // Layout reorders around conv / pooling, GB/s of tensor.
   Fitted loop_dispatch_ns{1000};   // Per fused-loop launch (our kernels, not oneDNN's).
+  Fitted remap_gelems{1};          // Index lists re-mapped per dimension, G element-dims/s.
+  Fitted loop_call_ns{20};         // Per value a fused loop pulls per tile or row chunk.
+  Fitted fork_ns{5000};            // Waking the thread team for one kernel of a parallel group.
+  Fitted gather_gelems{1};         // Elements a fused loop indexes one at a time, G elements/s.
 
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).
   std::vector<std::pair<std::string, Fitted*>> Parameters();

@@ -92,6 +92,13 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
   return Status::Ok();
 }
 
+// x * Sigmoid(x) over nodes a, b (one swish eltwise in oneDNN).
+bool IsSwishPair(const Graph& g, const Node& a, const Node& b) {
+  if (a.op_type != "Sigmoid" || b.op_type != "Mul") return false;
+  TensorId x = a.inputs[0], s = a.outputs[0];
+  return (b.inputs[0] == x && b.inputs[1] == s) || (b.inputs[0] == s && b.inputs[1] == x);
+}
+
 Status CheckAnchorGroup(const Graph& g, const std::vector<NodeId>& nodes, NodeId anchor) {
   if (nodes.front() != anchor) {
     return Status::InvalidArgument("the anchor " + NodeRef(g, anchor) + " must come first");
@@ -408,6 +415,44 @@ std::string_view GroupKindName(GroupKind k) {
       return "opaque";
   }
   return "unknown";
+}
+
+// An operand oneDNN 2.6's JIT binary kernels broadcast: a scalar, the full shape, or one value per
+// channel (dim 1). Other broadcasts fall back to reference kernels.
+bool JitBroadcastable(const Shape& operand, const Shape& out) {
+  if (operand == out) return true;
+  int64_t elements = 1;
+  for (int64_t d : operand) elements *= d;
+  if (elements == 1) return true;
+  size_t lead = out.size() - std::min(out.size(), operand.size());
+  for (size_t i = 0; i < operand.size(); ++i) {
+    if (operand[i] != 1 && lead + i != 1) return false;
+  }
+  return out.size() > 1;
+}
+
+bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
+  if (nodes.empty()) return false;
+  for (NodeId id : nodes) {
+    const Node& n = g.node(id);
+    for (TensorId t : n.inputs) {
+      if (t == kNoId || ProducedInside(g, nodes, t) || IsScalarConstant(g, t)) continue;
+      if (!JitBroadcastable(g.tensor(t).dims, g.tensor(n.outputs[0]).dims)) return false;
+    }
+  }
+  const Node& head = g.node(nodes[0]);
+  if (!IsPostOp(g, head) || head.op_type == "BatchNormalization") return false;
+  if (head.outputs.size() != 1 || head.inputs.empty()) return false;
+  const Shape& out = g.tensor(head.outputs[0]).dims;
+  if (g.tensor(head.inputs[0]).dims != out) return false;
+  bool swish = nodes.size() > 1 && IsSwishPair(g, head, g.node(nodes[1]));
+  size_t first = swish ? 2 : 1;
+  if (!swish && head.inputs.size() == 2 && head.op_type != "Pow" &&
+      (head.inputs[0] == head.inputs[1] || ProducedInside(g, nodes, head.inputs[1]))) {
+    return false;
+  }
+  std::vector<NodeId> chain(nodes.begin() + static_cast<std::ptrdiff_t>(first), nodes.end());
+  return CheckChain(g, nodes, nodes[first - 1], chain, /*post_ops_only=*/true).ok();
 }
 
 StatusOr<GroupKind> InferGroupKind(const Graph& g, const std::vector<NodeId>& nodes) {

@@ -65,6 +65,12 @@ StatusOr<GroupKind> InferGroupKind(const Graph& g, const std::vector<NodeId>& no
 // convexity.
 Status CheckGroup(const Graph& g, const FusionGroup& group);
 
+// Whether elementwise `nodes` (ascending) also have the form of one oneDNN eltwise or binary
+// primitive with post-ops, which the runtime times against our fused loop and keeps when faster:
+// a head node (an eltwise op, x * Sigmoid(x), or a binary op whose first operand has the output's
+// shape) and then a post-op chain as anchors take.
+bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes);
+
 // Checks the whole plan: every group legal, every node computed, a node in several groups is
 // recomputed everywhere but at most once and recomputable, execution order respects dependencies,
 // and only the last node of an anchor / reduction group writes a tensor that leaves it.

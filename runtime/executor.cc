@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "graph/op_registry.h"
+#include "graph/threading.h"
 #include "runtime/group_kernel.h"
 #include "runtime/op_params.h"
 
@@ -25,6 +26,7 @@ struct Executor::Group {
   std::string label;
   std::unique_ptr<GroupKernel> kernel;
   std::unique_ptr<GroupKernel> alternative;  // The other chain backend, until ChooseBackends.
+  bool serial = false;                       // Built and run on one thread (graph/threading.h).
 };
 
 void Executor::ArenaFree::operator()(void* p) const { std::free(p); }
@@ -84,6 +86,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& g, const Fusio
   e->graph_ = g;
   e->options_ = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
+  e->threads_ = omp_get_max_threads();
   for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t) {
     if (g.tensor(t).kind == TensorKind::kActivation) continue;
     auto it = leaves.find(t);
@@ -124,7 +127,10 @@ Status Executor::Compile(const FusionPlan& plan) {
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& fg = plan.groups[i];
     ctx.outputs = MaterializedOutputs(g, plan, i);
-    Group group{fg, GroupLabel(g, fg), nullptr, nullptr};
+    Group group{fg, GroupLabel(g, fg), nullptr, nullptr, RunsSerially(g, fg)};
+    // Kernels are built with the thread count they will run with: some oneDNN primitives fix
+    // their work split when created.
+    UseThreads(group);
     const Node& first = g.node(fg.nodes[0]);
     OpClass cls = ClassifyNode(g, first);
     StatusOr<std::unique_ptr<GroupKernel>> kernel = Status::Internal("unreachable");
@@ -154,11 +160,14 @@ Status Executor::Compile(const FusionPlan& plan) {
         }
       }
     }
-    if (!kernel.ok())
+    if (!kernel.ok()) {
+      omp_set_num_threads(threads_);
       return kernel.status().WithContext("group " + std::to_string(i) + " " + group.label);
+    }
     group.kernel = std::move(kernel).value();
     groups_.push_back(std::move(group));
   }
+  omp_set_num_threads(threads_);
   return Status::Ok();
 }
 
@@ -229,6 +238,7 @@ void Executor::ChooseBackends() {
     bool keep = options_.chain_backend == ChainBackend::kOneDnn;
     if (options_.chain_backend == ChainBackend::kAuto) {
       // Both kernels compute the same values into the same buffers; run each a few times.
+      UseThreads(gr);
       double primitive = MedianSeconds(gr.kernel.get(), 5);
       double loop = MedianSeconds(gr.alternative.get(), 5);
       keep = primitive <= loop;
@@ -238,6 +248,11 @@ void Executor::ChooseBackends() {
     if (!keep) std::swap(gr.kernel, gr.alternative);
     gr.alternative.reset();
   }
+  omp_set_num_threads(threads_);
+}
+
+void Executor::UseThreads(const Group& group) const {
+  omp_set_num_threads(group.serial ? 1 : threads_);
 }
 
 Status Executor::SetInput(TensorId t, const HostTensor& value) {
@@ -262,10 +277,18 @@ Status Executor::SetInput(TensorId t, const HostTensor& value) {
 }
 
 void Executor::Run() {
-  for (auto& g : groups_) g.kernel->Run();
+  for (auto& g : groups_) {
+    UseThreads(g);
+    g.kernel->Run();
+  }
+  omp_set_num_threads(threads_);
 }
 
-void Executor::RunGroup(size_t index) { groups_[index].kernel->Run(); }
+void Executor::RunGroup(size_t index) {
+  UseThreads(groups_[index]);
+  groups_[index].kernel->Run();
+  omp_set_num_threads(threads_);
+}
 
 size_t Executor::num_groups() const { return groups_.size(); }
 

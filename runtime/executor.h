@@ -6,7 +6,8 @@
 //
 // The executor owns copies of the graph and of the weight values it was given; the caller's
 // objects may go away after Create. Not thread-safe: one thread runs an executor at a time (each
-// kernel itself uses all of the configured OpenMP threads).
+// kernel itself uses all of the configured OpenMP threads, except small groups, which run on one:
+// graph/threading.h).
 #pragma once
 
 #include <cstdint>
@@ -74,7 +75,11 @@ class Executor {
   ExecutorOptions options_;
   TensorValues leaves_;  // Weights and constants (read by kernels), and graph inputs' first values.
   struct Group;
+  // Sets the OpenMP threads `group` runs with: one for a small group, else threads_.
+  void UseThreads(const Group& group) const;
+
   std::vector<Group> groups_;
+  int threads_ = 1;  // The configured team size.
   MemoryPlan memory_;
   std::vector<int64_t> tensor_offset_;   // Arena offset per tensor, -1 when not in the arena.
   std::vector<int64_t> scratch_offset_;  // Per group.

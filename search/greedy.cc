@@ -134,7 +134,8 @@ class Greedy {
   }
 
   // Applies an action; if the groups it made would depend on each other in a cycle (convex groups
-  // can, once recomputed copies add edges), undoes it and never tries that result again.
+  // can, once recomputed copies add edges) or would force a neighbour to write a value it cannot,
+  // undoes it and never tries that result again.
   void Apply(const Action& a, SearchStats* stats) {
     std::vector<GroupId> old = {a.producer};
     if (a.recompute) {
@@ -160,7 +161,7 @@ class Greedy {
     for (auto& group : made) touched.push_back(AddGroup(std::move(group)));
     bool cyclic =
         std::any_of(touched.begin(), touched.end(), [&](GroupId id) { return OnCycle(id); });
-    if (cyclic) {
+    if (cyclic || MakesNeighbourIllegal(touched)) {
       for (GroupId id : touched) state_.Remove(id);
       touched.clear();
       for (auto& group : saved) touched.push_back(AddGroup(std::move(group)));
@@ -169,6 +170,19 @@ class Greedy {
       ++(a.recompute ? stats->recomputes : stats->merges);
     }
     for (GroupId id : touched) PushActionsOf(id);
+  }
+
+  // Whether the groups feeding `touched` stay legal: a recomputed copy reads its inputs from
+  // memory, so their producer may now have to write a value that an anchor or reduction group
+  // cannot let out (only its last node's output may leave it).
+  bool MakesNeighbourIllegal(const std::vector<GroupId>& touched) const {
+    for (GroupId id : touched) {
+      for (GroupId p : state_.Producers(id)) {
+        FusionGroup copy = state_.group(p);
+        if (!IsLegalGroup(g_, &copy, state_.Materialized(copy, {}))) return true;
+      }
+    }
+    return false;
   }
 
   // Whether following what `id` writes leads back to it. Node ids are topological, so a group

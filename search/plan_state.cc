@@ -79,7 +79,8 @@ std::vector<TensorId> PlanState::Materialized(const FusionGroup& group,
       bool leaves = g_.IsGraphOutput(t);
       for (NodeId c : g_.tensor(t).consumers) {
         if (leaves) break;
-        if (Contains(group.nodes, c)) continue;
+        // Even when `group` computes the consumer too, another group may hold a recomputed copy
+        // of it that reads `t` from memory.
         for (GroupId k : groups_of_[c]) {
           bool gone = std::find(replaced.begin(), replaced.end(), k) != replaced.end();
           if (!gone && !Contains(groups_[k].nodes, n)) leaves = true;

@@ -16,6 +16,7 @@ HardwareProfile Truth() {
     scale = scale > 1.5 ? 0.6 : scale + 0.13;
   }
   p.overlap_alpha.value = 0.35;
+  p.target.cores = 2;  // Serial groups run on one of them.
   return p;
 }
 
@@ -26,22 +27,28 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
   std::uniform_real_distribution<double> log_size(3, 8);
   std::normal_distribution<double> jitter(0, noise);
   std::vector<CalibrationSample> out;
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 600; ++i) {
     GroupFeatures f;
     (i % 3 == 0 ? f.loop_kernels : f.kernels) = 1;
-    int kind = i % 8;
+    int kind = i % (kNumComputeClasses + 2);
     double size = std::pow(10, log_size(rng));
-    if (kind < 6) f.flops[kind] = size * (kind == 4 ? 0.1 : 10);
+    if (kind < kNumComputeClasses) f.flops[kind] = size * (kind == 4 || kind == 6 ? 0.1 : 10);
     int level = (i / 8) % 4;
-    f.read_bytes[level] = size * (kind == 6 ? 4 : 0.5);
-    f.write_bytes[level] = size * (kind == 7 ? 4 : 0.25);
+    f.read_bytes[level] = size * (kind == kNumComputeClasses ? 4 : 0.5);
+    f.write_bytes[level] = size * (kind == kNumComputeClasses + 1 ? 4 : 0.25);
     if (i % 5 == 0) f.post_ops = 1 + (i % 7);
     if (i % 11 == 0) f.spilled_value_vectors = size / 8;
     if (i % 7 == 3) f.indexed_elements = size;
+    if (i % 13 == 4) f.gathered_elements = size / 2;
+    if (i % 17 == 5) f.remapped_elements = size / 3;
+    if (i % 19 == 6) f.eval_calls = size / 100;
     if (i % 6 == 1) {
       f.reorder_bytes = size * 2;
       f.kernels += 2;
     }
+    // Serial groups (one core, no team to wake) and parallel ones.
+    f.threads = i % 4 == 2 ? 1 : truth.target.cores;
+    if (f.threads > 1 && i % 9 < 5) f.forks = f.kernels + f.loop_kernels;
     double t = EvaluateFeatures(f, truth).total_ns * (1 + jitter(rng));
     out.push_back({"synthetic_" + std::to_string(i), f, t});
   }
@@ -51,7 +58,8 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
 TEST(FitProfile, RecoversTheParametersThatGeneratedTheSamples) {
   HardwareProfile truth = Truth();
   auto samples = SyntheticSamples(truth, 0.0, 7);
-  HardwareProfile fitted;  // Starts from the defaults.
+  HardwareProfile fitted;  // Starts from the defaults, on the same machine.
+  fitted.target = truth.target;
   auto report = FitProfile(samples, &fitted);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_LT(report->rms_rel_error, 1e-3);
@@ -68,6 +76,7 @@ TEST(FitProfile, NoisySamplesStillFitWithinTheNoise) {
   HardwareProfile truth = Truth();
   auto samples = SyntheticSamples(truth, 0.05, 11);
   HardwareProfile fitted;
+  fitted.target = truth.target;
   auto report = FitProfile(samples, &fitted);
   ASSERT_TRUE(report.ok());
   EXPECT_LT(report->rms_rel_error, 0.08);
@@ -85,6 +94,7 @@ TEST(FitProfile, SamplesDisturbedByOtherProcessesDoNotDragTheFit) {
   std::uniform_real_distribution<double> slowdown(3, 10);
   for (size_t i = 0; i < samples.size(); i += 10) samples[i].measured_ns *= slowdown(rng);
   HardwareProfile fitted;
+  fitted.target = truth.target;
   ASSERT_TRUE(FitProfile(samples, &fitted).ok());
   EXPECT_NEAR(fitted.matmul_gflops.value / truth.matmul_gflops.value, 1.0, 0.1);
   EXPECT_NEAR(fitted.conv_gflops.value / truth.conv_gflops.value, 1.0, 0.1);
@@ -99,6 +109,7 @@ TEST(FitProfile, UnexercisedParametersStayPutAndSayZeroSamples) {
     if (s.features.flops[static_cast<int>(ComputeClass::kMatMul)] > 0) only_matmul.push_back(s);
   }
   HardwareProfile fitted;
+  fitted.target = truth.target;
   ASSERT_TRUE(FitProfile(only_matmul, &fitted).ok());
   EXPECT_EQ(fitted.depthwise_conv_gflops.samples, 0);
   EXPECT_NEAR(fitted.depthwise_conv_gflops.value, HardwareProfile{}.depthwise_conv_gflops.value,

@@ -1,0 +1,189 @@
+// costmodel_lab: develop the cost model against recorded measurements. Measures the calibration
+// suite and the held-out regions of the given models once (oneDNN, this CPU), keeps every
+// measurement in a JSON table keyed by graph hash and plan, and on later runs answers from the
+// table, so a change to the model's features or fit is re-evaluated in a second, not re-measured.
+// Prints each calibration sample's fit and the held-out accuracy (the figures of
+// `fusor costmodel validate`), worst items first.
+//
+//   costmodel_lab --table T.json [--remeasure] [--worst N] models/*.onnx
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/calibration.h"
+#include "costmodel/validation.h"
+#include "graph/onnx_import.h"
+#include "runtime/measurer.h"
+#include "runtime/onednn_info.h"
+
+namespace fusor {
+namespace {
+
+// Measurements keyed by RecordedMeasurer::PlanKey, loaded from and saved to a JSON file.
+class MeasurementTable {
+ public:
+  explicit MeasurementTable(std::string path) : path_(std::move(path)) {
+    std::ifstream in(path_);
+    if (in) table_ = nlohmann::json::parse(in);
+  }
+  void Save() const { std::ofstream(path_) << table_.dump(1); }
+
+  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure) {
+    return [this, measurer, remeasure](const Graph& g,
+                                       const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+      std::string key = RecordedMeasurer::PlanKey(g, plan);
+      if (!remeasure && table_.contains(key)) {
+        const auto& j = table_[key];
+        return MeasuredTime{j["median_ns"], j["cv"], j["unstable"]};
+      }
+      FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
+      table_[key] = {{"median_ns", m.median_ns}, {"cv", m.cv}, {"unstable", m.unstable}};
+      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
+    };
+  }
+
+ private:
+  std::string path_;
+  nlohmann::json table_ = nlohmann::json::object();
+};
+
+OneDnnMeasurer MakeMeasurer(double min_ms, int retries, double max_cv) {
+  OneDnnMeasurerOptions mo;
+  mo.timing.warmup = 2;
+  mo.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
+  mo.timing.retries = retries;
+  mo.timing.max_cv = max_cv;
+  return OneDnnMeasurer(mo);
+}
+
+void PrintSamples(const CalibrationResult& r) {
+  std::printf("%-36s %12s %12s %7s\n", "benchmark", "measured_us", "predicted_us", "ratio");
+  for (const auto& s : r.samples) {
+    double pred = EvaluateFeatures(s.features, r.profile).total_ns;
+    std::printf("%-36s %12.2f %12.2f %7.2f\n", s.benchmark.c_str(), s.measured_ns / 1e3, pred / 1e3,
+                pred / s.measured_ns);
+  }
+  std::printf("fit: rms %.1f%%, mape %.1f%%, %d iterations\n", 100 * r.report.rms_rel_error,
+              r.report.mape, r.report.iterations);
+  for (const auto& [name, f] : r.profile.Parameters()) {
+    std::printf("  %-22s %12.4g  err %6.1f%%  samples %d\n", name.c_str(), f->value,
+                100 * f->rel_error, f->samples);
+  }
+}
+
+// Features and terms of each alternative of the regions whose ops string contains `pattern`.
+void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& profile,
+             const std::string& pattern, const MeasureFn& measure) {
+  for (const HeldOutRegion& r : regions) {
+    if (r.ops.find(pattern) == std::string::npos) continue;
+    std::printf("== %s %s\n", r.model.c_str(), r.ops.c_str());
+    for (const Tensor& t : r.graph.tensors()) {
+      std::string dims;
+      for (int64_t d : t.dims) dims += std::to_string(d) + "x";
+      std::printf("   tensor %-30.30s %s kind %d\n", t.name.c_str(), dims.c_str(),
+                  static_cast<int>(t.kind));
+    }
+    for (const auto& [name, plan] : r.alternatives) {
+      auto m = measure(r.graph, plan);
+      std::printf(" %s measured %.1f us\n", name.c_str(), m.ok() ? m->median_ns / 1e3 : -1);
+      for (const GroupFeatures& f : PlanFeatures(r.graph, plan, profile.target)) {
+        CostTerms t = EvaluateFeatures(f, profile);
+        std::printf(
+            "   total %.1f us: compute %.1f memory %.1f spill %.1f launch %.1f reorder %.1f | "
+            "flops",
+            t.total_ns / 1e3, t.compute_ns / 1e3, t.memory_ns / 1e3, t.spill_ns / 1e3,
+            t.launch_ns / 1e3, t.reorder_ns / 1e3);
+        for (double x : f.flops) std::printf(" %.3g", x);
+        std::printf(" rd");
+        for (double x : f.read_bytes) std::printf(" %.3g", x);
+        std::printf(" wr");
+        for (double x : f.write_bytes) std::printf(" %.3g", x);
+        std::printf(" k %g lk %g po %g sp %g ro %.3g ix %.3g rm %.3g\n", f.kernels, f.loop_kernels,
+                    f.post_ops, f.spilled_value_vectors, f.reorder_bytes, f.indexed_elements,
+                    f.remapped_elements);
+      }
+    }
+  }
+}
+
+void PrintValidation(const ValidationReport& r, int worst) {
+  nlohmann::json j = ReportToJson(r);
+  std::vector<ValidationItem> items = r.items;
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    return std::fabs(std::log(a.predicted_ns / a.measured_ns)) >
+           std::fabs(std::log(b.predicted_ns / b.measured_ns));
+  });
+  for (int i = 0; i < worst && i < static_cast<int>(items.size()); ++i) {
+    const auto& x = items[i];
+    std::printf("%-16.16s %-44.44s %-8s %10.1f %10.1f %5.2f\n", x.model.c_str(), x.ops.c_str(),
+                x.alternative.c_str(), x.predicted_ns / 1e3, x.measured_ns / 1e3,
+                x.predicted_ns / x.measured_ns);
+  }
+  std::printf(
+      "regions %d (skipped %d)  MAPE %.1f%% (median %.1f%%, p90 %.1f%%)  tau %.3f (decisive "
+      "%.3f)  agreement %.1f%% (decisive %.1f%% of %d)\n",
+      r.regions, r.skipped_unstable, r.mape, j["median_ape_percent"].get<double>(),
+      j["p90_ape_percent"].get<double>(), r.kendall_tau, r.decisive_tau, 100 * r.agreement,
+      100 * r.decisive_agreement, r.decisive_decisions);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Develop the cost model against recorded measurements"};
+  std::string table_path = "costmodel_lab.json";
+  std::vector<std::string> models;
+  bool remeasure = false, quiet_samples = false;
+  std::string explain, dump;
+  int worst = 30, max_ops = 6, regions = 40;
+  uint64_t seed = 1;
+  app.add_option("--table", table_path, "Recorded measurements (JSON)");
+  app.add_flag("--remeasure", remeasure, "Measure again even what the table has");
+  app.add_flag("--quiet-samples", quiet_samples, "Do not print the calibration samples");
+  app.add_option("--worst", worst, "Held-out items to print, worst first");
+  app.add_option("--max-ops", max_ops, "Ops per held-out group, at most");
+  app.add_option("--regions", regions, "Groups per model, at most");
+  app.add_option("--seed", seed, "Seed for choosing groups");
+  app.add_option("--dump", dump, "Write the validation report (JSON) here");
+  app.add_option("--explain", explain, "Print features of regions whose ops contain this");
+  app.add_option("models", models, "ONNX models to draw held-out groups from");
+  CLI11_PARSE(app, argc, argv);
+
+  auto target = DetectTarget(OneDnnIsa(), OneDnnVersion());
+  if (!target.ok()) return std::cerr << target.status().ToString() << "\n", 1;
+  MeasurementTable table(table_path);
+  OneDnnMeasurer calibration_measurer = MakeMeasurer(100, 2, 0.10);
+  HardwareProfile start;
+  start.target = *target;
+  auto cal =
+      Calibrate(CalibrationSuite(*target), start, table.Fn(&calibration_measurer, remeasure));
+  table.Save();
+  if (!cal.ok()) return std::cerr << cal.status().ToString() << "\n", 1;
+  if (!quiet_samples) PrintSamples(*cal);
+
+  std::vector<HeldOutRegion> held_out;
+  for (const auto& path : models) {
+    auto g = ImportOnnxFile(path);
+    if (!g.ok()) return std::cerr << g.status().ToString() << "\n", 1;
+    for (auto& r : HeldOutRegions(*g, max_ops, regions, seed)) held_out.push_back(std::move(r));
+  }
+  if (held_out.empty()) return 0;
+  OneDnnMeasurer validation_measurer = MakeMeasurer(30, 1, 0.08);
+  AnalyticalCostModel model(cal->profile);
+  auto report = ValidateCostModel(held_out, model, table.Fn(&validation_measurer, remeasure));
+  table.Save();
+  if (!report.ok()) return std::cerr << report.status().ToString() << "\n", 1;
+  if (!explain.empty()) {
+    Explain(held_out, cal->profile, explain, table.Fn(&validation_measurer, false));
+  }
+  if (!dump.empty()) std::ofstream(dump) << ReportToJson(*report).dump(1);
+  PrintValidation(*report, worst);
+  return 0;
+}
+
+}  // namespace
+}  // namespace fusor
+
+int main(int argc, char** argv) { return fusor::Main(argc, argv); }

@@ -1,0 +1,242 @@
+#include "costmodel/loop_evaluation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "graph/op_registry.h"
+
+namespace fusor {
+namespace {
+
+// Elements per tile of our loops and per chunk of their row reductions (runtime/fused_loop.h).
+constexpr double kLoopTile = 4096;
+
+// Elements a value is asked for: as the loop's own contiguous ranges (requests share one
+// evaluation) and as index lists (each request evaluates again).
+// Lists come in runs of consecutive indices (a transpose that keeps the innermost dim, a slice, a
+// concat: re-indexed with one step per element) or scattered (a broadcast: a divide and a modulo
+// per dimension for every element).
+struct Requests {
+  double range = 0;
+  double runs = 0;
+  double scattered = 0;
+  double list() const { return runs + scattered; }
+  double total() const { return range + runs + scattered; }
+};
+
+bool IsView(const Node& n) {
+  return n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" ||
+         n.op_type == "Unsqueeze";
+}
+
+double Elements(const Graph& g, TensorId t) {
+  return static_cast<double>(g.tensor(t).num_elements());
+}
+
+class Walk {
+ public:
+  Walk(const Graph& g, const FusionGroup& group) : g_(g), group_(group) {}
+
+  void Ask(TensorId t, Requests r) {
+    Requests& have = asked_[t];
+    have.range = std::max(have.range, r.range);
+    have.runs += r.runs;
+    have.scattered += r.scattered;
+  }
+
+  // Evaluates the group's nodes from the last to the first, pushing requests to their inputs.
+  // `pulls`: how many times the expression is pulled (tiles, or rows times chunks).
+  LoopEvaluation Run(const std::vector<NodeId>& nodes, double pulls) {
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) Visit(g_.node(*it));
+    std::unordered_set<TensorId> values;
+    for (NodeId id : nodes) {
+      for (TensorId t : g_.node(id).outputs) {
+        out_.evaluated[t] = asked_[t].total();
+        values.insert(t);
+      }
+      for (TensorId t : g_.node(id).inputs) {
+        if (t != kNoId && g_.tensor(t).kind != TensorKind::kConstant) values.insert(t);
+      }
+    }
+    out_.eval_calls = pulls * static_cast<double>(values.size());
+    return out_;
+  }
+
+ private:
+  bool Internal(TensorId t) const {
+    NodeId p = g_.tensor(t).producer;
+    return p != kNoId && std::binary_search(group_.nodes.begin(), group_.nodes.end(), p);
+  }
+
+  // Index work of one affine map over the consumer's requests, in a space of `rank` dims. From a
+  // range the map walks runs, and a list of consecutive runs is stepped along (cheap); a
+  // scattered list is divided back into coordinates, a divide and a modulo per dimension.
+  void MapWork(Requests r, size_t rank) {
+    out_.indexed_elements += r.range;
+    out_.gathered_elements += r.runs;
+    out_.remapped_elements += r.scattered * static_cast<double>(std::max<size_t>(rank, 1));
+  }
+
+  // The list a map makes from requests `r`: in runs when the map keeps the innermost dim in
+  // order and the requests were not scattered already.
+  static Requests ListFrom(Requests r, bool inner_step_one) {
+    if (inner_step_one) return {0, r.range + r.runs, r.scattered};
+    return {0, 0, r.total()};
+  }
+
+  // Input `u` read through an identity map: the consumer's requests pass through.
+  void Identity(TensorId u, Requests r) {
+    if (Internal(u)) return Ask(u, r);
+    out_.gathered_elements += r.list();  // A leaf at an index list is a gather.
+  }
+
+  // Input `u` of `n` read through a non-identity map from requests `r` over `rank` dims. A leaf
+  // read from a range is copied run by run; anything else becomes an index list for `u`.
+  void Mapped(const Node& n, TensorId u, Requests r, size_t rank, bool inner_step_one) {
+    MapWork(r, rank);
+    if (!Internal(u)) {
+      out_.gathered_elements += r.list();  // Gathered; a range is copied run by run (above)...
+      // ...with a stride when the map moves the innermost dim of a tensor it does not broadcast:
+      // no two reads share a cache line, as costly as re-indexing each element.
+      bool strided = !inner_step_one && Elements(g_, u) >= Elements(g_, n.outputs[0]);
+      if (strided) out_.remapped_elements += r.range;
+      return;
+    }
+    Ask(u, ListFrom(r, inner_step_one));
+  }
+
+  // `u` asked for `share` of the consumer's requests at an index list built already.
+  void Listed(TensorId u, Requests r, double share, bool inner_step_one) {
+    Requests l = ListFrom(r, inner_step_one);
+    l.runs *= share;
+    l.scattered *= share;
+    if (Internal(u)) return Ask(u, l);
+    out_.gathered_elements += l.list();
+  }
+
+  // A Transpose that only moves dims of size 1 reads its input in order: the loop passes it by.
+  bool MovesOnlyUnitDims(const Node& n) const {
+    if (n.op_type != "Transpose") return false;
+    const Shape& in = g_.tensor(n.inputs[0]).dims;
+    std::vector<int64_t> perm = n.GetInts("perm");
+    if (perm.empty()) {
+      for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    }
+    int64_t last = -1;
+    for (int64_t d : perm) {
+      if (d < 0 || d >= static_cast<int64_t>(in.size())) return false;
+      if (in[d] == 1) continue;
+      if (d < last) return false;
+      last = d;
+    }
+    return true;
+  }
+
+  // Whether the map from `n`'s output to its input `u` steps by one along the innermost dim.
+  bool InnerStepOne(const Node& n, TensorId u) const {
+    const Shape& in = g_.tensor(u).dims;
+    const Shape& out = g_.tensor(n.outputs[0]).dims;
+    if (in.empty() || out.empty() || in.back() == 1) return false;
+    const std::string& op = n.op_type;
+    // Slices (as Slice writes them, step 1 almost always), splits and concats keep rows whole.
+    if (op == "Slice" || op == "Split" || op == "Concat" || op == "Pad") return true;
+    if (op == "Transpose") {
+      std::vector<int64_t> perm = n.GetInts("perm");
+      return perm.empty() ? in.size() == 1 : perm.back() == static_cast<int64_t>(in.size()) - 1;
+    }
+    if (op == "Gather") {
+      int64_t axis = n.GetInt("axis", 0);
+      return u != n.inputs[0] || (axis != -1 && axis + 1 != static_cast<int64_t>(in.size()));
+    }
+    return in.back() == out.back();  // A broadcast that keeps the innermost dim.
+  }
+
+  void Visit(const Node& n) {
+    TensorId out = n.outputs[0];
+    Requests r = asked_[out];
+    if (r.total() == 0) return;
+    size_t rank = g_.tensor(out).dims.size();
+    const std::string& op = n.op_type;
+    if (IsView(n)) return Identity(n.inputs[0], r);
+    if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
+    if (op == "Gather") {
+      MapWork(r, rank);
+      Mapped(n, n.inputs[1], r, rank, InnerStepOne(n, n.inputs[1]));
+      return Listed(n.inputs[0], r, 1.0, InnerStepOne(n, n.inputs[0]));
+    }
+    OpClass c = ClassifyNode(g_, n);
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      TensorId u = n.inputs[j];
+      if (u == kNoId || g_.tensor(u).kind == TensorKind::kConstant) continue;
+      const Tensor& in = g_.tensor(u);
+      bool scalar = in.num_elements() == 1;
+      bool per_channel = op == "BatchNormalization" && j > 0;
+      bool identity =
+          !per_channel &&
+          ((in.dims == g_.tensor(out).dims && (c != OpClass::kInjective || op == "Expand")) ||
+           MovesOnlyUnitDims(n));
+      if (scalar) {
+        if (Internal(u)) Ask(u, {1, 0});
+      } else if (identity) {
+        Identity(u, r);
+      } else {
+        Mapped(n, u, r, rank, !per_channel && InnerStepOne(n, u));
+      }
+    }
+  }
+
+  // Concat and Pad: coordinates tested per element, then each input evaluated at the list of the
+  // elements that come from it.
+  void VisitSelect(const Node& n, Requests r, size_t rank) {
+    bool pad = n.op_type == "Pad";
+    double coords = pad ? static_cast<double>(rank) : 1.0;
+    for (int i = 0; i < coords; ++i) MapWork(r, rank);
+    out_.gathered_elements += r.total();  // The scan that selects each input's elements.
+    double out_elements = Elements(g_, n.outputs[0]);
+    size_t inputs = pad ? 1 : n.inputs.size();
+    for (size_t j = 0; j < inputs; ++j) {
+      TensorId u = n.inputs[j];
+      if (!pad) MapWork(r, rank);
+      Listed(u, r, Elements(g_, u) / out_elements, true);
+    }
+  }
+
+  const Graph& g_;
+  const FusionGroup& group_;
+  std::unordered_map<TensorId, Requests> asked_;
+  LoopEvaluation out_;
+};
+
+}  // namespace
+
+LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
+                            const std::vector<TensorId>& leaving) {
+  Walk walk(g, group);
+  std::vector<NodeId> nodes;
+  double pulls = 0;
+  for (NodeId id : group.nodes) {
+    const Node& n = g.node(id);
+    if (ClassifyNode(g, n) == OpClass::kReduction) {
+      // The reduction reads its whole input once, as ranges, row by row in chunks; nodes after
+      // it are its epilogue.
+      TensorId in = n.inputs[0];
+      walk.Ask(in, {Elements(g, in), 0, 0});
+      double rows = n.op_type == "Softmax"
+                        ? Elements(g, in) / std::max<int64_t>(1, g.tensor(in).dims.back())
+                        : Elements(g, n.outputs[0]);
+      double len = Elements(g, in) / std::max(rows, 1.0);
+      pulls = rows * std::ceil(len / kLoopTile);
+      break;
+    }
+    nodes.push_back(id);
+  }
+  for (TensorId t : leaving) {
+    if (std::find(nodes.begin(), nodes.end(), g.tensor(t).producer) == nodes.end()) continue;
+    walk.Ask(t, {Elements(g, t), 0, 0});
+    pulls += std::ceil(Elements(g, t) / kLoopTile);
+  }
+  return walk.Run(nodes, pulls);
+}
+
+}  // namespace fusor

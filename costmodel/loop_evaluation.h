@@ -1,0 +1,42 @@
+// How our fused loop (runtime/fused_loop.h) evaluates a group, as counts the cost model prices.
+// The loop pulls each tile of an output through the expression: a node is evaluated at the
+// elements its consumer asks for, so a value upstream of a broadcast, a Concat or a Gather is
+// evaluated once per element of the consumer's index space, not once per element of its own
+// (the squeeze-and-excite Sigmoid of a [1,C,1,1] tensor that a Mul broadcasts over [1,C,H,W] runs
+// H*W times per channel). Index work is counted per element:
+//   - a map from a contiguous range (broadcast, transpose, slice of a leaf; the coordinates a
+//     Concat or Pad tests) walks the range run by run: one index (or one copied element) each;
+//   - a map applied to a list of consecutive runs steps along it, and a leaf read at an index
+//     list is a gather: one element at a time (gathered);
+//   - a map applied to a scattered index list divides every index back into coordinates, one
+//     divide and modulo per dimension: `rank` per element (remapped).
+// A reduction group's prologue is evaluated over the reduction's whole input; its epilogue runs
+// as oneDNN post-ops or on the reduced rows, once per element. Each pull of a tile (or of a chunk
+// of a reduced row) costs a fixed amount per value it touches (scratch lookups, the dispatch on
+// the value's kind): small rows make that the larger part.
+//
+// Pure functions of the graph and the group; thread-safe.
+#pragma once
+
+#include <unordered_map>
+
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+struct LoopEvaluation {
+  // Elements at which each value computed by the group is evaluated, over the whole run (each
+  // request with a new index list counts again; identical requests share one evaluation).
+  std::unordered_map<TensorId, double> evaluated;
+  double indexed_elements = 0;   // Indices walked from ranges, run by run (copies, fills).
+  double gathered_elements = 0;  // Elements handled one by one: gathers, lists stepped along.
+  double remapped_elements = 0;  // Element-dimensions of maps applied to index lists.
+  double eval_calls = 0;  // Values pulled, times the tiles or row chunks they are pulled for.
+};
+
+// `leaving` are the group's values that are written to memory (the loop's roots).
+LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
+                            const std::vector<TensorId>& leaving);
+
+}  // namespace fusor

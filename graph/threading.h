@@ -1,0 +1,24 @@
+// Which fusion groups run on one thread. Waking a thread team costs far more than a small kernel
+// does: measured on a 2-core KVM guest with OMP_WAIT_POLICY=passive (how fusor and its tests run
+// oneDNN, so that idle threads do not spin on a shared machine), a parallel region costs ~7 us,
+// while a Relu over 8192 floats takes 1 us on one core and a 16x16x16 matmul 0.3 us. So a group
+// whose work is below the thresholds here runs serially: the runtime sets one OpenMP thread while
+// it builds and runs the group's kernels, and the cost model prices it on one core with no team
+// to wake. One rule for both, so that the model predicts what the runtime does.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+// Below both, a group runs on the calling thread: ~10 us of work on one core of this class of
+// machine (a few GFLOP/s of transcendentals, tens of GFLOP/s of FMA, ~10 GB/s of streaming).
+inline constexpr double kSerialMaxFlops = 1 << 19;  // Transcendentals count 16 FLOPs each.
+inline constexpr double kSerialMaxBytes = 1 << 17;  // Read and written, every node of the group.
+
+bool RunsSerially(const Graph& g, const FusionGroup& group);
+
+}  // namespace fusor

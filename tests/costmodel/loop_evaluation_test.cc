@@ -1,0 +1,101 @@
+#include "costmodel/loop_evaluation.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/graph/ir_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::IrBuilder;
+
+FusionGroup Loop(std::vector<NodeId> nodes) { return {GroupKind::kLoop, std::move(nodes), {}}; }
+
+// Squeeze-and-excite: gate = Sigmoid(s[1,8,1,1]); y = x[1,8,4,4] * gate. Fused, the loop pulls the
+// gate once per element of y (128 sigmoids), not once per channel (8). The broadcast walks y's
+// range into an index list (128 indexed), and the Sigmoid reads s at that list (128 gathered).
+TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedPerElementOfItsConsumer) {
+  IrBuilder b;
+  TensorId s = b.Input("s", {1, 8, 1, 1}), x = b.Input("x", {1, 8, 4, 4});
+  TensorId gate = b.Act("gate", {1, 8, 1, 1}), y = b.Act("y", {1, 8, 4, 4});
+  b.Op("Sigmoid", {s}, {gate});
+  b.Op("Mul", {x, gate}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(y), 128);
+  EXPECT_DOUBLE_EQ(e.evaluated.at(gate), 128);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 128);
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 128);
+  EXPECT_DOUBLE_EQ(e.remapped_elements, 0);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4);  // One tile; values y, gate, x, s.
+}
+
+// z = Transpose(x[4,8] * w[8]), perm (1,0). The transpose moves the innermost dim, so the Mul is
+// evaluated at a scattered list of 32; x is gathered at it (32), and w's broadcast map is applied
+// to the list: each index divided back into 2 coordinates (64 remapped), then w gathered (32).
+TEST(EvaluateLoop, AMapAppliedToAScatteredListDividesEveryIndexPerDimension) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4, 8}), w = b.Weight("w", {8});
+  TensorId m = b.Act("m", {4, 8}), z = b.Act("z", {8, 4});
+  b.Op("Mul", {x, w}, {m});
+  b.Op("Transpose", {m}, {z}, {{"perm", std::vector<int64_t>{1, 0}}});
+  b.Output(z);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(m), 32);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 32);
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 64);
+  EXPECT_DOUBLE_EQ(e.remapped_elements, 64);
+}
+
+// A Transpose that only moves a dim of size 1 reads its input in order: no index work at all.
+TEST(EvaluateLoop, ATransposeOfAUnitDimIsAnIdentity) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4, 8});
+  TensorId r = b.Act("r", {1, 4, 8}), z = b.Act("z", {4, 1, 8});
+  b.Op("Relu", {x}, {r});
+  b.Op("Transpose", {r}, {z}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  b.Output(z);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 32);
+  EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
+}
+
+// y = Concat(Relu(a[1,2,4]), c[1,2,4]) on axis 1: the axis coordinate of each of y's 16 elements
+// (16 indexed), a scan sorting them by input (16 gathered), each input's map over y's range (2 x 16
+// indexed), and each input read at the list of its 8 elements: the Relu evaluated at 8, a and c
+// gathered there (8 each).
+TEST(EvaluateLoop, ConcatEvaluatesEachInputAtTheElementsThatComeFromIt) {
+  IrBuilder b;
+  TensorId a = b.Input("a", {1, 2, 4}), c = b.Input("c", {1, 2, 4});
+  TensorId r = b.Act("r", {1, 2, 4}), y = b.Act("y", {1, 4, 4});
+  b.Op("Relu", {a}, {r});
+  b.Op("Concat", {r, c}, {y}, {{"axis", int64_t{1}}});
+  b.Output(y);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 8);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 48);
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 32);
+}
+
+// A reduction with a fused prologue pulls its input row by row: Relu(x[4,49]) -> ReduceMean over
+// the rows is 4 pulls of the two values (Relu's output and x).
+TEST(EvaluateLoop, ARowReductionPullsItsPrologueOncePerRow) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4, 49});
+  TensorId axes = b.IntConstant("axes", {1});
+  TensorId r = b.Act("r", {4, 49}), m = b.Act("m", {4, 1});
+  b.Op("Relu", {x}, {r});
+  b.Op("ReduceMean", {r, axes}, {m}, {{"keepdims", int64_t{1}}});
+  b.Output(m);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, {GroupKind::kReduction, {0, 1}, {}}, {m});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 196);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 4 * 2);
+}
+
+}  // namespace
+}  // namespace fusor
