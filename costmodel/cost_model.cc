@@ -152,9 +152,10 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
   }
 }
 
-// The runtime keeps tensors in plain layouts between groups: a Conv, and a 4-D pooling whose
-// channels divide by 8, reorder their input to oneDNN's blocked layout and their output back
-// (each a kernel of its own), and a per-element binary post-op operand of a Conv is reordered too.
+// The runtime keeps tensors in plain layouts between groups: a Conv or ConvTranspose, and a 4-D
+// pooling whose channels divide by 8, reorder their input to oneDNN's blocked layout and their
+// output back (each a kernel of its own), and a per-element binary post-op operand of a Conv is
+// reordered too.
 void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
   // The group's anchor or reduction: the first node, or the one after a reduction's prologue.
   NodeId primary = group.nodes.front();
@@ -167,7 +168,7 @@ void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
   }
   const Node& head = g.node(primary);
   const Shape& in = head.inputs.empty() ? Shape{} : g.tensor(head.inputs[0]).dims;
-  bool conv = head.op_type == "Conv";
+  bool conv = head.op_type == "Conv" || head.op_type == "ConvTranspose";
   bool pooling = (head.op_type == "MaxPool" || head.op_type == "AveragePool") && in.size() == 4 &&
                  in[1] % 8 == 0;
   if (!conv && !pooling) return;

@@ -312,11 +312,12 @@ StatusOr<DType> ConvertDType(int32_t onnx_type, const std::string& tensor) {
   return t;
 }
 
-// Small integer constants and float scalars parameterise ops; their values are kept. Everything
-// else from an initializer is a weight: dims only.
+// Small integer constants and float scalars parameterise ops; their values are kept, and so are
+// those of small float tensors that parameterise an op (`float_parameter`: Resize's scales and
+// roi). Everything else from an initializer is a weight: dims only.
 constexpr int64_t kMaxIntConstantElements = 64;
 
-Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype) {
+Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype, bool float_parameter) {
   Tensor t;
   t.name = init.name();
   t.dtype = dtype;
@@ -327,7 +328,8 @@ Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype) {
   int64_t elements = static_cast<int64_t>(value->ints.size() + value->floats.size());
   bool small_int = !value->is_float && elements <= kMaxIntConstantElements;
   bool float_scalar = value->is_float && elements <= 1;
-  if (small_int || float_scalar) {
+  bool small_float = value->is_float && float_parameter && elements <= kMaxIntConstantElements;
+  if (small_int || float_scalar || small_float) {
     t.kind = TensorKind::kConstant;
     t.int_data = value->ints;
     t.float_data = value->floats;
@@ -372,6 +374,13 @@ class IrBuilder {
   IrBuilder(const onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) {
     types_ = CollectTypes(model.graph());
     for (const auto& init : model.graph().initializer()) initializers_[init.name()] = &init;
+    for (const auto& node : model.graph().node()) {
+      bool resize =
+          node.op_type() == "Resize" && (node.domain().empty() || node.domain() == "ai.onnx");
+      for (int i = 1; resize && i < std::min(node.input_size(), 3); ++i) {
+        float_parameters_.insert(node.input(i));  // roi, scales: their values decide the result.
+      }
+    }
   }
 
   StatusOr<Graph> Build(const std::string& model_name) {
@@ -421,7 +430,8 @@ class IrBuilder {
                                      "output of an earlier node");
     }
     FUSOR_ASSIGN_OR_RETURN(DType dtype, ConvertDType(init->second->data_type(), name));
-    TensorId id = graph_.AddTensor(InitializerTensor(*init->second, dtype));
+    TensorId id = graph_.AddTensor(
+        InitializerTensor(*init->second, dtype, float_parameters_.count(name) > 0));
     ids_[name] = id;
     return id;
   }
@@ -477,6 +487,7 @@ class IrBuilder {
   Graph graph_;
   std::unordered_map<std::string, TypeInfo> types_;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
+  std::unordered_set<std::string> float_parameters_;  // Float initializers whose values to keep.
   std::unordered_map<std::string, TensorId> ids_;
 };
 

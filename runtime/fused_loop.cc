@@ -27,7 +27,8 @@ enum class LoopKind : uint8_t {
   kConcat,
   kPad,
   kGather,
-  kTrilu
+  kTrilu,
+  kResize
 };
 enum class UnaryOp : uint8_t {
   kCopy,
@@ -56,6 +57,14 @@ struct Affine {
   std::vector<int64_t> coef;
 };
 
+// Resize along one dim: output coordinate x reads input indices i0[x] and i1[x], blended with
+// weights 1 - w[x] and w[x] (nearest: i0 only).
+struct ResizeTable {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> w;
+  bool blends = false;  // Some w[x] is not 0.
+};
+
 struct FusedLoop::Value {
   LoopKind kind = LoopKind::kLeaf;
   Shape dims;
@@ -71,6 +80,9 @@ struct FusedLoop::Value {
   int64_t k = 0;                                // Trilu diagonal.
   bool upper = true;
   int64_t axis_len = 0, axis_stride = 0;  // Gather.
+  PadMode pad_mode = PadMode::kConstant;
+  int pads_slot = -1, value_slot = -1;  // Pad: inputs read as the loop runs (computed pads).
+  std::vector<ResizeTable> resize;      // Per dim.
 };
 
 // Per-thread buffers, reset for each tile; a memo keyed by (tensor, index-set token) lets values
@@ -428,9 +440,21 @@ const float* EvalConcat(const ValueMap& values, const Value& v, const Idx& idx, 
   return out;
 }
 
+// The begin padding of a Pad: compiled, or read from its pads input when they are computed at run
+// time (integer values travel as floats, exact below 2^24).
+std::vector<int64_t> PadBegins(const ValueMap& values, const Value& v, LoopScratch* s) {
+  if (v.pads_slot < 0) return v.offsets;
+  int64_t rank = static_cast<int64_t>(v.dims.size());
+  const float* pads = Eval(values, v.inputs[v.pads_slot], {0, 2 * rank, nullptr, s->NewToken()}, s);
+  return std::vector<int64_t>(pads, pads + rank);
+}
+
 const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
   size_t rank = v.dims.size();
-  std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims);
+  std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims), begin = PadBegins(values, v, s);
+  float fill = v.a;
+  if (v.value_slot >= 0)
+    fill = Eval(values, v.inputs[v.value_slot], {0, 1, nullptr, s->NewToken()}, s)[0];
   int64_t* src = s->Ints(idx.n);
   int64_t* pos = s->Ints(idx.n);
   int64_t* coord = s->Ints(idx.n);
@@ -439,7 +463,7 @@ const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, Loo
   for (size_t d = 0; d < rank; ++d) {
     AffineIndices(v.coords[d], v.dims, idx, coord);
     for (int64_t e = 0; e < idx.n; ++e) {
-      int64_t c = coord[e] - v.offsets[d];
+      int64_t c = PadSourceIndex(v.pad_mode, coord[e] - begin[d], v.in_dims[d]);
       inside[e] = inside[e] && c >= 0 && c < v.in_dims[d];
       src[e] += c * in_strides[d];
     }
@@ -452,10 +476,54 @@ const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, Loo
     }
   }
   float* out = s->Floats(idx.n);
-  std::fill(out, out + idx.n, v.a);
+  std::fill(out, out + idx.n, fill);
   if (count == 0) return out;
   const float* part = Eval(values, v.inputs[0], {0, count, src, s->NewToken()}, s);
   for (int64_t c = 0; c < count; ++c) out[pos[c]] = part[c];
+  return out;
+}
+
+// Nearest Resize gathers one input element per output element. Linear Resize blends the 2^k
+// corners around each position (k dims that blend): the input is evaluated once per corner, so
+// producers fused before a linear Resize are computed that many times per element.
+const float* EvalResize(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+  std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims);
+  int64_t* base = s->Ints(idx.n);
+  std::fill(base, base + idx.n, 0);
+  std::vector<size_t> blend_dims;
+  std::vector<const int64_t*> blend_coords;
+  for (size_t d = 0; d < v.dims.size(); ++d) {
+    int64_t* coord = s->Ints(idx.n);
+    AffineIndices(v.coords[d], v.dims, idx, coord);
+    const ResizeTable& t = v.resize[d];
+    if (t.blends) {
+      blend_dims.push_back(d);
+      blend_coords.push_back(coord);
+      continue;
+    }
+    for (int64_t e = 0; e < idx.n; ++e) base[e] += t.i0[coord[e]] * in_strides[d];
+  }
+  if (blend_dims.empty()) return Eval(values, v.inputs[0], {0, idx.n, base, s->NewToken()}, s);
+  float* out = s->Floats(idx.n);
+  float* weight = s->Floats(idx.n);
+  int64_t* src = s->Ints(idx.n);
+  std::fill(out, out + idx.n, 0.0f);
+  for (uint32_t corner = 0; corner < (1u << blend_dims.size()); ++corner) {
+    std::copy(base, base + idx.n, src);
+    std::fill(weight, weight + idx.n, 1.0f);
+    for (size_t j = 0; j < blend_dims.size(); ++j) {
+      const ResizeTable& t = v.resize[blend_dims[j]];
+      bool high = (corner >> j) & 1;
+      int64_t stride = in_strides[blend_dims[j]];
+      for (int64_t e = 0; e < idx.n; ++e) {
+        int64_t x = blend_coords[j][e];
+        src[e] += (high ? t.i1[x] : t.i0[x]) * stride;
+        weight[e] *= high ? t.w[x] : 1.0f - t.w[x];
+      }
+    }
+    const float* in = Eval(values, v.inputs[0], {0, idx.n, src, s->NewToken()}, s);
+    for (int64_t e = 0; e < idx.n; ++e) out[e] += weight[e] * in[e];
+  }
   return out;
 }
 
@@ -545,6 +613,9 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
       break;
     case LoopKind::kTrilu:
       out = EvalTrilu(values, v, idx, s);
+      break;
+    case LoopKind::kResize:
+      out = EvalResize(values, v, idx, s);
       break;
     default:
       out = EvalArith(values, v, idx, s);
@@ -715,14 +786,48 @@ Status CompileGather(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
+// One coordinate extractor per dim of v.
+void AddCoordMaps(Value* v) {
+  for (size_t d = 0; d < v->dims.size(); ++d) v->coords.push_back(CoordMap(v->dims.size(), d));
+}
+
 Status CompilePad(const Graph& g, const Node& n, const FusedLoop::Lookup& known, Value* v) {
   FUSOR_ASSIGN_OR_RETURN(PadParams p, PadOf(g, n, known));
   v->kind = LoopKind::kPad;
+  v->pad_mode = p.mode;
   v->inputs = {n.inputs[0]};
+  if (p.pads_input != kNoId) {
+    v->pads_slot = static_cast<int>(v->inputs.size());
+    v->inputs.push_back(p.pads_input);
+  }
+  if (p.value_input != kNoId) {
+    v->value_slot = static_cast<int>(v->inputs.size());
+    v->inputs.push_back(p.value_input);
+  }
   v->offsets = p.begin;
   v->in_dims = g.tensor(n.inputs[0]).dims;
   v->a = p.value;
-  for (size_t d = 0; d < v->dims.size(); ++d) v->coords.push_back(CoordMap(v->dims.size(), d));
+  AddCoordMaps(v);
+  return Status::Ok();
+}
+
+Status CompileResize(const Graph& g, const Node& n, Value* v) {
+  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n));
+  v->kind = LoopKind::kResize;
+  v->inputs = {n.inputs[0]};
+  v->in_dims = p.in;
+  AddCoordMaps(v);
+  for (size_t d = 0; d < p.out.size(); ++d) {
+    ResizeTable t;
+    for (int64_t x = 0; x < p.out[d]; ++x) {
+      ResizeTap tap = ResizeTapOf(p, d, x);
+      t.i0.push_back(tap.i0);
+      t.i1.push_back(tap.i1);
+      t.w.push_back(static_cast<float>(tap.w));
+      t.blends = t.blends || tap.w != 0;
+    }
+    v->resize.push_back(std::move(t));
+  }
   return Status::Ok();
 }
 
@@ -772,6 +877,7 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
   if (op == "Gather") return CompileGather(g, n, v);
   if (op == "Pad") return CompilePad(g, n, known, v);
   if (op == "Trilu") return CompileTrilu(g, n, v);
+  if (op == "Resize") return CompileResize(g, n, v);
   return Status::Unimplemented(NodeLabel(n) + ": op cannot run in a fused loop");
 }
 
@@ -803,18 +909,22 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
   loop->tile_ = tile;
   loop->outputs_ = outputs;
   for (NodeId id : nodes) FUSOR_RETURN_IF_ERROR(loop->AddNode(g, g.node(id), known));
-  for (NodeId id : nodes) {
-    for (TensorId in : g.node(id).inputs) {
-      if (in == kNoId || loop->values_.count(in)) continue;
-      const Tensor& t = g.tensor(in);
-      auto v = std::make_unique<Value>();
-      v->dims = t.dims;
-      v->is_int = !IsFloatingPoint(t.dtype);
-      loop->values_[in] = std::move(v);
-      loop->leaves_.push_back(in);
-    }
+  // Leaves are the tensors the compiled values read, not every node input: parameters decoded at
+  // Build (Clip bounds, pads, Resize scales) are not bound or read as the loop runs.
+  std::vector<TensorId> read;
+  for (const auto& [t, v] : loop->values_)
+    read.insert(read.end(), v->inputs.begin(), v->inputs.end());
+  std::sort(read.begin(), read.end());
+  read.erase(std::unique(read.begin(), read.end()), read.end());
+  for (TensorId in : read) {
+    if (in == kNoId || loop->values_.count(in)) continue;
+    const Tensor& t = g.tensor(in);
+    auto v = std::make_unique<Value>();
+    v->dims = t.dims;
+    v->is_int = !IsFloatingPoint(t.dtype);
+    loop->values_[in] = std::move(v);
+    loop->leaves_.push_back(in);
   }
-  std::sort(loop->leaves_.begin(), loop->leaves_.end());
   for (TensorId t : outputs) {
     if (!loop->values_.count(t) || loop->values_.at(t)->kind == LoopKind::kLeaf) {
       return Status::InvalidArgument("fused loop output '" + g.tensor(t).name +

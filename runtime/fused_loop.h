@@ -7,6 +7,11 @@
 // the compiler vectorises (AVX2 clones where the CPU has it); integer values travel as floats,
 // which is exact below 2^24 (Build refuses a Gather whose axis is longer).
 //
+// Resize is classed injective but a linear Resize blends: it evaluates its input once per corner
+// of the 2^k neighbours (k dims that blend, 4 for bilinear) and adds the weighted values, so a
+// producer fused before it is computed that many times per output element. A Pad whose pads (or
+// constant_value) are computed at run time reads them from their tensor in every tile.
+//
 // Ownership: Build copies what it needs from the graph; memory is bound by the caller (Bind) and
 // must outlive Run. Run and EvalRange are const and safe to call from several threads once bound;
 // Bind is not.

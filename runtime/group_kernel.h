@@ -5,11 +5,13 @@
 // allocates weights, binds tensor buffers and scratch, and creates the primitives; Run executes.
 //
 // Lowering per group kind (see DESIGN.md "group"):
-//   anchor    Conv / Gemm / MatMul primitive; the elementwise chain after it as post-ops (eltwise,
-//             binary per-tensor/per-channel/per-element), BatchNormalization right after a Conv
-//             folded into its weights; chain nodes oneDNN cannot express (and all after them) run
-//             as a fused loop in place on the output. Layout: format_tag::any, with reorders from
-//             and to the plain buffers inside the group, so they count in its time.
+//   anchor    Conv / ConvTranspose (deconvolution) / Gemm / MatMul primitive (a 1-D MatMul
+//             operand promoted as ONNX says); the elementwise chain after it as post-ops (eltwise,
+//             binary per-tensor/per-channel/per-element), BatchNormalization right after a Conv or
+//             ConvTranspose folded into its weights; chain nodes oneDNN cannot express (and all
+//             after them) run as a fused loop in place on the output. (De)convolution layout:
+//             format_tag::any, with reorders from and to the plain buffers inside the group, so
+//             they count in its time.
 //   reduction the oneDNN pooling / reduction / softmax / layer-norm primitive, epilogue as post-ops
 //             where accepted, else an in-place fused loop; with a prologue, a fused row reduction
 //             (trailing-axis reductions and softmax) or the prologue loop into scratch, then the

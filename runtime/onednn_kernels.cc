@@ -546,8 +546,51 @@ const HostTensor* KnownFloat(const KernelContext& ctx, TensorId t) {
   return h && h->is_float() ? h : nullptr;
 }
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeId id,
-                                                 std::vector<NodeId> chain) {
+// A sliding window in oneDNN's terms (dilation 0 = dense).
+struct DnnlWindow {
+  memory::dims strides, dilates, pad_l, pad_r;
+};
+
+DnnlWindow ToDnnl(const Window& w) {
+  DnnlWindow d{memory::dims(w.strides.begin(), w.strides.end()),
+               {},
+               memory::dims(w.pad_begin.begin(), w.pad_begin.end()),
+               memory::dims(w.pad_end.begin(), w.pad_end.end())};
+  for (int64_t v : w.dilations) d.dilates.push_back(v - 1);
+  return d;
+}
+
+// What differs between the Conv and ConvTranspose lowerings; BatchNormalization folding, layouts,
+// post-ops and reorders are shared (BuildConvLike).
+struct ConvSpec {
+  std::string name;           // "conv" / "deconv", for Describe().
+  Shape weight_dims;          // oneDNN's weight dims: [groups,] out channels, in channels, spatial.
+  memory::desc user_weights;  // Where the ONNX weight values sit in those dims.
+  int64_t out_channels = 0;
+  std::function<int64_t(int64_t)> channel_of;  // Output channel of a flat ONNX weight index.
+  // The primitive descriptor for src, weights, bias, dst descriptors and attributes; throws.
+  using Make = std::function<dnnl::primitive_desc(const memory::desc&, const memory::desc&,
+                                                  const memory::desc&, const memory::desc&,
+                                                  const dnnl::primitive_attr&)>;
+  Make make;
+};
+
+// ConvSpec::make for oneDNN's convolution_forward or deconvolution_forward over window `w`.
+template <typename Primitive>
+ConvSpec::Make WindowedPrimitive(algorithm alg, const Window& w, const dnnl::engine& engine) {
+  DnnlWindow dw = ToDnnl(w);
+  return [alg, dw, engine](const memory::desc& src, const memory::desc& wei,
+                           const memory::desc& bias, const memory::desc& dst,
+                           const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+    typename Primitive::desc d(dnnl::prop_kind::forward_inference, alg, src, wei, bias, dst,
+                               dw.strides, dw.dilates, dw.pad_l, dw.pad_r);
+    return typename Primitive::primitive_desc(d, attr, engine);
+  };
+}
+
+StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, NodeId id,
+                                                     std::vector<NodeId> chain,
+                                                     const ConvSpec& spec) {
   const Graph& g = *ctx.g;
   const Node& n = g.node(id);
   const HostTensor* w = KnownFloat(ctx, n.input(1));
@@ -557,42 +600,27 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeI
   }
   const Shape& xd = g.tensor(n.inputs[0]).dims;
   const Shape& yd = g.tensor(n.outputs[0]).dims;
-  int64_t groups = n.GetInt("group", 1), oc = w->dims[0];
+  int64_t oc = spec.out_channels;
   std::vector<float> weights = w->f, bias = b ? b->f : std::vector<float>(oc, 0.0f);
   TensorId start = n.outputs[0];
   std::vector<float> scale, shift;
   if (!chain.empty() && g.node(chain[0]).op_type == "BatchNormalization" &&
       g.node(chain[0]).inputs[0] == start &&
       BatchNormAffine(g, g.node(chain[0]), ctx.known, &scale, &shift)) {
-    // Inference BatchNormalization right after a Conv is a per-output-channel affine map: fold it.
-    int64_t per_oc = static_cast<int64_t>(weights.size()) / oc;
-    for (int64_t o = 0; o < oc; ++o) {
-      for (int64_t i = 0; i < per_oc; ++i) weights[o * per_oc + i] *= scale[o];
-      bias[o] = bias[o] * scale[o] + shift[o];
-    }
+    // Inference BatchNormalization right after the anchor is a per-output-channel affine map: fold.
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] *= scale[spec.channel_of(i)];
+    for (int64_t o = 0; o < oc; ++o) bias[o] = bias[o] * scale[o] + shift[o];
     start = g.node(chain[0]).outputs[0];
     chain.erase(chain.begin());
   }
-  FUSOR_ASSIGN_OR_RETURN(Window win, ConvWindow(g, n));
-  memory::dims strides(win.strides.begin(), win.strides.end()), dil,
-      pl(win.pad_begin.begin(), win.pad_begin.end()), pr(win.pad_end.begin(), win.pad_end.end());
-  for (int64_t d : win.dilations) dil.push_back(d - 1);
-  Shape wd = w->dims;
-  if (groups > 1) {
-    wd.insert(wd.begin(), groups);
-    wd[1] /= groups;
-  }
   memory::desc src_md(Dims(xd), Dt::f32, memory::format_tag::any);
-  memory::desc wei_any(Dims(wd), Dt::f32, memory::format_tag::any);
+  memory::desc wei_any(Dims(spec.weight_dims), Dt::f32, memory::format_tag::any);
   memory::desc dst_md(Dims(yd), Dt::f32, memory::format_tag::any);
   memory::desc bias_md = Plain({oc});
   auto ops = TranslateChain(g, chain, start, ctx.known);
-  using Pd = dnnl::convolution_forward::primitive_desc;
+  using Pd = dnnl::primitive_desc;
   std::function<Pd(const dnnl::primitive_attr&)> make = [&](const dnnl::primitive_attr& attr) {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                      algorithm::convolution_direct, src_md, wei_any, bias_md,
-                                      dst_md, strides, dil, pl, pr);
-    return Pd(d, attr, *ctx.engine);
+    return spec.make(src_md, wei_any, bias_md, dst_md, attr);
   };
   // Let oneDNN pick the layouts without post-ops first, then hold them: a plain per-element
   // operand would otherwise pull the convolution onto a slower plain-layout implementation.
@@ -608,12 +636,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeI
                          LongestPrefix<Pd>(ops, IdentityView(), make, NodeLabel(n), layout));
   auto& [pd, done] = found;
   auto k = std::make_unique<StepKernel>(
-      ctx, "conv (" + ImplName(pd) + ")" + PostOpNote(done, chain.size()));
+      ctx, spec.name + " (" + ImplName(pd) + ")" + PostOpNote(done, chain.size()));
   Step main;
-  main.prim = dnnl::convolution_forward(pd);
+  main.prim = dnnl::primitive(pd);
   main.args.push_back(
       {DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(), *ctx.engine)});
-  int wi = k->AddOwned(pd.weights_desc(), std::move(weights), Plain(wd));
+  int wi = k->AddOwned(pd.weights_desc(), std::move(weights), spec.user_weights);
   main.args.push_back({DNNL_ARG_WEIGHTS, OwnedArg(wi, pd.weights_desc())});
   main.args.push_back({DNNL_ARG_BIAS, OwnedArg(k->AddOwned(bias_md, std::move(bias)), bias_md)});
   AddPostOpArgs(k.get(), &main, ops, done, IdentityView(), *ctx.engine, layout);
@@ -621,6 +649,58 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeI
   FUSOR_RETURN_IF_ERROR(
       FinishAnchor(ctx, k.get(), std::move(main), pd.dst_desc(), yd, chain, start, done));
   return std::unique_ptr<GroupKernel>(std::move(k));
+}
+
+StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeId id,
+                                                 const std::vector<NodeId>& chain) {
+  const Node& n = ctx.g->node(id);
+  FUSOR_ASSIGN_OR_RETURN(Window win, ConvWindow(*ctx.g, n));
+  const Shape& wd = ctx.g->tensor(n.input(1)).dims;  // [OC, IC / groups, spatial...]
+  int64_t groups = n.GetInt("group", 1), per_oc = NumElements(wd) / wd[0];
+  ConvSpec spec;
+  spec.name = "conv";
+  spec.weight_dims = wd;
+  if (groups > 1) {
+    spec.weight_dims.insert(spec.weight_dims.begin(), groups);
+    spec.weight_dims[1] /= groups;
+  }
+  spec.user_weights = Plain(spec.weight_dims);
+  spec.out_channels = wd[0];
+  spec.channel_of = [per_oc](int64_t i) { return i / per_oc; };
+  spec.make =
+      WindowedPrimitive<dnnl::convolution_forward>(algorithm::convolution_direct, win, *ctx.engine);
+  return BuildConvLike(ctx, id, chain, spec);
+}
+
+// ConvTranspose as oneDNN's deconvolution. ONNX's weight [IC, OC / groups, spatial...] is read in
+// place through strides as oneDNN's [groups,] OC / groups, IC / groups, spatial...; oneDNN's right
+// padding (end padding minus output_padding) may be negative, extending the output.
+StatusOr<std::unique_ptr<GroupKernel>> BuildConvTranspose(const KernelContext& ctx, NodeId id,
+                                                          const std::vector<NodeId>& chain) {
+  const Node& n = ctx.g->node(id);
+  FUSOR_ASSIGN_OR_RETURN(Window win, ConvTransposeWindow(*ctx.g, n));
+  const Shape& wd = ctx.g->tensor(n.input(1)).dims;
+  int64_t groups = n.GetInt("group", 1), icg = wd[0] / groups, ocg = wd[1];
+  int64_t kernel = NumElements(win.kernel);
+  ConvSpec spec;
+  spec.name = "deconv";
+  spec.weight_dims = {ocg, icg};
+  std::vector<int64_t> strides = {kernel, ocg * kernel};
+  if (groups > 1) {
+    spec.weight_dims.insert(spec.weight_dims.begin(), groups);
+    strides.insert(strides.begin(), icg * ocg * kernel);
+  }
+  std::vector<int64_t> spatial = RowMajorStrides(win.kernel);
+  spec.weight_dims.insert(spec.weight_dims.end(), win.kernel.begin(), win.kernel.end());
+  strides.insert(strides.end(), spatial.begin(), spatial.end());
+  spec.user_weights = memory::desc(Dims(spec.weight_dims), Dt::f32, Dims(strides));
+  spec.out_channels = ocg * groups;
+  spec.channel_of = [icg, ocg, kernel](int64_t i) {
+    return (i / (ocg * kernel)) / icg * ocg + (i / kernel) % ocg;
+  };
+  spec.make = WindowedPrimitive<dnnl::deconvolution_forward>(algorithm::deconvolution_direct, win,
+                                                             *ctx.engine);
+  return BuildConvLike(ctx, id, chain, spec);
 }
 
 // A matrix operand: plain (possibly transposed through strides) or prepacked when known.
@@ -633,6 +713,17 @@ struct MatOperand {
 memory::desc Transposed2d(int64_t rows, int64_t cols) {
   // Logical [rows, cols] stored as [cols, rows].
   return memory::desc({rows, cols}, Dt::f32, memory::dims{1, rows});
+}
+
+// Maps dims aligned to the output of a MatMul with a 1-D operand to the promoted product's dims:
+// [..., N] -> [..., 1, N] for a 1-D A, [..., M] -> [..., M, 1] for a 1-D B, [] -> [1, 1] for both.
+DstView PromotedMatMulView(bool a_vec, bool b_vec) {
+  return [a_vec, b_vec](const Shape& s) -> std::optional<memory::dims> {
+    memory::dims d(s.begin(), s.end());
+    if (a_vec) d.insert(b_vec || d.empty() ? d.end() : d.end() - 1, 1);
+    if (b_vec) d.push_back(1);
+    return d;
+  };
 }
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx, NodeId id,
@@ -679,10 +770,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
     }
   } else {
     int64_t kk = ad.back();
-    bool collapse = bd.size() == 2 && ad.size() >= 2 && bk != nullptr;
-    if (ad.size() == 1 || bd.size() == 1) {
-      return Status::Unimplemented(NodeLabel(n) + ": MatMul with a 1-D operand is not supported");
-    }
+    bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+    bool collapse = !a_vec && !b_vec && bd.size() == 2 && bk != nullptr;
     if (collapse) {
       int64_t rows = g.tensor(n.inputs[0]).num_elements() / kk, nn = bd[1];
       a_md = Plain({rows, kk});
@@ -700,11 +789,15 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
         return memory::dims{ones ? 1 : rows, s.back() == 1 ? 1 : nn};
       };
     } else {
-      size_t r = yd.size();
-      Shape a = AlignRank(ad, r), b = AlignRank(bd, r);
-      a_md = Plain(a);
-      b_md = Plain(b);
-      dst_md = Plain(yd);
+      // ONNX promotes a 1-D A to [1, K] and a 1-D B to [K, 1], and drops that 1 from the output:
+      // the primitive computes the promoted product, whose dst holds the output's elements in
+      // order, and post-op operands get the dropped 1 back.
+      if (a_vec || b_vec) view = PromotedMatMulView(a_vec, b_vec);
+      memory::dims dst = *view(yd);
+      size_t r = dst.size();
+      a_md = Plain(AlignRank(a_vec ? Shape{1, kk} : ad, r));
+      b_md = Plain(AlignRank(b_vec ? Shape{bd[0], 1} : bd, r));
+      dst_md = Plain(Shape(dst.begin(), dst.end()));
     }
     if (bk) b_values = bk->f;
   }
@@ -787,13 +880,11 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
     algorithm alg = op == "MaxPool"                    ? algorithm::pooling_max
                     : n.GetInt("count_include_pad", 0) ? algorithm::pooling_avg_include_padding
                                                        : algorithm::pooling_avg_exclude_padding;
-    memory::dims dil;
-    for (int64_t d : w.dilations) dil.push_back(d - 1);
-    memory::dims st(w.strides.begin(), w.strides.end()), ker(w.kernel.begin(), w.kernel.end());
-    memory::dims pl(w.pad_begin.begin(), w.pad_begin.end()), pr(w.pad_end.begin(), w.pad_end.end());
+    DnnlWindow dw = ToDnnl(w);
+    memory::dims ker(w.kernel.begin(), w.kernel.end());
     r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, r.src, r.dst, st,
-                                       ker, dil, pl, pr);
+      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, r.src, r.dst,
+                                       dw.strides, ker, dw.dilates, dw.pad_l, dw.pad_r);
       return dnnl::pooling_v2_forward::primitive_desc(d, attr, eng);
     };
     return r;
@@ -889,15 +980,12 @@ dnnl::pooling_v2_forward::primitive_desc BlockedPoolingDesc(const KernelContext&
   algorithm alg = n.op_type == "MaxPool"             ? algorithm::pooling_max
                   : n.GetInt("count_include_pad", 0) ? algorithm::pooling_avg_include_padding
                                                      : algorithm::pooling_avg_exclude_padding;
-  memory::dims dil;
-  for (int64_t d : w.dilations) dil.push_back(d - 1);
+  DnnlWindow dw = ToDnnl(w);
   memory::desc src(Dims(xd), Dt::f32, memory::format_tag::nChw8c);
   memory::desc dst(Dims(yd), Dt::f32, memory::format_tag::any);
-  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst,
-                                   memory::dims(w.strides.begin(), w.strides.end()),
-                                   memory::dims(w.kernel.begin(), w.kernel.end()), dil,
-                                   memory::dims(w.pad_begin.begin(), w.pad_begin.end()),
-                                   memory::dims(w.pad_end.begin(), w.pad_end.end()));
+  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst, dw.strides,
+                                   memory::dims(w.kernel.begin(), w.kernel.end()), dw.dilates,
+                                   dw.pad_l, dw.pad_r);
   return dnnl::pooling_v2_forward::primitive_desc(d, *ctx.engine);
 }
 
@@ -997,6 +1085,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildAnchorKernel(const KernelContext& ct
   const Node& n = ctx.g->node(anchor);
   try {
     if (n.op_type == "Conv") return BuildConv(ctx, anchor, chain);
+    if (n.op_type == "ConvTranspose") return BuildConvTranspose(ctx, anchor, chain);
     if (n.op_type == "MatMul" || n.op_type == "Gemm") return BuildMatMulLike(ctx, anchor, chain);
   } catch (const dnnl::error& e) {
     return Status::Internal(NodeLabel(n) + ": oneDNN: " + e.what());

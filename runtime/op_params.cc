@@ -51,6 +51,17 @@ Status ResolveWindow(const Graph& g, const Node& n, Window* w) {
   return Status::Ok();
 }
 
+// ONNX's coordinate_transformation_mode: the input coordinate output position x maps to.
+double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
+  double scale = p.scales[d], xr = static_cast<double>(x);
+  double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
+  const std::string& mode = p.coordinate_mode;
+  if (mode == "asymmetric") return xr / scale;
+  if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (out - 1) : 0.0;
+  if (mode == "pytorch_half_pixel" && out <= 1) return 0.0;
+  return (xr + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel.
+}
+
 }  // namespace
 
 std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
@@ -93,6 +104,52 @@ StatusOr<Window> PoolWindow(const Graph& g, const Node& n) {
   w.kernel = n.GetInts("kernel_shape");
   if (n.op_type.rfind("Global", 0) == 0) w.kernel = SpatialDims(g.tensor(n.input(0)).dims);
   FUSOR_RETURN_IF_ERROR(ResolveWindow(g, n, &w));
+  return w;
+}
+
+StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n) {
+  const Shape in = SpatialDims(g.tensor(n.input(0)).dims);
+  const Shape out = SpatialDims(g.tensor(n.outputs[0]).dims);
+  Window w;
+  w.kernel = SpatialDims(g.tensor(n.input(1)).dims);
+  size_t s = in.size();
+  if (w.kernel.size() != s || out.size() != s) {
+    return Status::InvalidArgument(NodeLabel(n) + ": kernel has " +
+                                   std::to_string(w.kernel.size()) + " dims, input has " +
+                                   std::to_string(s) + " spatial dims");
+  }
+  w.strides = n.GetInts("strides");
+  w.dilations = n.GetInts("dilations");
+  std::vector<int64_t> pads = n.GetInts("pads"), extra = n.GetInts("output_padding");
+  if (w.strides.size() != s) w.strides.assign(s, 1);
+  if (w.dilations.size() != s) w.dilations.assign(s, 1);
+  if (pads.size() != 2 * s) pads.assign(2 * s, 0);
+  if (extra.size() != s) extra.assign(s, 0);
+  std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  bool generated =
+      auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || n.FindAttr("output_shape") != nullptr;
+  for (size_t i = 0; i < s; ++i) {
+    int64_t extent = (w.kernel[i] - 1) * w.dilations[i] + 1;
+    int64_t full = w.strides[i] * (in[i] - 1) + extra[i] + extent;
+    int64_t begin = pads[i], end = pads[i + s];
+    if (auto_pad == "VALID") {
+      begin = end = 0;
+    } else if (generated) {
+      int64_t total = full - out[i];
+      begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end = total - begin;
+    }
+    if (begin < 0 || end < 0 || full - begin - end != out[i]) {
+      return Status::InvalidArgument(NodeLabel(n) + ": spatial dim " + std::to_string(i) +
+                                     " of the output has length " + std::to_string(out[i]) +
+                                     "; strides, kernel, output_padding and pads give " +
+                                     std::to_string(full - begin - end) + " (pads " +
+                                     std::to_string(begin) + ", " + std::to_string(end) + ")");
+    }
+    w.pad_begin.push_back(begin);
+    w.declared_pad_end.push_back(end);
+    w.pad_end.push_back(end - extra[i]);
+  }
   return w;
 }
 
@@ -164,34 +221,177 @@ std::vector<int64_t> TransposePerm(const Graph& g, const Node& n) {
 
 StatusOr<PadParams> PadOf(const Graph& g, const Node& n,
                           const std::function<const HostTensor*(TensorId)>& lookup) {
+  PadParams p;
   std::string mode = n.GetString("mode", "constant");
-  if (mode != "constant") {
+  if (mode == "reflect") {
+    p.mode = PadMode::kReflect;
+  } else if (mode == "edge") {
+    p.mode = PadMode::kEdge;
+  } else if (mode != "constant") {
     return Status::Unimplemented(NodeLabel(n) + ": pad mode '" + mode +
-                                 "' is not supported; only 'constant' is");
-  }
-  size_t rank = g.tensor(n.input(0)).dims.size();
-  std::vector<int64_t> pads = n.GetInts("pads");
-  if (n.input(1) != kNoId) {
-    FUSOR_ASSIGN_OR_RETURN(pads, ConstantInts(g, n, 1));
+                                 "' is not supported; constant, reflect and edge are");
   }
   if (n.input(3) != kNoId) {
     return Status::Unimplemented(NodeLabel(n) + ": Pad with an axes input is not supported");
   }
-  if (pads.size() != 2 * rank) {
-    return Status::InvalidArgument(NodeLabel(n) + ": pads has " + std::to_string(pads.size()) +
+  const Shape& in = g.tensor(n.input(0)).dims;
+  size_t rank = in.size();
+  std::vector<int64_t> pads = n.GetInts("pads");
+  if (TensorId t = n.input(1); t != kNoId) {
+    const HostTensor* v = lookup(t);
+    if (!IsInteger(g.tensor(t).dtype)) {
+      return Status::InvalidArgument(NodeLabel(n) + ": pads '" + g.tensor(t).name +
+                                     "' must be int64");
+    }
+    pads.clear();
+    for (int64_t e = 0; v != nullptr && e < v->num_elements(); ++e) {
+      pads.push_back(static_cast<int64_t>(v->at(e)));
+    }
+    if (v == nullptr) p.pads_input = t;  // Computed at run time: the kernel reads it.
+  }
+  int64_t count = p.pads_input != kNoId ? g.tensor(p.pads_input).num_elements()
+                                        : static_cast<int64_t>(pads.size());
+  if (count != static_cast<int64_t>(2 * rank)) {
+    return Status::InvalidArgument(NodeLabel(n) + ": pads has " + std::to_string(count) +
                                    " values, expected " + std::to_string(2 * rank));
   }
-  PadParams p;
-  p.begin.assign(pads.begin(), pads.begin() + rank);
-  p.value = static_cast<float>(n.GetFloat("value", 0.0));
-  if (n.input(2) != kNoId) {
-    const HostTensor* v = lookup(n.input(2));
-    if (v == nullptr || v->num_elements() != 1) {
-      return Status::Unimplemented(NodeLabel(n) + ": constant_value must be a known scalar");
+  if (p.pads_input == kNoId) {
+    const Shape& out = g.tensor(n.outputs[0]).dims;
+    for (size_t d = 0; d < rank; ++d) {
+      if (in[d] + pads[d] + pads[d + rank] != out[d]) {
+        return Status::InvalidArgument(NodeLabel(n) + ": pads give dim " + std::to_string(d) +
+                                       " length " +
+                                       std::to_string(in[d] + pads[d] + pads[d + rank]) +
+                                       ", the output has " + std::to_string(out[d]));
+      }
     }
-    p.value = static_cast<float>(v->at(0));
+    p.begin.assign(pads.begin(), pads.begin() + rank);
+  }
+  p.value = static_cast<float>(n.GetFloat("value", 0.0));
+  if (TensorId t = n.input(2); t != kNoId) {
+    const HostTensor* v = lookup(t);
+    if (g.tensor(t).num_elements() != 1) {
+      return Status::InvalidArgument(NodeLabel(n) + ": constant_value '" + g.tensor(t).name +
+                                     "' must be a scalar");
+    }
+    if (v != nullptr) {
+      p.value = static_cast<float>(v->at(0));
+    } else {
+      p.value_input = t;
+    }
   }
   return p;
+}
+
+int64_t PadSourceIndex(PadMode mode, int64_t c, int64_t len) {
+  if (mode == PadMode::kConstant || (c >= 0 && c < len)) return c;
+  if (mode == PadMode::kEdge || len == 1) return std::clamp<int64_t>(c, 0, len - 1);
+  int64_t period = 2 * (len - 1);  // ... a b c b | a b c | b a b c ...: mirrored copies repeat.
+  c %= period;
+  if (c < 0) c += period;
+  return c < len ? c : period - c;
+}
+
+namespace {
+
+template <size_t N>
+bool IsOneOf(const std::string& value, const char* const (&options)[N]) {
+  return std::find(std::begin(options), std::end(options), value) != std::end(options);
+}
+
+// Resize's mode attributes; Unimplemented naming the value for what the runtime does not run.
+Status ReadResizeModes(const Node& n, ResizeParams* p) {
+  auto unsupported = [&n](const std::string& attr, const std::string& value, const char* ok) {
+    return Status::Unimplemented(NodeLabel(n) + ": " + attr + " '" + value +
+                                 "' is not supported; " + ok);
+  };
+  static const char* const kModes[] = {"nearest", "linear"};
+  static const char* const kCoordinates[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
+                                             "asymmetric"};
+  static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                         "ceil"};
+  std::string mode = n.GetString("mode", "nearest");
+  if (!IsOneOf(mode, kModes)) return unsupported("mode", mode, "nearest and linear are");
+  p->linear = mode == "linear";
+  p->coordinate_mode = n.GetString("coordinate_transformation_mode", "half_pixel");
+  if (!IsOneOf(p->coordinate_mode, kCoordinates)) {
+    return unsupported("coordinate_transformation_mode", p->coordinate_mode,
+                       "half_pixel, pytorch_half_pixel, align_corners and asymmetric are");
+  }
+  p->nearest_mode = n.GetString("nearest_mode", "round_prefer_floor");
+  if (!p->linear && !IsOneOf(p->nearest_mode, kNearest)) {
+    return unsupported("nearest_mode", p->nearest_mode,
+                       "round_prefer_floor, round_prefer_ceil, floor and ceil are");
+  }
+  return Status::Ok();
+}
+
+// Per-dim scales: output / input when sizes are given, else the constant scales.
+Status ReadResizeScales(const Graph& g, const Node& n, ResizeParams* p) {
+  TensorId scales = n.input(2), sizes = n.input(3);
+  if (sizes != kNoId && g.tensor(sizes).num_elements() > 0) {
+    FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> s, ConstantInts(g, n, 3));
+    if (s != p->out) {
+      return Status::InvalidArgument(NodeLabel(n) + ": sizes " + ShapeString(s) +
+                                     " differ from the output's " + ShapeString(p->out));
+    }
+    for (size_t d = 0; d < p->in.size(); ++d) {
+      p->scales.push_back(static_cast<double>(p->out[d]) / static_cast<double>(p->in[d]));
+    }
+    return Status::Ok();
+  }
+  if (scales == kNoId || g.tensor(scales).num_elements() == 0) {
+    return Status::InvalidArgument(NodeLabel(n) + ": neither scales nor sizes is given");
+  }
+  const Tensor& t = g.tensor(scales);
+  if (t.kind != TensorKind::kConstant || !IsFloatingPoint(t.dtype)) {
+    return Status::Unimplemented(NodeLabel(n) + ": scales '" + t.name +
+                                 "' must be a float constant; the runtime does not support "
+                                 "scales computed at run time");
+  }
+  p->scales = t.float_data;
+  if (p->scales.size() != p->in.size() ||
+      std::any_of(p->scales.begin(), p->scales.end(), [](double s) { return !(s > 0); })) {
+    return Status::InvalidArgument(NodeLabel(n) + ": scales must be " +
+                                   std::to_string(p->in.size()) + " positive values");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n) {
+  ResizeParams p;
+  p.in = g.tensor(n.input(0)).dims;
+  p.out = g.tensor(n.outputs[0]).dims;
+  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, &p));
+  if (p.in.size() != p.out.size()) {
+    return Status::InvalidArgument(NodeLabel(n) + ": output rank differs from the input's");
+  }
+  FUSOR_RETURN_IF_ERROR(ReadResizeScales(g, n, &p));
+  return p;
+}
+
+ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x) {
+  double pos = ResizeSourceCoordinate(p, d, x);
+  int64_t last = p.in[d] - 1;
+  ResizeTap tap;
+  if (p.linear) {
+    pos = std::clamp(pos, 0.0, static_cast<double>(last));
+    tap.i0 = static_cast<int64_t>(std::floor(pos));
+    tap.i1 = std::min(tap.i0 + 1, last);
+    tap.w = pos - static_cast<double>(tap.i0);
+    return tap;
+  }
+  double below = std::floor(pos), frac = pos - below;
+  bool up = false;  // Whether the position rounds to below + 1.
+  if (frac > 0) {
+    const std::string& m = p.nearest_mode;
+    up = m == "ceil" || (m == "round_prefer_floor" && frac > 0.5) ||
+         (m == "round_prefer_ceil" && frac >= 0.5);
+  }
+  tap.i0 = tap.i1 = std::clamp<int64_t>(static_cast<int64_t>(below) + (up ? 1 : 0), 0, last);
+  return tap;
 }
 
 StatusOr<std::pair<float, float>> ClipBounds(

@@ -1,6 +1,7 @@
 // Attribute and constant-input decoding shared by the reference interpreter and the lowerings:
-// sliding windows (with auto_pad and ceil_mode resolved into explicit end padding), reduction axes,
-// slice starts and steps, permutations, split sizes, pads, clip bounds. Each function reads one
+// sliding windows (with auto_pad and ceil_mode resolved into explicit end padding, and the
+// transposed window of ConvTranspose), reduction axes, slice starts and steps, permutations,
+// split sizes, pads, Resize's scales and source coordinates, clip bounds. Each function reads one
 // node of a validated graph and returns a Status naming the node when the node cannot be decoded
 // (for example a Slice whose starts are computed at run time). Pure functions; thread-safe.
 #pragma once
@@ -33,6 +34,13 @@ struct Window {
 };
 StatusOr<Window> ConvWindow(const Graph& g, const Node& n);  // Kernel from the weight's dims.
 StatusOr<Window> PoolWindow(const Graph& g, const Node& n);  // kernel_shape; Global* pools too.
+// ConvTranspose: output position o of a spatial dim receives input position i through kernel
+// position k when o = i * stride - pad_begin + k * dilation. pad_begin is the stated padding, or
+// what auto_pad / output_shape generate (ONNX 1.12 text: SAME_UPPER puts an odd element at the
+// end, SAME_LOWER and output_shape at the start); declared_pad_end likewise. pad_end is what makes
+// the node's output dims come out exactly in oneDNN's deconvolution terms: the declared end padding
+// minus output_padding, negative when output_padding extends the output.
+StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n);
 
 // Sorted, normalised axes a Reduce* node reduces (attribute or constant input; empty = all).
 StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n);
@@ -45,13 +53,45 @@ StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n);
 
 std::vector<int64_t> TransposePerm(const Graph& g, const Node& n);
 
-// Begin padding per dim and the constant; Unimplemented for non-constant modes.
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+
+// Pad's mode, begin padding per dim and constant. Pads and constant_value are read through
+// `lookup`; one it does not know (an activation the kernel reads as it runs) is named in
+// pads_input / value_input instead. Unimplemented for the 'wrap' mode and an axes input.
 struct PadParams {
-  std::vector<int64_t> begin;
+  PadMode mode = PadMode::kConstant;
+  std::vector<int64_t> begin;  // Empty when pads_input is set.
   float value = 0;
+  TensorId pads_input = kNoId, value_input = kNoId;
 };
 StatusOr<PadParams> PadOf(const Graph& g, const Node& n,
                           const std::function<const HostTensor*(TensorId)>& lookup);
+
+// The input index that a padded output position reads along a dim of length `len`, given its
+// offset `c` from the begin padding: reflect mirrors c into [0, len) (numpy's 'reflect', repeated
+// for pads longer than the dim), edge clamps it; constant returns c, outside [0, len) meaning the
+// constant.
+int64_t PadSourceIndex(PadMode mode, int64_t c, int64_t len);
+
+// Resize (opsets 11-17) in the forms the runtime runs: mode nearest (any nearest_mode) or linear
+// (over every dim), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners or
+// asymmetric, scales or sizes given as constants. Anything else is Unimplemented naming the node
+// and the attribute value.
+struct ResizeParams {
+  bool linear = false;
+  std::string coordinate_mode, nearest_mode;
+  std::vector<double> scales;  // Per dim: the given scale, or output / input when sizes are given.
+  Shape in, out;
+};
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n);
+
+// The input positions output position x of dim d reads: nearest reads i0 (= i1, w = 0); linear
+// blends (1 - w) * in[i0] + w * in[i1], both inside the input (ONNX's edge clamping).
+struct ResizeTap {
+  int64_t i0 = 0, i1 = 0;
+  double w = 0;
+};
+ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x);
 
 // Clip bounds from inputs 1 and 2 (or the old min/max attributes); ±inf when absent.
 StatusOr<std::pair<float, float>> ClipBounds(

@@ -45,6 +45,25 @@ void ForEachBroadcast(const Shape& out, const std::array<Shape, N>& ins, F f) {
   }
 }
 
+// Steps `coord` to the next position of `dims` in row-major order; false after the last one.
+bool NextCoord(const Shape& dims, std::vector<int64_t>* coord) {
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    if (++(*coord)[d] < dims[d]) return true;
+    (*coord)[d] = 0;
+  }
+  return false;
+}
+
+// The coordinates of every position of `dims`, flattened: entry p * rank + d is position p's d.
+std::vector<int64_t> AllCoords(const Shape& dims) {
+  std::vector<int64_t> all, coord(dims.size(), 0);
+  all.reserve(NumElements(dims) * dims.size());
+  do {
+    all.insert(all.end(), coord.begin(), coord.end());
+  } while (NextCoord(dims, &coord));
+  return all;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Elementwise
 
@@ -190,6 +209,18 @@ void RunGemm(const Node& n, const HostTensor& a, const HostTensor& b, const Host
                       [&](int64_t e, const auto& off) { out->f[e] += beta * c->f[off[0]]; });
 }
 
+// The flat index in `sp` of the position coord * stride - pad_begin + k * dilation (per spatial
+// dim), or -1 when it lies outside: where a window reads (Conv) or writes (ConvTranspose).
+int64_t WindowOffset(const Window& w, const int64_t* coord, const int64_t* k, const Shape& sp) {
+  int64_t off = 0;
+  for (size_t d = 0; d < sp.size(); ++d) {
+    int64_t p = coord[d] * w.strides[d] - w.pad_begin[d] + k[d] * w.dilations[d];
+    if (p < 0 || p >= sp[d]) return -1;
+    off = off * sp[d] + p;
+  }
+  return off;
+}
+
 // Conv as im2col + ReferenceGemm per (image, group): plain loops, no oneDNN.
 void RunConv(const Node& n, const Window& w, const HostTensor& x, const HostTensor& wt,
              const HostTensor* bias, HostTensor* out) {
@@ -200,13 +231,7 @@ void RunConv(const Node& n, const Window& w, const HostTensor& x, const HostTens
   int64_t kernel = NumElements(w.kernel), rows = ic * kernel;
   size_t s = in_sp.size();
   std::vector<float> col(rows * out_size);
-  std::vector<int64_t> ocoord(out_size * s);  // Spatial coordinates of each output position.
-  for (int64_t o = 0; o < out_size; ++o) {
-    for (int64_t d = static_cast<int64_t>(s) - 1, rem = o; d >= 0; --d) {
-      ocoord[o * s + d] = rem % out_sp[d];
-      rem /= out_sp[d];
-    }
-  }
+  std::vector<int64_t> ocoord = AllCoords(out_sp), kcoord = AllCoords(w.kernel);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t gi = 0; gi < groups; ++gi) {
       const float* src = x.f.data() + (b * x.dims[1] + gi * ic) * in_size;
@@ -214,20 +239,10 @@ void RunConv(const Node& n, const Window& w, const HostTensor& x, const HostTens
 #pragma omp parallel for
       for (int64_t r = 0; r < rows; ++r) {
         int64_t c = r / kernel;
-        std::vector<int64_t> kc(s);
-        for (int64_t d = static_cast<int64_t>(s) - 1, rem = r % kernel; d >= 0; --d) {
-          kc[d] = rem % w.kernel[d];
-          rem /= w.kernel[d];
-        }
+        const int64_t* kc = &kcoord[(r % kernel) * s];
         for (int64_t o = 0; o < out_size; ++o) {
-          int64_t off = 0;
-          bool inside = true;
-          for (size_t d = 0; d < s; ++d) {
-            int64_t id = ocoord[o * s + d] * w.strides[d] - w.pad_begin[d] + kc[d] * w.dilations[d];
-            inside = inside && id >= 0 && id < in_sp[d];
-            off = off * in_sp[d] + id;
-          }
-          col[r * out_size + o] = inside ? src[c * in_size + off] : 0.0f;
+          int64_t off = WindowOffset(w, &ocoord[o * s], kc, in_sp);
+          col[r * out_size + o] = off >= 0 ? src[c * in_size + off] : 0.0f;
         }
       }
       float* dst = out->f.data() + (b * out->dims[1] + gi * oc) * out_size;
@@ -235,6 +250,41 @@ void RunConv(const Node& n, const Window& w, const HostTensor& x, const HostTens
                     dst, out_size, false);
       for (int64_t o = 0; bias && o < oc; ++o) {
         for (int64_t p = 0; p < out_size; ++p) dst[o * out_size + p] += bias->f[gi * oc + o];
+      }
+    }
+  }
+}
+
+// ConvTranspose as a GEMM and a scatter per (group, image): col[(oc, kpos), i] = sum_c W[c, oc,
+// kpos] * x[c, i] is added to output position i * stride - pad_begin + kpos * dilation when that
+// lies inside the output (output_padding and end padding only decide the output's dims).
+void RunConvTranspose(const Node& n, const Window& w, const HostTensor& x, const HostTensor& wt,
+                      const HostTensor* bias, HostTensor* out) {
+  int64_t groups = n.GetInt("group", 1);
+  int64_t cg = x.dims[1] / groups, mg = wt.dims[1];
+  Shape in_sp(x.dims.begin() + 2, x.dims.end()), out_sp(out->dims.begin() + 2, out->dims.end());
+  int64_t in_size = NumElements(in_sp), out_size = NumElements(out_sp);
+  int64_t kernel = NumElements(w.kernel), rows = mg * kernel;
+  size_t s = in_sp.size();
+  std::vector<int64_t> icoord = AllCoords(in_sp), kcoord = AllCoords(w.kernel);
+  std::vector<float> col(rows * in_size), wt_g(rows * cg);
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    for (int64_t c = 0; c < cg; ++c) {  // W of the group as [(oc, kpos), c].
+      for (int64_t r = 0; r < rows; ++r) wt_g[r * cg + c] = wt.f[(gi * cg + c) * rows + r];
+    }
+    for (int64_t b = 0; b < x.dims[0]; ++b) {
+      const float* src = x.f.data() + (b * x.dims[1] + gi * cg) * in_size;
+      ReferenceGemm(rows, in_size, cg, wt_g.data(), cg, src, in_size, col.data(), in_size, false);
+      float* dst = out->f.data() + (b * out->dims[1] + gi * mg) * out_size;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t* kc = &kcoord[(r % kernel) * s];
+        for (int64_t i = 0; i < in_size; ++i) {
+          int64_t off = WindowOffset(w, &icoord[i * s], kc, out_sp);
+          if (off >= 0) dst[(r / kernel) * out_size + off] += col[r * in_size + i];
+        }
+      }
+      for (int64_t o = 0; bias && o < mg; ++o) {
+        for (int64_t p = 0; p < out_size; ++p) dst[o * out_size + p] += bias->f[gi * mg + o];
       }
     }
   }
@@ -450,20 +500,42 @@ Status RunGather(const Node& n, const HostTensor& data, const HostTensor& idx, H
 void RunPad(const PadParams& p, const HostTensor& x, HostTensor* out) {
   std::vector<int64_t> in_strides = RowMajorStrides(x.dims);
   std::vector<int64_t> coord(out->dims.size(), 0);
-  for (int64_t e = 0; e < out->num_elements(); ++e) {
+  for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(out->dims, &coord)) {
     int64_t off = 0;
     bool inside = true;
     for (size_t d = 0; d < coord.size(); ++d) {
-      int64_t c = coord[d] - p.begin[d];
+      int64_t c = PadSourceIndex(p.mode, coord[d] - p.begin[d], x.dims[d]);
       if (c < 0 || c >= x.dims[d]) inside = false;
       off += c * in_strides[d];
     }
     Store(out, e, inside ? x.at(off) : p.value);
-    for (int d = static_cast<int>(coord.size()) - 1; d >= 0; --d) {
-      if (++coord[d] < out->dims[d]) break;
-      coord[d] = 0;
-    }
   }
+}
+
+// Resize from its definition: an output element is the sum over the 2^rank corners around its
+// source position of the input there times the product of the per-dim weights (nearest: one
+// corner of weight 1).
+Status RunResize(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n));
+  size_t rank = p.out.size();
+  std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coord(rank, 0);
+  std::vector<ResizeTap> taps(rank);
+  for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(out->dims, &coord)) {
+    for (size_t d = 0; d < rank; ++d) taps[d] = ResizeTapOf(p, d, coord[d]);
+    double acc = 0;
+    for (uint64_t corner = 0; corner < (uint64_t{1} << rank); ++corner) {
+      double weight = 1;
+      int64_t off = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        bool high = (corner >> d) & 1;
+        weight *= high ? taps[d].w : 1 - taps[d].w;
+        off += (high ? taps[d].i1 : taps[d].i0) * in_strides[d];
+      }
+      if (weight != 0) acc += weight * x.at(off);
+    }
+    Store(out, e, acc);
+  }
+  return Status::Ok();
 }
 
 Status RunTrilu(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
@@ -515,6 +587,7 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
     FUSOR_ASSIGN_OR_RETURN(PadParams p, PadOf(g, n, in));
     return RunPad(p, x, &out), Status::Ok();
   }
+  if (op == "Resize") return RunResize(g, n, x, &out);
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
   if (op == "Concat") {
     for (size_t j = 0, offset = 0; j < n.inputs.size(); ++j) {
@@ -552,6 +625,10 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
     FUSOR_ASSIGN_OR_RETURN(Window w, ConvWindow(g, n));
     return RunConv(n, w, x, *opt(1), opt(2), out), Status::Ok();
   }
+  if (op == "ConvTranspose") {
+    FUSOR_ASSIGN_OR_RETURN(Window w, ConvTransposeWindow(g, n));
+    return RunConvTranspose(n, w, x, *opt(1), opt(2), out), Status::Ok();
+  }
   if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
   if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
   if (op == "LayerNormalization") return RunLayerNorm(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -563,7 +640,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
 
 bool IsInjectiveOp(const std::string& op) {
   return IsView(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
-         op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split";
+         op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize";
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {

@@ -69,6 +69,16 @@ class OnnxBuilder {
     return *this;
   }
 
+  // A float initializer with its data (Resize's scales).
+  OnnxBuilder& FloatConstant(const std::string& name, std::vector<float> values) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (float v : values) t->add_float_data(v);
+    return *this;
+  }
+
   OnnxBuilder& FloatScalar(const std::string& name, float value) {
     auto* t = model_.mutable_graph()->add_initializer();
     t->set_name(name);
@@ -92,6 +102,12 @@ class OnnxBuilder {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t v : values) a->add_ints(v);
+  }
+  static void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& value) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
   }
   static void IntAttr(onnx::NodeProto& n, const std::string& name, int64_t value) {
     auto* a = n.add_attribute();

@@ -46,24 +46,33 @@ void ExpectMatchesReference(const Graph& g, const FusionPlan& plan,
   }
 }
 
-TEST(AnchorKernel, ConvFoldsBatchNormAndTakesReluAndResidualAsPostOps) {
-  IrBuilder b;
-  TensorId x = b.Input("x", {1, 16, 8, 8});
-  TensorId res = b.Input("res", {1, 16, 8, 8});
-  TensorId w = b.Weight("w", {16, 16, 3, 3});
-  TensorId c = b.Act("c", {1, 16, 8, 8}), bn = b.Act("bn", {1, 16, 8, 8});
-  TensorId relu = b.Act("relu", {1, 16, 8, 8}), y = b.Act("y", {1, 16, 8, 8});
-  b.Op("Conv", {x, w}, {c}, {Ints("pads", {1, 1, 1, 1})});
+// Appends BatchNormalization -> Relu -> Add(residual input) after the anchor output `c` (dims
+// [N, C, ...]), the graph's output; runs the four nodes as one anchor group and returns how the
+// executor lowered it.
+std::string RunWithBatchNormReluResidual(IrBuilder& b, TensorId c, const Shape& dims) {
+  int64_t ch = dims[1];
+  TensorId bn = b.Act("bn", dims), relu = b.Act("relu", dims), y = b.Act("y", dims);
   b.Op("BatchNormalization",
-       {c, b.Weight("s", {16}), b.Weight("bb", {16}), b.Weight("m", {16}), b.Weight("v", {16})},
+       {c, b.Weight("s", {ch}), b.Weight("bb", {ch}), b.Weight("m", {ch}), b.Weight("v", {ch})},
        {bn});
   b.Op("Relu", {bn}, {relu});
-  b.Op("Add", {relu, res}, {y});
+  b.Op("Add", {relu, b.Input("res", dims)}, {y});
   b.Output(y);
   Graph g = b.Build();
   std::string described;
   ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, {0, 1, 2, 3}), ChainBackend::kFusedLoop,
                          &described);
+  ExpectMatchesReference(g, UnfusedPlan(g));
+  return described;
+}
+
+TEST(AnchorKernel, ConvFoldsBatchNormAndTakesReluAndResidualAsPostOps) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 16, 8, 8});
+  TensorId w = b.Weight("w", {16, 16, 3, 3});
+  TensorId c = b.Act("c", {1, 16, 8, 8});
+  b.Op("Conv", {x, w}, {c}, {Ints("pads", {1, 1, 1, 1})});
+  std::string described = RunWithBatchNormReluResidual(b, c, {1, 16, 8, 8});
   EXPECT_NE(described.find("2/2 chain nodes as post-ops"), std::string::npos) << described;
 }
 
@@ -268,6 +277,180 @@ TEST(LoopKernel, SigmoidTimesInputIsOneSwishPrimitive) {
                            &described);
     EXPECT_NE(described.find("eltwise (jit"), std::string::npos) << described;
   }
+}
+
+TEST(AnchorKernel, GroupedStridedConvTransposeFoldsBatchNormAndTakesReluAndResidual) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 16, 5, 5});
+  // Stride 2, pads 1, output_padding 1: 2 * 4 + 1 + 3 - 2 = 10. Two groups, 8 -> 8 channels each.
+  TensorId c = b.Act("c", {2, 16, 10, 10});
+  b.Op("ConvTranspose", {x, b.Weight("w", {16, 8, 3, 3}), b.Weight("bias", {16})}, {c},
+       {Int("group", 2), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1}),
+        Ints("output_padding", {1, 1})});
+  std::string described = RunWithBatchNormReluResidual(b, c, {2, 16, 10, 10});
+  EXPECT_NE(described.find("deconv ("), std::string::npos) << described;
+  EXPECT_NE(described.find("2/2 chain nodes as post-ops"), std::string::npos) << described;
+}
+
+// SAME_UPPER with dilation, SAME_LOWER with bias, output_padding without pads (oneDNN's right
+// padding is then negative), and a 3-D transposed convolution.
+TEST(AnchorKernel, ConvTransposeWindowsOfEveryKind) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 8, 5, 6});
+  TensorId up = b.Act("up", {1, 4, 10, 12}), low = b.Act("low", {1, 4, 10, 12});
+  b.Op("ConvTranspose", {x, b.Weight("w", {8, 4, 3, 2})}, {up},
+       {Ints("strides", {2, 2}), Ints("dilations", {2, 1}), {"auto_pad", "SAME_UPPER"}});
+  b.Op("ConvTranspose", {x, b.Weight("w2", {8, 4, 3, 3}), b.Weight("b2", {4})}, {low},
+       {Ints("strides", {2, 2}), {"auto_pad", "SAME_LOWER"}});
+  TensorId extra = b.Act("extra", {1, 4, 12, 14});
+  b.Op("ConvTranspose", {x, b.Weight("w4", {8, 4, 3, 3})}, {extra},
+       {Ints("strides", {2, 2}), Ints("output_padding", {1, 1})});
+  TensorId v = b.Input("v", {1, 3, 2, 3, 4});
+  TensorId y3 = b.Act("y3", {1, 6, 4, 6, 8});
+  b.Op("ConvTranspose", {v, b.Weight("w3", {3, 6, 2, 2, 2})}, {y3}, {Ints("strides", {2, 2, 2})});
+  for (TensorId t : {up, low, extra, y3}) b.Output(t);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, UnfusedPlan(g));
+}
+
+// Each supported (mode, coordinate_transformation_mode, nearest_mode) with non-integer scales and
+// with sizes, inside a loop with a producer before and a consumer after the Resize.
+TEST(LoopKernel, ResizeEveryModeMatchesReference) {
+  const char* coordinates[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"};
+  const char* nearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  std::vector<std::vector<Attribute>> variants;
+  for (const char* c : coordinates) {
+    for (const char* m : nearest) {
+      variants.push_back({{"coordinate_transformation_mode", c}, {"nearest_mode", m}});
+    }
+    variants.push_back({{"coordinate_transformation_mode", c}, {"mode", "linear"}});
+  }
+  for (const auto& attrs : variants) {
+    for (bool sizes : {false, true}) {
+      IrBuilder b;
+      TensorId x = b.Input("x", {2, 3, 6, 7});
+      TensorId r = b.Act("r", {2, 3, 6, 7}), z = b.Act("z", {2, 3, 9, 4});
+      TensorId y = b.Act("y", {2, 3, 9, 4});
+      b.Op("Relu", {x}, {r});
+      TensorId roi = b.FloatConstant("roi", {});
+      if (sizes) {
+        b.Op("Resize", {r, roi, b.FloatConstant("sc", {}), b.IntConstant("sz", {2, 3, 9, 4})}, {z},
+             attrs);
+      } else {
+        b.Op("Resize", {r, roi, b.FloatConstant("sc", {1, 1, 1.5, 0.6})}, {z}, attrs);
+      }
+      b.Op("Mul", {z, b.Weight("k", {4})}, {y});
+      b.Output(y);
+      Graph g = b.Build();
+      SCOPED_TRACE(std::get<std::string>(attrs[0].value) + " " +
+                   std::get<std::string>(attrs[1].value) + (sizes ? " sizes" : " scales"));
+      ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2}));
+      ExpectMatchesReference(g, UnfusedPlan(g));
+    }
+  }
+}
+
+TEST(LoopKernel, TrilinearResizeAcrossTiles) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 5, 9, 13});
+  TensorId y = b.Act("y", {1, 2, 9, 20, 31});
+  b.Op("Resize",
+       {x, b.FloatConstant("roi", {}), b.FloatConstant("sc", {}),
+        b.IntConstant("sz", {1, 2, 9, 20, 31})},
+       {y}, {{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, UnfusedPlan(g));
+}
+
+TEST(Executor, UnsupportedResizeModeNamesNodeAndMode) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 2});
+  TensorId y = b.Act("y", {1, 1, 4, 4});
+  b.Op("Resize", {x, b.FloatConstant("roi", {}), b.FloatConstant("sc", {1, 1, 2, 2})}, {y},
+       {{"mode", "cubic"}});
+  b.Output(y);
+  Graph g = b.Build();
+  auto exec = Executor::Create(g, UnfusedPlan(g), *RandomLeafValues(g, 1));
+  ASSERT_FALSE(exec.ok());
+  EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(exec.status().message().find("node 'Resize_0' (Resize): mode 'cubic' is not supported"),
+            std::string::npos)
+      << exec.status().message();
+}
+
+TEST(LoopKernel, PadReflectEdgeConstantInOneLoop) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 5, 7});
+  TensorId e = b.Act("e", {2, 5, 7});
+  TensorId reflect = b.Act("reflect", {2, 9, 10}), edge = b.Act("edge", {3, 5, 13});
+  TensorId constant = b.Act("constant", {2, 7, 8}), y = b.Act("y", {2, 9, 10});
+  b.Op("Exp", {x}, {e});
+  b.Op("Pad", {e, b.IntConstant("p1", {0, 2, 1, 0, 2, 2})}, {reflect}, {{"mode", "reflect"}});
+  b.Op("Pad", {e, b.IntConstant("p2", {1, 0, 3, 0, 0, 3})}, {edge}, {{"mode", "edge"}});
+  b.Op("Pad", {e, b.IntConstant("p3", {0, 1, 0, 0, 1, 1}), b.Input("value", {})}, {constant});
+  b.Op("Sqrt", {reflect}, {y});
+  for (TensorId t : {y, edge, constant}) b.Output(t);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4}));
+  ExpectMatchesReference(g, UnfusedPlan(g));
+}
+
+// Pads computed by nodes (an exporter that does not fold them): the Pad reads them as it runs,
+// whether the nodes that compute them run in the same loop or in groups of their own.
+TEST(LoopKernel, PadWithPadsComputedAtRunTime) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 3, 4});
+  TensorId pairs = b.Act("pairs", {3, 2}, DType::kInt64);
+  TensorId swapped = b.Act("swapped", {2, 3}, DType::kInt64);
+  TensorId pads = b.Act("pads", {6}, DType::kInt64);
+  TensorId y = b.Act("y", {2, 6, 7});
+  // (begin, end) per dim: (0, 0), (1, 2), (3, 0) -> pads [0, 1, 3, 0, 2, 0].
+  b.Op("Reshape", {b.IntConstant("flat", {0, 0, 1, 2, 3, 0}), b.IntConstant("s32", {3, 2})},
+       {pairs});
+  b.Op("Transpose", {pairs}, {swapped});
+  b.Op("Reshape", {swapped, b.IntConstant("s6", {6})}, {pads});
+  b.Op("Pad", {x, pads}, {y}, {{"mode", "reflect"}});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
+  ExpectMatchesReference(g, UnfusedPlan(g));
+  ExpectMatchesReference(g, MaxFusionPlan(g));
+}
+
+TEST(AnchorKernel, MatMulWithOneDimensionalOperands) {
+  IrBuilder b;
+  TensorId v = b.Input("v", {32});
+  TensorId m = b.Input("m", {4, 32, 16});
+  TensorId a = b.Input("a", {5, 32});
+  TensorId vm = b.Act("vm", {4, 16}), vm2 = b.Act("vm2", {4, 16});
+  TensorId av = b.Act("av", {5}), av2 = b.Act("av2", {5}), vw = b.Act("vw", {16});
+  TensorId dot = b.Act("dot", {});
+  b.Op("MatMul", {v, m}, {vm});  // 1-D x 3-D.
+  b.Op("Add", {vm, b.Weight("bias", {16})}, {vm2});
+  b.Op("MatMul", {a, v}, {av});  // 2-D x 1-D.
+  b.Op("Mul", {av, b.Weight("scale", {5})}, {av2});
+  b.Op("MatMul", {v, b.Weight("w", {32, 16})}, {vw});  // 1-D x prepacked 2-D.
+  b.Op("MatMul", {v, b.Weight("u", {32})}, {dot});     // 1-D x 1-D.
+  TensorId vm3 = b.Act("vm3", {4, 16}), vm4 = b.Act("vm4", {4, 16});
+  b.Op("MatMul", {v, m}, {vm3});
+  b.Op("Sub", {vm3, b.Weight("k", {4, 1})}, {vm4});  // Broadcast along the product's N.
+  for (TensorId t : {vm2, av2, vw, dot, vm4}) b.Output(t);
+  Graph g = b.Build();
+  std::string described;
+  FusionPlan plan{
+      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kAnchor, {2, 3}, {}},
+       FusionGroup{GroupKind::kSingle, {4}, {}}, FusionGroup{GroupKind::kSingle, {5}, {}},
+       FusionGroup{GroupKind::kAnchor, {6, 7}, {}}}};
+  ExpectMatchesReference(g, plan, ChainBackend::kFusedLoop, &described);
+  // The operands of the 1-D products map onto the promoted dst: post-ops, not tail loops.
+  for (const char* group : {"anchor [MatMul,Add]", "anchor [MatMul,Mul]"}) {
+    size_t at = described.find(group);
+    ASSERT_NE(at, std::string::npos) << described;
+    std::string line = described.substr(at, described.find('\n', at) - at);
+    EXPECT_NE(line.find("1/1 chain nodes as post-ops"), std::string::npos) << line;
+  }
+  ExpectMatchesReference(g, UnfusedPlan(g));
 }
 
 TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {

@@ -268,6 +268,247 @@ TEST(Reference, RandomIndicesStayInsideTheGatheredAxis) {
   for (int64_t v : leaves->at(ids).i) EXPECT_TRUE(v >= 0 && v < 5) << v;
 }
 
+TEST(Reference, ConvTransposeStridedWithOutputPaddingAndBias) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 2});
+  TensorId w = b.Weight("w", {1, 1, 2, 2});
+  TensorId bias = b.Weight("b", {1});
+  TensorId y = b.Act("y", {1, 1, 5, 5});
+  b.Op("ConvTranspose", {x, w, bias}, {y},
+       {Ints("strides", {2, 2}), Ints("output_padding", {1, 1})});
+  b.Output(y);
+  Graph g = b.Build();
+  // Stride 2, kernel 2: x[i][j] * w[a][c] lands on y[2i + a][2j + c]; output_padding adds a last
+  // row and column that no input reaches (bias only). x = [[1,2],[3,4]], w = [[1,2],[3,4]].
+  HostTensor out = RunOne(g, {{x, F({1, 1, 2, 2}, {1, 2, 3, 4})},
+                              {w, F({1, 1, 2, 2}, {1, 2, 3, 4})},
+                              {bias, F({1}, {10})}});
+  ExpectValues(out, {11, 12, 12, 14, 10,  //
+                     13, 14, 16, 18, 10,  //
+                     13, 16, 14, 18, 10,  //
+                     19, 22, 22, 26, 10,  //
+                     10, 10, 10, 10, 10});
+}
+
+TEST(Reference, ConvTransposeGroupedDilatedWithBeginPadding) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 3});
+  TensorId w = b.Weight("w", {2, 1, 2});
+  TensorId y = b.Act("y", {1, 2, 4});
+  b.Op("ConvTranspose", {x, w}, {y},
+       {Int("group", 2), Ints("dilations", {2}), Ints("pads", {1, 0})});
+  b.Output(y);
+  Graph g = b.Build();
+  // Output o = i + 2k before padding. Channel 0: x = [1,2,3], w = [1,10] -> [1, 2, 3+10, 20, 30];
+  // channel 1: x = [4,5,6], w = [1,-1] -> [4, 5, 6-4, -5, -6]. pads begin 1 drops the first.
+  HostTensor out =
+      RunOne(g, {{x, F({1, 2, 3}, {1, 2, 3, 4, 5, 6})}, {w, F({2, 1, 2}, {1, 10, 1, -1})}});
+  ExpectValues(out, {2, 13, 20, 30, 5, 2, -5, -6});
+}
+
+TEST(Reference, ConvTransposeAutoPadSameUpperAndLower) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 3});
+  TensorId w = b.Weight("w", {1, 1, 3});
+  TensorId upper = b.Act("upper", {1, 1, 6}), lower = b.Act("lower", {1, 1, 6});
+  b.Op("ConvTranspose", {x, w}, {upper}, {Ints("strides", {2}), {"auto_pad", "SAME_UPPER"}});
+  b.Op("ConvTranspose", {x, w}, {lower}, {Ints("strides", {2}), {"auto_pad", "SAME_LOWER"}});
+  b.Output(upper);
+  b.Output(lower);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[x] = F({1, 1, 3}, {1, 2, 3});
+  (*leaves)[w] = F({1, 1, 3}, {1, 1, 1});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // Unpadded: o = 2i + k gives [1, 1, 1+2, 2, 2+3, 3, 3] (7 long); 6 are kept, the one padded
+  // element cut at the end for SAME_UPPER and at the start for SAME_LOWER (ONNX 1.12's text).
+  ExpectValues(out->at(upper), {1, 1, 3, 2, 5, 3});
+  ExpectValues(out->at(lower), {1, 3, 2, 5, 3, 3});
+}
+
+// One Resize of x (shape [1, n]) along its last dim; `sizes` or `scales` give the output length.
+HostTensor ResizeRow(std::vector<float> x, int64_t out_len, std::vector<Attribute> attrs,
+                     double scale = 0) {
+  IrBuilder b;
+  int64_t n = static_cast<int64_t>(x.size());
+  TensorId in = b.Input("x", {1, n});
+  TensorId y = b.Act("y", {1, out_len});
+  TensorId roi = b.FloatConstant("roi", {});
+  if (scale > 0) {
+    b.Op("Resize", {in, roi, b.FloatConstant("scales", {1.0, scale})}, {y}, attrs);
+  } else {
+    b.Op("Resize", {in, roi, b.FloatConstant("scales", {}), b.IntConstant("sizes", {1, out_len})},
+         {y}, attrs);
+  }
+  b.Output(y);
+  Graph g = b.Build();
+  return RunOne(g, {{in, F({1, n}, std::move(x))}});
+}
+
+Attribute Str(const std::string& name, const std::string& value) { return {name, value}; }
+
+TEST(Reference, ResizeNearestModesByHand) {
+  // Asymmetric, scale 4 on [10, 20]: source positions 0, .25, .5, .75, 1, 1.25, 1.5, 1.75, the
+  // last ones clamped to index 1. The ties at .5 and 1.5 tell the round modes apart.
+  auto nearest = [](const std::string& mode) {
+    return ResizeRow(
+        {10, 20}, 8,
+        {Str("coordinate_transformation_mode", "asymmetric"), Str("nearest_mode", mode)}, 4.0);
+  };
+  ExpectValues(nearest("round_prefer_floor"), {10, 10, 10, 20, 20, 20, 20, 20});
+  ExpectValues(nearest("round_prefer_ceil"), {10, 10, 20, 20, 20, 20, 20, 20});
+  ExpectValues(nearest("floor"), {10, 10, 10, 10, 20, 20, 20, 20});
+  ExpectValues(nearest("ceil"), {10, 20, 20, 20, 20, 20, 20, 20});
+  // Default half_pixel, round_prefer_floor, scale 2 on [10,20,30,40]: positions x/2 - .25 =
+  // -.25, .25, .75, 1.25, ... round to 0, 0, 1, 1, 2, 2, 3, 3.
+  ExpectValues(ResizeRow({10, 20, 30, 40}, 8, {}, 2.0), {10, 10, 20, 20, 30, 30, 40, 40});
+  // A non-integer scale 1.5 (4 -> 6), asymmetric floor: x / 1.5 = 0, .67, 1.33, 2, 2.67, 3.33.
+  ExpectValues(
+      ResizeRow({10, 20, 30, 40}, 6,
+                {Str("coordinate_transformation_mode", "asymmetric"), Str("nearest_mode", "floor")},
+                1.5),
+      {10, 10, 20, 30, 30, 40});
+}
+
+TEST(Reference, ResizeLinearCoordinateModesByHand) {
+  Attribute linear = Str("mode", "linear");
+  // align_corners 3 -> 5: x * 2 / 4 = 0, .5, 1, 1.5, 2.
+  ExpectValues(
+      ResizeRow({10, 20, 30}, 5, {linear, Str("coordinate_transformation_mode", "align_corners")}),
+      {10, 15, 20, 25, 30});
+  // half_pixel, scale 2 on [10, 20]: x/2 - .25 = -.25 (clamped to 0), .25, .75, 1.25 (to 1).
+  ExpectValues(ResizeRow({10, 20}, 4, {linear}, 2.0), {10, 12.5f, 17.5f, 20});
+  // asymmetric, scale 2: x / 2 = 0, .5, 1, 1.5 (clamped to 1).
+  ExpectValues(
+      ResizeRow({10, 20}, 4, {linear, Str("coordinate_transformation_mode", "asymmetric")}, 2.0),
+      {10, 15, 20, 20});
+  // 3 -> 1: half_pixel reads (0 + .5) * 3 - .5 = 1; pytorch_half_pixel reads 0 for length 1.
+  ExpectValues(ResizeRow({10, 20, 30}, 1, {linear}), {20});
+  ExpectValues(ResizeRow({10, 20, 30}, 1,
+                         {linear, Str("coordinate_transformation_mode", "pytorch_half_pixel")}),
+               {10});
+}
+
+TEST(Reference, ResizeBilinearAlignCornersByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 2});
+  TensorId y = b.Act("y", {1, 1, 3, 3});
+  b.Op("Resize",
+       {x, b.FloatConstant("roi", {}), b.FloatConstant("scales", {}),
+        b.IntConstant("sizes", {1, 1, 3, 3})},
+       {y}, {Str("mode", "linear"), Str("coordinate_transformation_mode", "align_corners")});
+  b.Output(y);
+  Graph g = b.Build();
+  // Rows and columns at 0, .5, 1 of [[0, 10], [20, 30]].
+  ExpectValues(RunOne(g, {{x, F({1, 1, 2, 2}, {0, 10, 20, 30})}}),
+               {0, 5, 10, 10, 15, 20, 20, 25, 30});
+}
+
+TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
+  for (auto [attr, value] : std::vector<std::pair<std::string, std::string>>{
+           {"mode", "cubic"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 2});
+    TensorId y = b.Act("y", {1, 4});
+    b.Op("Resize", {x, b.FloatConstant("roi", {}), b.FloatConstant("scales", {1, 2})}, {y},
+         {Str(attr, value)});
+    b.Output(y);
+    Graph g = b.Build();
+    auto out = RunReference(g, *RandomLeafValues(g, 1));
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), Status::Code::kUnimplemented);
+    EXPECT_NE(out.status().message().find("node 'Resize_0' (Resize): " + attr + " '" + value +
+                                          "' is not supported"),
+              std::string::npos)
+        << out.status().message();
+  }
+}
+
+TEST(Reference, PadReflectEdgeConstantByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 3});
+  TensorId pads = b.IntConstant("pads", {0, 2, 1, 1});  // Dim 0: +1 at the end; dim 1: 2 and 1.
+  TensorId reflect = b.Act("reflect", {3, 6}), edge = b.Act("edge", {3, 6});
+  TensorId constant = b.Act("constant", {3, 6}), wide = b.Act("wide", {1, 9});
+  b.Op("Pad", {x, pads}, {reflect}, {Str("mode", "reflect")});
+  b.Op("Pad", {x, pads}, {edge}, {Str("mode", "edge")});
+  b.Op("Pad", {x, pads, b.FloatScalar("nine", 9)}, {constant});
+  TensorId row = b.Act("row", {1, 3});
+  b.Op("Slice", {x, b.IntConstant("st", {0}), b.IntConstant("en", {1})}, {row});
+  b.Op("Pad", {row, b.IntConstant("wpads", {0, 3, 0, 3})}, {wide}, {Str("mode", "reflect")});
+  for (TensorId t : {reflect, edge, constant, wide}) b.Output(t);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[x] = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // x = [[1,2,3],[4,5,6]]. Reflect mirrors about the edge element (not repeating it); the extra
+  // row mirrors row 1 about itself, giving row 0.
+  ExpectValues(out->at(reflect), {3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2});
+  ExpectValues(out->at(edge), {1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6, 4, 4, 4, 5, 6, 6});
+  ExpectValues(out->at(constant), {9, 9, 1, 2, 3, 9, 9, 9, 4, 5, 6, 9, 9, 9, 9, 9, 9, 9});
+  // Pads longer than the dim keep mirroring: ... 2 3 2 | 1 2 3 | 2 1 2 ... (numpy's 'reflect').
+  ExpectValues(out->at(wide), {2, 3, 2, 1, 2, 3, 2, 1, 2});
+}
+
+TEST(Reference, PadWrapModeNamesNodeAndMode) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2});
+  TensorId y = b.Act("y", {4});
+  b.Op("Pad", {x, b.IntConstant("pads", {1, 1})}, {y}, {Str("mode", "wrap")});
+  b.Output(y);
+  Graph g = b.Build();
+  auto out = RunReference(g, *RandomLeafValues(g, 1));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(out.status().message().find("node 'Pad_0' (Pad): pad mode 'wrap' is not supported"),
+            std::string::npos)
+      << out.status().message();
+}
+
+TEST(Reference, PadWithPadsComputedAtRunTime) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 3});
+  // Pads computed by nodes, as an exporter that does not fold them writes it: per-dim (begin, end)
+  // pairs [[0, 0], [1, 2]], transposed and flattened to [0, 1, 0, 2].
+  TensorId pairs = b.Act("pairs", {2, 2}, DType::kInt64);
+  TensorId swapped = b.Act("swapped", {2, 2}, DType::kInt64);
+  TensorId pads = b.Act("pads", {4}, DType::kInt64);
+  TensorId y = b.Act("y", {1, 6});
+  b.Op("Reshape", {b.IntConstant("flat", {0, 0, 1, 2}), b.IntConstant("s22", {2, 2})}, {pairs});
+  b.Op("Transpose", {pairs}, {swapped});
+  b.Op("Reshape", {swapped, b.IntConstant("s4", {4})}, {pads});
+  b.Op("Pad", {x, pads, b.FloatScalar("v", -1)}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectValues(RunOne(g, {{x, F({1, 3}, {1, 2, 3})}}), {-1, 1, 2, 3, -1, -1});
+}
+
+TEST(Reference, MatMulWithOneDimensionalOperandsByHand) {
+  IrBuilder b;
+  TensorId v = b.Input("v", {2});
+  TensorId m = b.Input("m", {2, 3});
+  TensorId m2 = b.Input("m2", {2, 3});
+  TensorId u = b.Input("u", {3});
+  TensorId vm = b.Act("vm", {3}), mu = b.Act("mu", {2}), dot = b.Act("dot", {});
+  b.Op("MatMul", {v, m}, {vm});
+  b.Op("MatMul", {m2, u}, {mu});
+  b.Op("MatMul", {v, v}, {dot});
+  for (TensorId t : {vm, mu, dot}) b.Output(t);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[v] = F({2}, {1, 2});
+  (*leaves)[m] = F({2, 3}, {1, 0, 1, 0, 1, 1});
+  (*leaves)[m2] = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  (*leaves)[u] = F({3}, {1, 0, -1});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectValues(out->at(vm), {1, 2, 3});  // [1, 2] x [[1,0,1],[0,1,1]].
+  ExpectValues(out->at(mu), {-2, -2});   // [1-3, 4-6].
+  ExpectValues(out->at(dot), {5});       // 1*1 + 2*2.
+}
+
 TEST(Reference, UnsupportedOpNamesNodeAndOp) {
   IrBuilder b;
   TensorId x = b.Input("x", {2});
