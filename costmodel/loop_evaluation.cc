@@ -160,6 +160,7 @@ class Walk {
     const std::string& op = n.op_type;
     if (IsView(n)) return Identity(n.inputs[0], r);
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
+    if (op == "Resize") return VisitResize(n, r, rank);
     if (op == "Gather") {
       MapWork(r, rank);
       Mapped(n, n.inputs[1], r, rank, InnerStepOne(n, n.inputs[1]));
@@ -184,6 +185,21 @@ class Walk {
         Mapped(n, u, r, rank, !per_channel && InnerStepOne(n, u));
       }
     }
+  }
+
+  // Resize: each output coordinate looked up per element; nearest reads the input once per element,
+  // linear blends the 2^k corners around it (k dims that change size), evaluating the input at a
+  // scattered list once per corner.
+  void VisitResize(const Node& n, Requests r, size_t rank) {
+    const Shape& in = g_.tensor(n.inputs[0]).dims;
+    const Shape& out = g_.tensor(n.outputs[0]).dims;
+    double corners = 1;
+    if (n.GetString("mode", "nearest") == "linear") {
+      for (size_t d = 0; d < in.size() && d < out.size(); ++d) corners *= in[d] != out[d] ? 2 : 1;
+    }
+    for (size_t d = 0; d < rank; ++d) MapWork(r, rank);
+    out_.gathered_elements += r.total() * corners;  // Positions and weights, corner by corner.
+    Listed(n.inputs[0], r, corners, /*inner_step_one=*/false);
   }
 
   // Concat and Pad: coordinates tested per element, then each input evaluated at the list of the

@@ -97,5 +97,21 @@ TEST(EvaluateLoop, ARowReductionPullsItsPrologueOncePerRow) {
   EXPECT_DOUBLE_EQ(e.eval_calls, 4 * 2);
 }
 
+// A linear Resize from [1,1,2,2] to [1,1,4,4] blends 4 corners per output element: the Relu fused
+// before it is evaluated 4 times per element of the output (64), at scattered lists.
+TEST(EvaluateLoop, ALinearResizeEvaluatesItsInputOncePerCorner) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 2});
+  TensorId r = b.Act("r", {1, 1, 2, 2}), y = b.Act("y", {1, 1, 4, 4});
+  b.Op("Relu", {x}, {r});
+  b.Op("Resize", {r}, {y}, {{"mode", std::string("linear")}});
+  b.Output(y);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 64);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 4 * 16);        // One coordinate map per dim.
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 4 * 16 + 64);  // Corner weights; x read at each corner.
+}
+
 }  // namespace
 }  // namespace fusor
