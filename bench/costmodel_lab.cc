@@ -17,6 +17,8 @@
 #include "costmodel/calibration.h"
 #include "costmodel/validation.h"
 #include "graph/onnx_import.h"
+#include "runtime/executor.h"
+#include "runtime/host_tensor.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
 
@@ -58,6 +60,17 @@ OneDnnMeasurer MakeMeasurer(double min_ms, int retries, double max_cv) {
   mo.timing.retries = retries;
   mo.timing.max_cv = max_cv;
   return OneDnnMeasurer(mo);
+}
+
+// The kernels the runtime picks for each benchmark (after timing its chain backends).
+void Describe(const std::vector<CalibrationBenchmark>& suite) {
+  for (const auto& b : suite) {
+    auto leaves = RandomLeafValues(b.graph, 1);
+    if (!leaves.ok()) continue;
+    auto exec = Executor::Create(b.graph, b.plan, *leaves);
+    if (!exec.ok()) continue;
+    std::printf("%-36s %s\n", b.name.c_str(), (*exec)->DescribeGroup(0).c_str());
+  }
 }
 
 void PrintSamples(const CalibrationResult& r) {
@@ -135,7 +148,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"Develop the cost model against recorded measurements"};
   std::string table_path = "costmodel_lab.json";
   std::vector<std::string> models;
-  bool remeasure = false, quiet_samples = false;
+  bool remeasure = false, quiet_samples = false, describe = false;
   std::string explain, dump;
   int worst = 30, max_ops = 6, regions = 40;
   uint64_t seed = 1;
@@ -146,6 +159,7 @@ int Main(int argc, char** argv) {
   app.add_option("--max-ops", max_ops, "Ops per held-out group, at most");
   app.add_option("--regions", regions, "Groups per model, at most");
   app.add_option("--seed", seed, "Seed for choosing groups");
+  app.add_flag("--describe", describe, "Print the kernels each calibration benchmark runs");
   app.add_option("--dump", dump, "Write the validation report (JSON) here");
   app.add_option("--explain", explain, "Print features of regions whose ops contain this");
   app.add_option("models", models, "ONNX models to draw held-out groups from");
@@ -162,6 +176,7 @@ int Main(int argc, char** argv) {
   table.Save();
   if (!cal.ok()) return std::cerr << cal.status().ToString() << "\n", 1;
   if (!quiet_samples) PrintSamples(*cal);
+  if (describe) Describe(CalibrationSuite(*target));
 
   std::vector<HeldOutRegion> held_out;
   for (const auto& path : models) {

@@ -139,7 +139,6 @@ Status RunModel(const std::string& name, const HardwareProfile& profile, const A
 }  // namespace fusor
 
 int main(int argc, char** argv) {
-  setenv("OMP_WAIT_POLICY", "passive", 0);
   fusor::Args a = fusor::Parse(argc, argv);
   auto profile = fusor::Profile(a);
   if (!profile.ok()) {

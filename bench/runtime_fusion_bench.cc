@@ -89,9 +89,6 @@ BenchOptions Parse(int argc, char** argv) {
 }  // namespace fusor
 
 int main(int argc, char** argv) {
-  // On a shared machine, spinning OpenMP workers steal the cores the busy ones need; passive
-  // waiting keeps multi-threaded timings meaningful. Must be set before the OpenMP runtime starts.
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   fusor::BenchOptions o = fusor::Parse(argc, argv);
   std::printf(
       "| model | groups unfused | groups fused | unfused median (ms) | max fusion median "

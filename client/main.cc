@@ -13,9 +13,6 @@
 #include "client/tune_command.h"
 
 int main(int argc, char** argv) {
-  // OpenMP threads that spin while waiting steal the core from the other thread on a shared
-  // machine and make timings swing tenfold; sleeping waits cost microseconds per kernel instead.
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   // Logs go to stderr so that --json output on stdout stays machine-readable.
   spdlog::set_default_logger(spdlog::stderr_color_mt("fusor"));
   spdlog::set_level(spdlog::level::warn);

@@ -129,8 +129,15 @@ void ReductionFamily(Suite* s) {
     TensorId x = sm.Input({64, cols});
     Keep(sm.Finish(sm.Op("Softmax", {x}, {64, cols}, {{"axis", int64_t{-1}}})), s);
   }
-  SuiteGraph gap("global_average_pool_c256_14");
-  Keep(gap.Finish(gap.Op("GlobalAveragePool", {gap.Input({1, 256, 14, 14})}, {1, 256, 1, 1})), s);
+  for (auto [c, hw] : std::vector<std::pair<int64_t, int64_t>>{{256, 14}, {1280, 7}}) {
+    SuiteGraph gap("global_average_pool_c" + std::to_string(c) + "_" + std::to_string(hw));
+    Keep(gap.Finish(gap.Op("GlobalAveragePool", {gap.Input({1, c, hw, hw})}, {1, c, 1, 1})), s);
+  }
+  SuiteGraph mean("reduce_mean_128x768");
+  TensorId rows = mean.Input({1, 128, 768});
+  Keep(mean.Finish(mean.Op("ReduceMean", {rows, mean.Ints({-1})}, {1, 128, 1},
+                           {{"keepdims", int64_t{1}}})),
+       s);
   SuiteGraph mp("max_pool_3x3_c64_112");
   TensorId x = mp.Input({1, 64, 112, 112});
   Keep(mp.Finish(mp.Op("MaxPool", {x}, {1, 64, 56, 56},
@@ -223,6 +230,15 @@ void IndexingFamily(Suite* s) {
   SuiteGraph se("broadcast_computed_c256_28");
   TensorId gate = se.Op("Sigmoid", {se.Input({1, 256, 1, 1})}, {1, 256, 1, 1});
   Keep(se.Finish(se.Op("Mul", {se.Input({1, 256, 28, 28}), gate}, {1, 256, 28, 28})), s);
+  // Normalisation-style: a per-row statistic, computed in the loop, broadcast along the rows; and
+  // a per-column scale and shift read from weights.
+  SuiteGraph nrm("broadcast_computed_rows_256x512");
+  TensorId var = nrm.Op("Add", {nrm.Input({1, 256, 1}), nrm.Scalar(1e-5)}, {1, 256, 1});
+  TensorId sd = nrm.Op("Sqrt", {var}, {1, 256, 1});
+  Keep(nrm.Finish(nrm.Op("Div", {nrm.Input({1, 256, 512}), sd}, {1, 256, 512})), s);
+  SuiteGraph aff("broadcast_columns_256x512");
+  TensorId scaled = aff.Op("Mul", {aff.Input({1, 256, 512}), aff.Weight({512})}, {1, 256, 512});
+  Keep(aff.Finish(aff.Op("Add", {scaled, aff.Weight({512})}, {1, 256, 512})), s);
   SuiteGraph bl("broadcast_leaf_c256_28");
   Keep(bl.Finish(
            bl.Op("Mul", {bl.Input({1, 256, 28, 28}), bl.Input({1, 256, 1, 1})}, {1, 256, 28, 28})),

@@ -92,6 +92,10 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
   return Status::Ok();
 }
 
+bool IsBinaryPostOp(const Node& n) {
+  return n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div";
+}
+
 // x * Sigmoid(x) over nodes a, b (one swish eltwise in oneDNN).
 bool IsSwishPair(const Graph& g, const Node& a, const Node& b) {
   if (a.op_type != "Sigmoid" || b.op_type != "Mul") return false;
@@ -452,6 +456,12 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
     return false;
   }
   std::vector<NodeId> chain(nodes.begin() + static_cast<std::ptrdiff_t>(first), nodes.end());
+  // After an eltwise head, oneDNN 2.6's JIT eltwise kernel takes binary post-ops only (measured: a
+  // Tanh -> Sigmoid chain runs as our loop); after a binary head, any post-op.
+  bool eltwise_head = swish || head.inputs.size() == 1 || head.op_type == "Clip";
+  for (NodeId id : chain) {
+    if (eltwise_head && !IsBinaryPostOp(g.node(id))) return false;
+  }
   return CheckChain(g, nodes, nodes[first - 1], chain, /*post_ops_only=*/true).ok();
 }
 

@@ -11,6 +11,7 @@
 
 #include "graph/op_registry.h"
 #include "graph/threading.h"
+#include "runtime/thread_binding.h"
 #include "runtime/group_kernel.h"
 #include "runtime/op_params.h"
 
@@ -87,6 +88,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& g, const Fusio
   e->options_ = options;
   if (options.threads > 0) omp_set_num_threads(options.threads);
   e->threads_ = omp_get_max_threads();
+  BindOpenMpTeamToCores();
   for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t) {
     if (g.tensor(t).kind == TensorKind::kActivation) continue;
     auto it = leaves.find(t);

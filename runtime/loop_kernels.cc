@@ -40,6 +40,36 @@ class LoopKernel : public GroupKernel {
 
 enum class RowOp { kSum, kMean, kMax, kSoftmax };
 
+// Sum and max of n floats in 16 independent lanes, which the compiler turns into vector adds; one
+// running sum is a chain of dependent adds, ~4 cycles per element (measured: a Relu -> ReduceMean
+// over 128 rows of 768 took 30 us that way).
+constexpr int kLanes = 16;
+
+float SumOf(const float* p, int64_t n) {
+  float lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lane[j] += p[i + j];
+  }
+  float sum = 0;
+  for (int j = 0; j < kLanes; ++j) sum += lane[j];
+  for (; i < n; ++i) sum += p[i];
+  return sum;
+}
+
+float MaxOf(const float* p, int64_t n) {
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lane[j] = std::max(lane[j], p[i + j]);
+  }
+  float m = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < kLanes; ++j) m = std::max(m, lane[j]);
+  for (; i < n; ++i) m = std::max(m, p[i]);
+  return m;
+}
+
 // A reduction over the trailing `len` elements of each row of its input, whose input is computed
 // by a fused prologue loop; an epilogue (if any) then runs in place on the output.
 class RowReductionKernel : public GroupKernel {
@@ -98,13 +128,9 @@ class RowReductionKernel : public GroupKernel {
       int64_t n = std::min(kChunk, len_ - c);
       const float* p = prologue_->EvalRange(input_, r * len_ + c, n, s);
       if (op_ == RowOp::kMax) {
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t i = 0; i < n; ++i) m = std::max(m, p[i]);
-        acc = std::max(acc, static_cast<double>(m));
+        acc = std::max(acc, static_cast<double>(MaxOf(p, n)));
       } else {
-        float sum = 0;
-        for (int64_t i = 0; i < n; ++i) sum += p[i];
-        acc += sum;
+        acc += SumOf(p, n);
       }
     }
     return static_cast<float>(op_ == RowOp::kMean ? acc / static_cast<double>(len_) : acc);
@@ -116,13 +142,9 @@ class RowReductionKernel : public GroupKernel {
       const float* p = prologue_->EvalRange(input_, r * len_ + c, n, s);
       std::copy(p, p + n, row + c);
     }
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < len_; ++i) mx = std::max(mx, row[i]);
-    float sum = 0;
-    for (int64_t i = 0; i < len_; ++i) {
-      row[i] = vector_math::Exp(row[i] - mx);
-      sum += row[i];
-    }
+    float mx = MaxOf(row, len_);
+    for (int64_t i = 0; i < len_; ++i) row[i] = vector_math::Exp(row[i] - mx);
+    float sum = SumOf(row, len_);
     float inv = 1.0f / sum;
     float* dst = out_ + r * len_;
     for (int64_t i = 0; i < len_; ++i) dst[i] = row[i] * inv;

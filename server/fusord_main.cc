@@ -102,8 +102,6 @@ int Serve(FusordConfig config, const sigset_t& signals) {
 }  // namespace fusor
 
 int main(int argc, char** argv) {
-  // Spinning OpenMP waits steal the core from other threads and make timings swing.
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
   sigset_t signals = fusor::BlockShutdownSignals();
   fusor::InstallLogger();
   CLI::App app{"fusord: the Fusor tuning service (fusor.v1.FusionTuner over gRPC)"};
