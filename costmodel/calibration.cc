@@ -135,8 +135,8 @@ void ReductionFamily(Suite* s) {
   }
   SuiteGraph mean("reduce_mean_128x768");
   TensorId rows = mean.Input({1, 128, 768});
-  Keep(mean.Finish(mean.Op("ReduceMean", {rows, mean.Ints({-1})}, {1, 128, 1},
-                           {{"keepdims", int64_t{1}}})),
+  Keep(mean.Finish(
+           mean.Op("ReduceMean", {rows, mean.Ints({-1})}, {1, 128, 1}, {{"keepdims", int64_t{1}}})),
        s);
   SuiteGraph mp("max_pool_3x3_c64_112");
   TensorId x = mp.Input({1, 64, 112, 112});

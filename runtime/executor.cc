@@ -11,9 +11,9 @@
 
 #include "graph/op_registry.h"
 #include "graph/threading.h"
-#include "runtime/thread_binding.h"
 #include "runtime/group_kernel.h"
 #include "runtime/op_params.h"
+#include "runtime/thread_binding.h"
 
 namespace fusor {
 
