@@ -520,7 +520,8 @@ ordered_json StatsJson(const db::DatabaseStats& s) {
                        {"isa", t.isa},
                        {"calibrated_unix_ms", t.calibrated_unix_ms},
                        {"plans", t.plans},
-                       {"stale_plans", t.stale_plans}});
+                       {"stale_plans", t.stale_plans},
+                       {"calibration_samples", t.calibration_samples}});
   }
   return ordered_json{{"path", s.path},
                       {"schema_version", s.schema_version},
@@ -533,6 +534,8 @@ ordered_json StatsJson(const db::DatabaseStats& s) {
                       {"stale_plans", s.stale_plans},
                       {"measurements", s.measurements},
                       {"history_events", s.history_events},
+                      {"calibration_runs", s.calibration_runs},
+                      {"calibration_samples", s.calibration_samples},
                       {"per_target", targets}};
 }
 
@@ -545,11 +548,15 @@ void PrintStats(const db::DatabaseStats& s) {
   std::cout << fmt::format(
       "  {} targets, {} graphs, {} plans ({} stale), {} measurements, {} history events\n",
       s.targets, s.graphs, s.plans, s.stale_plans, s.measurements, s.history_events);
+  std::cout << fmt::format("  {} calibration samples from {} calibration runs\n",
+                           s.calibration_samples, s.calibration_runs);
   if (s.per_target.empty()) return;
-  TextTable table({"TARGET", "CPU", "ISA", "CALIBRATED (UTC)", "PLANS", "STALE"});
+  TextTable table(
+      {"TARGET", "CPU", "ISA", "CALIBRATED (UTC)", "PLANS", "STALE", "CALIBRATION SAMPLES"});
   for (const db::TargetStats& t : s.per_target) {
     table.Add({t.target_id, t.cpu_model, t.isa, UtcText(t.calibrated_unix_ms),
-               std::to_string(t.plans), std::to_string(t.stale_plans)});
+               std::to_string(t.plans), std::to_string(t.stale_plans),
+               std::to_string(t.calibration_samples)});
   }
   table.Print(std::cout, "  ");
 }
@@ -675,7 +682,8 @@ void AddShow(CLI::App& db, int* exit_code) {
 
 void AddStats(CLI::App& db, int* exit_code) {
   auto o = std::make_shared<DbOptions>();
-  CLI::App* stats = db.add_subcommand("stats", "Count targets, graphs, plans and stale plans");
+  CLI::App* stats = db.add_subcommand(
+      "stats", "Count targets, graphs, plans, stale plans and calibration samples");
   AddCommonOptions(stats, o.get(), true);
   stats->callback([o, exit_code] { *exit_code = RunStats(*o); });
 }

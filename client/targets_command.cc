@@ -2,6 +2,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -43,8 +45,63 @@ struct CalibrateFlags {
   ConnectionOptions connection;
   double time_limit_s = 0;
   bool json = false;
+  bool fresh = false;
   std::string out;
+  std::string samples;
 };
+
+// How far off the prediction is, either way: |log(predicted / measured)|.
+double Miss(const v1::FittedSample& s) {
+  if (s.measured_ns() <= 0 || s.predicted_ns() <= 0) return HUGE_VAL;
+  return std::abs(std::log(s.predicted_ns() / s.measured_ns()));
+}
+
+// The samples file: every sample the fit used, the worst-predicted first.
+StatusOr<nlohmann::json> FittedSamplesJson(const v1::CalibrateResponse& r) {
+  std::vector<v1::FittedSample> sorted(r.samples().begin(), r.samples().end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return Miss(a) > Miss(b); });
+  nlohmann::json samples = nlohmann::json::array();
+  for (const v1::FittedSample& s : sorted) {
+    nlohmann::json features = nlohmann::json::parse(s.features_json(), nullptr, false);
+    if (!features.is_object()) {
+      return Status::Internal("the tuner sent features of sample '" + s.benchmark() +
+                              "' that are not a JSON object");
+    }
+    features.erase("benchmark");  // SampleToJson repeats these two; they are fields above.
+    features.erase("measured_ns");
+    samples.push_back({{"benchmark", s.benchmark()},
+                       {"run_id", s.run_id()},
+                       {"measured_ns", s.measured_ns()},
+                       {"predicted_ns", s.predicted_ns()},
+                       {"features", std::move(features)}});
+  }
+  return nlohmann::json{{"target_id", r.profile().target().id()},
+                        {"cost_model_version", r.profile().cost_model_version()},
+                        {"runs_used", r.runs_used()},
+                        {"samples_used", r.samples_used()},
+                        {"samples", std::move(samples)}};
+}
+
+Status WriteFittedSamples(const v1::CalibrateResponse& r, const std::string& path) {
+  FUSOR_ASSIGN_OR_RETURN(nlohmann::json samples, FittedSamplesJson(r));
+  std::ofstream out(path);
+  out << samples.dump(2) << "\n";
+  if (!out) return Status::IOError("cannot write the samples to '" + path + "'");
+  return Status::Ok();
+}
+
+std::string FitSummary(const v1::CalibrateResponse& r) {
+  std::string text = "fit over " + std::to_string(r.samples_used()) + " samples from " +
+                     std::to_string(r.runs_used()) + " calibration runs (" +
+                     std::to_string(r.run_samples()) + " measured now, run " +
+                     std::to_string(r.run_id()) + ")";
+  if (r.samples_skipped() > 0) {
+    text += "; " + std::to_string(r.samples_skipped()) +
+            " stored samples were unreadable and skipped (see the tuner's log)";
+  }
+  return text;
+}
 
 int RunCalibrate(const CalibrateFlags& f) {
   auto api = Connect(f.connection);
@@ -52,13 +109,21 @@ int RunCalibrate(const CalibrateFlags& f) {
   std::cerr << "calibrating (oneDNN micro-benchmarks on the tuner's CPU)...\n";
   v1::CalibrateRequest request;
   request.set_time_limit_s(f.time_limit_s);
+  request.set_fresh(f.fresh);
+  request.set_include_samples(!f.samples.empty());
   auto response = (*api)->Calibrate(request);
   if (!response.ok()) return Fail("calibrate", response.status());
   auto profile = ProfileFromProto(response->profile());
   if (!profile.ok()) return Fail("calibrate", profile.status());
+  std::cerr << FitSummary(*response) << "\n";
   if (!f.out.empty()) {
     std::ofstream(f.out) << ProfileToJson(*profile).dump(2) << "\n";
     std::cerr << "wrote " << f.out << "\n";
+  }
+  if (!f.samples.empty()) {
+    Status s = WriteFittedSamples(*response, f.samples);
+    if (!s.ok()) return Fail("calibrate", s);
+    std::cerr << "wrote " << f.samples << "\n";
   }
   if (f.json) {
     std::cout << ProfileToJson(*profile).dump(2) << "\n";
@@ -228,6 +293,11 @@ void AddTargetCommands(CLI::App& app, int* exit_code) {
   cal_cmd->add_option("--time-limit", cal->time_limit_s, "Seconds (0: the tuner's default, 60)");
   cal_cmd->add_flag("--json", cal->json, "Print the profile as JSON");
   cal_cmd->add_option("--out", cal->out, "Also write the profile JSON to this file");
+  cal_cmd->add_flag("--fresh", cal->fresh,
+                    "Fit over this run's samples only; earlier runs stay in the calibration log");
+  cal_cmd->add_option("--samples", cal->samples,
+                      "Write every sample the fit used (benchmark, measured and predicted ns, "
+                      "features) to this JSON file, the worst-predicted first");
   cal_cmd->callback([cal, exit_code] { *exit_code = RunCalibrate(*cal); });
 
   auto* targets = app.add_subcommand("targets", "List or register tuning targets");

@@ -47,6 +47,25 @@ std::optional<size_t> FirstListed(const std::vector<LayerCursor>& cursors) {
   return first;
 }
 
+// What read() returns from every layer, newest first by time_of (the higher layer first on a tie),
+// at most limit items (no limit when negative).
+template <typename Item, typename Read, typename TimeOf>
+StatusOr<std::vector<Item>> NewestOverLayers(const std::vector<std::unique_ptr<PlanStore>>& layers,
+                                             Read read, TimeOf time_of, int64_t limit) {
+  std::vector<Item> items;
+  for (const auto& layer : layers) {
+    FUSOR_ASSIGN_OR_RETURN(std::vector<Item> more, read(*layer));
+    items.insert(items.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const Item& a, const Item& b) { return time_of(a) > time_of(b); });
+  if (limit >= 0 && items.size() > static_cast<size_t>(limit)) {
+    items.resize(static_cast<size_t>(limit));
+  }
+  return items;
+}
+
 }  // namespace
 
 LayeredPlanStore::LayeredPlanStore(std::vector<std::unique_ptr<PlanStore>> layers)
@@ -239,19 +258,22 @@ StatusOr<std::vector<Measurement>> LayeredPlanStore::GetMeasurements(const PlanK
 }
 
 StatusOr<std::vector<HistoryEvent>> LayeredPlanStore::History(const HistoryQuery& query) {
-  std::vector<HistoryEvent> events;
-  for (const auto& layer : layers_) {
-    FUSOR_ASSIGN_OR_RETURN(std::vector<HistoryEvent> more, layer->History(query));
-    events.insert(events.end(), std::make_move_iterator(more.begin()),
-                  std::make_move_iterator(more.end()));
-  }
-  std::stable_sort(events.begin(), events.end(), [](const HistoryEvent& a, const HistoryEvent& b) {
-    return a.at_unix_ms > b.at_unix_ms;
-  });
-  if (query.limit >= 0 && events.size() > static_cast<size_t>(query.limit)) {
-    events.resize(static_cast<size_t>(query.limit));
-  }
-  return events;
+  return NewestOverLayers<HistoryEvent>(
+      layers_, [&](PlanStore& layer) { return layer.History(query); },
+      [](const HistoryEvent& e) { return e.at_unix_ms; }, query.limit);
+}
+
+// Calibration log ---------------------------------------------------------------------------------
+
+StatusOr<int64_t> LayeredPlanStore::AppendCalibrationRun(const CalibrationRun& run) {
+  return layers_.front()->AppendCalibrationRun(run);
+}
+
+StatusOr<std::vector<CalibrationRun>> LayeredPlanStore::CalibrationRuns(
+    const CalibrationRunQuery& query) {
+  return NewestOverLayers<CalibrationRun>(
+      layers_, [&](PlanStore& layer) { return layer.CalibrationRuns(query); },
+      [](const CalibrationRun& r) { return r.run_unix_ms; }, query.max_runs);
 }
 
 StatusOr<std::vector<DatabaseStats>> LayeredPlanStore::Stats(

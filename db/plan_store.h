@@ -1,9 +1,10 @@
 // PlanStore: the tuning database as the rest of Fusor sees it. It keeps targets (a CPU fingerprint
 // with its latest calibrated hardware profile), graphs (by canonical hash), plans keyed by
-// (graph hash, target, cost-model version, search options), the measurements behind each plan, and
-// an append-only tuning history. No SQL leaves db/: callers use this interface, and unit tests
-// elsewhere may fake it. SqlitePlanStore (one file) and LayeredPlanStore (a writable file over
-// read-only snapshots) implement it.
+// (graph hash, target, cost-model version, search options), the measurements behind each plan, an
+// append-only tuning history, and the append-only calibration log (every micro-benchmark sample
+// of every calibration run, so fits can be rerun over all samples so far). No SQL leaves db/:
+// callers use this interface, and unit tests elsewhere may fake it. SqlitePlanStore (one file) and
+// LayeredPlanStore (a writable file over read-only snapshots) implement it.
 //
 // Never serving a wrong plan: plans are always looked up under their target, so a plan tuned on
 // one CPU is never returned for another. A plan is stale when it was scored by a cost model other
@@ -110,6 +111,36 @@ struct ExpireRule {
   std::string current_cost_model_version;
 };
 
+// One micro-benchmark of a calibration run, as the calibration log keeps it. The features are the
+// JSON object the cost model wrote (costmodel's SampleToJson); db/ stores the text and never reads
+// it, since only the cost model that computed the features can.
+struct CalibrationSampleRow {
+  int64_t sample_id = 0;  // Row id, set when read, so a bad row can be named; ignored on append.
+  std::string benchmark;
+  std::string features_json;
+  double measured_ns = 0;  // Median time.
+  double cv = 0;           // Coefficient of variation of the timing.
+};
+
+// The samples one calibration of one target measured. Features computed by one cost-model version
+// are not comparable with another's, so a run is read back only under its own version.
+struct CalibrationRun {
+  int64_t run_id = 0;  // Set by the store on append (increasing); local to its database file.
+  std::string target_id;
+  std::string cost_model_version;
+  int64_t run_unix_ms = 0;  // When measured; 0 when appending means now.
+  std::vector<CalibrationSampleRow> samples;
+  std::string database;  // Path of the database file the run came from, set when read.
+};
+
+// Which runs CalibrationRuns returns: the newest max_runs of one target under one cost-model
+// version. The cap keeps a long log from making every fit slower.
+struct CalibrationRunQuery {
+  std::string target_id;
+  std::string cost_model_version;
+  int32_t max_runs = 8;
+};
+
 struct TargetStats {
   std::string target_id;
   std::string cpu_model;
@@ -117,6 +148,7 @@ struct TargetStats {
   int64_t calibrated_unix_ms = 0;
   int64_t plans = 0;
   int64_t stale_plans = 0;
+  int64_t calibration_samples = 0;  // Every cost-model version.
 };
 
 // Counts for one database file.
@@ -132,6 +164,8 @@ struct DatabaseStats {
   int64_t stale_plans = 0;  // Judged within this file alone.
   int64_t measurements = 0;
   int64_t history_events = 0;
+  int64_t calibration_runs = 0;
+  int64_t calibration_samples = 0;
   std::vector<TargetStats> per_target;
 };
 
@@ -170,6 +204,15 @@ class PlanStore {
   virtual Status DeletePlan(const PlanKey& key) = 0;
   // Deletes the plans the rule selects, then graphs no plan uses; returns how many plans went.
   virtual StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) = 0;
+
+  // Appends one calibration run to the calibration log in one transaction and returns its run id.
+  // The target must already be stored; the run needs at least one sample, each with a benchmark
+  // name, a finite time > 0 and a finite cv >= 0. Samples are never updated or deleted.
+  virtual StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) = 0;
+  // The newest runs the query selects, newest first, each with its samples in the order appended.
+  // A database older than the calibration log (schema version 1) has none.
+  virtual StatusOr<std::vector<CalibrationRun>> CalibrationRuns(
+      const CalibrationRunQuery& query) = 0;
 
   // One entry per database file behind the store.
   virtual StatusOr<std::vector<DatabaseStats>> Stats(

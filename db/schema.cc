@@ -10,9 +10,10 @@
 namespace fusor::db {
 namespace {
 
-// Schema version 1. Times are milliseconds since the Unix epoch (UTC); durations are nanoseconds;
-// protos are serialized fusor.v1 messages. Columns beside a proto repeat its fields so that people
-// (sqlite3 shell) and indexes can use them; the proto is what readers return.
+// Schema version 2 = version 1 plus calibration_samples. Times are milliseconds since the Unix
+// epoch (UTC); durations are nanoseconds; protos are serialized fusor.v1 messages. Columns beside a
+// proto repeat its fields so that people (sqlite3 shell) and indexes can use them; the proto is
+// what readers return.
 //
 //   meta            key/value facts about the file ('created_unix_ms'; for a deployment
 //                   snapshot 'snapshot_of_target' and 'snapshot_exported_unix_ms').
@@ -24,6 +25,8 @@ namespace {
 //                   unfused over fused time, measured when both were measured, else predicted.
 //   measurements    samples behind a plan (group_id NULL) or one of its groups; deleted with it.
 //   tuning_history  append-only log of what happened to plans and targets.
+//   calibration_samples  (version 2) append-only log of calibration micro-benchmarks, one row per
+//                   benchmark per calibration run; see kSchemaV2.
 constexpr std::string_view kSchemaV1 = R"sql(
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -101,8 +104,29 @@ CREATE TABLE tuning_history (
 CREATE INDEX history_by_graph ON tuning_history (graph_hash, target_id);
 )sql";
 
-// kMigrations[i] takes a database from version i to version i + 1.
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1};
+// Version 2: the calibration log. Fits are rerun over every sample so far, so the samples are kept,
+// never updated or deleted. features is the JSON object the cost model wrote for the benchmark's
+// group (costmodel SampleToJson); db/ does not read it. Features are computed by one cost-model
+// version and mean nothing to another, so readers select by cost_model_version. run_id numbers the
+// calibration runs of this file in order (1 + the largest so far).
+constexpr std::string_view kSchemaV2 = R"sql(
+CREATE TABLE calibration_samples (
+  sample_id          INTEGER PRIMARY KEY,
+  target_id          TEXT NOT NULL REFERENCES targets (target_id),
+  cost_model_version TEXT NOT NULL,      -- cost model that computed the features
+  run_id             INTEGER NOT NULL,   -- calibration run, local to this file
+  run_unix_ms        INTEGER NOT NULL,   -- when the run measured
+  benchmark          TEXT NOT NULL,      -- micro-benchmark name, e.g. stream_relu_16KiB
+  features           TEXT NOT NULL,      -- JSON object: the group's features (SampleToJson)
+  measured_ns        REAL NOT NULL,      -- median time
+  cv                 REAL NOT NULL       -- coefficient of variation of the timing
+);
+CREATE INDEX calibration_samples_by_run
+  ON calibration_samples (target_id, cost_model_version, run_id);
+)sql";
+
+// kMigrations[i] takes a database from version i to version i + 1. Never edit a released one.
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1, kSchemaV2};
 
 struct FileFacts {
   int64_t version = 0;
@@ -151,12 +175,8 @@ Status CheckVersion(const SqliteConnection& connection, const FileFacts& facts) 
                     "tuning database, or open it writable to create one",
                     connection.path()));
   }
-  if (facts.version < kSchemaVersion && connection.read_only()) {
-    return Status::FailedPrecondition(
-        fmt::format("database '{}' has schema version {}, older than this fusor's {}, and is "
-                    "open read-only; open it writable once to migrate it",
-                    connection.path(), facts.version, kSchemaVersion));
-  }
+  // An older file opened read-only is read as it is (a deployed snapshot is never migrated); what
+  // later versions added reads as empty.
   return Status::Ok();
 }
 

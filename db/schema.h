@@ -6,6 +6,11 @@
 // as Fusor's. Migration N takes a database from version N-1 to N inside one BEGIN IMMEDIATE
 // transaction, so a crash leaves either the old or the new version, never half of one. Functions
 // here take a connection the caller owns and uses from one thread.
+//
+// A read-only open does not migrate: it reads a file of any older version as it is, so readers
+// check SchemaInfo::version before touching a table a later version added (calibration_samples:
+// version 2) and treat it as empty. Every migration must keep that possible, i.e. only add tables,
+// columns and indexes.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +21,9 @@
 
 namespace fusor::db {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+// The first version with the calibration_samples table.
+inline constexpr int kCalibrationLogVersion = 2;
 inline constexpr int32_t kApplicationId = 0x46555352;  // "FUSR"
 
 // What an opened database is.
@@ -29,7 +36,7 @@ struct SchemaInfo {
 // Checks the file behind connection and, when writable, brings it to kSchemaVersion in WAL mode.
 // Errors name the file: not SQLite or damaged (PRAGMA quick_check) is Corruption; another
 // application's database, a newer schema ("upgrade fusor"), a snapshot opened for writing, or an
-// older schema opened read-only (it cannot be migrated in place) are FailedPrecondition.
+// empty file opened read-only are FailedPrecondition.
 StatusOr<SchemaInfo> PrepareSchema(SqliteConnection& connection);
 
 // Marks the database as a read-only deployment snapshot of target_id and switches it from WAL to a

@@ -99,6 +99,29 @@ Status ValidateMeasurements(const v1::Plan& plan, std::span<const Measurement> m
   return Status::Ok();
 }
 
+Status ValidateCalibrationRun(const CalibrationRun& run) {
+  if (run.target_id.empty() || run.cost_model_version.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "a calibration run needs a target_id and a cost_model_version (got '{}' and '{}')",
+        run.target_id, run.cost_model_version));
+  }
+  if (run.samples.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "calibration run of target '{}' has no samples; a run needs at least one", run.target_id));
+  }
+  for (const CalibrationSampleRow& s : run.samples) {
+    bool time_ok = std::isfinite(s.measured_ns) && s.measured_ns > 0;
+    bool cv_ok = std::isfinite(s.cv) && s.cv >= 0;
+    if (s.benchmark.empty() || s.features_json.empty() || !time_ok || !cv_ok) {
+      return Status::InvalidArgument(fmt::format(
+          "calibration sample '{}' of target '{}' has measured_ns {} and cv {}; a sample needs a "
+          "benchmark name, features, a finite time > 0 and a finite cv >= 0",
+          s.benchmark, run.target_id, s.measured_ns, s.cv));
+    }
+  }
+  return Status::Ok();
+}
+
 // The SELECT for one page of QueryPlans: its filters, the position after the page token, listing
 // order, and `limit` rows.
 StatusOr<SqlBuilder> PlanQuerySql(const PlanQuery& query, int64_t limit) {
@@ -322,16 +345,19 @@ Status SqlitePlanStore::PutPlan(const v1::Plan& plan, const v1::Graph& graph,
                [&](SqliteConnection& c) { return PutPlanLocked(c, plan, graph, measurements); });
 }
 
+Status SqlitePlanStore::RequireTarget(SqliteConnection& c, std::string_view target_id) {
+  FUSOR_ASSIGN_OR_RETURN(std::optional<v1::HardwareProfile> target,
+                         tables::FindTarget(c, target_id));
+  if (target) return Status::Ok();
+  return Status::FailedPrecondition(fmt::format(
+      "target '{}' is not in database '{}'; store its calibrated hardware profile first", target_id,
+      path_));
+}
+
 Status SqlitePlanStore::PutPlanLocked(SqliteConnection& c, const v1::Plan& plan,
                                       const v1::Graph& graph,
                                       std::span<const Measurement> measurements) {
-  FUSOR_ASSIGN_OR_RETURN(std::optional<v1::HardwareProfile> target,
-                         tables::FindTarget(c, plan.target_id()));
-  if (!target) {
-    return Status::FailedPrecondition(fmt::format(
-        "target '{}' is not in database '{}'; store its calibrated hardware profile first",
-        plan.target_id(), path_));
-  }
+  FUSOR_RETURN_IF_ERROR(RequireTarget(c, plan.target_id()));
   int64_t now = tables::NowUnixMs();
   v1::Plan stored = plan;
   if (stored.created_unix_ms() == 0) stored.set_created_unix_ms(now);
@@ -458,6 +484,35 @@ StatusOr<int64_t> SqlitePlanStore::ExpirePlans(const ExpireRule& rule) {
   if (!s.ok()) return s;
   spdlog::info("db: expired {} plans from '{}'", expired, path_);
   return expired;
+}
+
+// Calibration log -------------------------------------------------------------------------------
+
+StatusOr<int64_t> SqlitePlanStore::AppendCalibrationRun(const CalibrationRun& run) {
+  FUSOR_RETURN_IF_ERROR(ValidateCalibrationRun(run));
+  int64_t run_id = 0;
+  Status s = Write(fmt::format("append a calibration run of target '{}'", run.target_id),
+                   [&](SqliteConnection& c) -> Status {
+                     FUSOR_RETURN_IF_ERROR(RequireTarget(c, run.target_id));
+                     FUSOR_ASSIGN_OR_RETURN(
+                         run_id, tables::InsertCalibrationRun(c, run, tables::NowUnixMs()));
+                     return Status::Ok();
+                   });
+  if (!s.ok()) return s;
+  spdlog::info("db: appended calibration run {} of target {} (cost model {}, {} samples) to '{}'",
+               run_id, run.target_id, run.cost_model_version, run.samples.size(), path_);
+  return run_id;
+}
+
+StatusOr<std::vector<CalibrationRun>> SqlitePlanStore::CalibrationRuns(
+    const CalibrationRunQuery& query) {
+  if (query.max_runs < 1) {
+    return Status::InvalidArgument(
+        fmt::format("max_runs is {}; ask for at least 1 calibration run", query.max_runs));
+  }
+  if (schema_.version < kCalibrationLogVersion) return std::vector<CalibrationRun>();
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  return tables::ReadCalibrationRuns(*c, query);
 }
 
 // Plans: reads ----------------------------------------------------------------------------------
@@ -596,11 +651,16 @@ StatusOr<DatabaseStats> SqlitePlanStore::StatsLocked(SqliteConnection& c,
   FUSOR_RETURN_IF_ERROR(row->Bind({std::string(current_cmv)}));
   for (;;) {
     FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
-    if (!found) return s;
-    TargetStats t{row->Text(0), row->Text(1), row->Text(2), row->Int(3), row->Int(4), row->Int(5)};
+    if (!found) break;
+    TargetStats t{
+        row->Text(0), row->Text(1), row->Text(2), row->Int(3), row->Int(4), row->Int(5), 0};
     s.stale_plans += t.stale_plans;
     s.per_target.push_back(std::move(t));
   }
+  if (schema_.version >= kCalibrationLogVersion) {
+    FUSOR_RETURN_IF_ERROR(tables::CountCalibrationLog(c, s));
+  }
+  return s;
 }
 
 }  // namespace fusor::db

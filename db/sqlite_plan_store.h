@@ -71,6 +71,8 @@ class SqlitePlanStore final : public PlanStore {
   StatusOr<std::vector<HistoryEvent>> History(const HistoryQuery& query) override;
   Status DeletePlan(const PlanKey& key) override;
   StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) override;
+  StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) override;
+  StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
 
   // Merges a bundle in one transaction, without duplicates: a target keeps the newer calibration,
@@ -94,6 +96,8 @@ class SqlitePlanStore final : public PlanStore {
   void ReturnConnection(std::unique_ptr<SqliteConnection> connection);
   // Runs body in one write transaction; errors get what as context.
   Status Write(std::string_view what, const std::function<Status(SqliteConnection&)>& body);
+  // FailedPrecondition naming the target when it is not stored.
+  Status RequireTarget(SqliteConnection& c, std::string_view target_id);
   Status PutPlanLocked(SqliteConnection& c, const v1::Plan& plan, const v1::Graph& graph,
                        std::span<const Measurement> measurements);
   Status MergePlanLocked(SqliteConnection& c, const PlanBundle::Entry& entry,

@@ -303,4 +303,62 @@ StatusOr<std::vector<HistoryEvent>> ReadHistory(SqliteConnection& c, const Histo
   }
 }
 
+// Calibration log -------------------------------------------------------------------------------
+
+StatusOr<int64_t> InsertCalibrationRun(SqliteConnection& c, const CalibrationRun& run,
+                                       int64_t now_ms) {
+  FUSOR_ASSIGN_OR_RETURN(int64_t last,
+                         c.QueryInt("SELECT coalesce(max(run_id), 0) FROM calibration_samples"));
+  int64_t at = run.run_unix_ms != 0 ? run.run_unix_ms : now_ms;
+  for (const CalibrationSampleRow& sample : run.samples) {
+    FUSOR_RETURN_IF_ERROR(c.Execute(
+        "INSERT INTO calibration_samples (target_id, cost_model_version, run_id, run_unix_ms, "
+        "benchmark, features, measured_ns, cv) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        {run.target_id, run.cost_model_version, last + 1, at, sample.benchmark,
+         sample.features_json, sample.measured_ns, sample.cv}));
+  }
+  return last + 1;
+}
+
+StatusOr<std::vector<CalibrationRun>> ReadCalibrationRuns(SqliteConnection& c,
+                                                          const CalibrationRunQuery& query) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT run_id, run_unix_ms, sample_id, benchmark, features, measured_ns, cv "
+                "FROM calibration_samples WHERE target_id = ?1 AND cost_model_version = ?2 "
+                "AND run_id IN (SELECT DISTINCT run_id FROM calibration_samples "
+                "WHERE target_id = ?1 AND cost_model_version = ?2 ORDER BY run_id DESC LIMIT ?3) "
+                "ORDER BY run_id DESC, sample_id"));
+  FUSOR_RETURN_IF_ERROR(
+      row->Bind({query.target_id, query.cost_model_version, int64_t{query.max_runs}}));
+  std::vector<CalibrationRun> runs;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return runs;
+    if (runs.empty() || runs.back().run_id != row->Int(0)) {
+      runs.push_back(
+          {row->Int(0), query.target_id, query.cost_model_version, row->Int(1), {}, c.path()});
+    }
+    runs.back().samples.push_back(
+        {row->Int(2), row->Text(3), row->Text(4), row->Double(5), row->Double(6)});
+  }
+}
+
+Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats) {
+  FUSOR_ASSIGN_OR_RETURN(stats.calibration_samples,
+                         c.QueryInt("SELECT count(*) FROM calibration_samples"));
+  FUSOR_ASSIGN_OR_RETURN(stats.calibration_runs,
+                         c.QueryInt("SELECT count(DISTINCT run_id) FROM calibration_samples"));
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT target_id, count(*) FROM calibration_samples GROUP BY target_id"));
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return Status::Ok();
+    for (TargetStats& t : stats.per_target) {
+      if (t.target_id == row->Text(0)) t.calibration_samples = row->Int(1);
+    }
+  }
+}
+
 }  // namespace fusor::db::tables

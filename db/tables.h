@@ -77,6 +77,15 @@ HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now
                        std::string detail);
 StatusOr<std::vector<HistoryEvent>> ReadHistory(SqliteConnection& c, const HistoryQuery& query);
 
+// Calibration log (schema version 2). InsertCalibrationRun gives the run the next run id of the
+// file and returns it; a run without a time gets now_ms.
+StatusOr<int64_t> InsertCalibrationRun(SqliteConnection& c, const CalibrationRun& run,
+                                       int64_t now_ms);
+StatusOr<std::vector<CalibrationRun>> ReadCalibrationRuns(SqliteConnection& c,
+                                                          const CalibrationRunQuery& query);
+// Adds the log's counts (runs, samples, samples per target) to stats.
+Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats);
+
 // Milliseconds since the Unix epoch, now.
 int64_t NowUnixMs();
 

@@ -1,8 +1,11 @@
 #include "server/tuning_service.h"
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <map>
+#include <span>
 
 #include "costmodel/calibration.h"
 #include "costmodel/cost_model.h"
@@ -13,6 +16,7 @@
 #include "runtime/onednn_info.h"
 #include "search/autotune.h"
 #include "search/plan_search.h"
+#include "server/calibration_log.h"
 
 namespace fusor {
 namespace {
@@ -64,6 +68,25 @@ void FillMaterialized(const Graph& g, const FusionPlan& plan, v1::Plan* out) {
   }
 }
 
+// The response to a calibration: the fitted profile, what the fit used, and (when asked) every
+// sample with the fitted profile's prediction, earlier runs' first (as loaded), then this run's.
+v1::CalibrateResponse CalibrateResponseOf(const CalibrationResult& result,
+                                          const LoggedSamples& earlier, int64_t run_id,
+                                          bool include_samples) {
+  v1::CalibrateResponse response;
+  ProfileToProto(result.profile, response.mutable_profile());
+  response.set_samples_used(static_cast<int32_t>(result.samples.size()));
+  response.set_runs_used(earlier.runs + 1);
+  response.set_run_samples(static_cast<int32_t>(result.samples.size() - earlier.samples.size()));
+  response.set_run_id(run_id);
+  response.set_samples_skipped(earlier.skipped);
+  for (size_t i = 0; include_samples && i < result.samples.size(); ++i) {
+    int64_t from = i < earlier.run_ids.size() ? earlier.run_ids[i] : run_id;
+    *response.add_samples() = FittedSampleOf(result.samples[i], from, result.profile);
+  }
+  return response;
+}
+
 db::Measurement ToDb(const Measurement& m) {
   db::Measurement d;
   for (int64_t s : m.samples_ns) d.samples_ns.push_back(static_cast<double>(s));
@@ -97,6 +120,47 @@ struct TuningService::State {
                               "(fusor targets register) or tune for this server's own CPU");
     }
     return ProfileFromProto(*p);
+  }
+
+  // The samples of this CPU's latest earlier calibrations under this cost model; none when fresh.
+  StatusOr<LoggedSamples> EarlierCalibrations(bool fresh) const {
+    int earlier_runs = options.calibration_runs_fitted - 1;
+    if (fresh || earlier_runs < 1) return LoggedSamples();
+    return LoadCalibrationLog(*store, {local.Id(), kCostModelVersion, earlier_runs});
+  }
+
+  // Measures a calibration benchmark (each ~100 ms, two retries, so most stay stable on a shared
+  // machine) until `limit_s` has passed since this call, recording each benchmark's cv.
+  MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark) {
+    auto measurer = std::make_shared<OneDnnMeasurer>(MeasurerOptions(100, 2));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+    return [measurer, deadline, limit_s, cv_by_benchmark](
+               const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::DeadlineExceeded("calibration passed its time limit of " +
+                                        std::to_string(limit_s) + " s");
+      }
+      FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
+      (*cv_by_benchmark)[g.model_name] = m.cv;
+      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
+    };
+  }
+
+  // Measures the calibration suite and fits, from the documented defaults, over this run's samples
+  // and the earlier ones. Starting from the defaults rather than the previous profile keeps one
+  // calibration on a loaded machine from dragging every later one into the same bad minimum;
+  // refitting over the earlier samples is what makes calibrations add up.
+  StatusOr<CalibrationResult> MeasureAndFit(double limit_s, const LoggedSamples& earlier,
+                                            std::map<std::string, double>* cv_by_benchmark) {
+    HardwareProfile start;
+    start.target = local;
+    MeasureFn measure = CalibrationMeasure(limit_s, cv_by_benchmark);
+    StatusOr<CalibrationResult> fitted =
+        fusor::Calibrate(CalibrationSuite(local), start, measure, {}, earlier.samples);
+    if (fitted.ok() || earlier.samples.empty()) return fitted;
+    return fitted.status().WithContext(
+        fmt::format("calibrating with {} samples of {} earlier runs (--fresh fits this run alone)",
+                    earlier.samples.size(), earlier.runs));
   }
 
   OneDnnMeasurerOptions MeasurerOptions(double min_ms, int retries) const {
@@ -313,38 +377,33 @@ StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTarge
   return response;
 }
 
+// Measures the suite, appends this run to the calibration log, and fits over this run and the
+// target's latest earlier runs under this cost model (unless fresh).
 StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequest& request) {
   std::lock_guard<std::mutex> lock(state_->measure_mu);
-  // Every calibration fits from the documented defaults: starting from the previous fit would let
-  // one calibration on a loaded machine drag every later one into the same bad minimum.
-  HardwareProfile start;
-  start.target = state_->local;
+  FUSOR_ASSIGN_OR_RETURN(LoggedSamples earlier, state_->EarlierCalibrations(request.fresh()));
   double limit = request.time_limit_s() > 0 ? request.time_limit_s()
                                             : state_->options.calibration_time_limit_s;
-  // Calibration has a minute: ~100 ms per benchmark and two retries keep most of them stable on
-  // a shared machine.
-  OneDnnMeasurer measurer(state_->MeasurerOptions(100, 2));
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
-  MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status::DeadlineExceeded("calibration passed its time limit of " +
-                                      std::to_string(limit) + " s");
-    }
-    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
-    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
-  };
+  std::map<std::string, double> cv_by_benchmark;
   FUSOR_ASSIGN_OR_RETURN(CalibrationResult result,
-                         fusor::Calibrate(CalibrationSuite(state_->local), start, measure));
-  v1::CalibrateResponse response;
-  ProfileToProto(result.profile, response.mutable_profile());
+                         state_->MeasureAndFit(limit, earlier, &cv_by_benchmark));
+  std::span<const CalibrationSample> run_samples =
+      std::span(result.samples).subspan(earlier.samples.size());
+  FUSOR_ASSIGN_OR_RETURN(int64_t run_id,
+                         state_->store->AppendCalibrationRun(RunToAppend(
+                             state_->local.Id(), kCostModelVersion, run_samples, cv_by_benchmark)));
+  v1::CalibrateResponse response =
+      CalibrateResponseOf(result, earlier, run_id, request.include_samples());
   FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(response.profile()));
   {
     std::lock_guard<std::mutex> plock(state_->profile_mu);
     state_->local_profile = result.profile;
   }
-  spdlog::info("calibrate: target={} samples={} rms_error={:.3f} skipped_unstable={}",
-               state_->local.Id(), result.samples.size(), result.report.rms_rel_error,
-               result.skipped_unstable);
+  spdlog::info(
+      "calibrate: target={} run={} fitted {} samples from {} runs ({} from this run, {} stored "
+      "samples skipped) rms_error={:.3f} skipped_unstable={}",
+      state_->local.Id(), run_id, result.samples.size(), response.runs_used(), run_samples.size(),
+      earlier.skipped, result.report.rms_rel_error, result.skipped_unstable);
   for (const auto& name : result.unstable)
     spdlog::info("calibrate: unstable, not fitted: {}", name);
   return response;

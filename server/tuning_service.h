@@ -4,7 +4,8 @@
 // searches with the target's calibrated cost model, refines the result by measuring alternatives
 // on this CPU (only when the target is this machine), and stores the plan with its measurements.
 // RegisterTarget / ListTargets / Calibrate manage hardware profiles; the service's own CPU is
-// detected at Open and calibrated on demand.
+// detected at Open and calibrated on demand. Calibrate appends its samples to the database's
+// calibration log and fits over them and the samples of earlier runs (server/calibration_log.h).
 //
 // Owns its database connection. Thread-safe: Tune calls may run concurrently (each measurement
 // runs under a lock, since two measurements at once on one CPU would disturb each other).
@@ -28,6 +29,9 @@ struct TuningServiceOptions {
   int default_measure_budget = 6;     // Measurements per Tune when the request says 0.
   double default_time_limit_s = 120;  // Wall-clock limit per Tune when the request says 0.
   double calibration_time_limit_s = 60;
+  // Calibration runs a fit uses, this one included: the newest of the calibration log, so a long
+  // log never makes calibration slow. 1: every calibration fits its own samples alone.
+  int calibration_runs_fitted = 8;
   double min_measure_ms = 30;  // Timing: repeat each measurement until this much time.
   // Calibrate this CPU before the first Tune for it if it was never calibrated (the CLI's local
   // mode does; a server is calibrated deliberately, through Calibrate).

@@ -134,7 +134,7 @@ TEST(DbConcurrency, ProcessesCreatingOneNewFileAtOnceAllSucceed) {
     ASSERT_EQ(waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), "1");
+  EXPECT_EQ(testing::RawQuery(path, "PRAGMA user_version"), std::to_string(kSchemaVersion));
   EXPECT_EQ(testing::RawQuery(path, "SELECT count(*) FROM plans"), "4");
 }
 

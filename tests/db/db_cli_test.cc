@@ -150,6 +150,22 @@ TEST_F(DbCliTest, StatsCountPlansPerTarget) {
   EXPECT_NE(r.out.find("target-b"), std::string::npos) << r.out;
 }
 
+TEST_F(DbCliTest, StatsCountCalibrationSamples) {
+  {
+    std::unique_ptr<SqlitePlanStore> store = testing::OpenWritable(db_);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->AppendCalibrationRun(testing::SampleRun("target-a", "cm1", 3)).ok());
+    ASSERT_TRUE(store->AppendCalibrationRun(testing::SampleRun("target-a", "cm1", 2)).ok());
+  }
+  json j = RunJson("db stats --db " + db_);
+  EXPECT_EQ(j["databases"][0]["calibration_samples"], 5);
+  EXPECT_EQ(j["databases"][0]["calibration_runs"], 2);
+  EXPECT_EQ(j["databases"][0]["per_target"][0]["calibration_samples"], 5);
+  CliResult r = Run("db stats --db " + db_);
+  EXPECT_NE(r.out.find("5 calibration samples from 2 calibration runs"), std::string::npos)
+      << r.out;
+}
+
 TEST_F(DbCliTest, ExportThenImportAndQueryLayered) {
   std::string snapshot = dir_.File("deploy.db");
   CliResult exported = Run("db export --target target-a " + snapshot + " --db " + db_);

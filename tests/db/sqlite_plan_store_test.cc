@@ -60,7 +60,8 @@ TEST_F(SqlitePlanStoreTest, PlansPersistAcrossReopen) {
   store_ = testing::OpenWritable(dir_.File("tuning.db"));
   ASSERT_NE(store_, nullptr);
   EXPECT_TRUE(store_->GetPlan(PlanKey::Of(plan), "cm1").ok());
-  EXPECT_EQ(testing::RawQuery(dir_.File("tuning.db"), "PRAGMA user_version"), "1");
+  EXPECT_EQ(testing::RawQuery(dir_.File("tuning.db"), "PRAGMA user_version"),
+            std::to_string(kSchemaVersion));
   EXPECT_EQ(testing::RawQuery(dir_.File("tuning.db"), "PRAGMA journal_mode"), "wal");
 }
 
@@ -338,7 +339,7 @@ TEST_F(SqlitePlanStoreTest, StatsCountWhatIsStored) {
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   ASSERT_EQ(stats->size(), 1u);
   const DatabaseStats& s = stats->front();
-  EXPECT_EQ(s.schema_version, 1);
+  EXPECT_EQ(s.schema_version, kSchemaVersion);
   EXPECT_EQ(s.targets, 2);
   EXPECT_EQ(s.graphs, 2);
   EXPECT_EQ(s.plans, 2);

@@ -161,4 +161,32 @@ std::string RawQuery(const std::string& path, const std::string& sql) {
   return result;
 }
 
+std::string RawScript(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string result;
+  char* error = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    result = std::string("error: ") + sqlite3_errmsg(db);
+  } else if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    result = std::string("error: ") + (error != nullptr ? error : "unknown");
+  }
+  sqlite3_free(error);
+  sqlite3_close(db);
+  return result;
+}
+
+CalibrationRun SampleRun(const std::string& target_id, const std::string& cost_model_version,
+                         int samples, int64_t run_unix_ms) {
+  CalibrationRun run;
+  run.target_id = target_id;
+  run.cost_model_version = cost_model_version;
+  run.run_unix_ms = run_unix_ms;
+  for (int i = 0; i < samples; ++i) {
+    run.samples.push_back({0, "bench_" + std::to_string(i), "{\"i\": " + std::to_string(i) + "}",
+                           100.0 * (i + 1), 0.01});
+  }
+  return run;
+}
+
 }  // namespace fusor::db::testing

@@ -55,6 +55,11 @@ struct PlanSpec {
 };
 v1::Plan Plan(const PlanSpec& spec);
 
+// A calibration run of `samples` samples named bench_0, bench_1, ... with made-up features (the
+// store does not read them), times 100, 200, ... ns and cv 0.01.
+CalibrationRun SampleRun(const std::string& target_id, const std::string& cost_model_version,
+                         int samples, int64_t run_unix_ms = 0);
+
 // Opens a writable store, failing the test (and returning null) on error.
 std::unique_ptr<SqlitePlanStore> OpenWritable(const std::string& path);
 std::unique_ptr<SqlitePlanStore> OpenReadOnly(const std::string& path);
@@ -69,5 +74,8 @@ void ExpectListedOnceInOrder(const std::vector<StoredPlan>& plans);
 // Runs one SQL statement on the file with a raw SQLite connection; returns the first column of the
 // first row as text ("" when none), or "error: ..." when it fails.
 std::string RawQuery(const std::string& path, const std::string& sql);
+// Runs an SQL script (several statements) on the file with a raw SQLite connection; "" when it
+// succeeds, else "error: ...".
+std::string RawScript(const std::string& path, const std::string& sql);
 
 }  // namespace fusor::db::testing

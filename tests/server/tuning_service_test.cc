@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "costmodel/hardware_profile.h"
+#include "db/sqlite_plan_store.h"
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
@@ -212,6 +213,67 @@ TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausiblyAndQuickly) {
   EXPECT_GT(p->matmul_gflops.samples, 0);
   EXPECT_LT(seconds, 60);
   std::printf("calibration took %.1f s\n", seconds);
+}
+
+// The calibration log end to end (real oneDNN runs, real SQLite file): each calibration appends
+// its samples and fits over every run so far under this cost model; a stored row that does not
+// read back is skipped and counted; samples of another cost-model version are never fitted;
+// --fresh fits the new run alone and deletes nothing.
+TEST_F(TuningServiceTest, CalibrationFitsOverEveryRunSoFar) {
+  auto first = service_->Calibrate({});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->runs_used(), 1);
+  EXPECT_GT(first->run_samples(), 0);
+  EXPECT_EQ(first->samples_used(), first->run_samples());
+  EXPECT_EQ(first->samples_skipped(), 0);
+  EXPECT_EQ(first->samples_size(), 0);  // Not asked for.
+
+  // Beside the service, as another process would: a corrupt row in the first run, and a run of
+  // another cost model, whose features mean nothing to this one.
+  auto db = db::SqlitePlanStore::Open(dir_ + "/tuning.db", {});
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  std::string target = service_->local_target_id();
+  db::CalibrationRun other{0, target, "analytical-0", 0, {}, ""};
+  other.samples.push_back({0, "stream_relu_16KiB", "{}", 1000, 0.01});
+  auto other_id = (*db)->AppendCalibrationRun(other);
+  ASSERT_TRUE(other_id.ok()) << other_id.status().ToString();
+  db::CalibrationRun corrupt{0, target, kCostModelVersion, 0, {}, ""};
+  corrupt.samples.push_back({0, "corrupt_row", "{\"flops\": [1,", 1000, 0.01});
+  auto corrupt_id = (*db)->AppendCalibrationRun(corrupt);
+  ASSERT_TRUE(corrupt_id.ok()) << corrupt_id.status().ToString();
+
+  v1::CalibrateRequest with_samples;
+  with_samples.set_include_samples(true);
+  auto second = service_->Calibrate(with_samples);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->runs_used(), 2);  // The corrupt run gave nothing usable.
+  EXPECT_EQ(second->samples_used(), first->run_samples() + second->run_samples());
+  EXPECT_EQ(second->samples_skipped(), 1);
+  ASSERT_EQ(second->samples_size(), second->samples_used());
+  for (const v1::FittedSample& s : second->samples()) {
+    EXPECT_TRUE(s.run_id() == first->run_id() || s.run_id() == second->run_id()) << s.run_id();
+    EXPECT_GT(s.measured_ns(), 0);
+    EXPECT_GT(s.predicted_ns(), 0) << s.benchmark();
+    EXPECT_NE(s.features_json().find("\"flops\""), std::string::npos);
+  }
+
+  v1::CalibrateRequest fresh;
+  fresh.set_fresh(true);
+  auto third = service_->Calibrate(fresh);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(third->runs_used(), 1);
+  EXPECT_EQ(third->samples_used(), third->run_samples());
+  EXPECT_EQ(third->samples_skipped(), 0);
+  auto runs = (*db)->CalibrationRuns({target, kCostModelVersion, 100});
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->size(), 4u);  // Three calibrations and the corrupt run: nothing was deleted.
+  auto stored = service_->ListTargets({});
+  ASSERT_TRUE(stored.ok());
+  for (const auto& p : stored->profiles()) {
+    if (p.target().id() == target) {
+      EXPECT_EQ(p.calibrated_unix_ms(), third->profile().calibrated_unix_ms());
+    }
+  }
 }
 
 TEST_F(TuningServiceTest, ACancelledJobStopsWithCancelled) {
