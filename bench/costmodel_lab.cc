@@ -103,6 +103,12 @@ void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& p
     for (const auto& [name, plan] : r.alternatives) {
       auto m = measure(r.graph, plan);
       std::printf(" %s measured %.1f us\n", name.c_str(), m.ok() ? m->median_ns / 1e3 : -1);
+      auto leaves = RandomLeafValues(r.graph, 1);
+      auto exec = leaves.ok() ? Executor::Create(r.graph, plan, *leaves)
+                              : StatusOr<std::unique_ptr<Executor>>(leaves.status());
+      for (size_t i = 0; exec.ok() && i < (*exec)->num_groups(); ++i) {
+        std::printf("   runs %s\n", (*exec)->DescribeGroup(i).c_str());
+      }
       for (const GroupFeatures& f : PlanFeatures(r.graph, plan, profile.target)) {
         CostTerms t = EvaluateFeatures(f, profile);
         std::printf(
@@ -115,9 +121,11 @@ void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& p
         for (double x : f.read_bytes) std::printf(" %.3g", x);
         std::printf(" wr");
         for (double x : f.write_bytes) std::printf(" %.3g", x);
-        std::printf(" k %g lk %g po %g sp %g ro %.3g ix %.3g rm %.3g\n", f.kernels, f.loop_kernels,
-                    f.post_ops, f.spilled_value_vectors, f.reorder_bytes, f.indexed_elements,
-                    f.remapped_elements);
+        std::printf(
+            " k %g lk %g po %g sp %g ro %.3g ix %.3g ga %.3g rm %.3g ec %.3g fk %g th %g alt %zu\n",
+            f.kernels, f.loop_kernels, f.post_ops, f.spilled_value_vectors, f.reorder_bytes,
+            f.indexed_elements, f.gathered_elements, f.remapped_elements, f.eval_calls, f.forks,
+            f.threads, f.or_else.size());
       }
     }
   }

@@ -41,10 +41,12 @@ void Keep(StatusOr<CalibrationBenchmark> b, Suite* suite) {
 
 std::string KiB(int64_t bytes) { return std::to_string(bytes >> 10) + "KiB"; }
 
-// Element counts whose float32 footprint (in + out) sits in L1, L2, L3 and DRAM.
+// Element counts whose float32 working set (input + output, 8 bytes an element) sits in L1, at a
+// quarter and a half of L2, just past L2, at a quarter and a half of L3, and far past it (DRAM):
+// two points per level, so that bandwidth is told apart from the fixed costs of a launch.
 std::vector<int64_t> StreamSizes(const TargetFingerprint& t) {
   int64_t l1 = t.l1d_bytes * t.cores, l2 = t.l2_bytes * t.cores, l3 = std::max(t.l3_bytes, l2 * 2);
-  return {l1 / 4 / 4, l2 / 4 / 4, l3 / 4 / 4, l3 * 4 / 4};
+  return {l1 / 2 / 8, l2 / 4 / 8, l2 / 2 / 8, l2 * 2 / 8, l3 / 4 / 8, l3 / 2 / 8, l3 * 4 / 8};
 }
 
 void StreamFamily(const TargetFingerprint& t, Suite* s) {
@@ -257,6 +259,16 @@ void RowReductionFamily(Suite* s) {
   Keep(gap.Finish(gap.Op("GlobalAveragePool", {x}, {1, 1024, 1, 1})), s);
 }
 
+// Transcendentals one at a time: Erf has no oneDNN eltwise form and runs in our loop; Exp and
+// Sigmoid run as oneDNN eltwise primitives.
+void TranscendentalFamily(const TargetFingerprint& t, Suite* s) {
+  int64_t n = t.l2_bytes * t.cores / 4 / 4;
+  for (const char* op : {"Erf", "Exp", "Sigmoid"}) {
+    SuiteGraph g(std::string("transcendental_") + op);
+    Keep(g.Finish(g.Op(op, {g.Input({n})}, {n})), s);
+  }
+}
+
 // One value read by many nodes of a loop: each reads it back from the tile buffer in L1, and the
 // adds between them are cheap arithmetic (pins L1 reads and elementwise throughput).
 void FanOutFamily(const TargetFingerprint& t, Suite* s, const std::vector<int>& readers) {
@@ -291,6 +303,7 @@ std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& targ
   ConvFamily(&s, full);
   ReductionFamily(&s);
   IndexingFamily(&s);
+  TranscendentalFamily(target, &s);
   FanOutFamily(target, &s, full ? std::vector<int>{4, 16} : std::vector<int>{8});
   RowReductionFamily(&s);
   DispatchFamily(&s);

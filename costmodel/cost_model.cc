@@ -47,7 +47,9 @@ void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* 
     double own = static_cast<double>(g.tensor(n.outputs[0]).num_elements());
     double scale = own > 0 ? EvaluatedElements(g, loop, n.outputs[0]) / own : 1.0;
     f->flops[static_cast<int>(ClassOfFlops(g, n, ClassifyNode(g, n)))] += cost.flops * scale;
-    f->flops[static_cast<int>(transcendental)] += cost.transcendentals * scale;
+    bool erf = n.op_type == "Erf";
+    f->flops[static_cast<int>(erf ? ComputeClass::kErf : transcendental)] +=
+        cost.transcendentals * scale;
   }
 }
 
@@ -118,17 +120,25 @@ class Residency {
   double leaf_footprint_;
 };
 
+// A kernel streams everything it reads and writes through the caches at once, so the level its
+// traffic runs at is the one that holds its whole working set (not each tensor on its own: three
+// 1.5 MB tensors do not stream at L2 speed through a 2 MB L2).
 void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                const std::vector<TensorId>& materialized, const Residency& residency,
                GroupFeatures* f) {
+  double working_set = 0;
+  for (TensorId t : inputs) {
+    if (g.tensor(t).kind != TensorKind::kConstant) working_set += GroupReadBytes(g, group, t);
+  }
+  for (TensorId t : materialized) working_set += static_cast<double>(g.tensor(t).bytes());
   for (TensorId t : inputs) {
     if (g.tensor(t).kind == TensorKind::kConstant) continue;  // Immediates in the kernel.
     double bytes = GroupReadBytes(g, group, t);
-    f->read_bytes[static_cast<int>(residency.ReadLevel(g.tensor(t), bytes))] += bytes;
+    f->read_bytes[static_cast<int>(residency.ReadLevel(g.tensor(t), working_set))] += bytes;
   }
   for (TensorId t : materialized) {
     double bytes = static_cast<double>(g.tensor(t).bytes());
-    f->write_bytes[static_cast<int>(residency.WriteLevel(bytes))] += bytes;
+    f->write_bytes[static_cast<int>(residency.WriteLevel(working_set))] += bytes;
   }
 }
 
@@ -168,7 +178,12 @@ void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
   }
   const Node& head = g.node(primary);
   const Shape& in = head.inputs.empty() ? Shape{} : g.tensor(head.inputs[0]).dims;
-  bool conv = head.op_type == "Conv" || head.op_type == "ConvTranspose";
+  // On a 1x1 image the blocked layout is the plain one: oneDNN picks it and nothing is reordered
+  // (EfficientNet's squeeze-and-excite convs).
+  const Shape& out = g.tensor(head.outputs[0]).dims;
+  bool one_pixel =
+      out.size() > 2 && std::all_of(out.begin() + 2, out.end(), [](int64_t d) { return d == 1; });
+  bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") && !one_pixel;
   bool pooling = (head.op_type == "MaxPool" || head.op_type == "AveragePool") && in.size() == 4 &&
                  in[1] % 8 == 0;
   if (!conv && !pooling) return;
@@ -257,7 +272,8 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
                                                   &p.elementwise_gflops,
                                                   &p.transcendental_gflops,
                                                   &p.reduction_gflops,
-                                                  &p.jit_transcendental_gflops};
+                                                  &p.jit_transcendental_gflops,
+                                                  &p.erf_gflops};
   const Fitted* read_bw[kNumMemoryLevels] = {&p.l1_read_gbps, &p.l2_read_gbps, &p.l3_read_gbps,
                                              &p.dram_read_gbps};
   const Fitted* write_bw[kNumMemoryLevels] = {&p.l1_write_gbps, &p.l2_write_gbps, &p.l3_write_gbps,

@@ -15,10 +15,10 @@
 // The profile's rates are the whole thread team's; a group small enough to run on one thread
 // (graph/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
 // team. A fused loop evaluates each node at the elements its consumers ask for
-// (costmodel/loop_evaluation.h): FLOPs and tile traffic scale with that, and broadcasts, transposes,
-// concats and gathers add index work. An elementwise group that oneDNN can also run as one eltwise /
-// binary primitive with post-ops carries that alternative in `or_else`: the runtime times both and
-// keeps the faster, so the prediction is the least of them.
+// (costmodel/loop_evaluation.h): FLOPs and tile traffic scale with that, and broadcasts,
+// transposes, concats and gathers add index work. An elementwise group that oneDNN can also run as
+// one eltwise / binary primitive with post-ops carries that alternative in `or_else`: the runtime
+// times both and keeps the faster, so the prediction is the least of them.
 //
 // Which level holds a tensor: an activation a group reads was written by the group that produced it
 // (usually just before), so it is read from the smallest level that holds it, and a group's output
@@ -53,8 +53,9 @@ enum class ComputeClass : uint8_t {
   kTranscendental,  // In our fused loops (runtime/vector_math.h).
   kReduction,
   kJitTranscendental,  // In oneDNN's JIT eltwise kernels and post-ops.
+  kErf,                // Erf (GELU's), which only our loops run: an exp and a rational polynomial.
 };
-inline constexpr int kNumComputeClasses = 7;
+inline constexpr int kNumComputeClasses = 8;
 
 enum class MemoryLevel : uint8_t { kL1, kL2, kL3, kDram };
 inline constexpr int kNumMemoryLevels = 4;

@@ -199,6 +199,7 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"elementwise_gflops", &elementwise_gflops},
           {"transcendental_gflops", &transcendental_gflops},
           {"jit_transcendental_gflops", &jit_transcendental_gflops},
+          {"erf_gflops", &erf_gflops},
           {"reduction_gflops", &reduction_gflops},
           {"l1_read_gbps", &l1_read_gbps},
           {"l1_write_gbps", &l1_write_gbps},

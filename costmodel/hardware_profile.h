@@ -65,6 +65,7 @@ struct HardwareProfile {
   Fitted elementwise_gflops{40};
   Fitted transcendental_gflops{8};
   Fitted jit_transcendental_gflops{20};  // exp / tanh / sigmoid in oneDNN eltwise and post-ops.
+  Fitted erf_gflops{5};                  // Erf evaluations in our loops, G/s.
   Fitted reduction_gflops{20};
   // Bandwidth per memory level, GB/s.
   Fitted l1_read_gbps{400};
