@@ -100,6 +100,11 @@ std::string FitSummary(const v1::CalibrateResponse& r) {
     text += "; " + std::to_string(r.samples_skipped()) +
             " stored samples were unreadable and skipped (see the tuner's log)";
   }
+  if (r.unstable_size() > 0) {
+    text += "\n" + std::to_string(r.unstable_size()) +
+            " benchmarks stayed too noisy to fit (another process busy?):";
+    for (const auto& name : r.unstable()) text += " " + name;
+  }
   return text;
 }
 

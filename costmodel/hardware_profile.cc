@@ -151,7 +151,7 @@ struct Bounds {
 
 Bounds PlausibleBounds(const std::string& name) {
   if (name.find("_gflops") != std::string::npos) return {0.05, 100000};
-  if (name.find("_gbps") != std::string::npos) return {0.1, 10000};
+  if (name.find("_gbps") != std::string::npos) return {1, 10000};
   if (name == "indexed_gelems" || name == "remap_gelems" || name == "gather_gelems") {
     return {0.01, 10000};
   }

@@ -102,7 +102,7 @@ void ProfileToProto(const HardwareProfile& p, v1::HardwareProfile* out);
 StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& p);
 
 // Checks every parameter is finite and within physically plausible bounds for a CPU (for example a
-// bandwidth between 0.1 GB/s and 10 TB/s, 0 <= alpha <= 1); the error names the parameter.
+// bandwidth between 1 GB/s and 10 TB/s, 0 <= alpha <= 1); the error names the parameter.
 Status CheckPlausible(const HardwareProfile& p);
 
 // The plausible range of a parameter by name, as CheckPlausible applies it; the fit stays inside.

@@ -80,6 +80,7 @@ v1::CalibrateResponse CalibrateResponseOf(const CalibrationResult& result,
   response.set_run_samples(static_cast<int32_t>(result.samples.size() - earlier.samples.size()));
   response.set_run_id(run_id);
   response.set_samples_skipped(earlier.skipped);
+  for (const std::string& name : result.unstable) response.add_unstable(name);
   for (size_t i = 0; include_samples && i < result.samples.size(); ++i) {
     int64_t from = i < earlier.run_ids.size() ? earlier.run_ids[i] : run_id;
     *response.add_samples() = FittedSampleOf(result.samples[i], from, result.profile);
