@@ -1,10 +1,10 @@
-// Which fusion groups run on one thread. Waking a thread team costs far more than a small kernel
-// does: measured on a 2-core KVM guest with OMP_WAIT_POLICY=passive (how fusor and its tests run
-// oneDNN, so that idle threads do not spin on a shared machine), a parallel region costs ~7 us,
-// while a Relu over 8192 floats takes 1 us on one core and a 16x16x16 matmul 0.3 us. So a group
-// whose work is below the thresholds here runs serially: the runtime sets one OpenMP thread while
-// it builds and runs the group's kernels, and the cost model prices it on one core with no team
-// to wake. One rule for both, so that the model predicts what the runtime does.
+// Which fusion groups run on one thread. Waking a thread team costs more than a small kernel
+// does: measured on a 2-core KVM guest, a parallel region costs ~7 us with OMP_WAIT_POLICY=passive
+// and 0.5-2 us with libgomp's default spin-then-sleep (fitted `fork_ns`), while a Relu over 8192
+// floats takes 0.5 us on one core and a 16x16x16 matmul 0.3 us. So a group whose work is below the
+// thresholds here runs serially: the runtime sets one OpenMP thread while it builds and runs the
+// group's kernels, and the cost model prices it on one core with no team to wake. One rule for
+// both, so that the model predicts what the runtime does.
 //
 // Pure functions; thread-safe.
 #pragma once
