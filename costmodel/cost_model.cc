@@ -367,8 +367,9 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
     f.eval_calls = loop->eval_calls;
   }
   const LoopEvaluation* lp = loop ? &*loop : nullptr;
+  const Residency residency(target, leaf_footprint);
   AddCompute(g, group, lp, primitive, &f);
-  AddMemory(g, group, inputs, materialized, Residency(target, leaf_footprint), &f);
+  AddMemory(g, group, inputs, materialized, residency, &f);
   AddTileTraffic(g, group, lp, &f);
   AddSpill(g, group, target, &f);
   AddReorders(g, group, &f);
@@ -377,8 +378,8 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   f.forks = serial ? 0 : f.kernels + f.loop_kernels;
   if (loop && HasPrimitiveChainForm(g, group.nodes) &&
       materialized == std::vector<TensorId>{g.node(group.nodes.back()).outputs[0]}) {
-    f.or_else.push_back(ChainPrimitiveFeatures(g, group, inputs, materialized,
-                                               Residency(target, leaf_footprint), f.threads));
+    f.or_else.push_back(
+        ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads));
   }
   return f;
 }
