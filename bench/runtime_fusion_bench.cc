@@ -1,6 +1,8 @@
 // Median latency of each bundled model unfused vs with every legal fusion applied (MaxFusionPlan),
-// measured in one run: both executors are compiled up front, then timed in alternating rounds so
-// that drift in machine load hits both alike. Prints a Markdown table for docs/benchmarks.md.
+// and of the fused plan with every tensor stored plain between groups (no blocked-layout
+// propagation, graph/layout.h), measured in one run: the executors are compiled up front, then
+// timed in alternating rounds so that drift in machine load hits all alike. Prints a Markdown
+// table for docs/benchmarks.md.
 //
 // Usage: runtime_fusion_bench [--threads N] [--rounds R] [--min-time-ms T] [MODEL ...]
 #include <algorithm>
@@ -29,7 +31,7 @@ struct BenchOptions {
 struct Row {
   std::string model;
   size_t unfused_groups = 0, fused_groups = 0;
-  double unfused_ms = 0, fused_ms = 0;
+  double unfused_ms = 0, fused_ms = 0, fused_plain_ms = 0;
   double worst_cv = 0;
   bool unstable = false;
 };
@@ -48,20 +50,26 @@ StatusOr<Row> BenchModel(const std::string& name, const BenchOptions& o) {
   FusionPlan unfused = UnfusedPlan(g), fused = MaxFusionPlan(g);
   FUSOR_ASSIGN_OR_RETURN(auto a, Executor::Create(g, unfused, leaves, eo));
   FUSOR_ASSIGN_OR_RETURN(auto b, Executor::Create(g, fused, leaves, eo));
+  ExecutorOptions plain = eo;
+  plain.keep_blocked = false;
+  FUSOR_ASSIGN_OR_RETURN(auto c, Executor::Create(g, fused, leaves, plain));
   TimingOptions t;
   t.min_total_ns = static_cast<int64_t>(o.min_time_ms * 1e6);
   Row row{name, unfused.groups.size(), fused.groups.size()};
-  std::vector<double> ua, fb;
+  std::vector<double> ua, fb, fc;
   for (int r = 0; r < o.rounds; ++r) {
     Measurement mu = TimeRepeated([&] { a->Run(); }, t);
     Measurement mf = TimeRepeated([&] { b->Run(); }, t);
+    Measurement mp = TimeRepeated([&] { c->Run(); }, t);
     ua.push_back(static_cast<double>(mu.median_ns) / 1e6);
     fb.push_back(static_cast<double>(mf.median_ns) / 1e6);
-    row.worst_cv = std::max({row.worst_cv, mu.cv, mf.cv});
-    row.unstable = row.unstable || mu.unstable || mf.unstable;
+    fc.push_back(static_cast<double>(mp.median_ns) / 1e6);
+    row.worst_cv = std::max({row.worst_cv, mu.cv, mf.cv, mp.cv});
+    row.unstable = row.unstable || mu.unstable || mf.unstable || mp.unstable;
   }
   row.unfused_ms = Median(ua);
   row.fused_ms = Median(fb);
+  row.fused_plain_ms = Median(fc);
   return row;
 }
 
@@ -92,7 +100,8 @@ int main(int argc, char** argv) {
   fusor::BenchOptions o = fusor::Parse(argc, argv);
   std::printf(
       "| model | groups unfused | groups fused | unfused median (ms) | max fusion median "
-      "(ms) | speedup | worst cv |\n|---|---|---|---|---|---|---|\n");
+      "(ms) | speedup | max fusion, all plain (ms) | blocked-layout gain | worst cv |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
   int failures = 0;
   for (const auto& name : o.models) {
     auto row = fusor::BenchModel(name, o);
@@ -101,9 +110,10 @@ int main(int argc, char** argv) {
       ++failures;
       continue;
     }
-    std::printf("| %s | %zu | %zu | %.2f | %.2f | %.2fx | %.1f%%%s |\n", name.c_str(),
-                row->unfused_groups, row->fused_groups, row->unfused_ms, row->fused_ms,
-                row->unfused_ms / row->fused_ms, row->worst_cv * 100,
+    std::printf("| %s | %zu | %zu | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.1f%%%s |\n",
+                name.c_str(), row->unfused_groups, row->fused_groups, row->unfused_ms,
+                row->fused_ms, row->unfused_ms / row->fused_ms, row->fused_plain_ms,
+                row->fused_plain_ms / row->fused_ms, row->worst_cv * 100,
                 row->unstable ? " (unstable)" : "");
     std::fflush(stdout);
   }

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "costmodel/loop_evaluation.h"
+#include "graph/layout.h"
 #include "graph/op_registry.h"
 #include "graph/threading.h"
 
@@ -162,11 +163,21 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
   }
 }
 
-// The runtime keeps tensors in plain layouts between groups: a Conv or ConvTranspose, and a 4-D
-// pooling whose channels divide by 8, reorder their input to oneDNN's blocked layout and their
-// output back (each a kernel of its own), and a per-element binary post-op operand of a Conv is
-// reordered too.
-void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
+void AddReorder(const Graph& g, TensorId t, GroupFeatures* f) {
+  f->kernels += 1;
+  f->reorder_bytes += static_cast<double>(g.tensor(t).bytes());
+}
+
+// Reorders between plain and oneDNN's channel-blocked layout, each a kernel over the tensor. The
+// runtime keeps some tensors blocked between groups (graph/layout.h) and the rest plain:
+//   - a Conv / ConvTranspose (more than one output pixel) or a 4-D pooling whose channels divide
+//     by 8 runs on blocked data: it reorders a plain input in, a plain output out, and a plain
+//     per-element binary post-op operand of a Conv;
+//   - any other group reads a plain copy of each blocked tensor it reads and writes a blocked
+//     output through a plain copy, except a loop of flat elementwise nodes over blocked tensors
+//     only, which runs on them as they are.
+void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
+                 const std::vector<TensorId>& materialized, int64_t block, GroupFeatures* f) {
   // The group's anchor or reduction: the first node, or the one after a reduction's prologue.
   NodeId primary = group.nodes.front();
   for (NodeId id : group.nodes) {
@@ -186,18 +197,37 @@ void AddReorders(const Graph& g, const FusionGroup& group, GroupFeatures* f) {
   bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") && !one_pixel;
   bool pooling = (head.op_type == "MaxPool" || head.op_type == "AveragePool") && in.size() == 4 &&
                  in[1] % 8 == 0;
-  if (!conv && !pooling) return;
-  f->kernels += 2;
-  f->reorder_bytes +=
-      static_cast<double>(g.tensor(head.inputs[0]).bytes() + g.tensor(head.outputs[0]).bytes());
+  bool prologue = primary != group.nodes.front();
+  if (!conv && !pooling) {
+    if (RunsFlatOnBlocked(g, group, inputs, materialized, block)) return;
+    for (TensorId t : inputs) {
+      if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
+    }
+    for (TensorId t : materialized) {
+      if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
+    }
+    return;
+  }
+  TensorId src = head.inputs[0];
+  if (prologue) {
+    // The prologue loop reads plain copies and writes the pooling's input plain to scratch.
+    for (TensorId t : inputs) {
+      if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
+    }
+    AddReorder(g, src, f);
+  } else if (!KeptBlocked(g, src, block)) {
+    AddReorder(g, src, f);
+  }
+  for (TensorId t : materialized) {
+    if (!KeptBlocked(g, t, block)) AddReorder(g, t, f);
+  }
   if (!conv) return;
   for (size_t i = 1; i < group.nodes.size(); ++i) {
     for (TensorId t : g.node(group.nodes[i]).inputs) {
       if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
       if (group.nodes[i] < primary) continue;
-      if (g.tensor(t).dims == g.tensor(head.outputs[0]).dims) {
-        f->kernels += 1;
-        f->reorder_bytes += static_cast<double>(g.tensor(t).bytes());
+      if (g.tensor(t).dims == g.tensor(head.outputs[0]).dims && !KeptBlocked(g, t, block)) {
+        AddReorder(g, t, f);
       }
     }
   }
@@ -372,14 +402,18 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddMemory(g, group, inputs, materialized, residency, &f);
   AddTileTraffic(g, group, lp, &f);
   AddSpill(g, group, target, &f);
-  AddReorders(g, group, &f);
+  const int64_t block = ChannelBlockForIsa(target.isa);
+  AddReorders(g, group, inputs, materialized, block, &f);
   bool serial = RunsSerially(g, group);
   f.threads = serial ? 1 : target.cores;
   f.forks = serial ? 0 : f.kernels + f.loop_kernels;
   if (loop && HasPrimitiveChainForm(g, group.nodes) &&
       materialized == std::vector<TensorId>{g.node(group.nodes.back()).outputs[0]}) {
-    f.or_else.push_back(
-        ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads));
+    GroupFeatures chain =
+        ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads);
+    chain.kernels += f.kernels;  // The same reorders around it (a loop group has no others).
+    chain.reorder_bytes = f.reorder_bytes;
+    f.or_else.push_back(chain);
   }
   return f;
 }

@@ -6,20 +6,28 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
+#include "graph/layout.h"
 #include "graph/op_registry.h"
 #include "graph/threading.h"
 #include "runtime/group_kernel.h"
+#include "runtime/layout_adapter.h"
+#include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
 #include "runtime/thread_binding.h"
 
 namespace fusor {
 
+// Materialized tensors stored channel-blocked (graph/layout.h), with their layout.
+using StoredLayouts = std::unordered_map<TensorId, dnnl::memory::desc>;
+
 struct Executor::DnnlState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  StoredLayouts stored;
 };
 
 struct Executor::Group {
@@ -28,6 +36,7 @@ struct Executor::Group {
   std::unique_ptr<GroupKernel> kernel;
   std::unique_ptr<GroupKernel> alternative;  // The other chain backend, until ChooseBackends.
   bool serial = false;                       // Built and run on one thread (graph/threading.h).
+  bool residual_choice = false;              // `alternative` takes the residual as a sum post-op.
 };
 
 void Executor::ArenaFree::operator()(void* p) const { std::free(p); }
@@ -61,6 +70,23 @@ Split AroundNode(const FusionGroup& group, NodeId center) {
     if (id > center) s.after.push_back(id);
   }
   return s;
+}
+
+// The one blocked layout every input of `group` is stored in when the group is a loop of flat
+// elementwise nodes that can run on it (graph/layout.h RunsFlatOnBlocked), else null.
+const dnnl::memory::desc* FlatBlockedLayout(const Graph& g, const StoredLayouts& stored,
+                                            const FusionGroup& group,
+                                            const std::vector<TensorId>& inputs,
+                                            const std::vector<TensorId>& outputs, int64_t block) {
+  if (!RunsFlatOnBlocked(g, group, inputs, outputs, block)) return nullptr;
+  const dnnl::memory::desc* common = nullptr;
+  for (TensorId t : inputs) {
+    if (NumElements(g.tensor(t).dims) == 1) continue;
+    auto it = stored.find(t);
+    if (it == stored.end() || (common && *common != it->second)) return nullptr;
+    common = &it->second;
+  }
+  return common;
 }
 
 double MedianSeconds(GroupKernel* k, int runs) {
@@ -117,10 +143,18 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& g, const Fusio
 
 Status Executor::Compile(const FusionPlan& plan) {
   const Graph& g = graph_;
+  auto all_inputs = AllGroupInputs(g, plan);
+  auto all_outputs = AllMaterializedOutputs(g, plan);
+  const int64_t block = options_.keep_blocked ? ChannelBlockForIsa(OneDnnIsa()) : 0;
   KernelContext ctx;
   ctx.g = &graph_;
   ctx.engine = &dnnl_->engine;
   ctx.stream = &dnnl_->stream;
+  ctx.stored = [this](TensorId t) -> const dnnl::memory::desc* {
+    auto it = dnnl_->stored.find(t);
+    return it == dnnl_->stored.end() ? nullptr : &it->second;
+  };
+  ctx.keeps_blocked = [&g, block](TensorId t) { return KeptBlocked(g, t, block); };
   ctx.known = [this](TensorId t) -> const HostTensor* {
     auto it = leaves_.find(t);
     bool constant = it != leaves_.end() && graph_.tensor(t).kind != TensorKind::kGraphInput;
@@ -128,7 +162,7 @@ Status Executor::Compile(const FusionPlan& plan) {
   };
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& fg = plan.groups[i];
-    ctx.outputs = MaterializedOutputs(g, plan, i);
+    ctx.outputs = all_outputs[i];
     Group group{fg, GroupLabel(g, fg), nullptr, nullptr, RunsSerially(g, fg)};
     // Kernels are built with the thread count they will run with: some oneDNN primitives fix
     // their work split when created.
@@ -148,6 +182,15 @@ Status Executor::Compile(const FusionPlan& plan) {
     } else if (anchor) {
       NodeId center = CenterNode(g, fg, OpClass::kAnchor);
       kernel = BuildAnchorKernel(ctx, center, AroundNode(fg, center).after);
+      if (options_.residual_add != ResidualAdd::kBinary && kernel.ok()) {
+        auto sum = BuildResidualSumKernel(ctx, center, AroundNode(fg, center).after);
+        if (sum.ok() && options_.residual_add == ResidualAdd::kSum) {
+          kernel = std::move(sum);
+        } else if (sum.ok()) {
+          group.alternative = std::move(sum).value();
+          group.residual_choice = true;
+        }
+      }
     } else if (reduction) {
       NodeId center = CenterNode(g, fg, OpClass::kReduction);
       Split s = AroundNode(fg, center);
@@ -167,6 +210,18 @@ Status Executor::Compile(const FusionPlan& plan) {
       return kernel.status().WithContext("group " + std::to_string(i) + " " + group.label);
     }
     group.kernel = std::move(kernel).value();
+    // A loop of flat elementwise nodes over tensors in one blocked layout runs on them unchanged
+    // and writes that layout; other kernels get plain copies of blocked inputs they cannot read.
+    if (const auto* common =
+            FlatBlockedLayout(g, dnnl_->stored, fg, all_inputs[i], all_outputs[i], block)) {
+      for (TensorId t : all_outputs[i]) dnnl_->stored[t] = *common;
+    } else {
+      group.kernel = AdaptToStoredLayouts(ctx, std::move(group.kernel), all_inputs[i]);
+      if (group.alternative) {
+        group.alternative = AdaptToStoredLayouts(ctx, std::move(group.alternative), all_inputs[i]);
+      }
+      for (const auto& [t, md] : group.kernel->BlockedOutputs()) dnnl_->stored[t] = md;
+    }
     groups_.push_back(std::move(group));
   }
   omp_set_num_threads(threads_);
@@ -238,14 +293,14 @@ void Executor::ChooseBackends() {
     Group& gr = groups_[i];
     if (!gr.alternative) continue;
     bool keep = options_.chain_backend == ChainBackend::kOneDnn;
-    if (options_.chain_backend == ChainBackend::kAuto) {
+    if (options_.chain_backend == ChainBackend::kAuto || gr.residual_choice) {
       // Both kernels compute the same values into the same buffers; run each a few times.
       UseThreads(gr);
       double primitive = MedianSeconds(gr.kernel.get(), 5);
       double loop = MedianSeconds(gr.alternative.get(), 5);
       keep = primitive <= loop;
-      spdlog::debug("executor: group {} {}: oneDNN {:.1f} us, fused loop {:.1f} us", i, gr.label,
-                    primitive * 1e6, loop * 1e6);
+      spdlog::debug("executor: group {} {}: {:.1f} us ({}), {:.1f} us ({})", i, gr.label,
+                    primitive * 1e6, gr.kernel->Describe(), loop * 1e6, gr.alternative->Describe());
     }
     if (!keep) std::swap(gr.kernel, gr.alternative);
     gr.alternative.reset();
@@ -305,6 +360,19 @@ StatusOr<HostTensor> Executor::Read(TensorId t) const {
   const Tensor& info = graph_.tensor(t);
   HostTensor h = HostTensor::Zeros(info.dtype, info.dims);
   const char* src = static_cast<const char*>(arena_.get()) + tensor_offset_[t];
+  auto blocked = dnnl_->stored.find(t);
+  if (blocked != dnnl_->stored.end()) {
+    // Kept channel-blocked between groups: reorder to the plain row-major value.
+    const Shape& d = info.dims;
+    std::vector<int64_t> strides = RowMajorStrides(d);
+    dnnl::memory::desc plain(dnnl::memory::dims(d.begin(), d.end()), dnnl::memory::data_type::f32,
+                             dnnl::memory::dims(strides.begin(), strides.end()));
+    dnnl::memory from(blocked->second, dnnl_->engine, const_cast<char*>(src));
+    dnnl::memory to(plain, dnnl_->engine, h.f.data());
+    dnnl::reorder(from, to).execute(dnnl_->stream, from, to);
+    dnnl_->stream.wait();
+    return h;
+  }
   if (h.is_float()) {
     std::memcpy(h.f.data(), src, h.f.size() * sizeof(float));
   } else {

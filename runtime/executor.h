@@ -33,10 +33,22 @@ enum class ChainBackend : uint8_t {
   kFusedLoop = 2,  // Always our fused loop.
 };
 
+// How a Conv group with a per-element Add right after the conv takes the residual: as a binary
+// post-op reading it, or as a sum post-op on a copy of it in dst (group_kernel.h).
+enum class ResidualAdd : uint8_t {
+  kTimed = 0,  // Time both once at Create and keep the faster.
+  kBinary = 1,
+  kSum = 2,  // Wherever oneDNN takes it.
+};
+
 struct ExecutorOptions {
   int threads = 0;  // OpenMP threads for every kernel; 0 keeps the process default.
   int64_t memory_budget_bytes = int64_t{16} << 30;
   ChainBackend chain_backend = ChainBackend::kAuto;
+  ResidualAdd residual_add = ResidualAdd::kTimed;
+  // Keep tensors between convolutions in oneDNN's blocked layout (graph/layout.h); false stores
+  // every tensor plain and reorders inside each conv group (for measuring what that saves).
+  bool keep_blocked = true;
 };
 
 class Executor {

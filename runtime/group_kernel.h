@@ -10,8 +10,9 @@
 //             binary per-tensor/per-channel/per-element), BatchNormalization right after a Conv or
 //             ConvTranspose folded into its weights; chain nodes oneDNN cannot express (and all
 //             after them) run as a fused loop in place on the output. (De)convolution layout:
-//             format_tag::any, with reorders from and to the plain buffers inside the group, so
-//             they count in its time.
+//             format_tag::any. A tensor kept blocked between groups (graph/layout.h) is read and
+//             written in its stored layout; a plain one is reordered inside the group, so the
+//             reorder counts in its time.
 //   reduction the oneDNN pooling / reduction / softmax / layer-norm primitive, epilogue as post-ops
 //             where accepted, else an in-place fused loop; with a prologue, a fused row reduction
 //             (trailing-axis reductions and softmax) or the prologue loop into scratch, then the
@@ -26,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -48,6 +50,12 @@ class GroupKernel {
   virtual void Run() = 0;
   // "conv jit:avx2 +2 post-ops, reorder in/out, tail loop of 1 node", for logs and `fusor run`.
   virtual std::string Describe() const = 0;
+  // Inputs stored blocked (KernelContext::stored) that the kernel reads in that layout. The
+  // executor gives it a plain copy of every other blocked input (layout_adapter.h).
+  virtual std::vector<TensorId> NativeLayouts() const { return {}; }
+  // Outputs the kernel writes in a blocked layout (only ones KernelContext::keeps_blocked allows);
+  // every other output is plain.
+  virtual std::vector<std::pair<TensorId, dnnl::memory::desc>> BlockedOutputs() const { return {}; }
 };
 
 struct KernelContext {
@@ -56,10 +64,23 @@ struct KernelContext {
   dnnl::stream* stream = nullptr;
   FusedLoop::Lookup known;        // Values of weights and constants.
   std::vector<TensorId> outputs;  // Tensors the group materializes.
+  // The layout of an input stored blocked between groups, null for a plain row-major one; and
+  // whether an output may be written blocked (graph/layout.h KeptBlocked). Unset: all plain.
+  std::function<const dnnl::memory::desc*(TensorId)> stored;
+  std::function<bool(TensorId)> keeps_blocked;
+  const dnnl::memory::desc* Stored(TensorId t) const { return stored ? stored(t) : nullptr; }
+  bool KeepsBlocked(TensorId t) const { return keeps_blocked && keeps_blocked(t); }
 };
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildAnchorKernel(const KernelContext& ctx, NodeId anchor,
                                                          const std::vector<NodeId>& chain);
+// The same Conv group with a per-element Add right after the conv (BatchNormalization folded) run
+// as oneDNN's sum post-op on a copy of the residual in dst; Unimplemented without such an Add or
+// when oneDNN takes no sum there. oneDNN 2.6 has implementations (brgconv on AVX-512) that take a
+// sum but not a per-element binary post-op; the executor times both kernels and keeps the faster.
+StatusOr<std::unique_ptr<GroupKernel>> BuildResidualSumKernel(const KernelContext& ctx,
+                                                              NodeId anchor,
+                                                              const std::vector<NodeId>& chain);
 StatusOr<std::unique_ptr<GroupKernel>> BuildReductionKernel(const KernelContext& ctx,
                                                             const std::vector<NodeId>& prologue,
                                                             NodeId reduction,

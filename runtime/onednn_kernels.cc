@@ -7,8 +7,10 @@
 #include <limits>
 #include <optional>
 
+#include "graph/layout.h"
 #include "graph/op_registry.h"
 #include "runtime/group_kernel.h"
+#include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
 
 namespace fusor {
@@ -40,6 +42,7 @@ Shape AlignRank(const Shape& s, size_t rank) {
 
 struct PostOp {
   bool binary = false;
+  bool sum = false;  // A binary_add read as oneDNN's sum: dst (holding the operand) += result.
   algorithm alg = algorithm::eltwise_linear;
   float alpha = 0, beta = 0;
   TensorId operand = kNoId;  // Binary operand read from a tensor buffer...
@@ -292,6 +295,14 @@ class StepKernel : public GroupKernel {
   }
   std::vector<Step>& steps() { return steps_; }
   void AddNote(const std::string& note) { label_ += note; }
+  void ClaimNative(TensorId t) {
+    if (std::find(native_.begin(), native_.end(), t) == native_.end()) native_.push_back(t);
+  }
+  std::vector<TensorId> NativeLayouts() const override { return native_; }
+  void StoreBlocked(TensorId t, const memory::desc& md) { blocked_out_.push_back({t, md}); }
+  std::vector<std::pair<TensorId, memory::desc>> BlockedOutputs() const override {
+    return blocked_out_;
+  }
 
   int64_t scratch_bytes() const override { return scratch_; }
   int64_t weight_bytes() const override {
@@ -360,6 +371,8 @@ class StepKernel : public GroupKernel {
   std::string label_;
   std::vector<Step> steps_;
   std::vector<Owned> owned_;
+  std::vector<TensorId> native_;
+  std::vector<std::pair<TensorId, memory::desc>> blocked_out_;
   int64_t scratch_ = 0;
 };
 
@@ -417,6 +430,10 @@ std::optional<dnnl::primitive_attr> MakeAttr(const std::vector<std::vector<PostO
   dnnl::post_ops po;
   for (size_t i = 0; i < k; ++i) {
     for (const PostOp& p : ops[i]) {
+      if (p.sum) {
+        po.append_sum(1.0f);
+        continue;
+      }
       if (!p.binary) {
         po.append_eltwise(1.0f, p.alg, p.alpha, p.beta);
         continue;
@@ -432,25 +449,35 @@ std::optional<dnnl::primitive_attr> MakeAttr(const std::vector<std::vector<PostO
   return attr;
 }
 
-// Binds post-op operands of the first k chain nodes to `step`.
+// The layout a tensor the kernel reads is stored in (KernelContext::stored), null for plain.
+using StoredLayout = std::function<const memory::desc*(TensorId)>;
+
+const memory::desc* NoneStored(TensorId /*t*/) { return nullptr; }
+
+// Binds post-op operands of the first k chain nodes to `step`. An operand stored blocked is read in
+// place when that is the layout the primitive wants, and reordered from its stored layout if not.
 void AddPostOpArgs(StepKernel* k, Step* step, const std::vector<std::vector<PostOp>>& ops,
                    size_t count, const DstView& view, dnnl::engine& engine,
-                   const OperandLayout& layout = PlainDims) {
+                   const OperandLayout& layout = PlainDims,
+                   const StoredLayout& stored = NoneStored) {
   int index = 0;
   for (size_t i = 0; i < count; ++i) {
     for (const PostOp& p : ops[i]) {
-      if (p.binary) {
+      if (p.binary && !p.sum) {
         auto dims = view(p.operand_dims);
         memory::desc plain = PlainDims(*dims), md = layout(*dims);
         int key = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+        const memory::desc* kept = p.owned.empty() ? stored(p.operand) : nullptr;
+        memory::desc from = kept ? *kept : plain;
+        if (kept) k->ClaimNative(p.operand);
         if (!p.owned.empty()) {
           step->args.push_back({key, OwnedArg(k->AddOwned(md, p.owned, plain), md)});
-        } else if (md == plain) {
+        } else if (md == from) {
           step->args.push_back({key, TensorArg(p.operand, md)});
         } else {
           // A per-element operand is read in the primitive's blocked dst layout: reorder it first.
           Arg to = ScratchArg(k->AddScratch(md), md);
-          AddReorder(k, TensorArg(p.operand, plain), to, engine);
+          AddReorder(k, TensorArg(p.operand, from), to, engine);
           k->AddNote(", reorder operand");
           step->args.push_back({key, to});
         }
@@ -493,12 +520,16 @@ void AddScratchpad(StepKernel* k, Step* step, const dnnl::primitive_desc_base& p
   step->args.push_back({DNNL_ARG_SCRATCHPAD, ScratchArg(k->AddScratch(sp), sp)});
 }
 
-// Source argument in the layout `want`, reordering from the plain tensor buffer when they differ.
+// Source argument in the layout `want`, reordering from the tensor's buffer (plain, or blocked as
+// `stored` says) when they differ.
 Arg SourceIn(StepKernel* k, TensorId t, const memory::desc& plain, const memory::desc& want,
-             dnnl::engine& engine) {
-  if (want == plain) return TensorArg(t, plain);
+             dnnl::engine& engine, const StoredLayout& stored = NoneStored) {
+  const memory::desc* kept = stored(t);
+  memory::desc from = kept ? *kept : plain;
+  if (kept) k->ClaimNative(t);
+  if (want == from) return TensorArg(t, from);
   Arg to = ScratchArg(k->AddScratch(want), want);
-  AddReorder(k, TensorArg(t, plain), to, engine);
+  AddReorder(k, TensorArg(t, from), to, engine);
   k->AddNote(", reorder in");
   return to;
 }
@@ -511,25 +542,52 @@ TensorId ChainValue(const Graph& g, TensorId start, const std::vector<NodeId>& c
   return k == 0 ? start : g.node(chain[k - 1]).outputs[0];
 }
 
-// Adds the main primitive step writing `final_out` (plain), through a reorder when the primitive
-// picked another layout, then the tail loop for chain nodes without a post-op form.
+// Adds the main primitive step writing `final_out`: in the primitive's own layout when that is
+// blocked, the tensor may stay blocked (KernelContext::keeps_blocked) and no tail loop follows;
+// else plain, through a reorder when the primitive picked another layout. Then the tail loop for
+// chain nodes without a post-op form (on the plain output). With `sum_from`, that tensor is first
+// copied into the primitive's dst, which a sum post-op adds to.
 Status FinishAnchor(const KernelContext& ctx, StepKernel* k, Step main, const memory::desc& dst_md,
                     const Shape& out_dims, const std::vector<NodeId>& chain, TensorId start,
-                    size_t done) {
+                    size_t done, const std::optional<Arg>& sum_from = std::nullopt) {
   const Graph& g = *ctx.g;
   TensorId final_out = chain.empty() ? start : g.node(chain.back()).outputs[0];
   memory::desc plain = Plain(out_dims);
-  if (dst_md == plain) {
-    main.args.push_back({DNNL_ARG_DST, TensorArg(final_out, plain)});
-    k->steps().push_back(std::move(main));
-  } else {
-    Arg blocked = ScratchArg(k->AddScratch(dst_md), dst_md);
-    main.args.push_back({DNNL_ARG_DST, blocked});
-    k->steps().push_back(std::move(main));
-    AddReorder(k, blocked, TensorArg(final_out, plain), *ctx.engine);
+  bool stays_blocked = done == chain.size() && dst_md != plain &&
+                       dst_md.get_size() == plain.get_size() && ctx.KeepsBlocked(final_out);
+  bool reorder_out = !stays_blocked && dst_md != plain;
+  Arg dst = reorder_out ? ScratchArg(k->AddScratch(dst_md), dst_md) : TensorArg(final_out, dst_md);
+  if (sum_from) {
+    AddReorder(k, *sum_from, dst, *ctx.engine);
+    k->AddNote(", residual copied to dst for a sum post-op");
+  }
+  main.args.push_back({DNNL_ARG_DST, dst});
+  k->steps().push_back(std::move(main));
+  if (stays_blocked) {
+    k->StoreBlocked(final_out, dst_md);
+    return Status::Ok();
+  }
+  if (reorder_out) {
+    AddReorder(k, dst, TensorArg(final_out, plain), *ctx.engine);
     k->AddNote(", reorder out");
   }
   return AddTailLoop(ctx, k, Tail(chain, done), ChainValue(g, start, chain, done), final_out);
+}
+
+// The stored layouts of tensors a kernel reads or writes, except the ones its tail loop (`tail`)
+// touches: the loop indexes plain row-major buffers, so those stay plain for the whole kernel.
+StoredLayout StoredOutsideTail(const KernelContext& ctx, const std::vector<NodeId>& tail) {
+  std::vector<TensorId> loop_tensors;
+  for (NodeId id : tail) {
+    const Node& n = ctx.g->node(id);
+    loop_tensors.insert(loop_tensors.end(), n.inputs.begin(), n.inputs.end());
+  }
+  return [&ctx, loop_tensors](TensorId t) -> const memory::desc* {
+    if (std::find(loop_tensors.begin(), loop_tensors.end(), t) != loop_tensors.end()) {
+      return nullptr;
+    }
+    return ctx.Stored(t);
+  };
 }
 
 std::string PostOpNote(size_t done, size_t total) {
@@ -588,9 +646,12 @@ ConvSpec::Make WindowedPrimitive(algorithm alg, const Window& w, const dnnl::eng
   };
 }
 
+// With `residual_as_sum`, a per-element Add right after the (folded) conv runs as oneDNN's sum
+// post-op on a copy of the residual in dst (Unimplemented without such an Add): some
+// implementations (brgconv on AVX-512) take sum but not a per-element binary post-op.
 StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, NodeId id,
                                                      std::vector<NodeId> chain,
-                                                     const ConvSpec& spec) {
+                                                     const ConvSpec& spec, bool residual_as_sum) {
   const Graph& g = *ctx.g;
   const Node& n = g.node(id);
   const HostTensor* w = KnownFloat(ctx, n.input(1));
@@ -618,14 +679,35 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   memory::desc dst_md(Dims(yd), Dt::f32, memory::format_tag::any);
   memory::desc bias_md = Plain({oc});
   auto ops = TranslateChain(g, chain, start, ctx.known);
+  TensorId residual = kNoId;
+  if (residual_as_sum) {
+    if (ops.empty() || ops[0].size() != 1 || !ops[0][0].binary ||
+        ops[0][0].alg != algorithm::binary_add || !ops[0][0].owned.empty() ||
+        ops[0][0].operand_dims != yd) {
+      return Status::Unimplemented(NodeLabel(n) + ": no per-element Add right after it");
+    }
+    ops[0][0].sum = true;
+    residual = ops[0][0].operand;
+  }
   using Pd = dnnl::primitive_desc;
   std::function<Pd(const dnnl::primitive_attr&)> make = [&](const dnnl::primitive_attr& attr) {
     return spec.make(src_md, wei_any, bias_md, dst_md, attr);
   };
   // Let oneDNN pick the layouts without post-ops first, then hold them: a plain per-element
-  // operand would otherwise pull the convolution onto a slower plain-layout implementation.
+  // operand would otherwise pull the convolution onto a slower plain-layout implementation. An
+  // input kept blocked is read in its layout when oneDNN has a fast implementation for it.
   dnnl::primitive_attr plain_attr;
   Pd first = make(plain_attr);
+  if (const memory::desc* kept = ctx.Stored(n.inputs[0]); kept && *kept != first.src_desc()) {
+    memory::desc any = src_md;
+    src_md = *kept;
+    try {
+      Pd in_place = make(plain_attr);
+      if (!IsReference(in_place)) first = in_place;
+    } catch (const dnnl::error&) {
+    }
+    src_md = any;
+  }
   src_md = first.src_desc();
   dst_md = first.dst_desc();
   memory::dims out_dims = Dims(yd);
@@ -635,24 +717,35 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   FUSOR_ASSIGN_OR_RETURN(auto found,
                          LongestPrefix<Pd>(ops, IdentityView(), make, NodeLabel(n), layout));
   auto& [pd, done] = found;
+  if (residual != kNoId && done == 0) {
+    return Status::Unimplemented(NodeLabel(n) + ": oneDNN takes no sum post-op here");
+  }
   auto k = std::make_unique<StepKernel>(
       ctx, spec.name + " (" + ImplName(pd) + ")" + PostOpNote(done, chain.size()));
+  StoredLayout stored = StoredOutsideTail(ctx, Tail(chain, done));
+  std::optional<Arg> sum_from;
+  if (residual != kNoId) {
+    const memory::desc* kept = stored(residual);
+    sum_from = TensorArg(residual, kept ? *kept : Plain(yd));
+    if (kept) k->ClaimNative(residual);
+  }
   Step main;
   main.prim = dnnl::primitive(pd);
-  main.args.push_back(
-      {DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(), *ctx.engine)});
+  main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(),
+                                              *ctx.engine, stored)});
   int wi = k->AddOwned(pd.weights_desc(), std::move(weights), spec.user_weights);
   main.args.push_back({DNNL_ARG_WEIGHTS, OwnedArg(wi, pd.weights_desc())});
   main.args.push_back({DNNL_ARG_BIAS, OwnedArg(k->AddOwned(bias_md, std::move(bias)), bias_md)});
-  AddPostOpArgs(k.get(), &main, ops, done, IdentityView(), *ctx.engine, layout);
+  AddPostOpArgs(k.get(), &main, ops, done, IdentityView(), *ctx.engine, layout, stored);
   AddScratchpad(k.get(), &main, pd);
   FUSOR_RETURN_IF_ERROR(
-      FinishAnchor(ctx, k.get(), std::move(main), pd.dst_desc(), yd, chain, start, done));
+      FinishAnchor(ctx, k.get(), std::move(main), pd.dst_desc(), yd, chain, start, done, sum_from));
   return std::unique_ptr<GroupKernel>(std::move(k));
 }
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeId id,
-                                                 const std::vector<NodeId>& chain) {
+                                                 const std::vector<NodeId>& chain,
+                                                 bool residual_as_sum = false) {
   const Node& n = ctx.g->node(id);
   FUSOR_ASSIGN_OR_RETURN(Window win, ConvWindow(*ctx.g, n));
   const Shape& wd = ctx.g->tensor(n.input(1)).dims;  // [OC, IC / groups, spatial...]
@@ -669,7 +762,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeI
   spec.channel_of = [per_oc](int64_t i) { return i / per_oc; };
   spec.make =
       WindowedPrimitive<dnnl::convolution_forward>(algorithm::convolution_direct, win, *ctx.engine);
-  return BuildConvLike(ctx, id, chain, spec);
+  return BuildConvLike(ctx, id, chain, spec, residual_as_sum);
 }
 
 // ConvTranspose as oneDNN's deconvolution. ONNX's weight [IC, OC / groups, spatial...] is read in
@@ -700,7 +793,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvTranspose(const KernelContext& c
   };
   spec.make = WindowedPrimitive<dnnl::deconvolution_forward>(algorithm::deconvolution_direct, win,
                                                              *ctx.engine);
-  return BuildConvLike(ctx, id, chain, spec);
+  return BuildConvLike(ctx, id, chain, spec, /*residual_as_sum=*/false);
 }
 
 // A matrix operand: plain (possibly transposed through strides) or prepacked when known.
@@ -966,7 +1059,7 @@ DstView ReductionView(const Shape& onnx_out, const Shape& dst_dims) {
 }
 
 // oneDNN 2.6 runs pooling on plain NCHW with its `simple_nchw` reference kernel, ~100x slower
-// than the jit kernel on the blocked nChw8c layout; reordering in and out is far cheaper. Used for
+// than the jit kernel on a channel-blocked layout; reordering in and out is far cheaper. Used for
 // 4-D pooling without a prologue; the epilogue then runs as a tail loop on the plain output.
 bool WantsBlockedPooling(const Graph& g, const Node& n) {
   if (n.op_type != "MaxPool" && n.op_type != "AveragePool") return false;
@@ -974,14 +1067,24 @@ bool WantsBlockedPooling(const Graph& g, const Node& n) {
   return x.size() == 4 && x[1] % 8 == 0;
 }
 
+// The pooling's source layout: the one its input is stored in when kept blocked, else oneDNN's
+// channel block for this CPU (nChw16c on AVX-512 when the channels divide by 16, else nChw8c).
+memory::desc PoolingSource(const KernelContext& ctx, TensorId x, const Shape& xd, bool prologue) {
+  const memory::desc* kept = prologue ? nullptr : ctx.Stored(x);
+  if (kept) return *kept;
+  bool wide = ChannelBlockForIsa(OneDnnIsa()) == 16 && xd[1] % 16 == 0;
+  return memory::desc(Dims(xd), Dt::f32,
+                      wide ? memory::format_tag::nChw16c : memory::format_tag::nChw8c);
+}
+
 dnnl::pooling_v2_forward::primitive_desc BlockedPoolingDesc(const KernelContext& ctx, const Node& n,
-                                                            const Window& w, const Shape& xd,
+                                                            const Window& w,
+                                                            const memory::desc& src,
                                                             const Shape& yd) {
   algorithm alg = n.op_type == "MaxPool"             ? algorithm::pooling_max
                   : n.GetInt("count_include_pad", 0) ? algorithm::pooling_avg_include_padding
                                                      : algorithm::pooling_avg_exclude_padding;
   DnnlWindow dw = ToDnnl(w);
-  memory::desc src(Dims(xd), Dt::f32, memory::format_tag::nChw8c);
   memory::desc dst(Dims(yd), Dt::f32, memory::format_tag::any);
   dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst, dw.strides,
                                    memory::dims(w.kernel.begin(), w.kernel.end()), dw.dilates,
@@ -1003,29 +1106,40 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   const Shape& yd = g.tensor(n.outputs[0]).dims;
   dnnl::pooling_v2_forward::primitive_desc pd;
   try {
-    pd = BlockedPoolingDesc(ctx, n, w, xd, yd);
+    // The stored layout when oneDNN pools it in JIT code, else the channel-blocked one.
+    if (prologue.empty() && ctx.Stored(n.inputs[0])) {
+      try {
+        pd = BlockedPoolingDesc(ctx, n, w, PoolingSource(ctx, n.inputs[0], xd, false), yd);
+      } catch (const dnnl::error&) {
+      }
+    }
+    if (!pd || IsReference(pd)) {
+      pd = BlockedPoolingDesc(ctx, n, w, PoolingSource(ctx, n.inputs[0], xd, true), yd);
+    }
   } catch (const dnnl::error& e) {
     return Status::Unimplemented(NodeLabel(n) + ": blocked pooling: " + e.what());
   }
   auto k = std::make_unique<StepKernel>(ctx, n.op_type + " (" + ImplName(pd) + ")");
-  Arg plain_src = TensorArg(n.inputs[0], Plain(xd));
-  if (!prologue.empty()) {
+  StoredLayout stored = StoredOutsideTail(ctx, epilogue);
+  Step main;
+  main.prim = dnnl::pooling_v2_forward(pd);
+  if (prologue.empty()) {
+    main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(),
+                                                *ctx.engine, stored)});
+  } else {
     // The prologue loop writes the pooling's input (plain) to scratch, reordered from there.
     Step pro;
     FUSOR_ASSIGN_OR_RETURN(pro.loop, FusedLoop::Build(g, prologue, {n.inputs[0]}, ctx.known));
-    int64_t at = k->AddScratch(Plain(xd));
+    Arg plain_src = ScratchArg(k->AddScratch(Plain(xd)), Plain(xd));
     for (TensorId t : pro.loop->leaves()) pro.loop_args.push_back({t, TensorArg(t, {})});
-    pro.loop_args.push_back({n.inputs[0], ScratchArg(at, Plain(xd))});
+    pro.loop_args.push_back({n.inputs[0], plain_src});
     k->steps().push_back(std::move(pro));
-    plain_src = ScratchArg(at, Plain(xd));
     k->AddNote(", prologue loop into scratch");
+    Arg blocked_src = ScratchArg(k->AddScratch(pd.src_desc()), pd.src_desc());
+    AddReorder(k.get(), plain_src, blocked_src, *ctx.engine);
+    k->AddNote(", reorder in");
+    main.args.push_back({DNNL_ARG_SRC, blocked_src});
   }
-  Arg blocked_src = ScratchArg(k->AddScratch(pd.src_desc()), pd.src_desc());
-  AddReorder(k.get(), plain_src, blocked_src, *ctx.engine);
-  k->AddNote(", reorder in");
-  Step main;
-  main.prim = dnnl::pooling_v2_forward(pd);
-  main.args.push_back({DNNL_ARG_SRC, blocked_src});
   AddScratchpad(k.get(), &main, pd);
   FUSOR_RETURN_IF_ERROR(FinishAnchor(ctx, k.get(), std::move(main), pd.dst_desc(), yd, epilogue,
                                      n.outputs[0], /*done=*/0));
@@ -1091,6 +1205,18 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildAnchorKernel(const KernelContext& ct
     return Status::Internal(NodeLabel(n) + ": oneDNN: " + e.what());
   }
   return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+}
+
+StatusOr<std::unique_ptr<GroupKernel>> BuildResidualSumKernel(const KernelContext& ctx,
+                                                              NodeId anchor,
+                                                              const std::vector<NodeId>& chain) {
+  const Node& n = ctx.g->node(anchor);
+  if (n.op_type != "Conv") return Status::Unimplemented(NodeLabel(n) + ": not a Conv");
+  try {
+    return BuildConv(ctx, anchor, chain, /*residual_as_sum=*/true);
+  } catch (const dnnl::error& e) {
+    return Status::Internal(NodeLabel(n) + ": oneDNN: " + e.what());
+  }
 }
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildReductionKernel(const KernelContext& ctx,

@@ -283,3 +283,66 @@ TEST(AnalyticalCostModel, ASmallGroupRunsSeriallyOnOneCore) {
 
 }  // namespace
 }  // namespace fusor
+
+namespace fusor {
+namespace {
+
+// x -> Conv -> Relu -> r1 -> Conv -> Add(r1) -> Relu -> r2 -> Conv -> y, and r2 * per-channel
+// weight -> scaled (a broadcast, so r2 cannot stay blocked). Every tensor is 1x16x8x8 (4 KiB).
+Graph ResidualBlock() {
+  IrBuilder b;
+  Shape d = {1, 16, 8, 8};
+  TensorId x = b.Input("x", d), a = b.Act("a", d), r1 = b.Act("r1", d), cb = b.Act("cb", d);
+  TensorId sum = b.Act("sum", d), r2 = b.Act("r2", d), y = b.Act("y", d), s = b.Act("s", d);
+  auto conv = [&](const std::string& w, TensorId in, TensorId out) {
+    b.Op("Conv", {in, b.Weight(w, {16, 16, 3, 3})}, {out}, {testing::Ints("pads", {1, 1, 1, 1})});
+  };
+  conv("wa", x, a);
+  b.Op("Relu", {a}, {r1});
+  conv("wb", r1, cb);
+  b.Op("Add", {cb, r1}, {sum});
+  b.Op("Relu", {sum}, {r2});
+  conv("wc", r2, y);
+  b.Op("Mul", {r2, b.Weight("per_channel", {16, 1, 1})}, {s});
+  b.Output(y);
+  b.Output(s);
+  return b.Build();
+}
+
+TEST(GroupFeatures, ReordersOnlyWhereATensorChangesLayout) {
+  Graph g = ResidualBlock();
+  const double tensor = 16 * 8 * 8 * 4;
+  TargetFingerprint avx2, none;
+  avx2.isa = "avx2";  // Channel block 8: the 16-channel tensors can stay blocked.
+  FusionPlan fused{
+      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kAnchor, {2, 3, 4}, {}},
+       FusionGroup{GroupKind::kSingle, {5}, {}}, FusionGroup{GroupKind::kSingle, {6}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, fused).ok());
+  auto f = PlanFeatures(g, fused, avx2);
+  EXPECT_DOUBLE_EQ(f[0].reorder_bytes, tensor);  // The graph input x in; r1 stays blocked.
+  EXPECT_DOUBLE_EQ(f[1].reorder_bytes, tensor);  // r1 and its residual in place; r2 out (plain).
+  EXPECT_DOUBLE_EQ(f[2].reorder_bytes, 2 * tensor);  // r2 in, the graph output y out.
+  EXPECT_DOUBLE_EQ(f[3].reorder_bytes, 0);           // A loop on plain tensors.
+  // Without a blocked layout every conv reorders in and out, the residual operand too.
+  auto p = PlanFeatures(g, fused, none);
+  EXPECT_DOUBLE_EQ(p[0].reorder_bytes, 2 * tensor);
+  EXPECT_DOUBLE_EQ(p[1].reorder_bytes, 3 * tensor);
+  EXPECT_EQ(p[1].kernels, 1 + 3);
+
+  // Unfused: the Relu and the residual Add run flat on blocked tensors; a loop that also holds
+  // the per-channel Mul reads plain copies of its two blocked inputs.
+  auto u = PlanFeatures(g, UnfusedPlan(g), avx2);
+  EXPECT_DOUBLE_EQ(u[1].reorder_bytes, 0);  // Relu(a).
+  EXPECT_DOUBLE_EQ(u[3].reorder_bytes, 0);  // Add(cb, r1).
+  FusionPlan mixed{
+      {FusionGroup{GroupKind::kSingle, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}},
+       FusionGroup{GroupKind::kSingle, {2}, {}}, FusionGroup{GroupKind::kLoop, {3, 4, 6}, {}},
+       FusionGroup{GroupKind::kSingle, {5}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, mixed).ok());
+  auto m = PlanFeatures(g, mixed, avx2);
+  EXPECT_DOUBLE_EQ(m[3].reorder_bytes, 2 * tensor);
+  EXPECT_EQ(m[3].kernels, 2);
+}
+
+}  // namespace
+}  // namespace fusor

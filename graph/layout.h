@@ -1,0 +1,46 @@
+// Which tensors stay in oneDNN's channel-blocked layout (nChw8c on AVX2, nChw16c on AVX-512)
+// between fusion groups. Convolutions and pooling run on that layout; a plain NCHW tensor between
+// two of them costs a reorder out of the first and one into the second, each a pass over the
+// tensor. So a tensor is kept blocked when every node that writes or reads it can do so natively:
+//
+//   producer   Conv / ConvTranspose, 4-D MaxPool / AveragePool, a flat elementwise node, or a
+//              BatchNormalization of a Conv's output (folded into the conv's weights);
+//   consumers  Conv / ConvTranspose reading it as their data input, 4-D pooling, flat elementwise
+//              nodes (the residual Add of a ResNet block, the Relu after it);
+//
+// where "flat" means every input is either a single element or has the output's shape and is an
+// activation: such a node computes out[i] = f(a[i], b[i]) whatever order the elements are stored
+// in, as long as all of them share one layout. The tensor must be 4-D float32, not a graph input or
+// output, with more than one pixel (oneDNN keeps 1x1 images plain) and channels a multiple of the
+// block, so blocked and plain storage have the same size.
+//
+// The rule is a property of the graph, not of the plan, so a group's layouts (and the reorders it
+// pays) follow from the group alone: the runtime stores tensors this way under every plan and the
+// cost model charges a group for each kept-blocked tensor it cannot read or write natively.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+// Channel block of oneDNN's blocked layout for an ISA name ("avx2" -> 8, "avx512_core" -> 16).
+int64_t ChannelBlockForIsa(std::string_view isa);
+
+// out[i] = f(in[i]...) for any common element order: elementwise, float32 output, every input a
+// scalar or an activation of the output's shape.
+bool IsFlatElementwise(const Graph& g, const Node& n);
+
+// Whether `t` is stored channel-blocked between groups (see above). `block` 0 keeps all plain.
+bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
+
+// A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, and every
+// activation it reads from outside and every tensor it writes kept blocked.
+bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
+                       const std::vector<TensorId>& inputs,
+                       const std::vector<TensorId>& materialized, int64_t block);
+
+}  // namespace fusor

@@ -1,0 +1,176 @@
+// Tensors kept in oneDNN's channel-blocked layout between groups (graph/layout.h): consecutive
+// convolutions exchange them without reorders, residual adds read them in place, and every other
+// kernel gets plain copies, so results match the reference under any plan.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "graph/layout.h"
+#include "graph/plan.h"
+#include "runtime/executor.h"
+#include "runtime/onednn_info.h"
+#include "runtime/reference.h"
+#include "tests/graph/ir_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::Ints;
+using testing::IrBuilder;
+
+// x -> Conv a -> Relu -> r1 -> Conv b -> Add(r1) -> Relu -> r2 -> Conv c -> y, plus a per-channel
+// scale of r2 (a broadcast, so a loop that cannot run on blocked data) as a second output.
+struct ResidualBlock {
+  Graph g;
+  TensorId r1 = kNoId, r2 = kNoId, y = kNoId, scaled = kNoId;
+};
+
+ResidualBlock MakeResidualBlock(int64_t channels) {
+  IrBuilder b;
+  Shape d = {1, channels, 8, 8};
+  ResidualBlock out;
+  TensorId x = b.Input("x", d);
+  TensorId a = b.Act("a", d), ca = b.Act("cb", d), sum = b.Act("sum", d);
+  out.r1 = b.Act("r1", d);
+  out.r2 = b.Act("r2", d);
+  out.y = b.Act("y", d);
+  out.scaled = b.Act("scaled", d);
+  auto conv = [&](const std::string& w, TensorId in, TensorId o) {
+    b.Op("Conv", {in, b.Weight(w, {channels, channels, 3, 3})}, {o}, {Ints("pads", {1, 1, 1, 1})});
+  };
+  conv("wa", x, a);
+  b.Op("Relu", {a}, {out.r1});
+  conv("wb", out.r1, ca);
+  b.Op("Add", {ca, out.r1}, {sum});
+  b.Op("Relu", {sum}, {out.r2});
+  conv("wc", out.r2, out.y);
+  b.Op("Mul", {out.r2, b.Weight("per_channel", {channels, 1, 1})}, {out.scaled});
+  b.Output(out.y);
+  b.Output(out.scaled);
+  out.g = b.Build();
+  return out;
+}
+
+// Every output and the blocked intermediates `probe` (materialized under `plan`) match the
+// reference; returns the executor's group descriptions.
+std::string ExpectMatches(const Graph& g, const FusionPlan& plan,
+                          const std::vector<TensorId>& probe, const ExecutorOptions& options = {}) {
+  auto leaves = RandomLeafValues(g, 5);
+  EXPECT_TRUE(leaves.ok());
+  TensorValues values = *leaves;
+  for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
+    EXPECT_TRUE(RunReferenceNode(g, id, &values).ok());
+  }
+  auto exec = Executor::Create(g, plan, *leaves, options);
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  if (!exec.ok()) return "";
+  // An intermediate's buffer may be reused once its readers ran: read it right after its group.
+  auto expect_value = [&](TensorId t) {
+    auto got = (*exec)->Read(t);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    if (!got.ok()) return;
+    auto c = Compare(values.at(t), *got);
+    EXPECT_TRUE(c.ok() && c->worst_ratio <= 1.0)
+        << g.tensor(t).name << ": " << (c.ok() ? c->ToString() : c.status().ToString());
+  };
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    (*exec)->RunGroup(i);
+    for (TensorId t : probe) {
+      const auto& nodes = plan.groups[i].nodes;
+      if (std::find(nodes.begin(), nodes.end(), g.tensor(t).producer) != nodes.end()) {
+        expect_value(t);
+      }
+    }
+  }
+  for (TensorId t : g.outputs()) expect_value(t);
+  std::string described;
+  for (size_t i = 0; i < (*exec)->num_groups(); ++i) described += (*exec)->DescribeGroup(i) + "\n";
+  return described;
+}
+
+int64_t Block() { return ChannelBlockForIsa(OneDnnIsa()); }
+
+TEST(BlockedLayout, WhichTensorsStayBlocked) {
+  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  ResidualBlock rb = MakeResidualBlock(16);
+  const Graph& g = rb.g;
+  EXPECT_TRUE(KeptBlocked(g, rb.r1, 8));   // Relu -> Conv and the residual Add.
+  EXPECT_FALSE(KeptBlocked(g, rb.r2, 8));  // Read by a per-channel Mul (a broadcast).
+  EXPECT_FALSE(KeptBlocked(g, rb.y, 8));   // A graph output.
+  EXPECT_FALSE(KeptBlocked(g, 0, 8));      // The graph input.
+  EXPECT_FALSE(KeptBlocked(g, rb.r1, 0));  // No blocked layout on this ISA.
+  EXPECT_FALSE(KeptBlocked(MakeResidualBlock(12).g, rb.r1, 8));  // 12 channels would pad.
+  EXPECT_EQ(ChannelBlockForIsa("avx2"), 8);
+  EXPECT_EQ(ChannelBlockForIsa("avx512_core"), 16);
+}
+
+// [Conv a, Relu] [Conv b, Add, Relu] [Conv c] [Mul].
+FusionPlan ResidualPlan() {
+  return FusionPlan{
+      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kAnchor, {2, 3, 4}, {}},
+       FusionGroup{GroupKind::kSingle, {5}, {}}, FusionGroup{GroupKind::kSingle, {6}, {}}}};
+}
+
+TEST(BlockedLayout, ConsecutiveConvsExchangeBlockedTensorsWithoutReorders) {
+  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  ResidualBlock rb = MakeResidualBlock(16);
+  const Graph& g = rb.g;
+  FusionPlan plan = ResidualPlan();
+  ASSERT_TRUE(CheckPlan(g, plan).ok());
+  ExecutorOptions binary;
+  binary.residual_add = ResidualAdd::kBinary;
+  std::string d = ExpectMatches(g, plan, {rb.r1}, binary);
+  std::vector<std::string> lines;
+  for (size_t at = 0, next; (next = d.find('\n', at)) != std::string::npos; at = next + 1) {
+    lines.push_back(d.substr(at, next - at));
+  }
+  ASSERT_EQ(lines.size(), 4u) << d;
+  EXPECT_EQ(lines[0].find("reorder out"), std::string::npos) << lines[0];  // r1 stays blocked.
+  EXPECT_EQ(lines[1].find("reorder in"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("reorder operand"), std::string::npos) << lines[1];  // Residual in place.
+  EXPECT_NE(lines[1].find("reorder out"), std::string::npos) << lines[1];      // r2 is plain.
+  EXPECT_NE(lines[2].find("reorder in"), std::string::npos) << lines[2];
+}
+
+TEST(BlockedLayout, ResidualAddAsSumPostOpOnACopyInDst) {
+  ResidualBlock rb = MakeResidualBlock(16);
+  ExecutorOptions sum;
+  sum.residual_add = ResidualAdd::kSum;
+  std::string d = ExpectMatches(rb.g, ResidualPlan(), {rb.r1}, sum);
+  EXPECT_NE(d.find("residual copied to dst for a sum post-op"), std::string::npos) << d;
+  // Timed against the binary post-op: either way the same values.
+  ExpectMatches(rb.g, ResidualPlan(), {rb.r1});
+  // Without blocked layouts the residual is reordered from plain into dst.
+  sum.keep_blocked = false;
+  ExpectMatches(rb.g, ResidualPlan(), {}, sum);
+}
+
+TEST(BlockedLayout, LoopsOnBlockedTensorsRunFlatOrOnPlainCopies) {
+  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  ResidualBlock rb = MakeResidualBlock(16);
+  const Graph& g = rb.g;
+  // Unfused: the Relu after Conv a and the residual Add run flat on blocked tensors.
+  std::string d = ExpectMatches(g, UnfusedPlan(g), {rb.r1, rb.r2});
+  EXPECT_EQ(d.find("reorder operand"), std::string::npos) << d;
+  // [Add, Relu, Mul] reads blocked r1 and Conv b's output, but the per-channel Mul cannot run on
+  // blocked data: it gets plain copies.
+  FusionPlan plan{
+      {FusionGroup{GroupKind::kSingle, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}},
+       FusionGroup{GroupKind::kSingle, {2}, {}}, FusionGroup{GroupKind::kLoop, {3, 4, 6}, {}},
+       FusionGroup{GroupKind::kSingle, {5}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, plan).ok()) << CheckPlan(g, plan).ToString();
+  d = ExpectMatches(g, plan, {rb.r1, rb.r2});
+  EXPECT_NE(d.find("blocked input(s) reordered to plain"), std::string::npos) << d;
+}
+
+TEST(BlockedLayout, RandomPlansMatchTheReference) {
+  ResidualBlock rb = MakeResidualBlock(16);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    FusionPlan plan = RandomLegalPlan(rb.g, seed);
+    ASSERT_TRUE(CheckPlan(rb.g, plan).ok());
+    ExpectMatches(rb.g, plan, {});
+  }
+}
+
+}  // namespace
+}  // namespace fusor
