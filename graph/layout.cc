@@ -58,7 +58,7 @@ bool IsFlatElementwise(const Graph& g, const Node& n) {
     if (t == kNoId) continue;
     const Tensor& in = g.tensor(t);
     if (NumElements(in.dims) == 1) continue;
-    if (in.dims != out.dims || in.kind != TensorKind::kActivation) return false;
+    if (in.dims != out.dims) return false;
   }
   return true;
 }
@@ -71,9 +71,17 @@ bool KeptBlocked(const Graph& g, TensorId t, int64_t block) {
       x.consumers.empty()) {
     return false;
   }
-  if (!NativeProducer(g, g.node(x.producer))) return false;
-  return std::all_of(x.consumers.begin(), x.consumers.end(),
-                     [&](NodeId c) { return NativeConsumer(g, g.node(c), t); });
+  const Node& producer = g.node(x.producer);
+  if (!NativeProducer(g, producer)) return false;
+  if (!std::all_of(x.consumers.begin(), x.consumers.end(),
+                   [&](NodeId c) { return NativeConsumer(g, g.node(c), t); })) {
+    return false;
+  }
+  if (!IsFlatElementwise(g, producer)) return true;
+  // A flat node writes blocked only when it reads blocked: every non-scalar input kept too.
+  return std::all_of(producer.inputs.begin(), producer.inputs.end(), [&](TensorId in) {
+    return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, block);
+  });
 }
 
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
@@ -84,10 +92,7 @@ bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
     if (!IsFlatElementwise(g, g.node(id))) return false;
   }
   for (TensorId t : inputs) {
-    if (g.tensor(t).kind == TensorKind::kActivation && NumElements(g.tensor(t).dims) > 1 &&
-        !KeptBlocked(g, t, block)) {
-      return false;
-    }
+    if (NumElements(g.tensor(t).dims) > 1 && !KeptBlocked(g, t, block)) return false;
   }
   return std::all_of(materialized.begin(), materialized.end(),
                      [&](TensorId t) { return KeptBlocked(g, t, block); });

@@ -3,14 +3,16 @@
 // two of them costs a reorder out of the first and one into the second, each a pass over the
 // tensor. So a tensor is kept blocked when every node that writes or reads it can do so natively:
 //
-//   producer   Conv / ConvTranspose, 4-D MaxPool / AveragePool, a flat elementwise node, or a
-//              BatchNormalization of a Conv's output (folded into the conv's weights);
+//   producer   Conv / ConvTranspose, 4-D MaxPool / AveragePool, a BatchNormalization of a Conv's
+//              output (folded into the conv's weights), or a flat elementwise node whose
+//              non-scalar inputs are all kept blocked (so that it reads and writes one layout);
 //   consumers  Conv / ConvTranspose reading it as their data input, 4-D pooling, flat elementwise
 //              nodes (the residual Add of a ResNet block, the Relu after it);
 //
-// where "flat" means every input is either a single element or has the output's shape and is an
-// activation: such a node computes out[i] = f(a[i], b[i]) whatever order the elements are stored
-// in, as long as all of them share one layout. The tensor must be 4-D float32, not a graph input or
+// where "flat" means every input is either a single element or has the output's shape: such a
+// node computes out[i] = f(a[i], b[i]) whatever order the elements are stored in, as long as all
+// of them share one layout (a graph input, weight or constant operand is plain, so a flat node
+// reading one writes plain). The tensor must be 4-D float32, not a graph input or
 // output, with more than one pixel (oneDNN keeps 1x1 images plain) and channels a multiple of the
 // block, so blocked and plain storage have the same size.
 //
@@ -31,14 +33,14 @@ namespace fusor {
 int64_t ChannelBlockForIsa(std::string_view isa);
 
 // out[i] = f(in[i]...) for any common element order: elementwise, float32 output, every input a
-// scalar or an activation of the output's shape.
+// scalar or of the output's shape.
 bool IsFlatElementwise(const Graph& g, const Node& n);
 
 // Whether `t` is stored channel-blocked between groups (see above). `block` 0 keeps all plain.
 bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 
 // A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, and every
-// activation it reads from outside and every tensor it writes kept blocked.
+// non-scalar tensor it reads from outside and every tensor it writes kept blocked.
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
                        const std::vector<TensorId>& materialized, int64_t block);

@@ -100,6 +100,17 @@ TEST(BlockedLayout, WhichTensorsStayBlocked) {
   EXPECT_FALSE(KeptBlocked(g, 0, 8));      // The graph input.
   EXPECT_FALSE(KeptBlocked(g, rb.r1, 0));  // No blocked layout on this ISA.
   EXPECT_FALSE(KeptBlocked(MakeResidualBlock(12).g, rb.r1, 8));  // 12 channels would pad.
+  // A flat Add writes blocked only when it reads blocked: not with a graph input operand.
+  IrBuilder b;
+  Shape d = {1, 8, 4, 4};
+  TensorId x = b.Input("x", d), a = b.Act("a", d), s = b.Act("s", d), y = b.Act("y", d);
+  b.Op("Conv", {x, b.Weight("w1", {8, 8, 1, 1})}, {a});
+  b.Op("Add", {a, b.Input("residual", d)}, {s});
+  b.Op("Conv", {s, b.Weight("w2", {8, 8, 1, 1})}, {y});
+  b.Output(y);
+  Graph flat = b.Build();
+  EXPECT_TRUE(KeptBlocked(flat, a, 8));
+  EXPECT_FALSE(KeptBlocked(flat, s, 8));
   EXPECT_EQ(ChannelBlockForIsa("avx2"), 8);
   EXPECT_EQ(ChannelBlockForIsa("avx512_core"), 16);
 }
