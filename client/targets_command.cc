@@ -195,6 +195,7 @@ struct ValidateFlags {
   int max_ops = 6;
   int regions = 40;
   uint64_t seed = 1;
+  int rounds = 3;
   bool json = false;
   std::string plot;
 };
@@ -259,9 +260,11 @@ int RunValidate(const ValidateFlags& f) {
   ProgressDisplay progress;
   AnalyticalCostModel model(*profile);
   auto report = ValidateCostModel(
-      regions, model, measure, [&](size_t done, size_t total, const std::string& ops) {
+      regions, model, measure,
+      [&](size_t done, size_t total, const std::string& ops) {
         progress.Update("measure", static_cast<double>(done) / std::max<size_t>(total, 1), ops);
-      });
+      },
+      f.rounds);
   progress.Finish();
   if (!report.ok()) return Fail("costmodel validate", report.status());
   nlohmann::json j = ReportToJson(*report);
@@ -331,6 +334,11 @@ void AddTargetCommands(CLI::App& app, int* exit_code) {
   val_cmd->add_option("--regions", val->regions, "Groups per model, at most")
       ->capture_default_str();
   val_cmd->add_option("--seed", val->seed, "Seed for choosing groups")->capture_default_str();
+  val_cmd
+      ->add_option("--rounds", val->rounds,
+                   "Interleaved measurements of each alternative (the median counts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   val_cmd->add_flag("--json", val->json, "Print the report and every item as JSON");
   val_cmd->add_option("--plot", val->plot, "Write a predicted-vs-measured scatter plot (PNG)");
   val_cmd->callback([val, exit_code] { *exit_code = RunValidate(*val); });

@@ -91,21 +91,35 @@ double KendallTau(const std::vector<double>& a, const std::vector<double>& b, in
 
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
                                              const CostModel& model, const MeasureFn& measure,
-                                             const ProgressFn& progress) {
+                                             const ProgressFn& progress, int rounds) {
+  rounds = std::max(rounds, 1);
   ValidationReport report;
   double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0;
   int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0;
   for (size_t ri = 0; ri < regions.size(); ++ri) {
     const HeldOutRegion& r = regions[ri];
     if (progress) progress(ri, regions.size(), r.ops);
+    // Alternatives are measured in interleaved rounds (A B C, A B C, ...) and each keeps the
+    // median of its rounds, so drift in machine load hits all of them alike and one disturbed
+    // round does not reorder them.
+    const size_t n = r.alternatives.size();
+    std::vector<std::vector<double>> times(n);
+    std::vector<int> unstable_rounds(n, 0);
+    for (int round = 0; round < rounds; ++round) {
+      for (size_t a = 0; a < n; ++a) {
+        const auto& [name, plan] = r.alternatives[a];
+        auto m = measure(r.graph, plan);
+        if (!m.ok()) return m.status().WithContext("region " + r.ops + " (" + name + ")");
+        unstable_rounds[a] += m->unstable ? 1 : 0;
+        times[a].push_back(m->median_ns);
+      }
+    }
     std::vector<double> pred, meas;
     bool unstable = false;
-    for (const auto& [name, plan] : r.alternatives) {
-      auto m = measure(r.graph, plan);
-      if (!m.ok()) return m.status().WithContext("region " + r.ops + " (" + name + ")");
-      unstable |= m->unstable;
-      pred.push_back(model.Cost(r.graph, plan).total.total_ns);
-      meas.push_back(m->median_ns);
+    for (size_t a = 0; a < n; ++a) {
+      unstable |= 2 * unstable_rounds[a] > rounds;
+      pred.push_back(model.Cost(r.graph, r.alternatives[a].second).total.total_ns);
+      meas.push_back(Percentile(times[a], 0.5));
     }
     if (unstable) {
       ++report.skipped_unstable;

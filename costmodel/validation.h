@@ -2,7 +2,7 @@
 // legal group (taken from structural fusion plans, at most `max_ops` ops, one per distinct
 // structure by canonical hash) are cut out as regions; each region is run under its alternatives
 // (fused as one group, every op alone, and every legal split into two groups), measured through the
-// caller's MeasureFn and predicted by the model. Reported:
+// caller's MeasureFn (in interleaved rounds) and predicted by the model. Reported:
 //   - MAPE of predicted vs measured time over every (region, alternative);
 //   - Kendall's tau between predicted and measured order among the alternatives of each region,
 //     averaged over regions weighted by their number of pairs;
@@ -49,9 +49,12 @@ struct ValidationReport {
   int regions = 0, decisions = 0, decisive_decisions = 0, skipped_unstable = 0;
 };
 
+// Each alternative is measured `rounds` times, interleaved with the region's other alternatives,
+// and scored by the median; a region is skipped as unstable when more than half of some
+// alternative's rounds were.
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
                                              const CostModel& model, const MeasureFn& measure,
-                                             const ProgressFn& progress = {});
+                                             const ProgressFn& progress = {}, int rounds = 3);
 
 // Kendall's tau-a over pairs not tied in either ranking; 0 pairs -> 0. With min_gap > 0, only
 // pairs whose `b` values differ by at least that fraction count (measurement noise is no order).

@@ -174,8 +174,9 @@ TEST(PeakActivationBytes, ByHand) {
 // Folding an anchor's post-op chain (Conv + BatchNormalization + Relu, MatMul + bias, ...) into one
 // oneDNN primitive saves kernels and round trips through memory: predicted faster for every such
 // chain of the shared models whose operands are per channel or per tensor. (Not so with a
-// per-element operand, a residual Add: the runtime reorders it into the primitive's blocked layout,
-// and measured on this machine that costs more than the separate Add saves. Nor is maximal fusion
+// per-element operand, a residual Add: unless it is kept blocked, the runtime reorders it into the
+// primitive's layout, and measured on this machine that costs more than the separate Add saves;
+// kept blocked, fused and apart measure within a few percent either way. Nor is maximal fusion
 // always faster: a fused loop may evaluate a broadcast producer once per element of its consumer.
 // Telling these apart is what the cost model is for.)
 bool HasPerElementOperand(const Graph& g, const FusionGroup& group) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "graph/onnx_import.h"
 
 namespace fusor {
@@ -57,6 +60,33 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   EXPECT_DOUBLE_EQ(bad->kendall_tau, -1.0);
   EXPECT_DOUBLE_EQ(bad->agreement, 0.0);
   EXPECT_GT(bad->mape, 50);
+}
+
+// One disturbed measurement of an alternative (its first round, 100x fast) is outvoted by the
+// median of three interleaved rounds; measured once, it reorders the region.
+TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
+  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(g.ok());
+  auto regions = HeldOutRegions(*g, 4, 10, 2);
+  ASSERT_FALSE(regions.empty());
+  AnalyticalCostModel model{HardwareProfile{}};
+  std::map<const FusionPlan*, int> calls;
+  std::set<const FusionPlan*> unfused;  // Alternative 1 of each region.
+  for (const auto& r : regions) unfused.insert(&r.alternatives[1].second);
+  MeasureFn disturbed = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
+    double t = model.Cost(r, p).total.total_ns;
+    bool slow = calls[&p]++ == 0 && unfused.count(&p) > 0;
+    return MeasuredTime{slow ? t / 100 : t, 0, false};
+  };
+  auto once = ValidateCostModel(regions, model, disturbed, {}, 1);
+  ASSERT_TRUE(once.ok());
+  EXPECT_LT(once->kendall_tau, 1.0);
+  calls.clear();
+  auto three = ValidateCostModel(regions, model, disturbed, {}, 3);
+  ASSERT_TRUE(three.ok());
+  EXPECT_DOUBLE_EQ(three->kendall_tau, 1.0);
+  EXPECT_NEAR(three->mape, 0, 1e-9);
+  for (const auto& [plan, n] : calls) EXPECT_EQ(n, 3);
 }
 
 }  // namespace
