@@ -181,9 +181,10 @@ Status Executor::Compile(const FusionPlan& plan) {
                                      "cannot run it");
     } else if (anchor) {
       NodeId center = CenterNode(g, fg, OpClass::kAnchor);
-      kernel = BuildAnchorKernel(ctx, center, AroundNode(fg, center).after);
+      std::vector<NodeId> chain = AroundNode(fg, center).after;
+      kernel = BuildAnchorKernel(ctx, center, chain);
       if (options_.residual_add != ResidualAdd::kBinary && kernel.ok()) {
-        auto sum = BuildResidualSumKernel(ctx, center, AroundNode(fg, center).after);
+        auto sum = BuildResidualSumKernel(ctx, center, chain);
         if (sum.ok() && options_.residual_add == ResidualAdd::kSum) {
           kernel = std::move(sum);
         } else if (sum.ok()) {
@@ -363,12 +364,8 @@ StatusOr<HostTensor> Executor::Read(TensorId t) const {
   auto blocked = dnnl_->stored.find(t);
   if (blocked != dnnl_->stored.end()) {
     // Kept channel-blocked between groups: reorder to the plain row-major value.
-    const Shape& d = info.dims;
-    std::vector<int64_t> strides = RowMajorStrides(d);
-    dnnl::memory::desc plain(dnnl::memory::dims(d.begin(), d.end()), dnnl::memory::data_type::f32,
-                             dnnl::memory::dims(strides.begin(), strides.end()));
     dnnl::memory from(blocked->second, dnnl_->engine, const_cast<char*>(src));
-    dnnl::memory to(plain, dnnl_->engine, h.f.data());
+    dnnl::memory to(PlainLayout(info.dims), dnnl_->engine, h.f.data());
     dnnl::reorder(from, to).execute(dnnl_->stream, from, to);
     dnnl_->stream.wait();
     return h;

@@ -58,6 +58,9 @@ class GroupKernel {
   virtual std::vector<std::pair<TensorId, dnnl::memory::desc>> BlockedOutputs() const { return {}; }
 };
 
+// Row-major float32 layout of `dims` (a scalar as [1]): how tensors are stored unless kept blocked.
+dnnl::memory::desc PlainLayout(const Shape& dims);
+
 struct KernelContext {
   const Graph* g = nullptr;
   dnnl::engine* engine = nullptr;

@@ -4,19 +4,11 @@
 #include <string>
 #include <utility>
 
-#include "runtime/op_params.h"
-
 namespace fusor {
 
 namespace {
 
 using dnnl::memory;
-
-memory::desc PlainOf(const Shape& s) {
-  memory::dims d(s.begin(), s.end());
-  std::vector<int64_t> strides = RowMajorStrides(s);
-  return memory::desc(d, memory::data_type::f32, memory::dims(strides.begin(), strides.end()));
-}
 
 class LayoutAdapter : public GroupKernel {
  public:
@@ -97,7 +89,7 @@ std::unique_ptr<GroupKernel> AdaptToStoredLayouts(const KernelContext& ctx,
     LayoutAdapter::Copy c;
     c.tensor = t;
     c.stored = *stored;
-    c.plain = PlainOf(ctx.g->tensor(t).dims);
+    c.plain = PlainLayout(ctx.g->tensor(t).dims);
     copies.push_back(std::move(c));
   }
   if (copies.empty()) return inner;

@@ -15,6 +15,13 @@
 
 namespace fusor {
 
+dnnl::memory::desc PlainLayout(const Shape& dims) {
+  Shape d = dims.empty() ? Shape{1} : dims;
+  std::vector<int64_t> strides = RowMajorStrides(d);
+  return dnnl::memory::desc(dnnl::memory::dims(d.begin(), d.end()), dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
 namespace {
 
 using dnnl::algorithm;
@@ -23,12 +30,6 @@ using Dt = memory::data_type;
 
 memory::dims Dims(const Shape& s) {
   return s.empty() ? memory::dims{1} : memory::dims(s.begin(), s.end());
-}
-
-memory::desc Plain(const Shape& s) {
-  memory::dims d = Dims(s);
-  std::vector<int64_t> strides = RowMajorStrides(Shape(d.begin(), d.end()));
-  return memory::desc(d, Dt::f32, memory::dims(strides.begin(), strides.end()));
 }
 
 Shape AlignRank(const Shape& s, size_t rank) {
@@ -246,7 +247,7 @@ using DstView = std::function<std::optional<memory::dims>(const Shape&)>;
 // The memory layout a binary operand with the given (dst-view) dims is read in; plain by default.
 using OperandLayout = std::function<memory::desc(const memory::dims&)>;
 
-memory::desc PlainDims(const memory::dims& d) { return Plain(Shape(d.begin(), d.end())); }
+memory::desc PlainDims(const memory::dims& d) { return PlainLayout(Shape(d.begin(), d.end())); }
 
 DstView IdentityView() {
   return [](const Shape& s) { return std::optional<memory::dims>(Dims(s)); };
@@ -552,7 +553,7 @@ Status FinishAnchor(const KernelContext& ctx, StepKernel* k, Step main, const me
                     size_t done, const std::optional<Arg>& sum_from = std::nullopt) {
   const Graph& g = *ctx.g;
   TensorId final_out = chain.empty() ? start : g.node(chain.back()).outputs[0];
-  memory::desc plain = Plain(out_dims);
+  memory::desc plain = PlainLayout(out_dims);
   bool stays_blocked = done == chain.size() && dst_md != plain &&
                        dst_md.get_size() == plain.get_size() && ctx.KeepsBlocked(final_out);
   bool reorder_out = !stays_blocked && dst_md != plain;
@@ -677,7 +678,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   memory::desc src_md(Dims(xd), Dt::f32, memory::format_tag::any);
   memory::desc wei_any(Dims(spec.weight_dims), Dt::f32, memory::format_tag::any);
   memory::desc dst_md(Dims(yd), Dt::f32, memory::format_tag::any);
-  memory::desc bias_md = Plain({oc});
+  memory::desc bias_md = PlainLayout({oc});
   auto ops = TranslateChain(g, chain, start, ctx.known);
   TensorId residual = kNoId;
   if (residual_as_sum) {
@@ -726,12 +727,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   std::optional<Arg> sum_from;
   if (residual != kNoId) {
     const memory::desc* kept = stored(residual);
-    sum_from = TensorArg(residual, kept ? *kept : Plain(yd));
+    sum_from = TensorArg(residual, kept ? *kept : PlainLayout(yd));
     if (kept) k->ClaimNative(residual);
   }
   Step main;
   main.prim = dnnl::primitive(pd);
-  main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(),
+  main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], PlainLayout(xd), pd.src_desc(),
                                               *ctx.engine, stored)});
   int wi = k->AddOwned(pd.weights_desc(), std::move(weights), spec.user_weights);
   main.args.push_back({DNNL_ARG_WEIGHTS, OwnedArg(wi, pd.weights_desc())});
@@ -757,7 +758,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConv(const KernelContext& ctx, NodeI
     spec.weight_dims.insert(spec.weight_dims.begin(), groups);
     spec.weight_dims[1] /= groups;
   }
-  spec.user_weights = Plain(spec.weight_dims);
+  spec.user_weights = PlainLayout(spec.weight_dims);
   spec.out_channels = wd[0];
   spec.channel_of = [per_oc](int64_t i) { return i / per_oc; };
   spec.make =
@@ -837,9 +838,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
     float alpha = static_cast<float>(n.GetFloat("alpha", 1.0));
     float beta = static_cast<float>(n.GetFloat("beta", 1.0));
     int64_t m = yd[0], nn = yd[1], kk = ta ? ad[0] : ad[1];
-    a_md = ta ? Transposed2d(m, kk) : Plain({m, kk});
-    b_md = tb ? Transposed2d(kk, nn) : Plain({kk, nn});
-    dst_md = Plain(yd);
+    a_md = ta ? Transposed2d(m, kk) : PlainLayout({m, kk});
+    b_md = tb ? Transposed2d(kk, nn) : PlainLayout({kk, nn});
+    dst_md = PlainLayout(yd);
     if (alpha != 1.0f && bk == nullptr) {
       return Status::Unimplemented(NodeLabel(n) + ": alpha != 1 needs a constant B");
     }
@@ -853,7 +854,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
       if (ck == nullptr && beta != 1.0f) {
         return Status::Unimplemented(NodeLabel(n) + ": beta != 1 needs a constant C");
       }
-      bias_md = Plain(cd);
+      bias_md = PlainLayout(cd);
       if (ck) {
         bias_values = ck->f;
         for (auto& v : bias_values) v *= beta;
@@ -867,9 +868,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
     bool collapse = !a_vec && !b_vec && bd.size() == 2 && bk != nullptr;
     if (collapse) {
       int64_t rows = g.tensor(n.inputs[0]).num_elements() / kk, nn = bd[1];
-      a_md = Plain({rows, kk});
-      b_md = Plain(bd);
-      dst_md = Plain({rows, nn});
+      a_md = PlainLayout({rows, kk});
+      b_md = PlainLayout(bd);
+      dst_md = PlainLayout({rows, nn});
       // The chain value [..., M, N] is viewed as [rows, N]: an operand's leading dims must be all 1
       // (broadcast) or all equal to the output's.
       view = [yd, rows, nn](const Shape& s) -> std::optional<memory::dims> {
@@ -888,9 +889,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
       if (a_vec || b_vec) view = PromotedMatMulView(a_vec, b_vec);
       memory::dims dst = *view(yd);
       size_t r = dst.size();
-      a_md = Plain(AlignRank(a_vec ? Shape{1, kk} : ad, r));
-      b_md = Plain(AlignRank(b_vec ? Shape{bd[0], 1} : bd, r));
-      dst_md = Plain(Shape(dst.begin(), dst.end()));
+      a_md = PlainLayout(AlignRank(a_vec ? Shape{1, kk} : ad, r));
+      b_md = PlainLayout(AlignRank(b_vec ? Shape{bd[0], 1} : bd, r));
+      dst_md = PlainLayout(Shape(dst.begin(), dst.end()));
     }
     if (bk) b_values = bk->f;
   }
@@ -968,8 +969,8 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
       return Status::Unimplemented(NodeLabel(n) + ": MaxPool indices output is not supported");
     }
     r.dst_dims = g.tensor(n.outputs[0]).dims;
-    r.src = Plain(xd);
-    r.dst = Plain(r.dst_dims);
+    r.src = PlainLayout(xd);
+    r.dst = PlainLayout(r.dst_dims);
     algorithm alg = op == "MaxPool"                    ? algorithm::pooling_max
                     : n.GetInt("count_include_pad", 0) ? algorithm::pooling_avg_include_padding
                                                        : algorithm::pooling_avg_exclude_padding;
@@ -991,7 +992,7 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
            NumElements(Shape(xd.begin() + sa.axis, xd.end()))};
       axis = 1;
     }
-    r.src = r.dst = Plain(s);
+    r.src = r.dst = PlainLayout(s);
     r.dst_dims = s;
     r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
       dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference,
@@ -1007,7 +1008,7 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
     int64_t axis = NormalizeAxis(n.GetInt("axis", -1), xd.size());
     int64_t len = NumElements(Shape(xd.begin() + axis, xd.end()));
     Shape s = {g.tensor(n.inputs[0]).num_elements() / len, len};
-    r.src = r.dst = Plain(s);
+    r.src = r.dst = PlainLayout(s);
     r.dst_dims = s;
     float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
     auto flags = dnnl::normalization_flags::use_scale;
@@ -1016,7 +1017,7 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
       flags = flags | dnnl::normalization_flags::use_shift;
       r.extra.push_back({DNNL_ARG_SHIFT, n.inputs[2]});
     }
-    r.extra_md.assign(r.extra.size(), Plain({len}));
+    r.extra_md.assign(r.extra.size(), PlainLayout({len}));
     r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
       dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, r.src, eps,
                                                 flags);
@@ -1038,8 +1039,8 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
   }
   r.dst_dims = xd;
   for (int64_t a : axes) r.dst_dims[a] = 1;
-  r.src = Plain(xd);
-  r.dst = Plain(r.dst_dims);
+  r.src = PlainLayout(xd);
+  r.dst = PlainLayout(r.dst_dims);
   r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
     dnnl::reduction::desc d(alg, r.src, r.dst, 0.0f, 0.0f);
     return dnnl::reduction::primitive_desc(d, attr, eng);
@@ -1067,11 +1068,9 @@ bool WantsBlockedPooling(const Graph& g, const Node& n) {
   return x.size() == 4 && x[1] % 8 == 0;
 }
 
-// The pooling's source layout: the one its input is stored in when kept blocked, else oneDNN's
-// channel block for this CPU (nChw16c on AVX-512 when the channels divide by 16, else nChw8c).
-memory::desc PoolingSource(const KernelContext& ctx, TensorId x, const Shape& xd, bool prologue) {
-  const memory::desc* kept = prologue ? nullptr : ctx.Stored(x);
-  if (kept) return *kept;
+// oneDNN's channel-blocked layout of 4-D `xd` for this CPU: nChw16c on AVX-512 when the channels
+// divide by 16, else nChw8c.
+memory::desc ChannelBlocked(const Shape& xd) {
   bool wide = ChannelBlockForIsa(OneDnnIsa()) == 16 && xd[1] % 16 == 0;
   return memory::desc(Dims(xd), Dt::f32,
                       wide ? memory::format_tag::nChw16c : memory::format_tag::nChw8c);
@@ -1107,15 +1106,14 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   dnnl::pooling_v2_forward::primitive_desc pd;
   try {
     // The stored layout when oneDNN pools it in JIT code, else the channel-blocked one.
-    if (prologue.empty() && ctx.Stored(n.inputs[0])) {
+    const memory::desc* kept = prologue.empty() ? ctx.Stored(n.inputs[0]) : nullptr;
+    if (kept) {
       try {
-        pd = BlockedPoolingDesc(ctx, n, w, PoolingSource(ctx, n.inputs[0], xd, false), yd);
+        pd = BlockedPoolingDesc(ctx, n, w, *kept, yd);
       } catch (const dnnl::error&) {
       }
     }
-    if (!pd || IsReference(pd)) {
-      pd = BlockedPoolingDesc(ctx, n, w, PoolingSource(ctx, n.inputs[0], xd, true), yd);
-    }
+    if (!pd || IsReference(pd)) pd = BlockedPoolingDesc(ctx, n, w, ChannelBlocked(xd), yd);
   } catch (const dnnl::error& e) {
     return Status::Unimplemented(NodeLabel(n) + ": blocked pooling: " + e.what());
   }
@@ -1124,13 +1122,13 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   Step main;
   main.prim = dnnl::pooling_v2_forward(pd);
   if (prologue.empty()) {
-    main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], Plain(xd), pd.src_desc(),
-                                                *ctx.engine, stored)});
+    main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], PlainLayout(xd),
+                                                pd.src_desc(), *ctx.engine, stored)});
   } else {
     // The prologue loop writes the pooling's input (plain) to scratch, reordered from there.
     Step pro;
     FUSOR_ASSIGN_OR_RETURN(pro.loop, FusedLoop::Build(g, prologue, {n.inputs[0]}, ctx.known));
-    Arg plain_src = ScratchArg(k->AddScratch(Plain(xd)), Plain(xd));
+    Arg plain_src = ScratchArg(k->AddScratch(PlainLayout(xd)), PlainLayout(xd));
     for (TensorId t : pro.loop->leaves()) pro.loop_args.push_back({t, TensorArg(t, {})});
     pro.loop_args.push_back({n.inputs[0], plain_src});
     k->steps().push_back(std::move(pro));
@@ -1273,7 +1271,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
       }
       PostOp head = all[0][0];
       ops.assign(all.begin() + 1, all.end());
-      memory::desc md = Plain(yd);
+      memory::desc md = PlainLayout(yd);
       dnnl::engine eng = *ctx.engine;
       make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
         dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, head.alg, md, head.alpha,
@@ -1288,7 +1286,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
       auto more = TranslateChain(g, rest, first.outputs[0], ctx.known);
       if (more.size() != rest.size()) return no_form;
       ops = more;
-      memory::desc s0 = Plain(yd), s1 = Plain(head.operand_dims), dst = Plain(yd);
+      memory::desc s0 = PlainLayout(yd), s1 = PlainLayout(head.operand_dims), dst = PlainLayout(yd);
       dnnl::engine eng = *ctx.engine;
       algorithm alg = head.alg;
       make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
@@ -1309,7 +1307,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
     main.prim = dnnl::primitive(pd);
     AddPostOpArgs(k.get(), &main, ops, ops.size(), IdentityView(), *ctx.engine);
     AddScratchpad(k.get(), &main, pd);
-    main.args.push_back({DNNL_ARG_DST, TensorArg(final_out, Plain(yd))});
+    main.args.push_back({DNNL_ARG_DST, TensorArg(final_out, PlainLayout(yd))});
     k->steps().push_back(std::move(main));
     return std::unique_ptr<GroupKernel>(std::move(k));
   } catch (const dnnl::error&) {
