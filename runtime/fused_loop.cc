@@ -973,18 +973,22 @@ void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) con
 }
 
 void FusedLoop::Run() const {
-  // Outputs of the same shape share one pass, so values common to them are computed once.
+  // Outputs with as many elements share one pass over the same flat tiles, so values common to
+  // them are computed once: a tile's token stands for the same flat range in every value reached
+  // through identity maps, whatever the outputs' dims ([1,128,768] and its unit-dim transpose
+  // [128,1,768]); a value reached through any other map gets a token of its own.
   std::vector<bool> done(outputs_.size(), false);
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (done[i]) continue;
+    const int64_t total = NumElements(values_.at(outputs_[i])->dims);
     std::vector<TensorId> pass;
     for (size_t j = i; j < outputs_.size(); ++j) {
-      if (!done[j] && values_.at(outputs_[j])->dims == values_.at(outputs_[i])->dims) {
+      if (!done[j] && NumElements(values_.at(outputs_[j])->dims) == total) {
         pass.push_back(outputs_[j]);
         done[j] = true;
       }
     }
-    RunOutputs(pass, NumElements(values_.at(outputs_[i])->dims));
+    RunOutputs(pass, total);
   }
 }
 

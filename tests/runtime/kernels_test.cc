@@ -241,6 +241,26 @@ TEST(LoopKernel, LeafBroadcastsTransposesAndScalarsAcrossTiles) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5}));
 }
 
+// BERT's layer-norm tail leaves the loop twice: as itself ([1,S,H], the next residual) and through
+// a Transpose that moves only a unit dim ([S,1,H]). Outputs with as many elements run in one pass
+// (the shared values computed once; two passes made the group 2x slower than its ops apart); an
+// output of the same size through a real transpose must still get its own values, not the shared
+// ones.
+TEST(LoopKernel, OutputsOfOneSizeInOtherDimsShareAPassAndStayExact) {
+  IrBuilder b;
+  const Shape dims = {1, 64, 96}, unit_moved = {64, 1, 96}, swapped = {1, 96, 64};
+  TensorId m = b.Act("m", dims), a = b.Act("a", dims);
+  TensorId t_unit = b.Act("t_unit", unit_moved), t_swap = b.Act("t_swap", swapped);
+  b.Op("Mul", {b.Input("x", dims), b.Weight("scale", {96})}, {m});
+  b.Op("Add", {m, b.Weight("shift", {96})}, {a});
+  b.Op("Transpose", {a}, {t_unit}, {Ints("perm", {1, 0, 2})});
+  b.Op("Transpose", {a}, {t_swap}, {Ints("perm", {0, 2, 1})});
+  b.Output(a);
+  b.Output(t_unit);
+  b.Output(t_swap);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
+}
 TEST(LoopKernel, ChainPrimitiveAndFusedLoopAgree) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 16, 5, 5});
