@@ -237,6 +237,46 @@ Status WritePlot(const ValidationReport& r, const std::string& png) {
   return Status::Ok();
 }
 
+// The quick calibration suite measured again against the profile (costmodel/validation.h).
+StatusOr<MachineCheck> MeasureMachineCheck(const HardwareProfile& profile, const MeasureFn& measure,
+                                           const std::string& when) {
+  ProgressDisplay progress;
+  auto suite = CalibrationSuite(profile.target, /*scale=*/0.5);
+  size_t done = 0;
+  MeasureFn counted = [&](const Graph& g, const FusionPlan& plan) {
+    progress.Update("machine check (" + when + ")",
+                    static_cast<double>(done++) / std::max<size_t>(suite.size(), 1), g.model_name);
+    return measure(g, plan);
+  };
+  auto check = CheckMachine(suite, profile, counted);
+  progress.Finish();
+  return check;
+}
+
+nlohmann::json MachineCheckJson(const MachineCheck& c) {
+  return {{"benchmarks", c.benchmarks},
+          {"median_measured_over_predicted", c.median_ratio},
+          {"p10", c.p10_ratio},
+          {"p90", c.p90_ratio},
+          {"drifted", MachineDrifted(c)}};
+}
+
+void PrintMachineCheck(const MachineCheck& before, const MachineCheck& after) {
+  std::printf(
+      "machine check    calibration benchmarks run at %.2fx the profile's prediction before, "
+      "%.2fx after (median of %d)   1.00 = as calibrated\n",
+      before.median_ratio, after.median_ratio, after.benchmarks);
+  for (const MachineCheck* c : {&before, &after}) {
+    if (!MachineDrifted(*c)) continue;
+    std::printf(
+        "warning: this CPU ran %.0f%% %s than when it was calibrated (a shared host, frequency); "
+        "the figures above mix that drift with the model's error: run `fusor calibrate` and "
+        "validate again\n",
+        100 * std::fabs(c->median_ratio - 1), c->median_ratio > 1 ? "slower" : "faster");
+    break;
+  }
+}
+
 int RunValidate(const ValidateFlags& f) {
   auto profile = LocalProfile(f.connection);
   if (!profile.ok()) return Fail("costmodel validate", profile.status());
@@ -257,6 +297,8 @@ int RunValidate(const ValidateFlags& f) {
     FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
     return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
   };
+  auto before = MeasureMachineCheck(*profile, measure, "before");
+  if (!before.ok()) return Fail("costmodel validate", before.status());
   ProgressDisplay progress;
   AnalyticalCostModel model(*profile);
   auto report = ValidateCostModel(
@@ -267,7 +309,10 @@ int RunValidate(const ValidateFlags& f) {
       f.rounds);
   progress.Finish();
   if (!report.ok()) return Fail("costmodel validate", report.status());
+  auto after = MeasureMachineCheck(*profile, measure, "after");
+  if (!after.ok()) return Fail("costmodel validate", after.status());
   nlohmann::json j = ReportToJson(*report);
+  j["machine_check"] = {{"before", MachineCheckJson(*before)}, {"after", MachineCheckJson(*after)}};
   if (f.json) {
     std::cout << j.dump(2) << "\n";
   } else {
@@ -283,6 +328,7 @@ int RunValidate(const ValidateFlags& f) {
         "decisive ones, gap >= 5%%)   goal >= 90%%\n",
         100 * report->agreement, report->decisions, 100 * report->decisive_agreement,
         report->decisive_decisions);
+    PrintMachineCheck(*before, *after);
   }
   if (!f.plot.empty()) {
     Status s = WritePlot(*report, f.plot);

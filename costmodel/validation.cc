@@ -74,6 +74,26 @@ std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_r
   return out;
 }
 
+StatusOr<MachineCheck> CheckMachine(const std::vector<CalibrationBenchmark>& suite,
+                                    const HardwareProfile& profile, const MeasureFn& measure) {
+  std::vector<double> ratios;
+  for (const CalibrationBenchmark& b : suite) {
+    auto m = measure(b.graph, b.plan);
+    if (!m.ok()) return m.status().WithContext("machine check '" + b.name + "'");
+    if (m->unstable) continue;
+    GroupFeatures f = PlanFeatures(b.graph, b.plan, profile.target).at(0);
+    ratios.push_back(m->median_ns / EvaluateFeatures(f, profile).total_ns);
+  }
+  if (ratios.empty()) return Status::FailedPrecondition("machine check: every benchmark unstable");
+  return MachineCheck{static_cast<int>(ratios.size()), Percentile(ratios, 0.5),
+                      Percentile(ratios, 0.1), Percentile(ratios, 0.9)};
+}
+
+bool MachineDrifted(const MachineCheck& c) {
+  return c.benchmarks > 0 &&
+         std::fabs(std::log(c.median_ratio)) > std::log1p(kMachineDriftTolerance);
+}
+
 double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs,
                   double min_gap) {
   int concordant = 0, discordant = 0;

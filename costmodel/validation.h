@@ -56,6 +56,25 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
                                              const CostModel& model, const MeasureFn& measure,
                                              const ProgressFn& progress = {}, int rounds = 3);
 
+// How this machine runs now compared with when its profile was fitted: the calibration
+// benchmarks measured again, as the median of measured / predicted time. The fit leaves that
+// median near 1 (it is unbiased in log space), so a ratio of 1.3 says the machine is 30% slower
+// than at calibration (another tenant on a shared host, frequency, thermal state), and held-out
+// errors measured now mix that drift with the model's own error. Benchmarks whose timing stays
+// unstable are left out, as in calibration.
+struct MachineCheck {
+  int benchmarks = 0;
+  double median_ratio = 0;  // Measured / predicted, median over the benchmarks.
+  double p10_ratio = 0, p90_ratio = 0;
+};
+StatusOr<MachineCheck> CheckMachine(const std::vector<CalibrationBenchmark>& suite,
+                                    const HardwareProfile& profile, const MeasureFn& measure);
+
+// Drift beyond this share (either way) makes `fusor costmodel validate` warn that the figures it
+// prints mix machine drift with model error, and advise recalibrating.
+inline constexpr double kMachineDriftTolerance = 0.10;
+bool MachineDrifted(const MachineCheck& c);
+
 // Kendall's tau-a over pairs not tied in either ranking; 0 pairs -> 0. With min_gap > 0, only
 // pairs whose `b` values differ by at least that fraction count (measurement noise is no order).
 double KendallTau(const std::vector<double>& a, const std::vector<double>& b, int* pairs,

@@ -89,5 +89,41 @@ TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
   for (const auto& [plan, n] : calls) EXPECT_EQ(n, 3);
 }
 
+// The machine check reads drift as the median of measured / predicted over the calibration
+// benchmarks: a machine 30% slower than at calibration shows 1.3 and is flagged; 5% is within
+// tolerance; a benchmark disturbed to 100x, or flagged unstable, does not move the median.
+TEST(CheckMachine, MedianRatioFlagsDriftBeyondTolerance) {
+  HardwareProfile profile;
+  auto suite = CalibrationSuite(profile.target, 0.5);
+  ASSERT_GT(suite.size(), 10u);
+  auto scaled = [&](double factor) {
+    return [&, factor](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
+      double t = EvaluateFeatures(PlanFeatures(g, p, profile.target).at(0), profile).total_ns;
+      bool first = &g == &suite.front().graph, second = &g == &suite[1].graph;
+      return MeasuredTime{first ? 100 * t : t * factor, 0, second};
+    };
+  };
+  auto slow = CheckMachine(suite, profile, scaled(1.3));
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow->benchmarks, static_cast<int>(suite.size()) - 1);
+  EXPECT_NEAR(slow->median_ratio, 1.3, 1e-9);
+  EXPECT_TRUE(MachineDrifted(*slow));
+  auto steady = CheckMachine(suite, profile, scaled(1.05));
+  ASSERT_TRUE(steady.ok());
+  EXPECT_FALSE(MachineDrifted(*steady));
+  EXPECT_TRUE(MachineDrifted(*CheckMachine(suite, profile, scaled(0.8))));
+}
+
+TEST(CheckMachine, EveryBenchmarkUnstableIsAnError) {
+  HardwareProfile profile;
+  auto suite = CalibrationSuite(profile.target, 0.5);
+  MeasureFn noisy = [](const Graph&, const FusionPlan&) -> StatusOr<MeasuredTime> {
+    return MeasuredTime{1000, 0.5, true};
+  };
+  auto check = CheckMachine(suite, profile, noisy);
+  ASSERT_FALSE(check.ok());
+  EXPECT_NE(check.status().ToString().find("unstable"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fusor
