@@ -242,13 +242,11 @@ StatusOr<MachineCheck> MeasureMachineCheck(const HardwareProfile& profile, const
                                            const std::string& when) {
   ProgressDisplay progress;
   auto suite = CalibrationSuite(profile.target, /*scale=*/0.5);
-  size_t done = 0;
-  MeasureFn counted = [&](const Graph& g, const FusionPlan& plan) {
-    progress.Update("machine check (" + when + ")",
-                    static_cast<double>(done++) / std::max<size_t>(suite.size(), 1), g.model_name);
-    return measure(g, plan);
-  };
-  auto check = CheckMachine(suite, profile, counted);
+  auto check = CheckMachine(
+      suite, profile, measure, [&](size_t done, size_t total, const std::string& name) {
+        progress.Update("machine check (" + when + ")",
+                        static_cast<double>(done) / std::max<size_t>(total, 1), name);
+      });
   progress.Finish();
   return check;
 }

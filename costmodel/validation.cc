@@ -75,9 +75,12 @@ std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_r
 }
 
 StatusOr<MachineCheck> CheckMachine(const std::vector<CalibrationBenchmark>& suite,
-                                    const HardwareProfile& profile, const MeasureFn& measure) {
+                                    const HardwareProfile& profile, const MeasureFn& measure,
+                                    const ProgressFn& progress) {
   std::vector<double> ratios;
-  for (const CalibrationBenchmark& b : suite) {
+  for (size_t i = 0; i < suite.size(); ++i) {
+    const CalibrationBenchmark& b = suite[i];
+    if (progress) progress(i, suite.size(), b.name);
     auto m = measure(b.graph, b.plan);
     if (!m.ok()) return m.status().WithContext("machine check '" + b.name + "'");
     if (m->unstable) continue;

@@ -68,7 +68,8 @@ struct MachineCheck {
   double p10_ratio = 0, p90_ratio = 0;
 };
 StatusOr<MachineCheck> CheckMachine(const std::vector<CalibrationBenchmark>& suite,
-                                    const HardwareProfile& profile, const MeasureFn& measure);
+                                    const HardwareProfile& profile, const MeasureFn& measure,
+                                    const ProgressFn& progress = {});
 
 // Drift beyond this share (either way) makes `fusor costmodel validate` warn that the figures it
 // prints mix machine drift with model error, and advise recalibrating.
