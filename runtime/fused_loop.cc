@@ -83,6 +83,8 @@ struct FusedLoop::Value {
   PadMode pad_mode = PadMode::kConstant;
   int pads_slot = -1, value_slot = -1;  // Pad: inputs read as the loop runs (computed pads).
   std::vector<ResizeTable> resize;      // Per dim.
+  int uses = 0;         // Reads of this value by the loop's nodes (an input listed twice counts 2).
+  bool output = false;  // Written out by the loop (or read by EvalRange's callers).
 };
 
 // Per-thread buffers, reset for each tile; a memo keyed by (tensor, index-set token) lets values
@@ -300,19 +302,38 @@ Affine CoordMap(size_t rank, size_t dim) {
   return m;
 }
 
-// Walks the elements [begin, begin + n) of `dims` (rank >= 1) in runs along the innermost dim:
+// Walks the elements [begin, begin + n) of `dims` (rank >= 1) in runs along the innermost dims:
 // fn(e, off, run, step) for elements e .. e + run - 1, which read flat indices off + j * step.
+// Trailing dims the map reads as one (a [C,1,1] scale over H x W, a row of weights over [N, W])
+// make one run: fewer, longer runs.
 template <typename Fn>
-void ForEachRun(const Affine& m, const Shape& dims, int64_t begin, int64_t n, Fn&& fn) {
+void ForEachRun(const Affine& m, const Shape& full_dims, int64_t begin, int64_t n, Fn&& fn) {
+  Shape dims;
+  std::vector<int64_t> coefs;
+  for (size_t d = full_dims.size(); d-- > 0;) {
+    if (full_dims[d] == 1) continue;  // Its coordinate is always 0.
+    if (!dims.empty() && m.coef[d] == coefs.back() * dims.back()) {
+      dims.back() *= full_dims[d];
+      continue;
+    }
+    dims.push_back(full_dims[d]);
+    coefs.push_back(m.coef[d]);
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    coefs.push_back(0);
+  }
+  std::reverse(dims.begin(), dims.end());
+  std::reverse(coefs.begin(), coefs.end());
   size_t rank = dims.size();
   std::vector<int64_t> coord(rank);
   int64_t off = m.base;
   for (size_t d = rank, flat = begin; d-- > 0;) {
     coord[d] = static_cast<int64_t>(flat) % dims[d];
     flat /= dims[d];
-    off += coord[d] * m.coef[d];
+    off += coord[d] * coefs[d];
   }
-  int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
+  int64_t inner = dims[rank - 1], step = coefs[rank - 1];
   for (int64_t e = 0; e < n;) {
     int64_t run = std::min(n - e, inner - coord[rank - 1]);
     fn(e, off, run, step);
@@ -320,11 +341,19 @@ void ForEachRun(const Affine& m, const Shape& dims, int64_t begin, int64_t n, Fn
     coord[rank - 1] += run;
     off += run * step;
     for (size_t d = rank - 1; d > 0 && coord[d] == dims[d]; --d) {
-      off += m.coef[d - 1] - coord[d] * m.coef[d];
+      off += coefs[d - 1] - coord[d] * coefs[d];
       coord[d] = 0;
       ++coord[d - 1];
     }
   }
+}
+
+// The step of the runs ForEachRun walks: the coefficient of the innermost dim longer than 1.
+int64_t RunStep(const Affine& m, const Shape& dims) {
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] > 1) return m.coef[d];
+  }
+  return 0;
 }
 
 // out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in `dims`.
@@ -357,7 +386,8 @@ void AffineIndices(const Affine& m, const Shape& dims, const Idx& idx, int64_t* 
   });
 }
 
-const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s);
+const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s,
+                  float* into = nullptr);
 
 Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
   if (m.identity) return idx;
@@ -553,26 +583,88 @@ const float* EvalTrilu(const ValueMap& values, const Value& v, const Idx& idx, L
   return out;
 }
 
-const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
-  float* out = s->Floats(idx.n);
+bool IsArith(LoopKind k) {
+  return k == LoopKind::kUnary || k == LoopKind::kBinary || k == LoopKind::kWhere ||
+         k == LoopKind::kBatchNorm;
+}
+
+// The tile `in` of v's input j when v may overwrite it: a scratch buffer only v reads (an
+// arithmetic value with one use, not an output) through an identity map; the kernels read element
+// e before writing it. Reuse keeps a chain in one buffer, so it stays in L1 whatever its length.
+float* Reusable(const ValueMap& values, const Value& v, size_t j, const float* in) {
+  const Value& u = *values.at(v.inputs[j]);
+  bool mine = v.maps[j].identity && IsArith(u.kind) && u.uses == 1 && !u.output && !u.is_int;
+  return mine ? const_cast<float*>(in) : nullptr;
+}
+
+// Where v's tile goes: `into` when the caller gave one, else input j's tile when reusable, else a
+// new scratch buffer.
+float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float* in, float* into,
+                  const Idx& idx, LoopScratch* s) {
+  if (into != nullptr) return into;
+  if (float* reuse = Reusable(values, v, j, in)) return reuse;
+  return s->Floats(idx.n);
+}
+
+// Input j of a binary node read straight from its leaf, run by run, from a contiguous range: a
+// row repeated along outer dims (a bias, layer-norm weights) or one value repeated along the
+// innermost dim (a per-row or per-channel scale). No tile of copies is made.
+bool StreamsLeaf(const ValueMap& values, const Value& v, size_t j, const Idx& idx) {
+  const Affine& m = v.maps[j];
+  if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return false;
+  const Value& u = *values.at(v.inputs[j]);
+  int64_t step = RunStep(m, v.dims);
+  return u.kind == LoopKind::kLeaf && !u.is_int && (step == 0 || step == 1);
+}
+
+const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+                        float* into) {
+  for (size_t j = 0; j < 2; ++j) {
+    if (!v.maps[j].scalar || v.maps[1 - j].scalar) continue;
+    float c = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
+    const float* x = EvalInput(values, v, 1 - j, idx, s);
+    float* out = OutputTile(values, v, 1 - j, x, into, idx, s);
+    loop_kernels::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
+    return out;
+  }
+  for (size_t j = 0; j < 2; ++j) {
+    if (!StreamsLeaf(values, v, j, idx)) continue;
+    const float* x = EvalInput(values, v, 1 - j, idx, s);
+    float* out = OutputTile(values, v, 1 - j, x, into, idx, s);
+    const float* src = static_cast<const float*>(values.at(v.inputs[j])->data);
+    ForEachRun(v.maps[j], v.dims, idx.begin, idx.n,
+               [&](int64_t e, int64_t off, int64_t run, int64_t step) {
+                 if (step == 0) {
+                   loop_kernels::BinaryScalar(v.binary, x + e, src[off], j == 0, out + e, run);
+                 } else if (j == 1) {
+                   loop_kernels::Binary(v.binary, x + e, src + off, out + e, run);
+                 } else {
+                   loop_kernels::Binary(v.binary, src + off, x + e, out + e, run);
+                 }
+               });
+    return out;
+  }
+  const float* x = EvalInput(values, v, 0, idx, s);
+  const float* y = EvalInput(values, v, 1, idx, s);
+  float* out = into != nullptr ? into : Reusable(values, v, 0, x);
+  if (out == nullptr) out = OutputTile(values, v, 1, y, nullptr, idx, s);
+  loop_kernels::Binary(v.binary, x, y, out, idx.n);
+  return out;
+}
+
+const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+                       float* into) {
   switch (v.kind) {
-    case LoopKind::kUnary:
-      loop_kernels::Unary(v.unary, v.a, v.b, EvalInput(values, v, 0, idx, s), out, idx.n);
-      return out;
-    case LoopKind::kBinary: {
-      for (size_t j = 0; j < 2; ++j) {
-        if (!v.maps[j].scalar || v.maps[1 - j].scalar) continue;
-        float c = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
-        const float* x = EvalInput(values, v, 1 - j, idx, s);
-        loop_kernels::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
-        return out;
-      }
+    case LoopKind::kUnary: {
       const float* x = EvalInput(values, v, 0, idx, s);
-      const float* y = EvalInput(values, v, 1, idx, s);
-      loop_kernels::Binary(v.binary, x, y, out, idx.n);
+      float* out = OutputTile(values, v, 0, x, into, idx, s);
+      loop_kernels::Unary(v.unary, v.a, v.b, x, out, idx.n);
       return out;
     }
+    case LoopKind::kBinary:
+      return EvalBinary(values, v, idx, s, into);
     case LoopKind::kWhere: {
+      float* out = into != nullptr ? into : s->Floats(idx.n);
       const float* c = EvalInput(values, v, 0, idx, s);
       const float* x = EvalInput(values, v, 1, idx, s);
       const float* y = EvalInput(values, v, 2, idx, s);
@@ -580,6 +672,7 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
       return out;
     }
     default: {  // kBatchNorm
+      float* out = into != nullptr ? into : s->Floats(idx.n);
       const float* p[5];
       for (size_t j = 0; j < 5; ++j) p[j] = EvalInput(values, v, j, idx, s);
       loop_kernels::BatchNorm(p[0], p[1], p[2], p[3], p[4], v.a, out, idx.n);
@@ -588,7 +681,10 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
   }
 }
 
-const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s) {
+// `into`, when set, is where the caller wants the values (idx.n floats): arithmetic values are
+// computed straight into it instead of a scratch buffer; other kinds may ignore it, so the caller
+// copies when the returned pointer differs.
+const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s, float* into) {
   if (const float* hit = s->Find(t, idx.token)) return hit;
   const Value& v = *values.at(t);
   const float* out = nullptr;
@@ -597,7 +693,7 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
       out = EvalLeaf(v, idx, s);
       break;
     case LoopKind::kPass:
-      out = Eval(values, v.inputs[0], idx, s);
+      out = Eval(values, v.inputs[0], idx, s, into);
       break;
     case LoopKind::kAffine:
       out = EvalMapped(values, v.inputs[0], v.maps[0], v.dims, idx, s);
@@ -618,7 +714,7 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
       out = EvalResize(values, v, idx, s);
       break;
     default:
-      out = EvalArith(values, v, idx, s);
+      out = EvalArith(values, v, idx, s, into);
       break;
   }
   s->Put(t, idx.token, out);
@@ -930,6 +1026,12 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
       return Status::InvalidArgument("fused loop output '" + g.tensor(t).name +
                                      "' is not computed by the loop's nodes");
     }
+    loop->values_.at(t)->output = true;
+  }
+  for (const auto& [t, v] : loop->values_) {
+    for (TensorId in : v->inputs) {
+      if (in != kNoId) ++loop->values_.at(in)->uses;
+    }
   }
   return loop;
 }
@@ -959,9 +1061,13 @@ void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) con
       s.Reset();
       Idx idx{i * tile_, std::min(tile_, total - i * tile_), nullptr, s.NewToken()};
       for (TensorId o : outs) {
-        const float* p = Eval(values_, o, idx, &s);
         void* dst = output_data_.at(o);
-        if (values_.at(o)->is_int) {
+        const bool is_int = values_.at(o)->is_int;
+        // The last node writes its tile straight into the output (one pass less over the tile);
+        // safe with an output aliasing a leaf, as the arithmetic reads element e before writing it.
+        float* into = is_int ? nullptr : static_cast<float*>(dst) + idx.begin;
+        const float* p = Eval(values_, o, idx, &s, into);
+        if (is_int) {
           int64_t* d = static_cast<int64_t*>(dst) + idx.begin;
           for (int64_t e = 0; e < idx.n; ++e) d[e] = static_cast<int64_t>(p[e]);
         } else if (p != static_cast<float*>(dst) + idx.begin) {

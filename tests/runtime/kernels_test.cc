@@ -261,6 +261,31 @@ TEST(LoopKernel, OutputsOfOneSizeInOtherDimsShareAPassAndStayExact) {
   Graph g = b.Build();
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
 }
+
+// Broadcast leaves are read run by run (a row of weights, one value per row) with the leaf as
+// either operand; a chain writes over the tile of a value only it reads, but never over a value
+// read twice or written out. Tiles (4096 elements) end mid-row.
+TEST(LoopKernel, StreamedBroadcastsAndReusedTilesStayExact) {
+  IrBuilder b;
+  const Shape dims = {2, 6, 700};
+  TensorId x = b.Input("x", dims);
+  TensorId a = b.Act("a", dims), d = b.Act("d", dims), r = b.Act("r", dims);
+  TensorId m = b.Act("m", dims), q = b.Act("q", dims), w = b.Act("w", dims);
+  b.Op("Sub", {b.Weight("per_row", {2, 6, 1}), x}, {a});
+  b.Op("Sub", {b.Weight("row", {700}), a}, {d});
+  b.Op("Relu", {d}, {r});
+  b.Op("Div", {r, b.Weight("per_channel", {6, 1})}, {m});
+  b.Op("Add", {m, x}, {q});
+  b.Op("Mul", {m, q}, {w});
+  b.Output(r);
+  b.Output(w);
+  Graph g = b.Build();
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5}),
+                         ChainBackend::kFusedLoop, &described);
+  EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
+}
+
 TEST(LoopKernel, ChainPrimitiveAndFusedLoopAgree) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 16, 5, 5});
