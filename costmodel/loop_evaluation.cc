@@ -34,6 +34,24 @@ double Elements(const Graph& g, TensorId t) {
   return static_cast<double>(g.tensor(t).num_elements());
 }
 
+// Elements per run when a leaf of dims `in` is read through its broadcast into `out` from a range:
+// the trailing dims of `out` that the map walks as one (all broadcast, or all read in order), as
+// the runtime's ForEachRun merges them.
+double RunLength(const Shape& in, const Shape& out) {
+  double run = 1;
+  bool broadcast = false, started = false;
+  for (size_t k = 0; k < out.size(); ++k) {
+    size_t d = out.size() - 1 - k;
+    if (out[d] == 1) continue;
+    bool b = k >= in.size() || in[in.size() - 1 - k] == 1;
+    if (started && b != broadcast) break;
+    broadcast = b;
+    started = true;
+    run *= static_cast<double>(out[d]);
+  }
+  return run;
+}
+
 class Walk {
  public:
   Walk(const Graph& g, const FusionGroup& group) : g_(g), group_(group) {}
@@ -59,7 +77,7 @@ class Walk {
         if (t != kNoId && g_.tensor(t).kind != TensorKind::kConstant) values.insert(t);
       }
     }
-    out_.eval_calls = pulls * static_cast<double>(values.size());
+    out_.eval_calls += pulls * static_cast<double>(values.size());
     return out_;
   }
 
@@ -167,6 +185,7 @@ class Walk {
       return Listed(n.inputs[0], r, 1.0, InnerStepOne(n, n.inputs[0]));
     }
     OpClass c = ClassifyNode(g_, n);
+    bool may_stream = StreamsOperands(n);
     for (size_t j = 0; j < n.inputs.size(); ++j) {
       TensorId u = n.inputs[j];
       if (u == kNoId || g_.tensor(u).kind == TensorKind::kConstant) continue;
@@ -181,10 +200,35 @@ class Walk {
         if (Internal(u)) Ask(u, {1, 0});
       } else if (identity) {
         Identity(u, r);
+      } else if (may_stream && !Internal(u)) {
+        Streamed(n, u, r, rank);
+        may_stream = false;  // The other operand, if broadcast too, is copied.
       } else {
         Mapped(n, u, r, rank, !per_channel && InnerStepOne(n, u));
       }
     }
+  }
+
+  // A binary arithmetic node with no scalar operand reads its first broadcast leaf operand straight
+  // from the leaf, run by run along the innermost dim (runtime: StreamsLeaf): no copy, one kernel
+  // call per run. Requests that come as index lists are gathered as for any leaf.
+  bool StreamsOperands(const Node& n) const {
+    static const char* kOps[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    if (std::none_of(std::begin(kOps), std::end(kOps),
+                     [&](const char* op) { return n.op_type == op; })) {
+      return false;
+    }
+    if (n.inputs.size() != 2 || g_.tensor(n.outputs[0]).dims.empty()) return false;
+    for (TensorId u : n.inputs) {
+      if (u == kNoId || g_.tensor(u).num_elements() == 1) return false;
+    }
+    return true;
+  }
+  void Streamed(const Node& n, TensorId u, Requests r, size_t rank) {
+    out_.eval_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
+    Requests lists{0, r.runs, r.scattered};
+    MapWork(lists, rank);
+    out_.gathered_elements += lists.list();
   }
 
   // Resize: each output coordinate looked up per element; nearest reads the input once per element,
@@ -247,10 +291,12 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
     }
     nodes.push_back(id);
   }
+  // Outputs with as many elements share one pass over the same tiles (FusedLoop::Run).
+  std::unordered_set<double> passes;
   for (TensorId t : leaving) {
     if (std::find(nodes.begin(), nodes.end(), g.tensor(t).producer) == nodes.end()) continue;
     walk.Ask(t, {Elements(g, t), 0, 0});
-    pulls += std::ceil(Elements(g, t) / kLoopTile);
+    if (passes.insert(Elements(g, t)).second) pulls += std::ceil(Elements(g, t) / kLoopTile);
   }
   return walk.Run(nodes, pulls);
 }

@@ -49,6 +49,42 @@ TEST(EvaluateLoop, AMapAppliedToAScatteredListDividesEveryIndexPerDimension) {
   EXPECT_DOUBLE_EQ(e.remapped_elements, 64);
 }
 
+// Layer norm's tail, y = (x[1,4,8] / s[1,4,1]) * g[8] + b[8]: each broadcast leaf operand is read
+// in place run by run (4 rows of 8: 4 kernel calls per node), with no index work. Then
+// t = u[8] + s: a second broadcast operand of one node is copied (32 indexed).
+TEST(EvaluateLoop, BroadcastLeafOperandsAreReadInPlaceOneCallPerRow) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4, 8}), s = b.Input("s", {1, 4, 1});
+  TensorId d = b.Act("d", {1, 4, 8}), m = b.Act("m", {1, 4, 8}), y = b.Act("y", {1, 4, 8});
+  b.Op("Div", {x, s}, {d});
+  b.Op("Mul", {d, b.Weight("g", {8})}, {m});
+  b.Op("Add", {m, b.Weight("b", {8})}, {y});
+  TensorId t = b.Act("t", {1, 4, 8});
+  b.Op("Add", {b.Weight("u", {8}), s}, {t});
+  b.Output(y);
+  b.Output(t);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2}), {y});
+  EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 7 + 3 * 4);  // One tile of values y, m, d, x, s, g, b.
+  LoopEvaluation two = EvaluateLoop(g, Loop({3}), {t});
+  EXPECT_DOUBLE_EQ(two.indexed_elements, 32);
+  EXPECT_DOUBLE_EQ(two.eval_calls, 1 * 3 + 4);
+}
+
+// A per-channel scale s[1,8,1,1] over x[1,8,4,4] is one run per channel (H and W walked as one).
+TEST(EvaluateLoop, ARunSpansEveryTrailingDimTheBroadcastWalksAsOne) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 8, 4, 4}), s = b.Input("s", {1, 8, 1, 1});
+  TensorId y = b.Act("y", {1, 8, 4, 4});
+  b.Op("Mul", {x, s}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0}), {y});
+  EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements, 0);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 3 + 8);
+}
+
 // A Transpose that only moves a dim of size 1 reads its input in order: no index work at all.
 TEST(EvaluateLoop, ATransposeOfAUnitDimIsAnIdentity) {
   IrBuilder b;
@@ -61,6 +97,22 @@ TEST(EvaluateLoop, ATransposeOfAUnitDimIsAnIdentity) {
   LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z});
   EXPECT_DOUBLE_EQ(e.evaluated.at(r), 32);
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
+}
+
+// Outputs with as many elements share the loop's pass: r and its unit-dim transpose z are
+// written from one tile walk (one pull of r, z and x), not two.
+TEST(EvaluateLoop, OutputsOfOneSizeShareOnePass) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4, 8});
+  TensorId r = b.Act("r", {1, 4, 8}), z = b.Act("z", {4, 1, 8});
+  b.Op("Relu", {x}, {r});
+  b.Op("Transpose", {r}, {z}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  b.Output(r);
+  b.Output(z);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {r, z});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 32);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 3);
 }
 
 // y = Concat(Relu(a[1,2,4]), c[1,2,4]) on axis 1: the axis coordinate of each of y's 16 elements
