@@ -144,7 +144,8 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
 }
 
 // A fused loop pulls each tile through per-thread buffers (runtime/fused_loop.h): every value
-// computed inside the group and consumed inside it is written to, and read back from, L1. oneDNN
+// computed inside the group and consumed inside it is written to, and read back from, L1 (a view
+// or unit-dim transpose hands on its input's tile and has none of its own). oneDNN
 // post-ops of an anchor stay in registers instead.
 void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop,
                     GroupFeatures* f) {
@@ -155,7 +156,7 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
       for (NodeId c : g.tensor(t).consumers) {
         readers += std::binary_search(group.nodes.begin(), group.nodes.end(), c) ? 1 : 0;
       }
-      if (readers == 0) continue;
+      if (readers == 0 || loop->passed_through.count(t)) continue;
       double bytes = EvaluatedElements(g, loop, t) * 4;
       f->write_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes;
       f->read_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes * readers;

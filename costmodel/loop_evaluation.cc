@@ -176,6 +176,7 @@ class Walk {
     if (r.total() == 0) return;
     size_t rank = g_.tensor(out).dims.size();
     const std::string& op = n.op_type;
+    if (IsView(n) || MovesOnlyUnitDims(n)) out_.passed_through.insert(out);
     if (IsView(n)) return Identity(n.inputs[0], r);
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
     if (op == "Resize") return VisitResize(n, r, rank);

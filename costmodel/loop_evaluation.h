@@ -22,6 +22,7 @@
 #pragma once
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph/graph.h"
 #include "graph/plan.h"
@@ -36,6 +37,9 @@ struct LoopEvaluation {
   double gathered_elements = 0;  // Elements handled one by one: gathers, lists stepped along.
   double remapped_elements = 0;  // Element-dimensions of maps applied to index lists.
   double eval_calls = 0;  // Values pulled, times the tiles or row chunks they are pulled for.
+  // Values the loop hands on without a tile of their own (views, transposes of unit dims): their
+  // consumers read their input's tile.
+  std::unordered_set<TensorId> passed_through;
 };
 
 // `leaving` are the group's values that are written to memory (the loop's roots).

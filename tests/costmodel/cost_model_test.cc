@@ -105,6 +105,25 @@ TEST(PlanFeatures, RecomputedProducersCountOncePerCopy) {
   EXPECT_DOUBLE_EQ(written(recompute), 2 * 4096 + 4 * 4096);
 }
 
+// Relu -> Reshape -> Exp in one loop: the Relu's tile is written once and read once, by the Exp
+// through the Reshape, which has no tile of its own. (256 KiB tensors: the group's input and
+// output are not in L1.)
+TEST(PlanFeatures, AViewInALoopHasNoTileBuffer) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {64, 1024});
+  TensorId r = b.Act("r", {64, 1024}), v = b.Act("v", {65536}), y = b.Act("y", {65536});
+  b.Op("Relu", {x}, {r});
+  b.Op("Reshape", {r, b.IntConstant("shape", {65536})}, {v});
+  b.Op("Exp", {v}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  FusionPlan plan{{FusionGroup{GroupKind::kLoop, {0, 1, 2}, {}}}};
+  auto features = PlanFeatures(g, plan, TargetFingerprint{});
+  const int l1 = static_cast<int>(MemoryLevel::kL1);
+  EXPECT_DOUBLE_EQ(features[0].write_bytes[l1], 65536 * 4);
+  EXPECT_DOUBLE_EQ(features[0].read_bytes[l1], 65536 * 4);
+}
+
 TEST(PlanFeatures, CacheLevelFollowsTensorSize) {
   // A small tensor written and read right away stays in L1; one larger than L3 goes to DRAM.
   TargetFingerprint t;
