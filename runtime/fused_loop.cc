@@ -1049,32 +1049,41 @@ bool FusedLoop::IsBound() const {
   return output_data_.size() == outputs_.size();
 }
 
+void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t i,
+                        LoopScratch* s) const {
+  s->Reset();
+  Idx idx{i * tile_, std::min(tile_, total - i * tile_), nullptr, s->NewToken()};
+  for (TensorId o : outs) {
+    void* dst = output_data_.at(o);
+    const bool is_int = values_.at(o)->is_int;
+    // The last node writes its tile straight into the output (one pass less over the tile); safe
+    // with an output aliasing a leaf, as the arithmetic reads element e before writing it.
+    float* into = is_int ? nullptr : static_cast<float*>(dst) + idx.begin;
+    const float* p = Eval(values_, o, idx, s, into);
+    if (is_int) {
+      int64_t* d = static_cast<int64_t*>(dst) + idx.begin;
+      for (int64_t e = 0; e < idx.n; ++e) d[e] = static_cast<int64_t>(p[e]);
+    } else if (p != static_cast<float*>(dst) + idx.begin) {
+      std::memmove(static_cast<float*>(dst) + idx.begin, p, idx.n * sizeof(float));
+    }
+  }
+}
+
 void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) const {
   int64_t tiles = (total + tile_ - 1) / tile_;
   // Waking the thread team costs microseconds (more with passive waiting); one tile is not worth
-  // it.
-#pragma omp parallel if (tiles > 1)
+  // it. Nor is entering a parallel region that will not fork (`if (false)`): libgomp still sets
+  // up a team of one, measured at ~2.5 us per call here.
+  if (tiles <= 1) {
+    LoopScratch s;
+    if (tiles == 1) RunTile(outs, total, 0, &s);
+    return;
+  }
+#pragma omp parallel
   {
     LoopScratch s;
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < tiles; ++i) {
-      s.Reset();
-      Idx idx{i * tile_, std::min(tile_, total - i * tile_), nullptr, s.NewToken()};
-      for (TensorId o : outs) {
-        void* dst = output_data_.at(o);
-        const bool is_int = values_.at(o)->is_int;
-        // The last node writes its tile straight into the output (one pass less over the tile);
-        // safe with an output aliasing a leaf, as the arithmetic reads element e before writing it.
-        float* into = is_int ? nullptr : static_cast<float*>(dst) + idx.begin;
-        const float* p = Eval(values_, o, idx, &s, into);
-        if (is_int) {
-          int64_t* d = static_cast<int64_t*>(dst) + idx.begin;
-          for (int64_t e = 0; e < idx.n; ++e) d[e] = static_cast<int64_t>(p[e]);
-        } else if (p != static_cast<float*>(dst) + idx.begin) {
-          std::memmove(static_cast<float*>(dst) + idx.begin, p, idx.n * sizeof(float));
-        }
-      }
-    }
+    for (int64_t i = 0; i < tiles; ++i) RunTile(outs, total, i, &s);
   }
 }
 

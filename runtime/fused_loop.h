@@ -70,6 +70,7 @@ class FusedLoop {
   FusedLoop() = default;
   Status AddNode(const Graph& g, const Node& n, const Lookup& known);
   void RunOutputs(const std::vector<TensorId>& outs, int64_t total) const;
+  void RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t i, LoopScratch* s) const;
 
   std::unordered_map<TensorId, std::unique_ptr<Value>> values_;
   std::vector<TensorId> leaves_, outputs_;
