@@ -459,11 +459,29 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
     return false;
   }
   std::vector<NodeId> chain(nodes.begin() + static_cast<std::ptrdiff_t>(first), nodes.end());
-  // After an eltwise head, oneDNN 2.6's JIT eltwise kernel takes binary post-ops only (measured: a
-  // Tanh -> Sigmoid chain runs as our loop); after a binary head, any post-op.
-  bool eltwise_head = swish || head.inputs.size() == 1 || head.op_type == "Clip";
-  for (NodeId id : chain) {
-    if (eltwise_head && !IsBinaryPostOp(g.node(id))) return false;
+  // oneDNN 2.6's JIT eltwise kernel takes no post-ops at all: a chain after an eltwise head
+  // (a unary op, Clip, swish, or a binary node with a scalar constant, which is eltwise_linear or
+  // eltwise_pow) gets a reference kernel, and the runtime runs our loop instead, unless the whole
+  // chain is scalar affine maps, which the runtime merges into the head's one eltwise_linear.
+  // Measured on avx512_core with the oneDNN backend forced: Relu, Tanh, Add(x, 1) and Mul(x, 2)
+  // heads followed by a Mul with a full, per-channel or scalar operand all run as our loop; Add(x,
+  // 1) -> Mul(., 0.5) is one eltwise. A binary head takes any post-op.
+  auto scalar_operand = [&](const Node& n) {
+    return n.inputs.size() == 2 &&
+           (IsScalarConstant(g, n.inputs[0]) || IsScalarConstant(g, n.inputs[1]));
+  };
+  auto affine = [&](const Node& n) {
+    bool either = n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul";
+    return scalar_operand(n) &&
+           (either || (n.op_type == "Div" && IsScalarConstant(g, n.inputs[1])));
+  };
+  bool eltwise_head =
+      swish || head.inputs.size() == 1 || head.op_type == "Clip" || scalar_operand(head);
+  if (eltwise_head && !chain.empty()) {
+    if (swish || !affine(head)) return false;
+    for (NodeId id : chain) {
+      if (!affine(g.node(id))) return false;
+    }
   }
   return CheckChain(g, nodes, nodes[first - 1], chain, /*post_ops_only=*/true).ok();
 }

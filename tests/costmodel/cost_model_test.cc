@@ -272,6 +272,29 @@ TEST(HasPrimitiveChainForm, OnlyBroadcastsOneDnnRunsInJit) {
   EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}));
 }
 
+// oneDNN 2.6's eltwise primitive takes no post-ops, and a binary node with a scalar constant is
+// an eltwise head: BERT's GELU tail Add(e, 1) -> Mul(x, .) -> Mul(., 0.5) has no primitive form
+// from its head, Mul(x, .) -> Mul(., 0.5) has (a binary head), and Add(e, 1) -> Mul(., 0.5) too
+// (the runtime merges the two affine maps into one eltwise_linear).
+TEST(HasPrimitiveChainForm, AnEltwiseHeadTakesOnlyAffineMapsItMerges) {
+  IrBuilder b;
+  const Shape dims = {1, 128, 3072};
+  TensorId e = b.Input("e", dims), x = b.Input("x", dims);
+  TensorId a = b.Act("a", dims), m = b.Act("m", dims), y = b.Act("y", dims);
+  TensorId h = b.Act("h", dims);
+  b.Op("Add", {e, b.FloatScalar("one", 1)}, {a});
+  b.Op("Mul", {x, a}, {m});
+  b.Op("Mul", {m, b.FloatScalar("half", 0.5)}, {y});
+  b.Op("Mul", {a, b.FloatScalar("third", 0.3)}, {h});
+  b.Output(y);
+  b.Output(h);
+  Graph g = b.Build();
+  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}));
+  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1, 2}));
+  EXPECT_TRUE(HasPrimitiveChainForm(g, {1, 2}));
+  EXPECT_TRUE(HasPrimitiveChainForm(g, {0, 3}));
+}
+
 // Small groups run on one thread (graph/threading.h): priced on one core with no team to wake.
 TEST(AnalyticalCostModel, ASmallGroupRunsSeriallyOnOneCore) {
   auto relu = [](int64_t n) {

@@ -286,6 +286,39 @@ TEST(LoopKernel, StreamedBroadcastsAndReusedTilesStayExact) {
   EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
 }
 
+// graph/plan.h's HasPrimitiveChainForm (what the cost model prices) against what the runtime
+// builds with the oneDNN backend forced, for two-node chains: an eltwise head (unary, or a binary
+// node with a scalar constant) takes no post-op but an affine map it merges; a binary head takes
+// any. The Mul's other operand: full size, per channel, scalar constant.
+TEST(LoopKernel, PrimitiveChainFormMatchesWhatTheRuntimeBuilds) {
+  const Shape dims = {1, 16, 96};
+  for (const char* head : {"Relu", "Add", "Mul", "Sub"}) {
+    for (int operand = 0; operand < 3; ++operand) {
+      IrBuilder b;
+      TensorId e = b.Input("e", dims);
+      TensorId a = b.Act("a", dims), y = b.Act("y", dims);
+      if (std::string(head) == "Relu") {
+        b.Op(head, {e}, {a});
+      } else if (std::string(head) == "Sub") {
+        b.Op(head, {e, b.Input("f", dims)}, {a});
+      } else {
+        b.Op(head, {e, b.FloatScalar("c", 1.5)}, {a});
+      }
+      TensorId other = operand == 0   ? b.Input("x", dims)
+                       : operand == 1 ? b.Input("x", {1, 16, 1})
+                                      : b.FloatScalar("k", 0.5);
+      b.Op("Mul", {a, other}, {y});
+      b.Output(y);
+      Graph g = b.Build();
+      std::string described;
+      ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1}), ChainBackend::kOneDnn,
+                             &described);
+      bool primitive = described.find("1 chain nodes as post-ops") != std::string::npos;
+      EXPECT_EQ(HasPrimitiveChainForm(g, {0, 1}), primitive) << head << " " << described;
+    }
+  }
+}
+
 TEST(LoopKernel, ChainPrimitiveAndFusedLoopAgree) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 16, 5, 5});
