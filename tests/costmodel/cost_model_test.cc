@@ -324,6 +324,21 @@ TEST(AnalyticalCostModel, ASmallGroupRunsSeriallyOnOneCore) {
   EXPECT_DOUBLE_EQ(one.memory_ns, 2 * both.memory_ns);
 }
 
+// A view moves nothing inside a group, but alone it is a copy of its output: a large one runs on
+// the team, a small one serially.
+TEST(AnalyticalCostModel, AViewAloneRunsInParallelWhenItsCopyIsLarge) {
+  auto reshape = [](int64_t n) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {n, 768}), y = b.Act("y", {n, 1, 768});
+    b.Op("Reshape", {x, b.IntConstant("shape", {n, 1, 768})}, {y});
+    b.Output(y);
+    return b.Build();
+  };
+  Graph small = reshape(4), large = reshape(128);
+  EXPECT_TRUE(RunsSerially(small, UnfusedPlan(small).groups[0]));
+  EXPECT_FALSE(RunsSerially(large, UnfusedPlan(large).groups[0]));
+}
+
 }  // namespace
 }  // namespace fusor
 
