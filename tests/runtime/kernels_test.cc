@@ -182,6 +182,39 @@ TEST(ReductionKernel, SoftmaxWithPrologueAndPoolingWithEpilogue) {
   ExpectMatchesReference(g2, OneGroup(GroupKind::kReduction, {0, 1}));
 }
 
+// Rows shorter than a chunk (4096) go through the prologue a block of rows at a time, the last
+// block partial (500 rows of 49: blocks of 83; 120 softmax rows of 128: blocks of 32); longer rows
+// chunk by chunk (5000).
+TEST(ReductionKernel, ShortRowsInBlocksLongRowsInChunks) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {5, 100, 49});
+  TensorId a = b.Act("a", {5, 100, 49}), mx = b.Act("mx", {5, 100, 1});
+  b.Op("Add", {x, b.Weight("bias", {49})}, {a});
+  b.Op("ReduceMax", {a}, {mx}, {Ints("axes", {-1})});
+  TensorId y = b.Input("y", {3, 40, 128});
+  TensorId s = b.Act("s", {3, 40, 128}), sm = b.Act("sm", {3, 40, 128});
+  b.Op("Mul", {y, b.FloatScalar("k", 0.125)}, {s});
+  b.Op("Softmax", {s}, {sm}, {Int("axis", -1)});
+  TensorId z = b.Input("z", {2, 5000});
+  TensorId e = b.Act("e", {2, 5000}), m = b.Act("m", {2, 1});
+  b.Op("Exp", {z}, {e});
+  b.Op("ReduceMean", {e}, {m}, {Ints("axes", {-1})});
+  b.Output(mx);
+  b.Output(sm);
+  b.Output(m);
+  Graph g = b.Build();
+  FusionPlan plan{{FusionGroup{GroupKind::kReduction, {0, 1}, {}},
+                   FusionGroup{GroupKind::kReduction, {2, 3}, {}},
+                   FusionGroup{GroupKind::kReduction, {4, 5}, {}}}};
+  std::string described;
+  ExpectMatchesReference(g, plan, ChainBackend::kFusedLoop, &described);
+  int row_reductions = 0;
+  for (size_t at = 0; (at = described.find("fused row reduction", at)) != std::string::npos; ++at) {
+    ++row_reductions;
+  }
+  EXPECT_EQ(row_reductions, 3) << described;
+}
+
 TEST(ReductionKernel, NonTrailingReduceWithPrologueGoesThroughScratch) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3, 4});
