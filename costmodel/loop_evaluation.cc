@@ -287,7 +287,9 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
                         ? Elements(g, in) / std::max<int64_t>(1, g.tensor(in).dims.back())
                         : Elements(g, n.outputs[0]);
       double len = Elements(g, in) / std::max(rows, 1.0);
-      pulls = rows * std::ceil(len / kLoopTile);
+      // Rows shorter than a tile are pulled a block of rows at a time, longer ones chunk by chunk.
+      pulls = len < kLoopTile ? std::ceil(rows / std::floor(kLoopTile / std::max(len, 1.0)))
+                              : rows * std::ceil(len / kLoopTile);
       break;
     }
     nodes.push_back(id);

@@ -13,10 +13,10 @@
 //   - a broadcast leaf operand of a binary arithmetic node (bias, layer-norm weights, a per-row
 //     scale) is read in place from a range: no index work, one kernel call per innermost run,
 //     counted with the pulls.
-// A reduction group's prologue is evaluated over the reduction's whole input; its epilogue runs
-// as oneDNN post-ops or on the reduced rows, once per element. Each pull of a tile (or of a chunk
-// of a reduced row) costs a fixed amount per value it touches (scratch lookups, the dispatch on
-// the value's kind): small rows make that the larger part.
+// A reduction group's prologue is evaluated over the reduction's whole input, a block of rows
+// per pull when rows are shorter than a tile, else a chunk of a row; its epilogue runs as oneDNN
+// post-ops or on the reduced rows, once per element. Each pull costs a fixed amount per value it
+// touches (scratch lookups, the dispatch on the value's kind).
 //
 // Pure functions of the graph and the group; thread-safe.
 #pragma once

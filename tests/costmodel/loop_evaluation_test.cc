@@ -133,20 +133,25 @@ TEST(EvaluateLoop, ConcatEvaluatesEachInputAtTheElementsThatComeFromIt) {
   EXPECT_DOUBLE_EQ(e.gathered_elements, 32);
 }
 
-// A reduction with a fused prologue pulls its input row by row: Relu(x[4,49]) -> ReduceMean over
-// the rows is 4 pulls of the two values (Relu's output and x).
-TEST(EvaluateLoop, ARowReductionPullsItsPrologueOncePerRow) {
-  IrBuilder b;
-  TensorId x = b.Input("x", {4, 49});
-  TensorId axes = b.IntConstant("axes", {1});
-  TensorId r = b.Act("r", {4, 49}), m = b.Act("m", {4, 1});
-  b.Op("Relu", {x}, {r});
-  b.Op("ReduceMean", {r, axes}, {m}, {{"keepdims", int64_t{1}}});
-  b.Output(m);
-  Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, {GroupKind::kReduction, {0, 1}, {}}, {m});
-  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 196);
-  EXPECT_DOUBLE_EQ(e.eval_calls, 4 * 2);
+// A reduction with a fused prologue pulls its input a block of short rows at a time: Relu(x[4,49])
+// -> ReduceMean over the rows is one pull of the two values (Relu's output and x), as 4 rows of 49
+// fit a tile; rows of 5000 are pulled in 2 chunks each.
+TEST(EvaluateLoop, ARowReductionPullsShortRowsInBlocksLongRowsInChunks) {
+  auto reduce = [](int64_t rows, int64_t len) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {rows, len});
+    TensorId axes = b.IntConstant("axes", {1});
+    TensorId r = b.Act("r", {rows, len}), m = b.Act("m", {rows, 1});
+    b.Op("Relu", {x}, {r});
+    b.Op("ReduceMean", {r, axes}, {m}, {{"keepdims", int64_t{1}}});
+    b.Output(m);
+    Graph g = b.Build();
+    return EvaluateLoop(g, {GroupKind::kReduction, {0, 1}, {}}, {m});
+  };
+  LoopEvaluation few = reduce(4, 49);
+  EXPECT_DOUBLE_EQ(few.eval_calls, 1 * 2);
+  EXPECT_DOUBLE_EQ(reduce(512, 49).eval_calls, 7 * 2);  // Blocks of 83 rows.
+  EXPECT_DOUBLE_EQ(reduce(3, 5000).eval_calls, 3 * 2 * 2);
 }
 
 // A linear Resize from [1,1,2,2] to [1,1,4,4] blends 4 corners per output element: the Relu fused
