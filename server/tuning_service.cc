@@ -120,7 +120,14 @@ struct TuningService::State {
                               "' is not registered; register its calibrated profile first "
                               "(fusor targets register) or tune for this server's own CPU");
     }
-    return ProfileFromProto(*p);
+    FUSOR_ASSIGN_OR_RETURN(HardwareProfile profile, ProfileFromProto(*p));
+    if (profile.cost_model_version != kCostModelVersion) {
+      return Status::FailedPrecondition(
+          "target '" + target_id + "' was calibrated for cost model '" +
+          profile.cost_model_version + "', this server uses '" + kCostModelVersion +
+          "'; recalibrate it with this fusor version and register it again");
+    }
+    return profile;
   }
 
   // The samples of this CPU's latest earlier calibrations under this cost model; none when fresh.
@@ -186,7 +193,16 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningService
                          db::SqlitePlanStore::Open(options.db_path, db::SqliteOpenOptions{}));
   FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   auto stored = state->store->GetTarget(state->local.Id());
-  if (stored.ok()) {
+  if (stored.ok() && stored->cost_model_version() != kCostModelVersion) {
+    // Fitted for another cost model, whose features its constants priced: as uncalibrated (the
+    // defaults; a local tune calibrates first). The stored profile stays until Calibrate
+    // replaces it.
+    spdlog::warn(
+        "tuning service: this CPU's profile was fitted for cost model '{}', not '{}'; "
+        "it is not used until recalibrated",
+        stored->cost_model_version(), kCostModelVersion);
+    state->local_profile.target = state->local;
+  } else if (stored.ok()) {
     FUSOR_ASSIGN_OR_RETURN(state->local_profile, ProfileFromProto(*stored));
   } else if (stored.status().code() == Status::Code::kNotFound) {
     // Uncalibrated: the documented defaults, until Calibrate runs.

@@ -276,6 +276,64 @@ TEST_F(TuningServiceTest, CalibrationFitsOverEveryRunSoFar) {
   }
 }
 
+// After an upgrade that changes the cost model, a profile fitted for the old one is not used: this
+// CPU's is recalibrated by the first local tune, another target's is refused with what to do.
+TEST_F(TuningServiceTest, AProfileFittedForAnotherCostModelIsNotUsed) {
+  auto targets = service_->ListTargets({});
+  ASSERT_TRUE(targets.ok());
+  v1::HardwareProfile old_local;
+  for (const auto& p : targets->profiles()) {
+    if (p.target().id() == service_->local_target_id()) old_local = p;
+  }
+  old_local.set_cost_model_version("analytical-0");
+  old_local.set_calibrated_unix_ms(5);
+  HardwareProfile remote;
+  remote.target.cpu_model = "Remote Xeon";
+  remote.target.isa = "avx512_core";
+  remote.target.onednn_version = "2.6.3";
+  remote.calibrated_unix_ms = 5;
+  remote.cost_model_version = "analytical-0";
+  v1::HardwareProfile old_remote;
+  ProfileToProto(remote, &old_remote);
+  service_.reset();
+  {
+    auto db = db::SqlitePlanStore::Open(dir_ + "/tuning.db", {});
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)->PutTarget(old_local).ok());
+    ASSERT_TRUE((*db)->PutTarget(old_remote).ok());
+  }
+  TuningServiceOptions o;
+  o.db_path = dir_ + "/tuning.db";
+  o.default_measure_budget = 1;
+  o.min_measure_ms = 5;
+  o.auto_calibrate = true;
+  auto reopened = TuningService::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  service_ = std::move(reopened).value();
+
+  v1::TuneRequest request = Request();
+  request.set_target_id(remote.target.Id());
+  auto refused = Tune(request);
+  EXPECT_EQ(refused.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("analytical-0"), std::string::npos)
+      << refused.status().ToString();
+
+  std::vector<std::string> stages;
+  request.mutable_options()->set_algorithm("greedy");
+  request.clear_target_id();
+  auto tuned = Tune(request, &stages);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "calibrate"), stages.end());
+  auto after = service_->ListTargets({});
+  ASSERT_TRUE(after.ok());
+  for (const auto& p : after->profiles()) {
+    if (p.target().id() == service_->local_target_id()) {
+      EXPECT_EQ(p.cost_model_version(), kCostModelVersion);
+      EXPECT_GT(p.calibrated_unix_ms(), 5);
+    }
+  }
+}
+
 TEST_F(TuningServiceTest, ACancelledJobStopsWithCancelled) {
   std::atomic<bool> cancelled{true};
   auto r = Tune(Request(), nullptr, &cancelled);
