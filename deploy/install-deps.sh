@@ -14,6 +14,7 @@ PACKAGES=(
   libcli11-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  gnuplot-nox  # `fusor costmodel validate --plot` (the scatter plot in docs/costmodel.md)
 )
 
 missing=()
