@@ -92,10 +92,6 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
   return Status::Ok();
 }
 
-bool IsBinaryPostOp(const Node& n) {
-  return n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div";
-}
-
 // x * Sigmoid(x) over nodes a, b (one swish eltwise in oneDNN).
 bool IsSwishPair(const Graph& g, const Node& a, const Node& b) {
   if (a.op_type != "Sigmoid" || b.op_type != "Mul") return false;
@@ -478,7 +474,7 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
   bool eltwise_head =
       swish || head.inputs.size() == 1 || head.op_type == "Clip" || scalar_operand(head);
   if (eltwise_head && !chain.empty()) {
-    if (swish || !affine(head)) return false;
+    if (!affine(head)) return false;
     for (NodeId id : chain) {
       if (!affine(g.node(id))) return false;
     }

@@ -111,19 +111,11 @@ class RowReductionKernel : public GroupKernel {
   void Run() override {
     // Small reductions run on the calling thread: waking the team costs more than they do. They
     // enter no parallel region at all: even one that does not fork costs ~2.5 us in libgomp.
-    const int64_t blocks = (rows_ + RowsPerBlock() - 1) / RowsPerBlock();
     if (rows_ > 1 && rows_ * len_ > 16384) {
 #pragma omp parallel
-      {
-        auto scratch = prologue_->NewScratch();
-        std::vector<float> row(op_ == RowOp::kSoftmax ? len_ : 0);
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < blocks; ++b) RunBlock(b, row.data(), scratch.get());
-      }
+      RunBlocks();
     } else {
-      auto scratch = prologue_->NewScratch();
-      std::vector<float> row(op_ == RowOp::kSoftmax ? len_ : 0);
-      for (int64_t b = 0; b < blocks; ++b) RunBlock(b, row.data(), scratch.get());
+      RunBlocks();
     }
     if (epilogue_) epilogue_->Run();
   }
@@ -139,6 +131,17 @@ class RowReductionKernel : public GroupKernel {
   // rows (GlobalAveragePool over 7x7, attention softmax over 128) pay the cost of a pull once per
   // block, not once per row; a longer row is pulled chunk by chunk.
   int64_t RowsPerBlock() const { return len_ >= kChunk ? 1 : kChunk / len_; }
+
+  // This thread's share of the row blocks, with its own scratch (and row buffer for softmax).
+  // Called inside a parallel region, the blocks are split across the team; outside one, the
+  // orphaned `omp for` runs them all on the calling thread (no team is set up).
+  void RunBlocks() const {
+    auto scratch = prologue_->NewScratch();
+    std::vector<float> row(op_ == RowOp::kSoftmax ? len_ : 0);
+    const int64_t blocks = (rows_ + RowsPerBlock() - 1) / RowsPerBlock();
+#pragma omp for schedule(static) nowait
+    for (int64_t b = 0; b < blocks; ++b) RunBlock(b, row.data(), scratch.get());
+  }
 
   void RunBlock(int64_t b, float* row, LoopScratch* s) const {
     const int64_t per = RowsPerBlock(), r0 = b * per, n = std::min(per, rows_ - r0);
