@@ -79,7 +79,7 @@ struct FusedLoop::Value {
   std::vector<int64_t> offsets, lens, in_dims;  // Concat parts; Pad begins and input dims.
   int64_t k = 0;                                // Trilu diagonal.
   bool upper = true;
-  int64_t axis_len = 0, axis_stride = 0;  // Gather.
+  int64_t axis_len = 0, axis_stride = 0;  // Gather and Concat: the axis and its stride.
   PadMode pad_mode = PadMode::kConstant;
   int pads_slot = -1, value_slot = -1;  // Pad: inputs read as the loop runs (computed pads).
   std::vector<ResizeTable> resize;      // Per dim.
@@ -448,7 +448,37 @@ const float* EvalLeaf(const Value& v, const Idx& idx, LoopScratch* s) {
   return out;
 }
 
-const float* EvalConcat(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+// A contiguous range of a Concat is a few runs, each a contiguous range of one input (a run ends
+// where the input's part of an outer index ends): each input is evaluated as a range, straight
+// into place when it is computed, copied when it is a leaf. Testing the axis coordinate of every
+// element and gathering each input through an index list cost ~2.7 ns per element (SqueezeNet's
+// [1,128,55,55] Concat took 1 ms).
+const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+                        float* into) {
+  const int64_t inner = v.axis_stride, block = v.axis_len * inner;
+  float* out = into != nullptr ? into : s->Floats(idx.n);
+  for (int64_t e = 0; e < idx.n;) {
+    const int64_t flat = idx.begin + e, outer = flat / block, r = flat % block;
+    // The last part starting at or before the axis coordinate (empty parts start where the next
+    // one does and are skipped).
+    size_t j =
+        std::upper_bound(v.offsets.begin(), v.offsets.end(), r / inner) - v.offsets.begin() - 1;
+    const int64_t part_begin = v.offsets[j] * inner, part_len = v.lens[j] * inner;
+    const int64_t run = std::min(idx.n - e, part_begin + part_len - r);
+    const Idx part{outer * part_len + (r - part_begin), run, nullptr, s->NewToken()};
+    const float* p = Eval(values, v.inputs[j], part, s, out + e);
+    if (run == idx.n && into == nullptr) return p;  // One run: hand on the input's tile.
+    if (p != out + e) std::memcpy(out + e, p, run * sizeof(float));
+    e += run;
+  }
+  return out;
+}
+
+// A Concat at an index list: each element's axis coordinate picks its input, and each input is
+// evaluated at the list of the elements that come from it.
+const float* EvalConcat(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+                        float* into) {
+  if (idx.list == nullptr) return ConcatRuns(values, v, idx, s, into);
   int64_t* axis_coord = s->Ints(idx.n);
   AffineIndices(v.coords[0], v.dims, idx, axis_coord);
   float* out = s->Floats(idx.n);
@@ -699,7 +729,7 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
       out = EvalMapped(values, v.inputs[0], v.maps[0], v.dims, idx, s);
       break;
     case LoopKind::kConcat:
-      out = EvalConcat(values, v, idx, s);
+      out = EvalConcat(values, v, idx, s, into);
       break;
     case LoopKind::kPad:
       out = EvalPad(values, v, idx, s);
@@ -842,6 +872,8 @@ Status CompileConcat(const Graph& g, const Node& n, Value* v) {
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), v->dims.size());
   v->kind = LoopKind::kConcat;
   v->coords = {CoordMap(v->dims.size(), axis)};
+  v->axis_len = v->dims[axis];
+  v->axis_stride = RowMajorStrides(v->dims)[axis];
   int64_t offset = 0;
   for (TensorId in : n.inputs) {
     const Shape& d = g.tensor(in).dims;

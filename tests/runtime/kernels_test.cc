@@ -254,6 +254,37 @@ TEST(LoopKernel, InjectiveAndBroadcastOpsInOneLoop) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// A Concat asked for contiguous tiles copies its inputs run by run: a leaf, a computed value and a
+// leaf read through a broadcast, along a middle axis (runs end where an input's channels end, and
+// again each outer index), the first axis (one run per input) and the last (runs of 3 and 5).
+// Tiles (4096 elements) end mid-run, a run can cover a whole tile (the concat then hands on its
+// input's tile, which the chain after it must not overwrite: a leaf), and the concat is both read
+// by a node and written out.
+TEST(LoopKernel, ConcatCopiesContiguousRunsOfItsInputs) {
+  IrBuilder b;
+  TensorId leaf = b.Input("leaf", {3, 5, 37, 41}), x = b.Input("x", {3, 2, 37, 41});
+  TensorId r = b.Act("r", {3, 2, 37, 41}), m = b.Act("m", {3, 4, 37, 41});
+  TensorId cat = b.Act("cat", {3, 11, 37, 41}), y = b.Act("y", {3, 11, 37, 41});
+  b.Op("Relu", {x}, {r});
+  b.Op("Mul", {b.Input("z", {3, 4, 37, 41}), b.Weight("w", {41})}, {m});
+  b.Op("Concat", {leaf, r, m}, {cat}, {Int("axis", 1)});
+  b.Op("Sigmoid", {cat}, {y});
+  b.Output(cat);
+  b.Output(y);
+  TensorId first = b.Act("first", {9000, 2}), last = b.Act("last", {2000, 8});
+  TensorId relu = b.Act("relu", {9000, 2}), sig = b.Act("sig", {9000, 2});
+  b.Op("Concat", {b.Input("p", {5000, 2}), b.Input("q", {4000, 2})}, {first}, {Int("axis", 0)});
+  b.Op("Relu", {first}, {relu});
+  b.Op("Sigmoid", {relu}, {sig});
+  b.Op("Concat", {b.Input("u", {2000, 3}), b.Input("v", {2000, 5})}, {last}, {Int("axis", 1)});
+  b.Output(sig);
+  b.Output(last);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, FusionPlan{{FusionGroup{GroupKind::kLoop, {0, 1, 2, 3}, {}},
+                                        FusionGroup{GroupKind::kLoop, {4, 5, 6}, {}},
+                                        FusionGroup{GroupKind::kSingle, {7}, {}}}});
+}
+
 // Leaves read through broadcasts (along and across the inner dim) and a transpose, and scalar
 // operands on either side, over more elements than one tile with rows that straddle tiles: the
 // run-by-run reads and the scalar loops must index exactly like the general index lists.
