@@ -247,14 +247,38 @@ class Walk {
     Listed(n.inputs[0], r, corners, /*inner_step_one=*/false);
   }
 
-  // Concat and Pad: coordinates tested per element, then each input evaluated at the list of the
-  // elements that come from it.
+  // A Concat asked for a range walks it in runs, each a range of one input (runtime: ConcatRuns):
+  // one run per input per index of the dims before the axis, one evaluation call each; a leaf is
+  // copied (indexed), a computed input evaluated in place. Concat and Pad asked at index lists:
+  // coordinates tested per element, then each input evaluated at the list of the elements that
+  // come from it.
   void VisitSelect(const Node& n, Requests r, size_t rank) {
     bool pad = n.op_type == "Pad";
+    double out_elements = Elements(g_, n.outputs[0]);
+    if (!pad && r.range > 0) {
+      const Shape& dims = g_.tensor(n.outputs[0]).dims;
+      int64_t axis = n.GetInt("axis", 0);
+      if (axis < 0) axis += static_cast<int64_t>(rank);
+      double outer = 1;
+      for (int64_t d = 0; d < axis && d < static_cast<int64_t>(rank); ++d) {
+        outer *= static_cast<double>(dims[d]);
+      }
+      for (TensorId u : n.inputs) {
+        double share = Elements(g_, u) / out_elements;
+        if (share == 0) continue;
+        out_.eval_calls += outer * r.range / out_elements;
+        if (Internal(u)) {
+          Ask(u, {r.range * share, 0, 0});
+        } else {
+          out_.indexed_elements += r.range * share;
+        }
+      }
+      r.range = 0;
+      if (r.list() == 0) return;
+    }
     double coords = pad ? static_cast<double>(rank) : 1.0;
     for (int i = 0; i < coords; ++i) MapWork(r, rank);
     out_.gathered_elements += r.total();  // The scan that selects each input's elements.
-    double out_elements = Elements(g_, n.outputs[0]);
     size_t inputs = pad ? 1 : n.inputs.size();
     for (size_t j = 0; j < inputs; ++j) {
       TensorId u = n.inputs[j];

@@ -1,11 +1,14 @@
 // How our fused loop (runtime/fused_loop.h) evaluates a group, as counts the cost model prices.
 // The loop pulls each tile of an output through the expression: a node is evaluated at the
-// elements its consumer asks for, so a value upstream of a broadcast, a Concat or a Gather is
-// evaluated once per element of the consumer's index space, not once per element of its own
+// elements its consumer asks for, so a value upstream of a broadcast or a Gather is evaluated
+// once per element of the consumer's index space, not once per element of its own
 // (the squeeze-and-excite Sigmoid of a [1,C,1,1] tensor that a Mul broadcasts over [1,C,H,W] runs
 // H*W times per channel). Index work is counted per element:
 //   - a map from a contiguous range (broadcast, transpose, slice of a leaf; the coordinates a
-//     Concat or Pad tests) walks the range run by run: one index (or one copied element) each;
+//     Pad tests) walks the range run by run: one index (or one copied element) each;
+//   - a Concat asked for a range asks each input for its runs as ranges (one evaluation call per
+//     run; a leaf input copied, one indexed element each); asked at a list, it tests each
+//     element's coordinate and asks each input at a list;
 //   - a map applied to a list of consecutive runs steps along it, and a leaf read at an index
 //     list is a gather: one element at a time (gathered);
 //   - a map applied to a scattered index list divides every index back into coordinates, one

@@ -115,22 +115,31 @@ TEST(EvaluateLoop, OutputsOfOneSizeShareOnePass) {
   EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 3);
 }
 
-// y = Concat(Relu(a[1,2,4]), c[1,2,4]) on axis 1: the axis coordinate of each of y's 16 elements
-// (16 indexed), a scan sorting them by input (16 gathered), each input's map over y's range (2 x 16
-// indexed), and each input read at the list of its 8 elements: the Relu evaluated at 8, a and c
-// gathered there (8 each).
-TEST(EvaluateLoop, ConcatEvaluatesEachInputAtTheElementsThatComeFromIt) {
-  IrBuilder b;
-  TensorId a = b.Input("a", {1, 2, 4}), c = b.Input("c", {1, 2, 4});
-  TensorId r = b.Act("r", {1, 2, 4}), y = b.Act("y", {1, 4, 4});
-  b.Op("Relu", {a}, {r});
-  b.Op("Concat", {r, c}, {y}, {{"axis", int64_t{1}}});
-  b.Output(y);
-  Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
-  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 8);
-  EXPECT_DOUBLE_EQ(e.indexed_elements, 48);
-  EXPECT_DOUBLE_EQ(e.gathered_elements, 32);
+// y = Concat(Relu(a[2,2,4]), c[2,2,4]) on axis 1, asked for its range: one run per input per
+// index of the leading dim (4 calls), the Relu evaluated at its 16 elements as a range, c copied
+// (16 indexed), nothing gathered. Through a Transpose that keeps the inner dim (the transpose walks
+// its range: 32 indexed; the concat gets a list of runs) it steps each element's axis coordinate
+// along the list (32 gathered), sorts the elements by input (32), maps each input (2 x 32) and
+// reads each at the list of its elements: the Relu at 16, a and c gathered there (16 each).
+TEST(EvaluateLoop, ConcatAskedForARangeCopiesRunsAtAListSelectsElements) {
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transposed" : "range");
+    IrBuilder b;
+    TensorId a = b.Input("a", {2, 2, 4}), c = b.Input("c", {2, 2, 4});
+    TensorId r = b.Act("r", {2, 2, 4}), y = b.Act("y", {2, 4, 4}), t = b.Act("t", {4, 2, 4});
+    b.Op("Relu", {a}, {r});
+    b.Op("Concat", {r, c}, {y}, {{"axis", int64_t{1}}});
+    if (transposed) b.Op("Transpose", {y}, {t}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    b.Output(transposed ? t : y);
+    Graph g = b.Build();
+    LoopEvaluation e =
+        transposed ? EvaluateLoop(g, Loop({0, 1, 2}), {t}) : EvaluateLoop(g, Loop({0, 1}), {y});
+    EXPECT_DOUBLE_EQ(e.evaluated.at(r), 16);
+    EXPECT_DOUBLE_EQ(e.indexed_elements, transposed ? 32 : 16);
+    EXPECT_DOUBLE_EQ(e.gathered_elements, transposed ? 32 + 32 + 64 + 16 + 16 : 0);
+    const double values = transposed ? 5 : 4;  // a, c, r, y (and t): one call each per pull.
+    EXPECT_DOUBLE_EQ(e.eval_calls, values + (transposed ? 0 : 4));
+  }
 }
 
 // A reduction with a fused prologue pulls its input a block of short rows at a time: Relu(x[4,49])
