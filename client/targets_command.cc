@@ -195,7 +195,7 @@ struct ValidateFlags {
   int max_ops = 6;
   int regions = 40;
   uint64_t seed = 1;
-  int rounds = 3;
+  int rounds = 4;
   bool json = false;
   std::string plot;
 };
@@ -326,6 +326,12 @@ int RunValidate(const ValidateFlags& f) {
         "decisive ones, gap >= 5%%)   goal >= 90%%\n",
         100 * report->agreement, report->decisions, 100 * report->decisive_agreement,
         report->decisive_decisions);
+    if (f.rounds >= 2) {
+      std::printf(
+          "repeatability    tau %.3f, fuse-or-not %.1f%%: even rounds against odd ones, how far "
+          "any model could agree with these measurements\n",
+          report->repeat_tau, 100 * report->repeat_agreement);
+    }
     PrintMachineCheck(*before, *after);
   }
   if (!f.plot.empty()) {

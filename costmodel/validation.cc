@@ -117,8 +117,9 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
                                              const ProgressFn& progress, int rounds) {
   rounds = std::max(rounds, 1);
   ValidationReport report;
-  double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0;
-  int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0;
+  double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0, repeat_tau_sum = 0;
+  int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0, repeat_pairs = 0,
+      repeat_agree = 0;
   for (size_t ri = 0; ri < regions.size(); ++ri) {
     const HeldOutRegion& r = regions[ri];
     if (progress) progress(ri, regions.size(), r.ops);
@@ -137,12 +138,18 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
         times[a].push_back(m->median_ns);
       }
     }
-    std::vector<double> pred, meas;
+    std::vector<double> pred, meas, even, odd;
     bool unstable = false;
     for (size_t a = 0; a < n; ++a) {
       unstable |= 2 * unstable_rounds[a] > rounds;
       pred.push_back(model.Cost(r.graph, r.alternatives[a].second).total.total_ns);
       meas.push_back(Percentile(times[a], 0.5));
+      std::vector<double> half[2];
+      for (int round = 0; round < rounds; ++round) half[round % 2].push_back(times[a][round]);
+      if (rounds >= 2) {
+        even.push_back(Percentile(half[0], 0.5));
+        odd.push_back(Percentile(half[1], 0.5));
+      }
     }
     if (unstable) {
       ++report.skipped_unstable;
@@ -160,6 +167,12 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     tau = KendallTau(pred, meas, &pairs, 0.05);
     decisive_tau_sum += tau * pairs;
     decisive_pairs += pairs;
+    if (rounds >= 2) {
+      tau = KendallTau(even, odd, &pairs);
+      repeat_tau_sum += tau * pairs;
+      repeat_pairs += pairs;
+      repeat_agree += (even[0] < even[1]) == (odd[0] < odd[1]);
+    }
     // Alternatives 0 and 1 are "fused" and "unfused".
     bool right = (pred[0] < pred[1]) == (meas[0] < meas[1]);
     ++report.decisions;
@@ -175,6 +188,9 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.kendall_tau = tau_pairs ? tau_sum / tau_pairs : 0;
   report.decisive_tau = decisive_pairs ? decisive_tau_sum / decisive_pairs : 0;
   report.agreement = report.decisions ? static_cast<double>(agree) / report.decisions : 0;
+  report.repeat_tau = repeat_pairs ? repeat_tau_sum / repeat_pairs : 0;
+  report.repeat_agreement =
+      rounds >= 2 && report.decisions ? static_cast<double>(repeat_agree) / report.decisions : 0;
   report.decisive_agreement = report.decisive_decisions
                                   ? static_cast<double>(decisive_agree) / report.decisive_decisions
                                   : 0;
@@ -203,6 +219,8 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
           {"decisions", r.decisions},
           {"decisive_decisions", r.decisive_decisions},
           {"skipped_unstable", r.skipped_unstable},
+          {"measurement_repeatability",
+           {{"kendall_tau", r.repeat_tau}, {"fuse_decision_agreement", r.repeat_agreement}}},
           {"items", items}};
 }
 

@@ -7,7 +7,11 @@
 //   - Kendall's tau between predicted and measured order among the alternatives of each region,
 //     averaged over regions weighted by their number of pairs;
 //   - the share of fuse-or-not decisions (fused vs every op alone) where the model picks the
-//     measured winner, over all regions and over the decisive ones (measured gap >= 5%).
+//     measured winner, over all regions and over the decisive ones (measured gap >= 5%);
+//   - the same tau and share with the measurement standing in for the model: the median of the
+//     even rounds against that of the odd rounds. Near-ties are ordered by noise, so this says
+//     how far any model could agree with these measurements (an estimate, from half the rounds
+//     each, so a little pessimistic).
 // Stateless; thread-safe if the MeasureFn is.
 #pragma once
 
@@ -47,6 +51,9 @@ struct ValidationReport {
   double agreement = 0;           // Fraction of fuse-or-not decisions the model gets right.
   double decisive_agreement = 0;  // The same over decisions with a measured gap >= 5%.
   int regions = 0, decisions = 0, decisive_decisions = 0, skipped_unstable = 0;
+  // Even rounds against odd rounds (rounds >= 2; else 0): the measurement's own repeatability.
+  double repeat_tau = 0;
+  double repeat_agreement = 0;
 };
 
 // Each alternative is measured `rounds` times, interleaved with the region's other alternatives,
@@ -54,7 +61,7 @@ struct ValidationReport {
 // alternative's rounds were.
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
                                              const CostModel& model, const MeasureFn& measure,
-                                             const ProgressFn& progress = {}, int rounds = 3);
+                                             const ProgressFn& progress = {}, int rounds = 4);
 
 // How this machine runs now compared with when its profile was fitted: the calibration
 // benchmarks measured again, as the median of measured / predicted time. The fit leaves that

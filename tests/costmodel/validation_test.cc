@@ -52,6 +52,8 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   EXPECT_NEAR(good->mape, 0, 1e-9);
   EXPECT_DOUBLE_EQ(good->agreement, 1.0);
   EXPECT_DOUBLE_EQ(good->kendall_tau, 1.0);
+  EXPECT_DOUBLE_EQ(good->repeat_tau, 1.0);  // A repeatable measurement.
+  EXPECT_DOUBLE_EQ(good->repeat_agreement, 1.0);
   MeasureFn inverted = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     return MeasuredTime{1e9 / model.Cost(r, p).total.total_ns, 0, false};
   };
@@ -87,6 +89,29 @@ TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
   EXPECT_DOUBLE_EQ(three->kendall_tau, 1.0);
   EXPECT_NEAR(three->mape, 0, 1e-9);
   for (const auto& [plan, n] : calls) EXPECT_EQ(n, 3);
+}
+
+// The measurement's repeatability compares its even rounds with its odd ones: a measurement that
+// orders the alternatives one way in even rounds and the other way in odd ones repeats nothing
+// (tau -1, no fuse-or-not decision the same), whatever the model scores against its medians.
+TEST(ValidateCostModel, RepeatabilityComparesEvenRoundsWithOddOnes) {
+  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
+  ASSERT_TRUE(g.ok());
+  auto regions = HeldOutRegions(*g, 4, 10, 2);
+  ASSERT_FALSE(regions.empty());
+  AnalyticalCostModel model{HardwareProfile{}};
+  std::map<const FusionPlan*, int> calls;
+  MeasureFn flipping = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
+    double t = model.Cost(r, p).total.total_ns;
+    return MeasuredTime{calls[&p]++ % 2 == 0 ? t : 1e9 / t, 0, false};
+  };
+  auto report = ValidateCostModel(regions, model, flipping, {}, 4);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_DOUBLE_EQ(report->repeat_tau, -1.0);
+  EXPECT_DOUBLE_EQ(report->repeat_agreement, 0.0);
+  auto once = ValidateCostModel(regions, model, flipping, {}, 1);
+  ASSERT_TRUE(once.ok());
+  EXPECT_DOUBLE_EQ(once->repeat_tau, 0.0);  // One round has no halves to compare.
 }
 
 // The machine check reads drift as the median of measured / predicted over the calibration
