@@ -38,11 +38,19 @@ TEST(HeldOutRegions, DistinctLegalRegionsWithFusedAndUnfusedFirst) {
   }
 }
 
+// Held-out regions of up to 4 ops from ResNet-18 (at least one).
+std::vector<HeldOutRegion> ResNetRegions() {
+  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return {};
+  auto regions = HeldOutRegions(*g, 4, 10, 2);
+  EXPECT_FALSE(regions.empty());
+  return regions;
+}
+
 // A "measurement" that is the model itself scores perfectly; one that inverts it scores badly.
 TEST(ValidateCostModel, MetricsReflectAgreement) {
-  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(g.ok());
-  auto regions = HeldOutRegions(*g, 4, 10, 2);
+  std::vector<HeldOutRegion> regions = ResNetRegions();
   AnalyticalCostModel model{HardwareProfile{}};
   MeasureFn truth = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     return MeasuredTime{model.Cost(r, p).total.total_ns, 0, false};
@@ -67,10 +75,7 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
 // One disturbed measurement of an alternative (its first round, 100x fast) is outvoted by the
 // median of three interleaved rounds; measured once, it reorders the region.
 TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
-  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(g.ok());
-  auto regions = HeldOutRegions(*g, 4, 10, 2);
-  ASSERT_FALSE(regions.empty());
+  std::vector<HeldOutRegion> regions = ResNetRegions();
   AnalyticalCostModel model{HardwareProfile{}};
   std::map<const FusionPlan*, int> calls;
   std::set<const FusionPlan*> unfused;  // Alternative 1 of each region.
@@ -95,10 +100,7 @@ TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
 // orders the alternatives one way in even rounds and the other way in odd ones repeats nothing
 // (tau -1, no fuse-or-not decision the same), whatever the model scores against its medians.
 TEST(ValidateCostModel, RepeatabilityComparesEvenRoundsWithOddOnes) {
-  auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
-  ASSERT_TRUE(g.ok());
-  auto regions = HeldOutRegions(*g, 4, 10, 2);
-  ASSERT_FALSE(regions.empty());
+  std::vector<HeldOutRegion> regions = ResNetRegions();
   AnalyticalCostModel model{HardwareProfile{}};
   std::map<const FusionPlan*, int> calls;
   MeasureFn flipping = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
