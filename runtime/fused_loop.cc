@@ -417,12 +417,15 @@ const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims,
 }
 
 // Value `t` at the elements of the consumer's index space `idx` (over `dims`) mapped through `m`.
+// A view (Reshape and the like) reads its input at the same flat indices, so a leaf behind views
+// is read run by run too (BERT's head split Reshape -> Transpose gathered element by element).
 const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, const Shape& dims,
                         const Idx& idx, LoopScratch* s) {
-  const Value& v = *values.at(t);
-  bool runs = v.kind == LoopKind::kLeaf && !v.is_int && idx.list == nullptr && !m.identity &&
-              !m.scalar && !dims.empty();
-  if (runs) return ReadLeafRuns(v, m, dims, idx, s);
+  const Value* leaf = values.at(t).get();
+  while (leaf->kind == LoopKind::kPass) leaf = values.at(leaf->inputs[0]).get();
+  bool runs = leaf->kind == LoopKind::kLeaf && !leaf->is_int && idx.list == nullptr &&
+              !m.identity && !m.scalar && !dims.empty();
+  if (runs) return ReadLeafRuns(*leaf, m, dims, idx, s);
   return Eval(values, t, MapIdx(m, dims, idx, s), s);
 }
 

@@ -285,6 +285,22 @@ TEST(LoopKernel, ConcatCopiesContiguousRunsOfItsInputs) {
                                         FusionGroup{GroupKind::kSingle, {7}, {}}}});
 }
 
+// BERT's head split: a leaf seen through a Reshape (a view: the same flat indices) and then a
+// Transpose is read run by run from the leaf, across tiles, and through two views in a row.
+TEST(LoopKernel, LeafBehindViewsReadThroughATranspose) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {128, 1, 96});
+  TensorId r = b.Act("r", {128, 4, 24}), u = b.Act("u", {1, 128, 4, 24});
+  TensorId t = b.Act("t", {1, 4, 128, 24}), y = b.Act("y", {1, 4, 128, 24});
+  b.Op("Reshape", {x, b.IntConstant("shape", {128, 4, 24})}, {r});
+  b.Op("Unsqueeze", {r, b.IntConstant("axes", {0})}, {u});
+  b.Op("Transpose", {u}, {t}, {Ints("perm", {0, 2, 1, 3})});
+  b.Op("Div", {t, b.FloatScalar("scale", 8)}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
+}
+
 // Leaves read through broadcasts (along and across the inner dim) and a transpose, and scalar
 // operands on either side, over more elements than one tile with rows that straddle tiles: the
 // run-by-run reads and the scalar loops must index exactly like the general index lists.
