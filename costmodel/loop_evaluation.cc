@@ -109,11 +109,21 @@ class Walk {
     out_.gathered_elements += r.list();  // A leaf at an index list is a gather.
   }
 
+  // What `u` reads its elements from: through views inside the group (a view reads its input at
+  // the same flat indices) to the first value that is not one.
+  TensorId ViewSource(TensorId u) const {
+    while (Internal(u) && IsView(g_.node(g_.tensor(u).producer))) {
+      u = g_.node(g_.tensor(u).producer).inputs[0];
+    }
+    return u;
+  }
+
   // Input `u` of `n` read through a non-identity map from requests `r` over `rank` dims. A leaf
-  // read from a range is copied run by run; anything else becomes an index list for `u`.
+  // (or views of one) read from a range is copied run by run; anything else becomes an index list
+  // for `u`.
   void Mapped(const Node& n, TensorId u, Requests r, size_t rank, bool inner_step_one) {
     MapWork(r, rank);
-    if (!Internal(u)) {
+    if (!Internal(ViewSource(u))) {
       out_.gathered_elements += r.list();  // Gathered; a range is copied run by run (above)...
       // ...with a stride when the map moves the innermost dim of a tensor it does not broadcast:
       // no two reads share a cache line, as costly as re-indexing each element.

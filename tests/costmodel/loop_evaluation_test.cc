@@ -142,6 +142,23 @@ TEST(EvaluateLoop, ConcatAskedForARangeCopiesRunsAtAListSelectsElements) {
   }
 }
 
+// A leaf seen through a Reshape and read through a Transpose that keeps the inner dim, from the
+// loop's range: the leaf is copied run by run (indexed), as the runtime looks through views;
+// nothing is gathered and the Reshape is never evaluated.
+TEST(EvaluateLoop, ALeafBehindAViewIsReadRunByRun) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {8, 1, 12});
+  TensorId r = b.Act("r", {8, 3, 4}), t = b.Act("t", {3, 8, 4});
+  b.Op("Reshape", {x, b.IntConstant("shape", {8, 3, 4})}, {r});
+  b.Op("Transpose", {r}, {t}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  b.Output(t);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {t});
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 96);
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 0);
+  EXPECT_DOUBLE_EQ(e.evaluated.at(r), 0);
+}
+
 // A reduction with a fused prologue pulls its input a block of short rows at a time: Relu(x[4,49])
 // -> ReduceMean over the rows is one pull of the two values (Relu's output and x), as 4 rows of 49
 // fit a tile; rows of 5000 are pulled in 2 chunks each.
