@@ -642,12 +642,31 @@ float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float*
 // Input j of a binary node read straight from its leaf, run by run, from a contiguous range: a
 // row repeated along outer dims (a bias, layer-norm weights) or one value repeated along the
 // innermost dim (a per-row or per-channel scale). No tile of copies is made.
-bool StreamsLeaf(const ValueMap& values, const Value& v, size_t j, const Idx& idx) {
+// Input j of v for a contiguous range read run by run, when its map steps by 0 or 1 along the
+// runs (a broadcast): a float leaf (or views of one) in place; a computed value evaluated once
+// over the span of its elements the range reads, when that span is at most a quarter of the range
+// (layer norm's Sqrt of the variance, one per row; squeeze-and-excite's Sigmoid, one per channel),
+// instead of once per element of v through an index list. Returns the elements and sets `first`
+// to the flat index of the first; nullptr when the input is not read this way.
+const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
+                             LoopScratch* s, int64_t* first) {
   const Affine& m = v.maps[j];
-  if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return false;
-  const Value& u = *values.at(v.inputs[j]);
+  if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return nullptr;
   int64_t step = RunStep(m, v.dims);
-  return u.kind == LoopKind::kLeaf && !u.is_int && (step == 0 || step == 1);
+  if (step != 0 && step != 1) return nullptr;
+  const Value* u = values.at(v.inputs[j]).get();
+  while (u->kind == LoopKind::kPass) u = values.at(u->inputs[0]).get();
+  if (u->is_int) return nullptr;
+  *first = 0;
+  if (u->kind == LoopKind::kLeaf) return static_cast<const float*>(u->data);
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
+  ForEachRun(m, v.dims, idx.begin, idx.n, [&](int64_t, int64_t off, int64_t run, int64_t st) {
+    lo = std::min(lo, off);
+    hi = std::max(hi, off + (run - 1) * st);
+  });
+  if (hi < lo || 4 * (hi - lo + 1) > idx.n) return nullptr;
+  *first = lo;
+  return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
 }
 
 const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
@@ -661,12 +680,14 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
     return out;
   }
   for (size_t j = 0; j < 2; ++j) {
-    if (!StreamsLeaf(values, v, j, idx)) continue;
+    int64_t first = 0;
+    const float* src = StreamedOperand(values, v, j, idx, s, &first);
+    if (src == nullptr) continue;
     const float* x = EvalInput(values, v, 1 - j, idx, s);
     float* out = OutputTile(values, v, 1 - j, x, into, idx, s);
-    const float* src = static_cast<const float*>(values.at(v.inputs[j])->data);
     ForEachRun(v.maps[j], v.dims, idx.begin, idx.n,
-               [&](int64_t e, int64_t off, int64_t run, int64_t step) {
+               [&](int64_t e, int64_t at, int64_t run, int64_t step) {
+                 const int64_t off = at - first;
                  if (step == 0) {
                    loop_kernels::BinaryScalar(v.binary, x + e, src[off], j == 0, out + e, run);
                  } else if (j == 1) {

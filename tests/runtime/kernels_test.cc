@@ -301,6 +301,33 @@ TEST(LoopKernel, LeafBehindViewsReadThroughATranspose) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
 }
 
+// Computed values broadcast over the loop (one per row as layer norm's Sqrt of the variance, a row
+// along the inner dim, one per outer index) are evaluated once over the span a tile reads, then
+// read from there; tiles (4096 elements) end mid-row. A transpose of a computed value (a span as
+// long as the tile) is still evaluated element by element.
+TEST(LoopKernel, BroadcastComputedValuesAreEvaluatedOncePerSpan) {
+  IrBuilder b;
+  const Shape dims = {2, 5, 700};
+  TensorId x = b.Input("x", dims);
+  TensorId eps = b.Act("eps", {2, 5, 1}), root = b.Act("root", {2, 5, 1});
+  TensorId twice = b.Act("twice", {700}), outer = b.Act("outer", {2, 1, 700});
+  TensorId q = b.Act("q", dims), a = b.Act("a", dims), y = b.Act("y", dims);
+  TensorId xt = b.Act("xt", {2, 700, 5}), tr = b.Act("tr", dims), z = b.Act("z", dims);
+  b.Op("Add", {b.Input("var", {2, 5, 1}), b.FloatScalar("e", 1e-5)}, {eps});
+  b.Op("Sqrt", {eps}, {root});
+  b.Op("Div", {x, root}, {q});
+  b.Op("Mul", {b.Input("w", {700}), b.FloatScalar("two", 2)}, {twice});
+  b.Op("Add", {q, twice}, {a});
+  b.Op("Exp", {b.Input("o", {2, 1, 700})}, {outer});
+  b.Op("Mul", {a, outer}, {y});
+  b.Op("Relu", {b.Input("xi", {2, 700, 5})}, {xt});
+  b.Op("Transpose", {xt}, {tr}, {Ints("perm", {0, 2, 1})});
+  b.Op("Add", {y, tr}, {z});
+  b.Output(z);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
 // Leaves read through broadcasts (along and across the inner dim) and a transpose, and scalar
 // operands on either side, over more elements than one tile with rows that straddle tiles: the
 // run-by-run reads and the scalar loops must index exactly like the general index lists.
