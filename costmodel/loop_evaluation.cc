@@ -211,9 +211,12 @@ class Walk {
         if (Internal(u)) Ask(u, {1, 0});
       } else if (identity) {
         Identity(u, r);
-      } else if (may_stream && !Internal(u)) {
+      } else if (may_stream && !Internal(ViewSource(u))) {
         Streamed(n, u, r, rank);
         may_stream = false;  // The other operand, if broadcast too, is copied.
+      } else if (double span = may_stream ? StreamedSpan(n, u, r) : 0; span > 0) {
+        StreamedComputed(n, u, r, rank, span);
+        may_stream = false;
       } else {
         Mapped(n, u, r, rank, !per_channel && InnerStepOne(n, u));
       }
@@ -221,8 +224,8 @@ class Walk {
   }
 
   // A binary arithmetic node with no scalar operand reads its first broadcast leaf operand straight
-  // from the leaf, run by run along the innermost dim (runtime: StreamsLeaf): no copy, one kernel
-  // call per run. Requests that come as index lists are gathered as for any leaf.
+  // from the leaf, run by run along the innermost dim (runtime: StreamedOperand): no copy, one
+  // kernel call per run. Requests that come as index lists are gathered as for any leaf.
   bool StreamsOperands(const Node& n) const {
     static const char* kOps[] = {"Add", "Sub", "Mul", "Div", "Pow"};
     if (std::none_of(std::begin(kOps), std::end(kOps),
@@ -240,6 +243,35 @@ class Walk {
     Requests lists{0, r.runs, r.scattered};
     MapWork(lists, rank);
     out_.gathered_elements += lists.list();
+  }
+
+  // A computed broadcast operand is streamed too when the span of its elements a tile reads is at
+  // most a quarter of the tile (runtime: StreamedOperand): evaluated once per tile over that span,
+  // then read run by run. The span: the tile's share of u, plus one element when u is broadcast
+  // along the innermost dim or one run of u's trailing dims otherwise, at most all of u. Returns
+  // the span per tile, 0 when u is not streamed.
+  double StreamedSpan(const Node& n, TensorId u, Requests r) const {
+    if (r.range == 0) return 0;
+    const Shape& in = g_.tensor(u).dims;
+    const Shape& out = g_.tensor(n.outputs[0]).dims;
+    double tile = std::min(kLoopTile, r.range);
+    bool inner_broadcast = true;
+    for (size_t k = 0; k < out.size(); ++k) {
+      size_t d = out.size() - 1 - k;
+      if (out[d] == 1) continue;
+      inner_broadcast = k >= in.size() || in[in.size() - 1 - k] == 1;
+      break;
+    }
+    double run = inner_broadcast ? 1 : RunLength(in, out);
+    double span =
+        std::min(Elements(g_, u), tile * Elements(g_, u) / Elements(g_, n.outputs[0]) + run);
+    return 4 * span <= tile ? span : 0;
+  }
+  void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
+    out_.eval_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
+    Ask(u, {std::ceil(r.range / kLoopTile) * span, 0, 0});
+    Requests lists{0, r.runs, r.scattered};
+    if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
   }
 
   // Resize: each output coordinate looked up per element; nearest reads the input once per element,

@@ -1,9 +1,11 @@
 // How our fused loop (runtime/fused_loop.h) evaluates a group, as counts the cost model prices.
 // The loop pulls each tile of an output through the expression: a node is evaluated at the
-// elements its consumer asks for, so a value upstream of a broadcast or a Gather is evaluated
-// once per element of the consumer's index space, not once per element of its own
-// (the squeeze-and-excite Sigmoid of a [1,C,1,1] tensor that a Mul broadcasts over [1,C,H,W] runs
-// H*W times per channel). Index work is counted per element:
+// elements its consumer asks for, so a value upstream of a Gather, or of a broadcast whose span
+// per tile is long, is evaluated once per element of the consumer's index space, not once per
+// element of its own. (A binary node evaluates a broadcast operand whose span per tile is at most
+// a quarter of the tile once over that span: the squeeze-and-excite Sigmoid of a [1,C,1,1]
+// tensor that a Mul broadcasts over [1,C,H,W] runs about once per channel.) Index work is counted
+// per element:
 //   - a map from a contiguous range (broadcast, transpose, slice of a leaf; the coordinates a
 //     Pad tests) walks the range run by run: one index (or one copied element) each;
 //   - a Concat asked for a range asks each input for its runs as ranges (one evaluation call per

@@ -11,24 +11,33 @@ using testing::IrBuilder;
 
 FusionGroup Loop(std::vector<NodeId> nodes) { return {GroupKind::kLoop, std::move(nodes), {}}; }
 
-// Squeeze-and-excite: gate = Sigmoid(s[1,8,1,1]); y = x[1,8,4,4] * gate. Fused, the loop pulls the
-// gate once per element of y (128 sigmoids), not once per channel (8). The broadcast walks y's
-// range into an index list (128 indexed), and the Sigmoid reads s at that list (128 gathered).
-TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedPerElementOfItsConsumer) {
-  IrBuilder b;
-  TensorId s = b.Input("s", {1, 8, 1, 1}), x = b.Input("x", {1, 8, 4, 4});
-  TensorId gate = b.Act("gate", {1, 8, 1, 1}), y = b.Act("y", {1, 8, 4, 4});
-  b.Op("Sigmoid", {s}, {gate});
-  b.Op("Mul", {x, gate}, {y});
-  b.Output(y);
-  Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
-  EXPECT_DOUBLE_EQ(e.evaluated.at(y), 128);
-  EXPECT_DOUBLE_EQ(e.evaluated.at(gate), 128);
-  EXPECT_DOUBLE_EQ(e.indexed_elements, 128);
-  EXPECT_DOUBLE_EQ(e.gathered_elements, 128);
-  EXPECT_DOUBLE_EQ(e.remapped_elements, 0);
-  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4);  // One tile; values y, gate, x, s.
+// Squeeze-and-excite: gate = Sigmoid(s[1,8,1,1]); y = x[1,8,4,4] * gate. The Mul streams the gate
+// run by run (8 runs of 16, one call each): the gate is evaluated once over the span of channels
+// the tile reads (its share 128 * 8/128 plus 1 for a partial run, at most all 8 of it: 8), not
+// once per element of y, and nothing is indexed or gathered. Over [1,8,2,1] the span (8 of a
+// 16-element tile) is over a quarter of the tile: the gate is then pulled per element of y through
+// an index list (16 indexed), reading s at that list (16 gathered).
+TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
+  for (int64_t h : {4, 2}) {
+    SCOPED_TRACE(h);
+    IrBuilder b;
+    const Shape dims = {1, 8, h, h == 4 ? 4 : 1};
+    const double n = static_cast<double>(8 * h * dims[3]);
+    TensorId s = b.Input("s", {1, 8, 1, 1}), x = b.Input("x", dims);
+    TensorId gate = b.Act("gate", {1, 8, 1, 1}), y = b.Act("y", dims);
+    b.Op("Sigmoid", {s}, {gate});
+    b.Op("Mul", {x, gate}, {y});
+    b.Output(y);
+    Graph g = b.Build();
+    LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
+    EXPECT_DOUBLE_EQ(e.evaluated.at(y), n);
+    const bool streamed = h == 4;
+    EXPECT_DOUBLE_EQ(e.evaluated.at(gate), streamed ? 8 : n);
+    EXPECT_DOUBLE_EQ(e.indexed_elements, streamed ? 0 : n);
+    EXPECT_DOUBLE_EQ(e.gathered_elements, streamed ? 0 : n);
+    EXPECT_DOUBLE_EQ(e.remapped_elements, 0);
+    EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4 + (streamed ? 8 : 0));  // Values y, gate, x, s; runs.
+  }
 }
 
 // z = Transpose(x[4,8] * w[8]), perm (1,0). The transpose moves the innermost dim, so the Mul is
