@@ -6,6 +6,7 @@
 //   build/bench/plan_quality [--rounds N] [--profile PROFILE.json] [--threads N] [models...]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -40,8 +41,16 @@ Args Parse(int argc, char** argv) {
       a.threads = std::atoi(argv[++i]);
     else if (s == "--profile" && i + 1 < argc)
       a.profile = argv[++i];
-    else
+    else if (s.rfind("-", 0) == 0) {
+      const bool help = s == "--help" || s == "-h";
+      std::fprintf(help ? stdout : stderr,
+                   "usage: %s [--rounds N] [--profile PROFILE.json] [--threads N] [models...]\n",
+                   argv[0]);
+      if (!help) std::fprintf(stderr, "unknown or incomplete option '%s'\n", s.c_str());
+      std::exit(help ? 0 : 2);
+    } else {
       a.models.push_back(s);
+    }
   }
   if (a.models.empty()) {
     a.models = {"resnet18", "mobilenet_v2", "squeezenet1_1", "efficientnet_b0",
