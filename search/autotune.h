@@ -4,9 +4,9 @@
 // search's best partition when it differs) are ranked by predicted time, and the top `per_region`
 // are measured on the group's region alone. A different alternative replaces the fused group only
 // if it is measured faster by more than `noise_margin` (so noise does not undo good fusions).
-// Finally the resulting plan and the unfused plan are measured whole, and if the unfused plan is
-// measured faster (beyond the margin) it is returned instead: a tuned plan is never knowingly
-// slower than no fusion at all. Every measurement counts
+// Finally the resulting plan, the rules baseline's plan and the unfused plan are measured whole,
+// and the fastest (beyond the margin against the resulting plan) is returned: a tuned plan is never
+// knowingly slower than the rules baseline or than no fusion at all. Every measurement counts
 // against `measure_budget`; `time_limit_s` and the cancelled flag stop early with what is known.
 // Also returns each single-group measurement as a calibration sample, for later refits.
 // Uses the runtime through the Measurer seam; not thread-safe (one measurement at a time).
@@ -26,7 +26,7 @@
 namespace fusor {
 
 struct AutotuneOptions {
-  int measure_budget = 8;      // Region alternatives plus the two whole-plan measurements.
+  int measure_budget = 8;      // Region alternatives plus the three whole-plan measurements.
   int per_region = 3;          // Alternatives measured per region, best predicted first.
   double noise_margin = 0.03;  // Relative gain an alternative needs to displace the fused group.
   double time_limit_s = 120;

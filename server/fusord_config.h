@@ -15,7 +15,7 @@
 //   allow_insecure_remote [--allow-insecure-remote]  listen beyond loopback with no tokens
 //   shutdown_grace_s [--shutdown-grace]  seconds in-flight calls get on SIGTERM; default 30
 //   measure_threads [--measure-threads]  OpenMP threads for measurements; 0: all cores
-//   default_measure_budget [--default-measure-budget]  plans measured per Tune; default 6
+//   default_measure_budget [--default-measure-budget]  plans measured per Tune; default 7
 //   default_time_limit_s [--default-time-limit]        seconds per Tune; default 120
 //   calibration_time_limit_s [--calibration-time-limit]  seconds per Calibrate; default 60
 //   log_level [--log-level]              trace, debug, info, warn, error; default info

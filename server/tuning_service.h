@@ -26,7 +26,7 @@ struct TuningServiceOptions {
   std::string db_path;                // SQLite tuning database (created if missing).
   ValidationLimits limits;            // Node count and tensor size caps for submitted graphs.
   int measure_threads = 0;            // OpenMP threads for measurements; 0: all cores.
-  int default_measure_budget = 6;     // Measurements per Tune when the request says 0.
+  int default_measure_budget = 7;     // Measurements per Tune when the request says 0.
   double default_time_limit_s = 120;  // Wall-clock limit per Tune when the request says 0.
   double calibration_time_limit_s = 60;
   // Calibration runs a fit uses, this one included: the newest of the calibration log, so a long

@@ -1,0 +1,80 @@
+// Autotune's last word: the refined plan, the rules baseline's plan and the unfused plan are
+// measured whole, and the fastest beyond the noise margin is returned. Whole-plan times come from
+// a RecordedMeasurer (the runtime seam for code above it), so each decision is exact; the budget
+// leaves no measurement for regions.
+#include "search/autotune.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/graph/ir_builder.h"
+
+namespace fusor {
+namespace {
+
+using testing::IrBuilder;
+
+Measurement Timed(int64_t us, bool unstable = false) {
+  Measurement m;
+  m.median_ns = m.min_ns = m.max_ns = us * 1000;
+  m.samples = 10;
+  m.unstable = unstable;
+  return m;
+}
+
+struct Case {
+  const char* name;
+  int64_t tuned_us, rules_us, unfused_us;
+  bool rules_unstable;
+  const char* returned;  // "tuned", "rules" or "unfused".
+};
+
+TEST(Autotune, ReturnsTheFastestOfTheTunedRulesAndUnfusedPlansBeyondTheMargin) {
+  IrBuilder b;
+  const Shape d = {1, 64, 32, 32};
+  TensorId x = b.Input("x", d), r = b.Act("r", d), e = b.Act("e", d), y = b.Act("y", d);
+  b.Op("Relu", {x}, {r});
+  b.Op("Exp", {r}, {e});
+  b.Op("Sigmoid", {e}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  const FusionPlan tuned{
+      {FusionGroup{GroupKind::kLoop, {0, 1}, {}}, FusionGroup{GroupKind::kSingle, {2}, {}}}};
+  const FusionPlan rules = RulesPlan(g, 64), unfused = UnfusedPlan(g);
+  ASSERT_TRUE(CheckPlan(g, tuned).ok());
+  ASSERT_NE(rules, tuned);
+  ASSERT_NE(rules, unfused);
+  AnalyticalCostModel model{HardwareProfile{}};
+  AutotuneOptions options;
+  options.measure_budget = 3;  // The three whole plans only.
+  const Case cases[] = {
+      {"rules 20% faster", 100, 80, 120, false, "rules"},
+      {"rules within the 3% margin", 100, 98, 120, false, "tuned"},
+      {"rules faster but unstable", 100, 80, 120, true, "tuned"},
+      {"unfused faster than both", 100, 80, 50, false, "unfused"},
+      {"tuned fastest", 100, 110, 120, false, "tuned"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RecordedMeasurer measurer;
+    measurer.Record(RecordedMeasurer::PlanKey(g, tuned), Timed(c.tuned_us));
+    measurer.Record(RecordedMeasurer::PlanKey(g, rules), Timed(c.rules_us, c.rules_unstable));
+    measurer.Record(RecordedMeasurer::PlanKey(g, unfused), Timed(c.unfused_us));
+    auto result = Autotune(g, model, TargetFingerprint{}, tuned, &measurer, options);
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    const std::string want = c.returned;
+    const FusionPlan& expected = want == "rules" ? rules : want == "unfused" ? unfused : tuned;
+    EXPECT_EQ(result->plan, expected);
+    const int64_t expected_us = want == "rules"     ? c.rules_us
+                                : want == "unfused" ? c.unfused_us
+                                                    : c.tuned_us;
+    EXPECT_EQ(result->measured.median_ns, expected_us * 1000);
+    EXPECT_EQ(result->unfused_measured.median_ns, c.unfused_us * 1000);
+    EXPECT_EQ(result->measurements, 3);
+    bool replaced = want != "tuned";
+    ASSERT_EQ(result->trials.empty(), !replaced);
+    if (replaced) EXPECT_EQ(result->trials.back().alternative.rfind(want, 0), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace fusor
