@@ -36,8 +36,9 @@ double Elements(const Graph& g, TensorId t) {
 
 // Elements per run when a leaf of dims `in` is read through its broadcast into `out` from a range:
 // the trailing dims of `out` that the map walks as one (all broadcast, or all read in order), as
-// the runtime's ForEachRun merges them.
-double RunLength(const Shape& in, const Shape& out) {
+// the runtime's ForEachRun merges them. `broadcast_run`, when given, is set to whether `in` is
+// broadcast along those dims (true when `out` has none longer than 1).
+double RunLength(const Shape& in, const Shape& out, bool* broadcast_run = nullptr) {
   double run = 1;
   bool broadcast = false, started = false;
   for (size_t k = 0; k < out.size(); ++k) {
@@ -49,6 +50,7 @@ double RunLength(const Shape& in, const Shape& out) {
     started = true;
     run *= static_cast<double>(out[d]);
   }
+  if (broadcast_run != nullptr) *broadcast_run = broadcast || !started;
   return run;
 }
 
@@ -256,13 +258,8 @@ class Walk {
     const Shape& out = g_.tensor(n.outputs[0]).dims;
     double tile = std::min(kLoopTile, r.range);
     bool inner_broadcast = true;
-    for (size_t k = 0; k < out.size(); ++k) {
-      size_t d = out.size() - 1 - k;
-      if (out[d] == 1) continue;
-      inner_broadcast = k >= in.size() || in[in.size() - 1 - k] == 1;
-      break;
-    }
-    double run = inner_broadcast ? 1 : RunLength(in, out);
+    double run = RunLength(in, out, &inner_broadcast);
+    if (inner_broadcast) run = 1;
     double span =
         std::min(Elements(g_, u), tile * Elements(g_, u) / Elements(g_, n.outputs[0]) + run);
     return 4 * span <= tile ? span : 0;

@@ -416,13 +416,20 @@ const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims,
   return out;
 }
 
+// What value `t` reads its elements from: a view (Reshape and the like) reads its input at the
+// same flat indices, so through views to the first value that is not one.
+const Value* ThroughViews(const ValueMap& values, TensorId t) {
+  const Value* v = values.at(t).get();
+  while (v->kind == LoopKind::kPass) v = values.at(v->inputs[0]).get();
+  return v;
+}
+
 // Value `t` at the elements of the consumer's index space `idx` (over `dims`) mapped through `m`.
-// A view (Reshape and the like) reads its input at the same flat indices, so a leaf behind views
-// is read run by run too (BERT's head split Reshape -> Transpose gathered element by element).
+// A leaf behind views is read run by run too (BERT's head split Reshape -> Transpose was gathered
+// element by element).
 const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, const Shape& dims,
                         const Idx& idx, LoopScratch* s) {
-  const Value* leaf = values.at(t).get();
-  while (leaf->kind == LoopKind::kPass) leaf = values.at(leaf->inputs[0]).get();
+  const Value* leaf = ThroughViews(values, t);
   bool runs = leaf->kind == LoopKind::kLeaf && !leaf->is_int && idx.list == nullptr &&
               !m.identity && !m.scalar && !dims.empty();
   if (runs) return ReadLeafRuns(*leaf, m, dims, idx, s);
@@ -639,9 +646,6 @@ float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float*
   return s->Floats(idx.n);
 }
 
-// Input j of a binary node read straight from its leaf, run by run, from a contiguous range: a
-// row repeated along outer dims (a bias, layer-norm weights) or one value repeated along the
-// innermost dim (a per-row or per-channel scale). No tile of copies is made.
 // Input j of v for a contiguous range read run by run, when its map steps by 0 or 1 along the
 // runs (a broadcast): a float leaf (or views of one) in place; a computed value evaluated once
 // over the span of its elements the range reads, when that span is at most a quarter of the range
@@ -654,8 +658,7 @@ const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, c
   if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return nullptr;
   int64_t step = RunStep(m, v.dims);
   if (step != 0 && step != 1) return nullptr;
-  const Value* u = values.at(v.inputs[j]).get();
-  while (u->kind == LoopKind::kPass) u = values.at(u->inputs[0]).get();
+  const Value* u = ThroughViews(values, v.inputs[j]);
   if (u->is_int) return nullptr;
   *first = 0;
   if (u->kind == LoopKind::kLeaf) return static_cast<const float*>(u->data);

@@ -183,7 +183,8 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
   if (rules != result.plan) {
     FUSOR_ASSIGN_OR_RETURN(rules_measured, refine.Measure(g, rules));
   }
-  FUSOR_ASSIGN_OR_RETURN(result.unfused_measured, refine.Measure(g, UnfusedPlan(g)));
+  const FusionPlan unfused = UnfusedPlan(g);
+  FUSOR_ASSIGN_OR_RETURN(result.unfused_measured, refine.Measure(g, unfused));
   auto keep_if_faster = [&](const FusionPlan& plan, const Measurement& m, const char* why) {
     double best = static_cast<double>(result.measured.median_ns);
     if (m.samples == 0 || m.unstable || m.median_ns >= best * (1 - options.noise_margin)) return;
@@ -193,8 +194,7 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     result.measured = m;
   };
   keep_if_faster(rules, rules_measured, "rules (measured faster than the tuned plan)");
-  keep_if_faster(UnfusedPlan(g), result.unfused_measured,
-                 "unfused (measured faster than the tuned plan)");
+  keep_if_faster(unfused, result.unfused_measured, "unfused (measured faster than the tuned plan)");
   if (progress) progress(1.0, "measured");
   return std::move(result);
 }
