@@ -145,8 +145,12 @@ Status QuickCheck(SqliteConnection& connection) {
                   connection.path(), verdict));
 }
 
+// In one read transaction: read one by one, another process creating the schema could commit
+// between the reads (version and application_id 0 read before its commit, its tables after), and
+// a file being created would look like another application's database.
 StatusOr<FileFacts> ReadFacts(SqliteConnection& connection) {
   FileFacts facts;
+  FUSOR_ASSIGN_OR_RETURN(Transaction snapshot, Transaction::BeginRead(connection));
   FUSOR_ASSIGN_OR_RETURN(facts.version, connection.QueryInt("PRAGMA user_version"));
   FUSOR_ASSIGN_OR_RETURN(facts.application_id, connection.QueryInt("PRAGMA application_id"));
   FUSOR_ASSIGN_OR_RETURN(facts.objects, connection.QueryInt("SELECT count(*) FROM sqlite_schema"));
