@@ -38,19 +38,25 @@ double EvaluatedElements(const Graph& g, const LoopEvaluation* loop, TensorId t)
 // A node's FLOPs once per element it is evaluated at (a fused loop may evaluate it more often
 // than it has elements, or not at all).
 // Transcendentals run in oneDNN's JIT kernels (`jit`) or in our loops.
+// `chain_head`: the group runs as oneDNN's eltwise / binary primitive with post-ops, whose leading
+// x * Sigmoid(x) pair is one eltwise_swish (measured 1.5x the time of eltwise_logistic on an
+// AVX-512 EPYC, so it is priced on its own).
 void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop, bool jit,
-                GroupFeatures* f) {
+                bool chain_head, GroupFeatures* f) {
   ComputeClass transcendental =
       jit ? ComputeClass::kJitTranscendental : ComputeClass::kTranscendental;
+  bool swish = chain_head && group.nodes.size() > 1 &&
+               IsSwish(g, g.node(group.nodes[0]), g.node(group.nodes[1]));
   for (NodeId id : group.nodes) {
     const Node& n = g.node(id);
     OpCost cost = CostOfNode(g, n);
     double own = static_cast<double>(g.tensor(n.outputs[0]).num_elements());
     double scale = own > 0 ? EvaluatedElements(g, loop, n.outputs[0]) / own : 1.0;
     f->flops[static_cast<int>(ClassOfFlops(g, n, ClassifyNode(g, n)))] += cost.flops * scale;
-    bool erf = n.op_type == "Erf";
-    f->flops[static_cast<int>(erf ? ComputeClass::kErf : transcendental)] +=
-        cost.transcendentals * scale;
+    ComputeClass c = n.op_type == "Erf"                   ? ComputeClass::kErf
+                     : swish && id == group.nodes.front() ? ComputeClass::kJitSwish
+                                                          : transcendental;
+    f->flops[static_cast<int>(c)] += cost.transcendentals * scale;
   }
 }
 
@@ -257,7 +263,7 @@ GroupFeatures ChainPrimitiveFeatures(const Graph& g, const FusionGroup& group,
   GroupFeatures f;
   f.kernels = 1;
   f.post_ops = static_cast<double>(group.nodes.size()) - 1;
-  AddCompute(g, group, nullptr, /*jit=*/true, &f);
+  AddCompute(g, group, nullptr, /*jit=*/true, /*chain_head=*/true, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   f.threads = threads;
   f.forks = threads > 1 ? 1 : 0;
@@ -304,7 +310,8 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
                                                   &p.transcendental_gflops,
                                                   &p.reduction_gflops,
                                                   &p.jit_transcendental_gflops,
-                                                  &p.erf_gflops};
+                                                  &p.erf_gflops,
+                                                  &p.jit_swish_gflops};
   const Fitted* read_bw[kNumMemoryLevels] = {&p.l1_read_gbps, &p.l2_read_gbps, &p.l3_read_gbps,
                                              &p.dram_read_gbps};
   const Fitted* write_bw[kNumMemoryLevels] = {&p.l1_write_gbps, &p.l2_write_gbps, &p.l3_write_gbps,
@@ -399,7 +406,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   }
   const LoopEvaluation* lp = loop ? &*loop : nullptr;
   const Residency residency(target, leaf_footprint);
-  AddCompute(g, group, lp, primitive, &f);
+  AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   AddTileTraffic(g, group, lp, &f);
   AddSpill(g, group, target, &f);

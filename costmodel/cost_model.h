@@ -54,8 +54,9 @@ enum class ComputeClass : uint8_t {
   kReduction,
   kJitTranscendental,  // In oneDNN's JIT eltwise kernels and post-ops.
   kErf,                // Erf (GELU's), which only our loops run: an exp and a rational polynomial.
+  kJitSwish,           // The sigmoid of x * Sigmoid(x) as oneDNN's one eltwise_swish primitive.
 };
-inline constexpr int kNumComputeClasses = 8;
+inline constexpr int kNumComputeClasses = 9;
 
 enum class MemoryLevel : uint8_t { kL1, kL2, kL3, kDram };
 inline constexpr int kNumMemoryLevels = 4;

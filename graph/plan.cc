@@ -92,13 +92,6 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
   return Status::Ok();
 }
 
-// x * Sigmoid(x) over nodes a, b (one swish eltwise in oneDNN).
-bool IsSwishPair(const Graph& g, const Node& a, const Node& b) {
-  if (a.op_type != "Sigmoid" || b.op_type != "Mul") return false;
-  TensorId x = a.inputs[0], s = a.outputs[0];
-  return (b.inputs[0] == x && b.inputs[1] == s) || (b.inputs[0] == s && b.inputs[1] == x);
-}
-
 Status CheckAnchorGroup(const Graph& g, const std::vector<NodeId>& nodes, NodeId anchor) {
   if (nodes.front() != anchor) {
     return Status::InvalidArgument("the anchor " + NodeRef(g, anchor) + " must come first");
@@ -431,6 +424,14 @@ bool JitBroadcastable(const Shape& operand, const Shape& out) {
   return out.size() > 1;
 }
 
+bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul) {
+  if (sigmoid.op_type != "Sigmoid" || mul.op_type != "Mul" || mul.inputs.size() != 2) return false;
+  TensorId x = sigmoid.inputs[0], s = sigmoid.outputs[0];
+  bool reads =
+      (mul.inputs[0] == x && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == x);
+  return reads && g.tensor(s).consumers.size() == 1 && !g.IsGraphOutput(s);
+}
+
 bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
   if (nodes.empty()) return false;
   // The head's second operand is the binary primitive's src1, which broadcasts any way; post-op
@@ -448,7 +449,7 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
   if (head.outputs.size() != 1 || head.inputs.empty()) return false;
   const Shape& out = g.tensor(head.outputs[0]).dims;
   if (g.tensor(head.inputs[0]).dims != out) return false;
-  bool swish = nodes.size() > 1 && IsSwishPair(g, head, g.node(nodes[1]));
+  bool swish = nodes.size() > 1 && IsSwish(g, head, g.node(nodes[1]));
   size_t first = swish ? 2 : 1;
   if (!swish && head.inputs.size() == 2 && head.op_type != "Pow" &&
       (head.inputs[0] == head.inputs[1] || ProducedInside(g, nodes, head.inputs[1]))) {

@@ -65,6 +65,10 @@ StatusOr<GroupKind> InferGroupKind(const Graph& g, const std::vector<NodeId>& no
 // convexity.
 Status CheckGroup(const Graph& g, const FusionGroup& group);
 
+// Whether `sigmoid`, `mul` compute x * Sigmoid(x) (SiLU / swish, EfficientNet's activation) with
+// the sigmoid read by nothing else: oneDNN runs the pair as one eltwise_swish, which reads x once.
+bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul);
+
 // Whether elementwise `nodes` (ascending) also have the form of one oneDNN eltwise or binary
 // primitive with post-ops, which the runtime times against our fused loop and keeps when faster:
 // a head node (an eltwise op, x * Sigmoid(x), or a binary op whose first operand has the output's

@@ -9,6 +9,7 @@
 
 #include "graph/layout.h"
 #include "graph/op_registry.h"
+#include "graph/plan.h"
 #include "runtime/group_kernel.h"
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
@@ -214,16 +215,6 @@ bool AppendPostOps(std::vector<std::vector<PostOp>>* chain, std::vector<PostOp> 
   }
   chain->push_back(std::move(kept));
   return true;
-}
-
-// True when nodes `a`, `b` compute v * Sigmoid(v) (SiLU / swish, EfficientNet's activation) and
-// the sigmoid is used by nothing else: one eltwise_swish reads v once, where a logistic plus a
-// per-element binary post-op would read it twice.
-bool IsSwish(const Graph& g, const Node& a, const Node& b, TensorId v) {
-  if (a.op_type != "Sigmoid" || b.op_type != "Mul" || a.inputs[0] != v) return false;
-  TensorId s = a.outputs[0];
-  bool reads = (b.inputs[0] == v && b.inputs[1] == s) || (b.inputs[0] == s && b.inputs[1] == v);
-  return reads && g.tensor(s).consumers.size() == 1 && !g.IsGraphOutput(s);
 }
 
 // Post-ops for the longest prefix of `chain` (starting from value v) that has a post-op form.
@@ -1244,7 +1235,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
   }
   const Shape& yd = g.tensor(final_out).dims;
   // A leading Sigmoid+Mul pair is one swish eltwise; the chain then continues after the Mul.
-  bool swish = nodes.size() > 1 && IsSwish(g, first, g.node(nodes[1]), first.inputs[0]);
+  bool swish = nodes.size() > 1 && IsSwish(g, first, g.node(nodes[1]));
   std::vector<NodeId> rest(nodes.begin() + (swish ? 2 : 1), nodes.end());
   TensorId head_out = g.node(nodes[swish ? 1 : 0]).outputs[0];
   try {

@@ -249,12 +249,42 @@ TEST(AnalyticalCostModel, AnElementwiseChainCostsTheLeastOfLoopAndPrimitive) {
   EXPECT_EQ(f.or_else[0].kernels, 1);
   EXPECT_EQ(f.or_else[0].loop_kernels, 0);
   HardwareProfile p = RoundNumbers();
-  p.jit_transcendental_gflops.value = 100;  // oneDNN's sigmoid far faster than ours...
+  p.jit_swish_gflops.value = 100;  // oneDNN's swish far faster than our loop...
   GroupFeatures loop_only = f;
   loop_only.or_else.clear();
   EXPECT_LT(EvaluateFeatures(f, p).total_ns, EvaluateFeatures(loop_only, p).total_ns);
-  p.jit_transcendental_gflops.value = 0.01;  // ...or far slower: then the loop's time stands.
+  p.jit_swish_gflops.value = 0.01;  // ...or far slower: then the loop's time stands.
   EXPECT_DOUBLE_EQ(EvaluateFeatures(f, p).total_ns, EvaluateFeatures(loop_only, p).total_ns);
+}
+
+// oneDNN's eltwise_swish runs x * Sigmoid(x) at its own speed (1.5x eltwise_logistic's time on an
+// AVX-512 EPYC), so its sigmoids are their own class; a lone Sigmoid primitive is logistic's, and
+// our loop's sigmoids stay our loop's whatever the pair.
+TEST(AnalyticalCostModel, SwishSigmoidsArePricedApartFromLogistic) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 16, 64, 64});
+  TensorId s = b.Act("s", {1, 16, 64, 64}), y = b.Act("y", {1, 16, 64, 64});
+  b.Op("Sigmoid", {x}, {s});
+  b.Op("Mul", {s, x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  const double elements = 16 * 64 * 64;
+  const double per_sigmoid = CostOfNode(g, g.node(0)).transcendentals / elements;
+  ASSERT_GT(per_sigmoid, 0);
+  GroupFeatures fused = PlanFeatures(g, MaxFusionPlan(g), TargetFingerprint{}).at(0);
+  ASSERT_EQ(fused.or_else.size(), 1u);
+  const auto& chain = fused.or_else[0].flops;
+  EXPECT_DOUBLE_EQ(chain[static_cast<int>(ComputeClass::kJitSwish)], per_sigmoid * elements);
+  EXPECT_EQ(chain[static_cast<int>(ComputeClass::kJitTranscendental)], 0);
+  EXPECT_EQ(fused.flops[static_cast<int>(ComputeClass::kJitSwish)], 0);
+  EXPECT_DOUBLE_EQ(fused.flops[static_cast<int>(ComputeClass::kTranscendental)],
+                   per_sigmoid * elements);
+  // Apart, the Sigmoid alone is an eltwise_logistic (or our loop).
+  GroupFeatures sigmoid = PlanFeatures(g, UnfusedPlan(g), TargetFingerprint{}).at(0);
+  ASSERT_EQ(sigmoid.or_else.size(), 1u);
+  EXPECT_DOUBLE_EQ(sigmoid.or_else[0].flops[static_cast<int>(ComputeClass::kJitTranscendental)],
+                   per_sigmoid * elements);
+  EXPECT_EQ(sigmoid.or_else[0].flops[static_cast<int>(ComputeClass::kJitSwish)], 0);
 }
 
 // oneDNN 2.6 broadcasts binary operands per tensor, per channel (dim 1) or not at all in its JIT

@@ -37,7 +37,7 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     f.read_bytes[level] = size * (kind == kNumComputeClasses ? 4 : 0.5);
     f.write_bytes[level] = size * (kind == kNumComputeClasses + 1 ? 4 : 0.25);
     if (i % 5 == 0) f.post_ops = 1 + (i % 7);
-    if (i % 11 == 0) f.spilled_value_vectors = size / 8;
+    if (i % 23 == 0) f.spilled_value_vectors = size / 8;  // Coprime with the kinds' cycle.
     if (i % 7 == 3) f.indexed_elements = size;
     if (i % 13 == 4) f.gathered_elements = size / 2;
     if (i % 17 == 5) f.remapped_elements = size / 3;
@@ -85,15 +85,16 @@ TEST(FitProfile, NoisySamplesStillFitWithinTheNoise) {
   EXPECT_TRUE(CheckPlausible(fitted).ok());
 }
 
-// A loaded machine: one sample in eleven measured 3-10x too slow (another process held the core).
+// A loaded machine: one sample in thirteen measured 3-10x too slow (another process held the core).
 // The Cauchy stage must keep them from dragging the constants they share.
 TEST(FitProfile, SamplesDisturbedByOtherProcessesDoNotDragTheFit) {
   HardwareProfile truth = Truth();
   auto samples = SyntheticSamples(truth, 0.03, 13);
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> slowdown(3, 10);
-  // Every 11th: a stride coprime with the sample kinds, so that disturbed samples spread over them.
-  for (size_t i = 0; i < samples.size(); i += 11) samples[i].measured_ns *= slowdown(rng);
+  // Every 13th: a stride coprime with the sample kinds' cycle, so that disturbed samples spread
+  // over them.
+  for (size_t i = 0; i < samples.size(); i += 13) samples[i].measured_ns *= slowdown(rng);
   HardwareProfile fitted;
   fitted.target = truth.target;
   ASSERT_TRUE(FitProfile(samples, &fitted).ok());

@@ -72,7 +72,9 @@ TEST(Autotune, ReturnsTheFastestOfTheTunedRulesAndUnfusedPlansBeyondTheMargin) {
     EXPECT_EQ(result->measurements, 3);
     bool replaced = want != "tuned";
     ASSERT_EQ(result->trials.empty(), !replaced);
-    if (replaced) EXPECT_EQ(result->trials.back().alternative.rfind(want, 0), 0u);
+    if (replaced) {
+      EXPECT_EQ(result->trials.back().alternative.rfind(want, 0), 0u);
+    }
   }
 }
 
