@@ -59,6 +59,7 @@ OneDnnMeasurer MakeMeasurer(double min_ms, int retries, double max_cv) {
   mo.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
   mo.timing.retries = retries;
   mo.timing.max_cv = max_cv;
+  mo.timing.quiet_wait_ms = 250;  // As `fusor costmodel validate`.
   return OneDnnMeasurer(mo);
 }
 

@@ -290,6 +290,7 @@ int RunValidate(const ValidateFlags& f) {
   mo.timing.min_total_ns = 30'000'000;
   mo.timing.retries = 1;
   mo.timing.max_cv = 0.08;
+  mo.timing.quiet_wait_ms = 250;  // Held-out times are compared with the profile's predictions.
   OneDnnMeasurer measurer(mo);
   MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
     FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));

@@ -3,10 +3,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -21,6 +25,26 @@ using Clock = std::chrono::steady_clock;
 // Writes a buffer larger than the last-level cache so the next run starts cold.
 void FlushCache(std::vector<char>* buffer) {
   for (size_t i = 0; i < buffer->size(); i += 64) (*buffer)[i] = static_cast<char>(i);
+}
+
+int64_t NsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+// Waits until the host is quiet or the wait is over; true when it slept (caches may be cold).
+HostQuietness& QuietnessOf(const TimingOptions& o) {
+  return o.quietness != nullptr ? *o.quietness : HostQuietness::Default();
+}
+
+bool WaitForQuietHost(const TimingOptions& o) {
+  if (o.quiet_wait_ms <= 0) return false;
+  auto deadline = Clock::now() + std::chrono::milliseconds(o.quiet_wait_ms);
+  bool slept = false;
+  while (!QuietnessOf(o).Quiet(o.quiet_margin) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    slept = true;
+  }
+  return slept;
 }
 
 Measurement Summarize(std::vector<int64_t> samples) {
@@ -74,11 +98,52 @@ std::string GroupString(const FusionGroup& group) {
 
 }  // namespace
 
+int64_t CrossCoreProbeNs() {
+  if (omp_get_max_threads() < 2) return 0;
+  thread_local std::vector<float> buffer(size_t{1} << 17, 1.0f);
+  float* data = buffer.data();
+  const size_t half = buffer.size() / 2;
+  std::array<int64_t, 5> runs{};
+  volatile float sink = 0;
+  for (int64_t& ns : runs) {
+    auto start = Clock::now();
+    float sum = 0;
+#pragma omp parallel num_threads(2) reduction(+ : sum)
+    {
+      const size_t t = static_cast<size_t>(omp_get_thread_num());
+      for (size_t i = t * half; i < (t + 1) * half; ++i) data[i] = data[i] * 0.5f + 1.0f;
+#pragma omp barrier
+      for (size_t i = (1 - t) * half; i < (2 - t) * half; ++i) sum += data[i];
+    }
+    sink = sum;
+    ns = NsSince(start);
+  }
+  (void)sink;
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+HostQuietness::HostQuietness(std::function<int64_t()> probe) : probe_(std::move(probe)) {}
+
+bool HostQuietness::Quiet(double margin) {
+  int64_t ns = probe_();
+  if (ns <= 0) return true;
+  int64_t best = quickest_ns_.load();
+  while (ns < best && !quickest_ns_.compare_exchange_weak(best, ns)) {
+  }
+  return static_cast<double>(ns) <= margin * static_cast<double>(std::min(best, ns));
+}
+
+HostQuietness& HostQuietness::Default() {
+  static HostQuietness quietness(CrossCoreProbeNs);
+  return quietness;
+}
+
 std::string Measurement::ToString() const {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "%.3f ms (cv %.1f%%, n=%d, %d threads%s)",
+  std::snprintf(buf, sizeof(buf), "%.3f ms (cv %.1f%%, n=%d, %d threads%s%s)",
                 static_cast<double>(median_ns) / 1e6, cv * 100, samples, threads,
-                unstable ? ", UNSTABLE" : "");
+                unstable ? ", UNSTABLE" : "", disturbed ? ", host disturbed" : "");
   return buf;
 }
 
@@ -87,7 +152,9 @@ Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& 
   for (int i = 0; i < options.warmup; ++i) run();
   Measurement best;
   for (int attempt = 0; attempt <= options.retries; ++attempt) {
+    if (WaitForQuietHost(options)) run();
     Measurement m = TimeOnce(run, options, &flush);
+    m.disturbed = options.quiet_wait_ms > 0 && !QuietnessOf(options).Quiet(options.quiet_margin);
     m.attempts = attempt + 1;
     if (attempt == 0 || m.cv < best.cv) best = m;
     if (m.cv <= options.max_cv) return best;

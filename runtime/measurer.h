@@ -4,14 +4,17 @@
 // the timing discipline both the measurer and the benchmarks use: warm-up, repeats until a minimum
 // total time, median and coefficient of variation, optional cache flush between repeats (not
 // timed), retries while the spread stays high; a result still too noisy is flagged `unstable`,
-// never silently passed off as a clean number.
+// never silently passed off as a clean number. Optionally each attempt first waits for a quiet
+// host (TimingOptions::quiet_wait_ms).
 //
 // A Measurer is used by one thread at a time (it changes the OpenMP thread count it is told to
 // use); RecordedMeasurer's table is guarded by a mutex and may be shared.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,6 +27,24 @@
 
 namespace fusor {
 
+// Whether the host is as quiet as it has been: a probe (by default CrossCoreProbeNs) within a
+// margin of the quickest it has returned through this object. Thread-safe.
+class HostQuietness {
+ public:
+  explicit HostQuietness(std::function<int64_t()> probe);
+  bool Quiet(double margin);  // Probes once. A probe of 0 or less (nothing to probe) is quiet.
+  static HostQuietness& Default();  // The cross-core probe, shared by the process.
+
+ private:
+  std::function<int64_t()> probe_;
+  std::atomic<int64_t> quickest_ns_{std::numeric_limits<int64_t>::max()};
+};
+
+// Each of two cores rewrites its half of a 512 KiB buffer, then reads the half the other wrote:
+// the cost of moving data between the team's cores, which is what a shared host's slow states
+// change. Median of 5 runs, ns (~80 us on an idle 2-vCPU guest); 0 with fewer than 2 threads.
+int64_t CrossCoreProbeNs();
+
 struct TimingOptions {
   int warmup = 2;  // Untimed runs first (page faults, JIT, caches).
   int min_repeats = 5;
@@ -33,6 +54,18 @@ struct TimingOptions {
   int64_t flush_bytes = int64_t{64} << 20;
   double max_cv = 0.05;  // Spread above this triggers a retry...
   int retries = 2;       // ...this many times, then the result is flagged unstable.
+  // A shared host moves, for seconds at a time, between states where moving data between cores
+  // costs up to 2-3x more: on a 2-vCPU KVM guest a conv group of 60 us took 60, 80, 100 or 160 us,
+  // tracking a probe in which each core reads what the other just wrote (runtime/measurer.cc),
+  // while single-core arithmetic did not change. The spread within an attempt stays low, so the
+  // spread check cannot see it. Before each attempt the probe must come within `quiet_margin` of
+  // the quickest it has been in this process (waiting up to `quiet_wait_ms`), and the probe after
+  // it sets Measurement::disturbed. 0 (the default: tests, and the tuner's confirmations, which
+  // compare alternatives side by side) turns both off; calibration and validation, whose times
+  // are compared with a profile, turn it on.
+  int quiet_wait_ms = 0;
+  double quiet_margin = 1.10;
+  HostQuietness* quietness = nullptr;  // Null: HostQuietness::Default().
 };
 
 struct Measurement {
@@ -43,7 +76,8 @@ struct Measurement {
   int samples = 0;
   int attempts = 1;  // 1 + retries used.
   int threads = 0;
-  bool unstable = false;            // cv stayed above max_cv after every retry.
+  bool unstable = false;   // cv stayed above max_cv after every retry.
+  bool disturbed = false;  // The host was in a slow state after the kept attempt (quiet_wait_ms).
   std::vector<int64_t> samples_ns;  // Every timed run of the kept attempt, ascending.
   std::string ToString() const;     // "1.234 ms (cv 1.2%, n=57, 2 threads)".
 };

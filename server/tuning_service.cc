@@ -140,7 +140,11 @@ struct TuningService::State {
   // Measures a calibration benchmark (each ~100 ms, two retries, so most stay stable on a shared
   // machine) until `limit_s` has passed since this call, recording each benchmark's cv.
   MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark) {
-    auto measurer = std::make_shared<OneDnnMeasurer>(MeasurerOptions(100, 2));
+    OneDnnMeasurerOptions options = MeasurerOptions(100, 2);
+    // The fit should describe the host in its quiet state, not a moment of it (measurer.h); a
+    // short wait bounds what a busy host adds to the calibration's time.
+    options.timing.quiet_wait_ms = 50;
+    auto measurer = std::make_shared<OneDnnMeasurer>(options);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
     return [measurer, deadline, limit_s, cv_by_benchmark](
                const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {

@@ -3,9 +3,12 @@
 #include "runtime/measurer.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "tests/graph/ir_builder.h"
 
@@ -48,6 +51,62 @@ TEST(TimeRepeated, NoisyRunIsFlaggedUnstableAfterRetries) {
   EXPECT_EQ(m.attempts, 2);
   EXPECT_GT(m.cv, 0.01);
   EXPECT_NE(m.ToString().find("UNSTABLE"), std::string::npos);
+}
+
+// The quiet-host gate, with a probe that reads 100 us while the host is quiet and 250 us while it
+// is disturbed: a measurement waits (up to its limit) for a quiet probe and is marked disturbed
+// when the probe after it is slow; with the gate off nothing is probed or marked.
+TEST(TimeRepeated, WaitsForAQuietHostAndMarksADisturbedOne) {
+  std::atomic<bool> disturbed{false};
+  std::atomic<int> probes{0};
+  HostQuietness quietness([&] {
+    ++probes;
+    return disturbed ? 250'000 : 100'000;
+  });
+  TimingOptions o;
+  o.min_total_ns = 1'000'000;
+  o.max_cv = 1.0;
+  o.quiet_wait_ms = 60;
+  o.quietness = &quietness;
+  auto run = [] { SpinFor(std::chrono::microseconds(100)); };
+  Measurement quiet = TimeRepeated(run, o);
+  EXPECT_FALSE(quiet.disturbed) << quiet.ToString();
+  EXPECT_EQ(probes, 2);  // Before and after the one attempt.
+
+  disturbed = true;
+  auto start = std::chrono::steady_clock::now();
+  Measurement busy = TimeRepeated(run, o);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(o.quiet_wait_ms));
+  EXPECT_TRUE(busy.disturbed);
+  EXPECT_NE(busy.ToString().find("host disturbed"), std::string::npos);
+
+  // The host quietens while the measurement waits: it times then, undisturbed.
+  std::thread quieten([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    disturbed = false;
+  });
+  o.quiet_wait_ms = 2000;
+  start = std::chrono::steady_clock::now();
+  Measurement later = TimeRepeated(run, o);
+  quieten.join();
+  EXPECT_FALSE(later.disturbed);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+
+  probes = 0;
+  disturbed = true;
+  o.quiet_wait_ms = 0;
+  EXPECT_FALSE(TimeRepeated(run, o).disturbed);
+  EXPECT_EQ(probes, 0);
+}
+
+// The real probe moves data between two threads: a positive time when there are two, and the
+// process-wide gate calls it quiet right after it set the quickest time itself.
+TEST(CrossCoreProbe, TimesDataMovedBetweenTwoThreads) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "one OpenMP thread";
+  EXPECT_GT(CrossCoreProbeNs(), 0);
+  HostQuietness quietness([] { return int64_t{80'000}; });
+  EXPECT_TRUE(quietness.Quiet(1.1));
+  EXPECT_TRUE(quietness.Quiet(1.1));
 }
 
 Graph SmallGraph() {
