@@ -262,15 +262,19 @@ void RowReductionFamily(Suite* s) {
 // Transcendentals one at a time: Erf has no oneDNN eltwise form and runs in our loop; Exp and
 // Sigmoid run as oneDNN eltwise primitives, and x * Sigmoid(x) as one eltwise_swish (or our loop,
 // whichever the runtime times faster).
+// Two sizes each (a quarter of L2 and four times that), so that a rate is told apart from the
+// launch costs.
 void TranscendentalFamily(const TargetFingerprint& t, Suite* s) {
-  int64_t n = t.l2_bytes * t.cores / 4 / 4;
-  for (const char* op : {"Erf", "Exp", "Sigmoid"}) {
-    SuiteGraph g(std::string("transcendental_") + op);
-    Keep(g.Finish(g.Op(op, {g.Input({n})}, {n})), s);
+  for (int64_t n : {t.l2_bytes * t.cores / 4 / 4, t.l2_bytes * t.cores / 4}) {
+    std::string size = "_" + KiB(n * 4);
+    for (const char* op : {"Erf", "Exp", "Sigmoid"}) {
+      SuiteGraph g(std::string("transcendental_") + op + size);
+      Keep(g.Finish(g.Op(op, {g.Input({n})}, {n})), s);
+    }
+    SuiteGraph g("transcendental_swish" + size);
+    TensorId x = g.Input({n});
+    Keep(g.Finish(g.Op("Mul", {x, g.Op("Sigmoid", {x}, {n})}, {n})), s);
   }
-  SuiteGraph g("transcendental_swish");
-  TensorId x = g.Input({n});
-  Keep(g.Finish(g.Op("Mul", {x, g.Op("Sigmoid", {x}, {n})}, {n})), s);
 }
 
 // One value read by many nodes of a loop: each reads it back from the tile buffer in L1, and the
