@@ -123,6 +123,7 @@ Status RunModel(const std::string& name, const HardwareProfile& profile, const A
     execs.push_back(std::move(e));
   }
   TimingOptions timing = MeasureOptions(a.threads, 150).timing;
+  timing.quiet_wait_ms = 250;  // Each timing starts with the host in its quiet state (measurer.h).
   std::vector<std::vector<double>> times(plans.size());
   int unstable = 0;
   for (int round = 0; round < a.rounds; ++round) {
