@@ -245,6 +245,17 @@ void IndexingFamily(Suite* s) {
   Keep(bl.Finish(
            bl.Op("Mul", {bl.Input({1, 256, 28, 28}), bl.Input({1, 256, 1, 1})}, {1, 256, 28, 28})),
        s);
+  // Squeeze-and-excite scales over small planes: runs of 49 elements, so per-run calls dominate
+  // (pins run_call_ns apart from loop_call_ns).
+  for (int64_t c : {int64_t{480}, int64_t{1152}}) {
+    SuiteGraph sl7("broadcast_leaf_c" + std::to_string(c) + "_7");
+    Keep(
+        sl7.Finish(sl7.Op("Mul", {sl7.Input({1, c, 7, 7}), sl7.Input({1, c, 1, 1})}, {1, c, 7, 7})),
+        s);
+    SuiteGraph sc7("broadcast_computed_c" + std::to_string(c) + "_7");
+    TensorId g7 = sc7.Op("Sigmoid", {sc7.Input({1, c, 1, 1})}, {1, c, 1, 1});
+    Keep(sc7.Finish(sc7.Op("Mul", {sc7.Input({1, c, 7, 7}), g7}, {1, c, 7, 7})), s);
+  }
 }
 
 // Reductions with a fused prologue, from long rows to short ones (per-row overhead).
@@ -362,6 +373,7 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
           {"remapped_elements", f.remapped_elements},
           {"gathered_elements", f.gathered_elements},
           {"eval_calls", f.eval_calls},
+          {"run_calls", f.run_calls},
           {"forks", f.forks},
           {"threads", f.threads},
           {"post_ops", f.post_ops},
@@ -382,6 +394,7 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.remapped_elements = j.at("remapped_elements").get<double>();
   f.gathered_elements = j.at("gathered_elements").get<double>();
   f.eval_calls = j.at("eval_calls").get<double>();
+  f.run_calls = j.at("run_calls").get<double>();
   f.forks = j.at("forks").get<double>();
   f.threads = j.at("threads").get<double>();
   f.post_ops = j.at("post_ops").get<double>();

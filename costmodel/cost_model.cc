@@ -330,9 +330,10 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   t.compute_ns *= slowdown;
   t.memory_ns *= slowdown;
   t.spill_ns = f.spilled_value_vectors * p.spill_ns_per_value.value * slowdown;
-  t.launch_ns = f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
-                f.forks * p.fork_ns.value + f.post_ops * p.post_op_ns.value +
-                f.eval_calls * p.loop_call_ns.value * slowdown;
+  t.launch_ns =
+      f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
+      f.forks * p.fork_ns.value + f.post_ops * p.post_op_ns.value +
+      (f.eval_calls * p.loop_call_ns.value + f.run_calls * p.run_call_ns.value) * slowdown;
   t.reorder_ns = f.reorder_bytes / p.reorder_gbps.value * slowdown;
   double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
   t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
@@ -403,6 +404,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
     f.remapped_elements = loop->remapped_elements;
     f.gathered_elements = loop->gathered_elements;
     f.eval_calls = loop->eval_calls;
+    f.run_calls = loop->run_calls;
   }
   const LoopEvaluation* lp = loop ? &*loop : nullptr;
   const Residency residency(target, leaf_footprint);

@@ -8,7 +8,7 @@
 //   memory  = sum_level read_bytes / read_bw + write_bytes / write_bw
 //   spill   = spilled_value_vectors * spill_ns_per_value
 //   launch  = kernels * dispatch_ns + loop_kernels * loop_dispatch_ns + forks * fork_ns
-//             + post_ops * post_op_ns + eval_calls * loop_call_ns
+//             + post_ops * post_op_ns + eval_calls * loop_call_ns + run_calls * run_call_ns
 //   reorder = reorder_bytes / reorder_gbps
 //   total   = compute + memory - alpha * min(compute, memory) + spill + launch + reorder
 //
@@ -75,6 +75,7 @@ struct GroupFeatures {
   double gathered_elements = 0;  // Elements fused loops index one at a time.
   double remapped_elements = 0;  // Element-dimensions re-indexed through index lists.
   double eval_calls = 0;         // Values a fused loop pulls, times its tiles (or row chunks).
+  double run_calls = 0;          // Calls on one run of a broadcast operand or a Concat input.
   double forks = 0;              // Thread teams woken (one per kernel of a parallel group).
   double threads = 0;            // Threads the group runs on (1: serial, graph/threading.h).
   // Other ways the runtime may run the same group, timed when it compiles: it keeps the fastest,

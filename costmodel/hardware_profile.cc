@@ -155,7 +155,7 @@ Bounds PlausibleBounds(const std::string& name) {
   if (name == "indexed_gelems" || name == "remap_gelems" || name == "gather_gelems") {
     return {0.01, 10000};
   }
-  if (name == "loop_call_ns") return {0.1, 1e4};
+  if (name == "loop_call_ns" || name == "run_call_ns") return {0.1, 1e4};
   if (name == "fork_ns") return {10, 1e6};
   if (name == "dispatch_ns" || name == "loop_dispatch_ns") return {1, 1e6};
   if (name == "post_op_ns") return {0, 1e5};
@@ -219,6 +219,7 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"loop_dispatch_ns", &loop_dispatch_ns},
           {"remap_gelems", &remap_gelems},
           {"loop_call_ns", &loop_call_ns},
+          {"run_call_ns", &run_call_ns},
           {"fork_ns", &fork_ns},
           {"gather_gelems", &gather_gelems}};
 }

@@ -24,7 +24,7 @@ namespace fusor {
 
 // Bump when the features or equations of cost_model.cc change: plans scored, and calibration
 // samples featurised, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-9";
+inline constexpr const char* kCostModelVersion = "analytical-10";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -87,6 +87,7 @@ struct HardwareProfile {
   Fitted loop_dispatch_ns{1000};   // Per fused-loop launch (our kernels, not oneDNN's).
   Fitted remap_gelems{1};          // Index lists re-mapped per dimension, G element-dims/s.
   Fitted loop_call_ns{20};         // Per value a fused loop pulls per tile or row chunk.
+  Fitted run_call_ns{5};           // Per run of a streamed broadcast operand or Concat input.
   Fitted fork_ns{5000};            // Waking the thread team for one kernel of a parallel group.
   Fitted gather_gelems{1};         // Elements a fused loop indexes one at a time, G elements/s.
 

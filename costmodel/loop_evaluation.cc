@@ -241,7 +241,7 @@ class Walk {
     return true;
   }
   void Streamed(const Node& n, TensorId u, Requests r, size_t rank) {
-    out_.eval_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
+    out_.run_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
     Requests lists{0, r.runs, r.scattered};
     MapWork(lists, rank);
     out_.gathered_elements += lists.list();
@@ -265,7 +265,7 @@ class Walk {
     return 4 * span <= tile ? span : 0;
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
-    out_.eval_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
+    out_.run_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
     Ask(u, {std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
     if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
@@ -305,7 +305,7 @@ class Walk {
       for (TensorId u : n.inputs) {
         double share = Elements(g_, u) / out_elements;
         if (share == 0) continue;
-        out_.eval_calls += outer * r.range / out_elements;
+        out_.run_calls += outer * r.range / out_elements;
         if (Internal(u)) {
           Ask(u, {r.range * share, 0, 0});
         } else {

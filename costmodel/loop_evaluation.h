@@ -42,6 +42,9 @@ struct LoopEvaluation {
   double gathered_elements = 0;  // Elements handled one by one: gathers, lists stepped along.
   double remapped_elements = 0;  // Element-dimensions of maps applied to index lists.
   double eval_calls = 0;  // Values pulled, times the tiles or row chunks they are pulled for.
+  // Kernel calls per run of a streamed broadcast operand or of a Concat's inputs: short calls
+  // that copy or combine one run (a 7x7 plane of a squeeze-and-excite scale is 49 elements).
+  double run_calls = 0;
   // Values the loop hands on without a tile of their own (views, transposes of unit dims): their
   // consumers read their input's tile.
   std::unordered_set<TensorId> passed_through;

@@ -42,6 +42,7 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     if (i % 13 == 4) f.gathered_elements = size / 2;
     if (i % 17 == 5) f.remapped_elements = size / 3;
     if (i % 19 == 6) f.eval_calls = size / 100;
+    if (i % 29 == 8) f.run_calls = size / 50;
     if (i % 6 == 1) {
       f.reorder_bytes = size * 2;
       f.kernels += 2;

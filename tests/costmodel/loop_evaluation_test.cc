@@ -36,7 +36,8 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
     EXPECT_DOUBLE_EQ(e.indexed_elements, streamed ? 0 : n);
     EXPECT_DOUBLE_EQ(e.gathered_elements, streamed ? 0 : n);
     EXPECT_DOUBLE_EQ(e.remapped_elements, 0);
-    EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4 + (streamed ? 8 : 0));  // Values y, gate, x, s; runs.
+    EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4);  // Values y, gate, x, s: one tile.
+    EXPECT_DOUBLE_EQ(e.run_calls, streamed ? 8 : 0);
   }
 }
 
@@ -75,10 +76,12 @@ TEST(EvaluateLoop, BroadcastLeafOperandsAreReadInPlaceOneCallPerRow) {
   Graph g = b.Build();
   LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2}), {y});
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
-  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 7 + 3 * 4);  // One tile of values y, m, d, x, s, g, b.
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 7);  // One tile of values y, m, d, x, s, g, b.
+  EXPECT_DOUBLE_EQ(e.run_calls, 3 * 4);   // Three streamed operands, 4 runs each.
   LoopEvaluation two = EvaluateLoop(g, Loop({3}), {t});
   EXPECT_DOUBLE_EQ(two.indexed_elements, 32);
-  EXPECT_DOUBLE_EQ(two.eval_calls, 1 * 3 + 4);
+  EXPECT_DOUBLE_EQ(two.eval_calls, 1 * 3);
+  EXPECT_DOUBLE_EQ(two.run_calls, 4);
 }
 
 // A per-channel scale s[1,8,1,1] over x[1,8,4,4] is one run per channel (H and W walked as one).
@@ -91,7 +94,8 @@ TEST(EvaluateLoop, ARunSpansEveryTrailingDimTheBroadcastWalksAsOne) {
   Graph g = b.Build();
   LoopEvaluation e = EvaluateLoop(g, Loop({0}), {y});
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements, 0);
-  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 3 + 8);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 3);
+  EXPECT_DOUBLE_EQ(e.run_calls, 8);
 }
 
 // A Transpose that only moves a dim of size 1 reads its input in order: no index work at all.
@@ -147,7 +151,8 @@ TEST(EvaluateLoop, ConcatAskedForARangeCopiesRunsAtAListSelectsElements) {
     EXPECT_DOUBLE_EQ(e.indexed_elements, transposed ? 32 : 16);
     EXPECT_DOUBLE_EQ(e.gathered_elements, transposed ? 32 + 32 + 64 + 16 + 16 : 0);
     const double values = transposed ? 5 : 4;  // a, c, r, y (and t): one call each per pull.
-    EXPECT_DOUBLE_EQ(e.eval_calls, values + (transposed ? 0 : 4));
+    EXPECT_DOUBLE_EQ(e.eval_calls, values);
+    EXPECT_DOUBLE_EQ(e.run_calls, transposed ? 0 : 4);  // Concat's runs: 2 per input.
   }
 }
 
