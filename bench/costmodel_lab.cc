@@ -40,11 +40,15 @@ class MeasurementTable {
       std::string key = RecordedMeasurer::PlanKey(g, plan);
       if (!remeasure && table_.contains(key)) {
         const auto& j = table_[key];
-        return MeasuredTime{j["median_ns"], j["cv"], j["unstable"]};
+        std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
+        return MeasuredTime{j["median_ns"], j["cv"], j["unstable"], chain};
       }
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
-      table_[key] = {{"median_ns", m.median_ns}, {"cv", m.cv}, {"unstable", m.unstable}};
-      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
+      table_[key] = {{"median_ns", m.median_ns},
+                     {"cv", m.cv},
+                     {"unstable", m.unstable},
+                     {"primitive_chain", m.primitive_chain}};
+      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
     };
   }
 

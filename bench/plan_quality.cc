@@ -82,7 +82,7 @@ StatusOr<HardwareProfile> Profile(const Args& a) {
   OneDnnMeasurer m(MeasureOptions(a.threads, 100));
   MeasureFn f = [&](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     FUSOR_ASSIGN_OR_RETURN(Measurement x, m.MeasurePlan(g, p));
-    return MeasuredTime{static_cast<double>(x.median_ns), x.cv, x.unstable};
+    return MeasuredTime{static_cast<double>(x.median_ns), x.cv, x.unstable, x.primitive_chain};
   };
   FUSOR_ASSIGN_OR_RETURN(CalibrationResult r, Calibrate(CalibrationSuite(t), start, f));
   std::fprintf(stderr, "calibrated: fit MAPE %.1f%%, %d unstable benchmarks skipped\n",

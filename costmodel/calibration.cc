@@ -348,7 +348,15 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
       result.unstable.push_back(b.name + " (cv " + std::to_string(m->cv) + ")");
       continue;
     }
-    result.samples.push_back({b.name, FeaturesOf(b, start.target), m->median_ns});
+    GroupFeatures f = FeaturesOf(b, start.target);
+    // A benchmark the runtime could run either way is fitted as the way it ran: with the least
+    // over both, a sample could pay for a wrong constant by switching sides (seen: the loop's
+    // transcendental rate absorbing oneDNN's Sigmoid samples, 40% fit error).
+    if (m->primitive_chain.size() == 1 && !f.or_else.empty()) {
+      f = m->primitive_chain[0] ? GroupFeatures(f.or_else[0]) : f;
+      f.or_else.clear();
+    }
+    result.samples.push_back({b.name, std::move(f), m->median_ns});
   }
   if (progress) progress(suite.size(), suite.size(), "fit");
   result.profile = start;

@@ -41,6 +41,9 @@ struct MeasuredTime {
   double median_ns = 0;
   double cv = 0;
   bool unstable = false;
+  // Per group, when the measurer knows: the group ran as oneDNN's primitive chain (the features'
+  // `or_else`) rather than our loop. Calibration then fits that alternative's features alone.
+  std::vector<bool> primitive_chain;
 };
 using MeasureFn = std::function<StatusOr<MeasuredTime>(const Graph&, const FusionPlan&)>;
 using ProgressFn = std::function<void(size_t done, size_t total, const std::string& name)>;

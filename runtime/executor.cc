@@ -37,6 +37,7 @@ struct Executor::Group {
   std::unique_ptr<GroupKernel> alternative;  // The other chain backend, until ChooseBackends.
   bool serial = false;                       // Built and run on one thread (graph/threading.h).
   bool residual_choice = false;              // `alternative` takes the residual as a sum post-op.
+  bool primitive_chain = false;              // A loop group that runs as oneDNN's primitive chain.
 };
 
 void Executor::ArenaFree::operator()(void* p) const { std::free(p); }
@@ -203,6 +204,7 @@ Status Executor::Compile(const FusionPlan& plan) {
         if (chain.ok()) {
           group.alternative = std::move(kernel).value();
           kernel = std::move(chain);
+          group.primitive_chain = true;
         }
       }
     }
@@ -304,6 +306,7 @@ void Executor::ChooseBackends() {
                     primitive * 1e6, gr.kernel->Describe(), loop * 1e6, gr.alternative->Describe());
     }
     if (!keep) std::swap(gr.kernel, gr.alternative);
+    gr.primitive_chain = gr.primitive_chain && keep;
     gr.alternative.reset();
   }
   omp_set_num_threads(threads_);
@@ -349,6 +352,8 @@ void Executor::RunGroup(size_t index) {
 }
 
 size_t Executor::num_groups() const { return groups_.size(); }
+
+bool Executor::RunsPrimitiveChain(size_t index) const { return groups_[index].primitive_chain; }
 
 std::string Executor::DescribeGroup(size_t index) const {
   return groups_[index].label + ": " + groups_[index].kernel->Describe();

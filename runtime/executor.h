@@ -68,6 +68,9 @@ class Executor {
   size_t num_groups() const;
   // "anchor [Conv,Relu]: conv (jit:avx2), 1/1 chain nodes as post-ops, reorder in, reorder out".
   std::string DescribeGroup(size_t index) const;
+  // Whether an elementwise group runs as oneDNN's eltwise / binary primitive with post-ops (kept
+  // over our fused loop, ChainBackend), not as our loop.
+  bool RunsPrimitiveChain(size_t index) const;
 
   // The value of a materialized tensor (any graph output) after a run.
   StatusOr<HostTensor> Read(TensorId t) const;

@@ -168,6 +168,8 @@ StatusOr<Measurement> OneDnnMeasurer::MeasurePlan(const Graph& g, const FusionPl
   FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, options_.seed));
   FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, options_.executor));
   Measurement m = TimeRepeated([&] { exec->Run(); }, options_.timing);
+  for (size_t i = 0; i < exec->num_groups(); ++i)
+    m.primitive_chain.push_back(exec->RunsPrimitiveChain(i));
   spdlog::debug("measure: model={} groups={} {}", g.model_name, plan.groups.size(), m.ToString());
   return m;
 }

@@ -78,6 +78,9 @@ struct Measurement {
   int threads = 0;
   bool unstable = false;   // cv stayed above max_cv after every retry.
   bool disturbed = false;  // The host was in a slow state after the kept attempt (quiet_wait_ms).
+  // Per group of a measured plan: it ran as oneDNN's primitive chain, not our loop (empty when
+  // not known, as for a recorded measurement).
+  std::vector<bool> primitive_chain;
   std::vector<int64_t> samples_ns;  // Every timed run of the kept attempt, ascending.
   std::string ToString() const;     // "1.234 ms (cv 1.2%, n=57, 2 threads)".
 };

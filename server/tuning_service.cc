@@ -154,7 +154,7 @@ struct TuningService::State {
       }
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
       (*cv_by_benchmark)[g.model_name] = m.cv;
-      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable};
+      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
     };
   }
 

@@ -53,6 +53,32 @@ TEST(Calibrate, FitsFromMeasurementsAndFlagsUnstableOnes) {
   EXPECT_GT(result->profile.calibrated_unix_ms, 0);
 }
 
+// A benchmark the runtime may run as our loop or as a oneDNN primitive chain is fitted as the way
+// the measurer says it ran; when the measurer cannot say, as the least of both.
+TEST(Calibrate, ASampleKeepsTheFeaturesOfTheKernelThatRan) {
+  TargetFingerprint t;
+  std::vector<CalibrationBenchmark> one;
+  for (const auto& b : CalibrationSuite(t, 0.5)) {
+    if (b.name.rfind("transcendental_Sigmoid", 0) == 0 && one.empty()) one.push_back(b);
+  }
+  ASSERT_EQ(one.size(), 1u);
+  GroupFeatures both = PlanFeatures(one[0].graph, one[0].plan, t)[0];
+  ASSERT_EQ(both.or_else.size(), 1u);
+  for (std::vector<bool> ran : {std::vector<bool>{true}, {false}, {}}) {
+    MeasureFn measure = [&](const Graph&, const FusionPlan&) -> StatusOr<MeasuredTime> {
+      return MeasuredTime{1e5, 0.01, false, ran};
+    };
+    auto result = Calibrate(one, HardwareProfile{}, measure);
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    const GroupFeatures& f = result->samples.at(0).features;
+    const GroupFeatures& want = !ran.empty() && ran[0] ? both.or_else[0] : both;
+    EXPECT_EQ(f.or_else.size(), ran.empty() ? 1u : 0u);
+    EXPECT_EQ(f.flops, want.flops);
+    EXPECT_EQ(f.kernels, want.kernels);
+    EXPECT_EQ(f.loop_kernels, want.loop_kernels);
+  }
+}
+
 TEST(Calibrate, AMeasurementErrorNamesTheBenchmark) {
   auto suite = CalibrationSuite(TargetFingerprint{}, 0.5);
   MeasureFn failing = [](const Graph&, const FusionPlan&) -> StatusOr<MeasuredTime> {
