@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace fusor {
 namespace {
@@ -24,15 +25,33 @@ struct Coordinates {
 // Log-ratio error at which the Cauchy loss starts to discount a sample (~30%).
 constexpr double kCauchyScale = 0.3;
 
+// The memory hierarchy's order: a level nearer the core is at least as fast as the one behind
+// it, for reads and for writes. Samples alone do not pin it (most groups read and write at once,
+// so a fit can trade a read rate against a write rate of another level); without it the fit has
+// put L2 writes at 1 TB/s and L3 reads above L2 reads, which prices a pass over an L2-resident
+// tensor at half of what it costs.
+constexpr std::pair<const char*, const char*> kOrdered[] = {
+    {"l1_read_gbps", "l2_read_gbps"},   {"l2_read_gbps", "l3_read_gbps"},
+    {"l3_read_gbps", "dram_read_gbps"}, {"l1_write_gbps", "l2_write_gbps"},
+    {"l2_write_gbps", "l3_write_gbps"}, {"l3_write_gbps", "dram_write_gbps"},
+};
+
 class Problem {
  public:
   Problem(const std::vector<CalibrationSample>& samples, const HardwareProfile& start,
-          double prior_weight)
-      : samples_(samples), profile_(start), prior_sqrt_(std::sqrt(prior_weight)) {
+          const FitOptions& options)
+      : samples_(samples),
+        profile_(start),
+        prior_sqrt_(std::sqrt(options.prior_weight)),
+        order_sqrt_(std::sqrt(options.order_weight)) {
     for (const auto& [name, f] : profile_.Parameters()) {
       names_.push_back(name);
       u0_.push_back(Coordinates::ToU(name, f->value));
     }
+    auto index = [this](const char* name) {
+      return static_cast<size_t>(std::find(names_.begin(), names_.end(), name) - names_.begin());
+    };
+    for (auto [faster, slower] : kOrdered) ordered_.emplace_back(index(faster), index(slower));
   }
 
   size_t num_params() const { return names_.size(); }
@@ -48,7 +67,7 @@ class Problem {
       (*u)[j] = std::clamp((*u)[j], a, b);
     }
   }
-  size_t num_residuals() const { return samples_.size() + names_.size(); }
+  size_t num_residuals() const { return samples_.size() + names_.size() + ordered_.size(); }
   const std::vector<double>& start() const { return u0_; }
 
   void Apply(const std::vector<double>& u, HardwareProfile* p) const {
@@ -77,6 +96,10 @@ class Problem {
       r.push_back(robust_ ? std::copysign(c * std::sqrt(std::log1p(e * e / (c * c))), e) : e);
     }
     for (size_t j = 0; j < u.size(); ++j) r.push_back(prior_sqrt_ * (u[j] - u0_[j]));
+    // Zero while the order holds; grows with the log of the inversion when it does not.
+    for (auto [faster, slower] : ordered_) {
+      r.push_back(order_sqrt_ * std::max(0.0, u[slower] - u[faster]));
+    }
     return r;
   }
 
@@ -87,7 +110,9 @@ class Problem {
   const std::vector<CalibrationSample>& samples_;
   HardwareProfile profile_;
   double prior_sqrt_;
+  double order_sqrt_;
   bool robust_ = false;
+  std::vector<std::pair<size_t, size_t>> ordered_;  // (faster, slower) parameter indices.
   std::vector<std::string> names_;
   std::vector<double> u0_;
 };
@@ -222,7 +247,7 @@ StatusOr<FitReport> FitProfile(const std::vector<CalibrationSample>& samples,
                                      std::to_string(s.measured_ns) + " ns; it must be positive");
     }
   }
-  Problem problem(samples, *profile, options.prior_weight);
+  Problem problem(samples, *profile, options);
   std::vector<double> u = problem.start();
   problem.Clamp(&u);
   FitReport report;

@@ -5,7 +5,9 @@
 // factor, which lives in [0, 1]) and a weak pull toward the starting values so a constant no
 // sample exercises stays where it was instead of drifting. Each constant's fit record says how many
 // samples it mattered to (a 5% share of their prediction or more) and the RMS relative error over
-// those. The fit is a pure function of its inputs: rerun it over all samples so far to refit.
+// those. Bandwidths keep the memory hierarchy's order: L1 at least as fast as L2, L2 as L3, L3 as
+// DRAM, for reads and for writes apart. The fit is a pure function of its inputs: rerun it over all
+// samples so far to refit.
 #pragma once
 
 #include <string>
@@ -26,6 +28,9 @@ struct CalibrationSample {
 struct FitOptions {
   int max_iterations = 200;
   double prior_weight = 1e-3;  // Weight of the pull toward the starting values (per parameter).
+  // Weight of the memory hierarchy's order (each level at least as fast as the one behind it),
+  // per inverted pair: high, so the order holds to within a few percent.
+  double order_weight = 100;
 };
 
 struct FitReport {

@@ -119,6 +119,25 @@ TEST(FitProfile, UnexercisedParametersStayPutAndSayZeroSamples) {
               1e-6);
 }
 
+// Samples that pin L2 writes at 1 TB/s and say nothing of L1 writes: the fit keeps the hierarchy's
+// order (L1 at least as fast as L2) instead of leaving L1 writes at the default 200 GB/s below it.
+TEST(FitProfile, KeepsTheMemoryHierarchyInOrder) {
+  HardwareProfile truth;
+  truth.l2_write_gbps.value = 1000;
+  std::vector<CalibrationSample> samples;
+  for (int i = 0; i < 20; ++i) {
+    GroupFeatures f;
+    f.kernels = 1;
+    f.write_bytes[static_cast<int>(MemoryLevel::kL2)] = 1e6 * (1 + i);
+    samples.push_back({"l2_write_" + std::to_string(i), f, EvaluateFeatures(f, truth).total_ns});
+  }
+  HardwareProfile fitted;
+  ASSERT_TRUE(FitProfile(samples, &fitted).ok());
+  EXPECT_GT(fitted.l2_write_gbps.value, 500);
+  EXPECT_GE(fitted.l1_write_gbps.value, 0.97 * fitted.l2_write_gbps.value);
+  EXPECT_GE(fitted.l2_read_gbps.value, 0.97 * fitted.l3_read_gbps.value);
+}
+
 TEST(FitProfile, RejectsEmptyAndNonPositiveSamples) {
   HardwareProfile p;
   EXPECT_FALSE(FitProfile({}, &p).ok());
