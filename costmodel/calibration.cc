@@ -28,6 +28,20 @@ class SuiteGraph : public GraphBuilder {
     return CalibrationBenchmark{name_, g, plan};
   }
 
+  // Every node a group of its own, run one after another.
+  StatusOr<CalibrationBenchmark> FinishApart(TensorId output) {
+    Output(output);
+    Graph& g = Linked();
+    g.model_name = name_;
+    FusionPlan plan;
+    for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
+      FUSOR_ASSIGN_OR_RETURN(GroupKind kind, InferGroupKind(g, {id}));
+      plan.groups.push_back(FusionGroup{kind, {id}, {}});
+    }
+    FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan));
+    return CalibrationBenchmark{name_, g, plan};
+  }
+
  private:
   std::string name_;
 };
@@ -190,6 +204,24 @@ void PostOpFamily(Suite* s, const std::vector<int>& counts) {
   }
 }
 
+// A conv, then an elementwise group reading its output: the handoff of a just-computed tensor
+// between kernels that split their work across cores differently (see cost_model.h), from a
+// tensor of 43 KiB to one of 800 KiB, after a Relu and after a residual Add.
+void HandoffFamily(Suite* s, bool full) {
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{64, 13}, {64, 28}, {64, 56}};
+  if (!full) shapes = {{64, 13}, {64, 56}};
+  for (auto [c, hw] : shapes) {
+    const Shape dims = {1, c, hw, hw};
+    for (const char* op : {"Relu", "Add"}) {
+      SuiteGraph g(std::string("handoff_conv_") + op + "_c" + std::to_string(c) + "_" +
+                   std::to_string(hw));
+      TensorId y = g.Op("Conv", {g.Input(dims), g.Weight({c, c, 1, 1})}, dims, ConvAttrs(1, 1));
+      y = op == std::string("Relu") ? g.Op(op, {y}, dims) : g.Op(op, {y, g.Input(dims)}, dims);
+      Keep(g.FinishApart(y), s);
+    }
+  }
+}
+
 // x feeds `width` branches that a chain of adds combines: `width` values live at once.
 void RegisterPressureFamily(const TargetFingerprint& t, Suite* s, const std::vector<int>& widths) {
   int64_t n = t.l2_bytes * t.cores / 4 / 4;
@@ -301,8 +333,23 @@ void FanOutFamily(const TargetFingerprint& t, Suite* s, const std::vector<int>& 
   }
 }
 
-GroupFeatures FeaturesOf(const CalibrationBenchmark& b, const TargetFingerprint& t) {
-  return PlanFeatures(b.graph, b.plan, t).at(0);
+// The features of a benchmark's groups, each as the way it ran: the runtime times a group it can
+// run either way and keeps the faster, and with the least over both a sample could pay for a
+// wrong constant by switching sides (seen: the loop's transcendental rate absorbing oneDNN's
+// Sigmoid samples, 40% fit error). Later groups go in `then`.
+GroupFeatures FeaturesOf(const CalibrationBenchmark& b, const TargetFingerprint& t,
+                         const std::vector<bool>& primitive_chain) {
+  std::vector<GroupFeatures> groups = PlanFeatures(b.graph, b.plan, t);
+  if (primitive_chain.size() == groups.size()) {
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (groups[i].or_else.empty()) continue;
+      if (primitive_chain[i]) groups[i] = GroupFeatures(groups[i].or_else[0]);
+      groups[i].or_else.clear();
+    }
+  }
+  GroupFeatures f = groups.at(0);
+  f.then.assign(groups.begin() + 1, groups.end());
+  return f;
 }
 
 int64_t NowMs() {
@@ -326,6 +373,7 @@ std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& targ
   FanOutFamily(target, &s, full ? std::vector<int>{4, 16} : std::vector<int>{8});
   RowReductionFamily(&s);
   DispatchFamily(&s);
+  HandoffFamily(&s, full);
   PostOpFamily(&s, full ? std::vector<int>{0, 1, 2, 4, 6} : std::vector<int>{0, 4});
   RegisterPressureFamily(target, &s,
                          full ? std::vector<int>{4, 8, 12, 16, 24, 32} : std::vector<int>{4, 24});
@@ -348,15 +396,8 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
       result.unstable.push_back(b.name + " (cv " + std::to_string(m->cv) + ")");
       continue;
     }
-    GroupFeatures f = FeaturesOf(b, start.target);
-    // A benchmark the runtime could run either way is fitted as the way it ran: with the least
-    // over both, a sample could pay for a wrong constant by switching sides (seen: the loop's
-    // transcendental rate absorbing oneDNN's Sigmoid samples, 40% fit error).
-    if (m->primitive_chain.size() == 1 && !f.or_else.empty()) {
-      f = m->primitive_chain[0] ? GroupFeatures(f.or_else[0]) : f;
-      f.or_else.clear();
-    }
-    result.samples.push_back({b.name, std::move(f), m->median_ns});
+    result.samples.push_back(
+        {b.name, FeaturesOf(b, start.target, m->primitive_chain), m->median_ns});
   }
   if (progress) progress(suite.size(), suite.size(), "fit");
   result.profile = start;
@@ -372,6 +413,8 @@ namespace {
 nlohmann::json FeaturesToJson(const GroupFeatures& f) {
   nlohmann::json or_else = nlohmann::json::array();
   for (const GroupFeatures& o : f.or_else) or_else.push_back(FeaturesToJson(o));
+  nlohmann::json then = nlohmann::json::array();
+  for (const GroupFeatures& o : f.then) then.push_back(FeaturesToJson(o));
   return {{"flops", f.flops},
           {"read_bytes", f.read_bytes},
           {"write_bytes", f.write_bytes},
@@ -387,7 +430,10 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
           {"post_ops", f.post_ops},
           {"spilled_value_vectors", f.spilled_value_vectors},
           {"reorder_bytes", f.reorder_bytes},
-          {"or_else", or_else}};
+          {"handoffs", f.handoffs},
+          {"handoff_bytes", f.handoff_bytes},
+          {"or_else", or_else},
+          {"then", then}};
 }
 
 // Throws nlohmann::json::exception on a missing key or a wrong type.
@@ -408,7 +454,10 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.post_ops = j.at("post_ops").get<double>();
   f.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();
   f.reorder_bytes = j.at("reorder_bytes").get<double>();
+  f.handoffs = j.at("handoffs").get<double>();
+  f.handoff_bytes = j.at("handoff_bytes").get<double>();
   for (const auto& o : j.at("or_else")) f.or_else.push_back(FeaturesFromJson(o));
+  for (const auto& o : j.at("then")) f.then.push_back(FeaturesFromJson(o));
   return f;
 }
 

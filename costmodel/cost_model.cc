@@ -130,14 +130,20 @@ class Residency {
 // A kernel streams everything it reads and writes through the caches at once, so the level its
 // traffic runs at is the one that holds its whole working set (not each tensor on its own: three
 // 1.5 MB tensors do not stream at L2 speed through a 2 MB L2).
+double WorkingSet(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
+                  const std::vector<TensorId>& materialized) {
+  double bytes = 0;
+  for (TensorId t : inputs) {
+    if (g.tensor(t).kind != TensorKind::kConstant) bytes += GroupReadBytes(g, group, t);
+  }
+  for (TensorId t : materialized) bytes += static_cast<double>(g.tensor(t).bytes());
+  return bytes;
+}
+
 void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                const std::vector<TensorId>& materialized, const Residency& residency,
                GroupFeatures* f) {
-  double working_set = 0;
-  for (TensorId t : inputs) {
-    if (g.tensor(t).kind != TensorKind::kConstant) working_set += GroupReadBytes(g, group, t);
-  }
-  for (TensorId t : materialized) working_set += static_cast<double>(g.tensor(t).bytes());
+  double working_set = WorkingSet(g, group, inputs, materialized);
   for (TensorId t : inputs) {
     if (g.tensor(t).kind == TensorKind::kConstant) continue;  // Immediates in the kernel.
     double bytes = GroupReadBytes(g, group, t);
@@ -167,6 +173,31 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
       f->write_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes;
       f->read_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes * readers;
     }
+  }
+}
+
+// Computed inputs read from the cores' private caches (L1, L2) on a multi-core target: see the
+// header's handoff. One that spilled to L3 or DRAM is priced by those levels' rates alone.
+void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
+                 const std::vector<TensorId>& materialized, const Residency& residency,
+                 const TargetFingerprint& target, GroupFeatures* f) {
+  if (target.cores < 2) return;
+  double working_set = WorkingSet(g, group, inputs, materialized);
+  double remote = static_cast<double>(target.cores - 1) / target.cores;
+  bool serial = RunsSerially(g, group);
+  bool anchor = ClassifyNode(g, g.node(group.nodes.front())) == OpClass::kAnchor;
+  for (TensorId t : inputs) {
+    const Tensor& info = g.tensor(t);
+    if (info.kind != TensorKind::kActivation) continue;
+    // Loops and reductions split flat ranges alike, and anchors split by blocks alike.
+    if ((ClassifyNode(g, g.node(info.producer)) == OpClass::kAnchor) == anchor) continue;
+    // Written and read on the calling thread's core alone: nothing crosses. (The producer's group
+    // is at least its node, so a node that runs in parallel on its own does in its group too.)
+    if (serial && RunsSerially(g, FusionGroup{GroupKind::kSingle, {info.producer}, {}})) continue;
+    MemoryLevel level = residency.ReadLevel(info, working_set);
+    if (level != MemoryLevel::kL1 && level != MemoryLevel::kL2) continue;
+    f->handoffs += 1;
+    f->handoff_bytes += GroupReadBytes(g, group, t) * remote;
   }
 }
 
@@ -336,6 +367,8 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
       (f.eval_calls * p.loop_call_ns.value + f.run_calls * p.run_call_ns.value) * slowdown;
   t.reorder_ns = f.reorder_bytes / p.reorder_gbps.value * slowdown;
   double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
+  // The kernel waits for a handed-off tensor before it can overlap anything with it.
+  t.memory_ns += f.handoffs * p.handoff_ns.value + f.handoff_bytes / p.handoff_gbps.value;
   t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
   return t;
 }
@@ -347,6 +380,15 @@ CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p) {
   for (const GroupFeatures& other : f.or_else) {
     CostTerms t = EvaluateOne(other, p);
     if (t.total_ns < best.total_ns) best = t;
+  }
+  for (const GroupFeatures& next : f.then) {
+    CostTerms t = EvaluateFeatures(next, p);
+    best.compute_ns += t.compute_ns;
+    best.memory_ns += t.memory_ns;
+    best.spill_ns += t.spill_ns;
+    best.launch_ns += t.launch_ns;
+    best.reorder_ns += t.reorder_ns;
+    best.total_ns += t.total_ns;
   }
   return best;
 }
@@ -411,6 +453,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   AddTileTraffic(g, group, lp, &f);
+  AddHandoffs(g, group, inputs, materialized, residency, target, &f);
   AddSpill(g, group, target, &f);
   const int64_t block = ChannelBlockForIsa(target.isa);
   AddReorders(g, group, inputs, materialized, block, &f);
@@ -423,6 +466,8 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
         ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads);
     chain.kernels += f.kernels;  // The same reorders around it (a loop group has no others).
     chain.reorder_bytes = f.reorder_bytes;
+    chain.handoffs = f.handoffs;
+    chain.handoff_bytes = f.handoff_bytes;
     f.or_else.push_back(chain);
   }
   return f;

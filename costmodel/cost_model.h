@@ -6,11 +6,12 @@
 //             + indexed / indexed_gelems                and our loops' apart)
 //             + gathered / gather_gelems + remapped / remap_gelems     (fused-loop index work)
 //   memory  = sum_level read_bytes / read_bw + write_bytes / write_bw
+//   handoff = handoffs * handoff_ns + handoff_bytes / handoff_gbps      (counted as memory)
 //   spill   = spilled_value_vectors * spill_ns_per_value
 //   launch  = kernels * dispatch_ns + loop_kernels * loop_dispatch_ns + forks * fork_ns
 //             + post_ops * post_op_ns + eval_calls * loop_call_ns + run_calls * run_call_ns
 //   reorder = reorder_bytes / reorder_gbps
-//   total   = compute + memory - alpha * min(compute, memory) + spill + launch + reorder
+//   total   = compute + memory - alpha * min(compute, memory) + handoff + spill + launch + reorder
 //
 // The profile's rates are the whole thread team's; a group small enough to run on one thread
 // (graph/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
@@ -28,6 +29,14 @@
 // is the sum of its groups' costs and the search can compare groups independently. Inside a fused
 // loop (or a reduction's fused prologue) every intermediate goes through per-thread tile buffers:
 // one L1 write and one L1 read per internal consumer.
+//
+// A handoff: on more than one core, a tensor the previous group just computed sits, part by part,
+// in the private caches of the cores that wrote it, and the next group's kernel splits its work
+// differently (a conv by channel blocks, an eltwise by flat ranges), so about (cores - 1) / cores
+// of it crosses between cores. On a 2-vCPU EPYC guest that made a Relu over a conv's 43 KiB
+// output cost 13 us after the conv against 3 us on one core (bench/ notes in docs/costmodel.md);
+// calibration groups read graph inputs every core already holds, so it is its own term, fitted
+// from benchmarks of two groups (a conv, then an elementwise group reading its output).
 //
 // CostModel is an interface so another model (a learned one) can be slotted in. Implementations are
 // immutable after construction and safe to use from many threads.
@@ -78,9 +87,16 @@ struct GroupFeatures {
   double run_calls = 0;          // Calls on one run of a broadcast operand or a Concat input.
   double forks = 0;              // Thread teams woken (one per kernel of a parallel group).
   double threads = 0;            // Threads the group runs on (1: serial, graph/threading.h).
+  // Tensors another group of the plan just computed that this one reads from the cores' private
+  // caches, and their bytes that sit in another core's cache ((cores - 1) / cores of each).
+  double handoffs = 0;
+  double handoff_bytes = 0;
   // Other ways the runtime may run the same group, timed when it compiles: it keeps the fastest,
   // so the predicted time is the least over these and this one.
   std::vector<GroupFeatures> or_else;
+  // Groups measured after this one in the same calibration benchmark (a plan of several groups):
+  // their times add to this one's.
+  std::vector<GroupFeatures> then;
 };
 
 struct CostTerms {

@@ -157,6 +157,7 @@ Bounds PlausibleBounds(const std::string& name) {
   }
   if (name == "loop_call_ns" || name == "run_call_ns") return {0.1, 1e4};
   if (name == "fork_ns") return {10, 1e6};
+  if (name == "handoff_ns") return {0, 1e6};
   if (name == "dispatch_ns" || name == "loop_dispatch_ns") return {1, 1e6};
   if (name == "post_op_ns") return {0, 1e5};
   if (name == "overlap_alpha") return {0, 1};
@@ -221,7 +222,9 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"loop_call_ns", &loop_call_ns},
           {"run_call_ns", &run_call_ns},
           {"fork_ns", &fork_ns},
-          {"gather_gelems", &gather_gelems}};
+          {"gather_gelems", &gather_gelems},
+          {"handoff_ns", &handoff_ns},
+          {"handoff_gbps", &handoff_gbps}};
 }
 
 std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters() const {

@@ -24,7 +24,7 @@ namespace fusor {
 
 // Bump when the features or equations of cost_model.cc change: plans scored, and calibration
 // samples featurised, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-10";
+inline constexpr const char* kCostModelVersion = "analytical-11";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -90,6 +90,8 @@ struct HardwareProfile {
   Fitted run_call_ns{5};           // Per run of a streamed broadcast operand or Concat input.
   Fitted fork_ns{5000};            // Waking the thread team for one kernel of a parallel group.
   Fitted gather_gelems{1};         // Elements a fused loop indexes one at a time, G elements/s.
+  Fitted handoff_ns{1000};         // Per tensor a group reads that another core partly wrote.
+  Fitted handoff_gbps{20};         // Bytes of it moved from another core's cache, GB/s.
 
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).
   std::vector<std::pair<std::string, Fitted*>> Parameters();

@@ -47,6 +47,69 @@ TEST(EvaluateFeatures, EachTermByHand) {
   EXPECT_DOUBLE_EQ(t.total_ns, 11000 + 11000 - 0.5 * 11000 + 2200 + 500 + 20);
 }
 
+TEST(EvaluateFeatures, HandoffByHandOutsideTheOverlap) {
+  GroupFeatures f;
+  f.flops[static_cast<int>(ComputeClass::kConv)] = 1e6;    // 1e4 ns
+  f.read_bytes[static_cast<int>(MemoryLevel::kL2)] = 2e5;  // 1e3 ns
+  f.handoffs = 2;                                          // 2 * 1000 ns
+  f.handoff_bytes = 3e4;                                   // 3e4 / 10 = 3000 ns
+  HardwareProfile p = RoundNumbers();
+  p.handoff_ns.value = 1000;
+  p.handoff_gbps.value = 10;
+  CostTerms t = EvaluateFeatures(f, p);
+  EXPECT_DOUBLE_EQ(t.memory_ns, 1000 + 5000);
+  EXPECT_DOUBLE_EQ(t.total_ns, 1e4 + 6000 - 0.5 * 1000);
+}
+
+TEST(EvaluateFeatures, LaterGroupsOfABenchmarkAddTheirTerms) {
+  GroupFeatures first, second;
+  first.kernels = 1;                                               // 2000 ns launch
+  second.write_bytes[static_cast<int>(MemoryLevel::kDram)] = 1e5;  // 1e4 ns memory
+  second.reorder_bytes = 200;                                      // 20 ns
+  first.then.push_back(second);
+  first.then.push_back(second);
+  CostTerms t = EvaluateFeatures(first, RoundNumbers());
+  EXPECT_DOUBLE_EQ(t.launch_ns, 2000);
+  EXPECT_DOUBLE_EQ(t.memory_ns, 2e4);
+  EXPECT_DOUBLE_EQ(t.reorder_ns, 40);
+  EXPECT_DOUBLE_EQ(t.total_ns, 2000 + 2e4 + 40);
+}
+
+// x -> Conv -> c -> Relu -> r -> Exp -> e, n channels of 32x32 (4 KiB a channel).
+Graph ConvReluExp(int64_t channels) {
+  IrBuilder b;
+  Shape d = {1, channels, 32, 32};
+  TensorId x = b.Input("x", d), c = b.Act("c", d), r = b.Act("r", d), e = b.Act("e", d);
+  b.Op("Conv", {x, b.Weight("w", {channels, channels, 1, 1})}, {c});
+  b.Op("Relu", {c}, {r});
+  b.Op("Exp", {r}, {e});
+  b.Output(e);
+  return b.Build();
+}
+
+// A loop reading what a conv just wrote on two cores gets half of it from the other core's cache;
+// a loop reading another loop's output (split alike), a graph input, or anything on one core
+// does not.
+TEST(PlanFeatures, AConvOutputReadByALoopIsHandedOffAcrossCores) {
+  Graph g = ConvReluExp(16);  // 64 KiB tensors: parallel groups, in L2.
+  TargetFingerprint two;
+  two.cores = 2;
+  auto f = PlanFeatures(g, UnfusedPlan(g), two);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].handoffs, 0);  // The graph input.
+  EXPECT_EQ(f[1].handoffs, 1);
+  EXPECT_DOUBLE_EQ(f[1].handoff_bytes, 16 * 32 * 32 * 4 / 2.0);
+  EXPECT_EQ(f[2].handoffs, 0);  // Relu -> Exp: loops split alike.
+  FusionPlan fused{{FusionGroup{GroupKind::kAnchor, {0, 1, 2}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, fused).ok());
+  EXPECT_EQ(PlanFeatures(g, fused, two).at(0).handoffs, 0);
+  TargetFingerprint one;
+  EXPECT_EQ(PlanFeatures(g, UnfusedPlan(g), one).at(1).handoffs, 0);
+  Graph tiny = ConvReluExp(1);  // 4 KiB: both groups serial, on the calling thread's core.
+  ASSERT_TRUE(RunsSerially(tiny, UnfusedPlan(tiny).groups[1]));
+  EXPECT_EQ(PlanFeatures(tiny, UnfusedPlan(tiny), two).at(1).handoffs, 0);
+}
+
 // x -> Add(bias) -> {Relu -> Exp, Tanh -> Sigmoid}: the shared Add can be recomputed.
 struct Diamond {
   Graph g;

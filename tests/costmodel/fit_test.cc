@@ -43,6 +43,10 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     if (i % 17 == 5) f.remapped_elements = size / 3;
     if (i % 19 == 6) f.eval_calls = size / 100;
     if (i % 29 == 8) f.run_calls = size / 50;
+    if (i % 31 == 9) {
+      f.handoffs = 1 + i % 3;
+      f.handoff_bytes = size;
+    }
     if (i % 6 == 1) {
       f.reorder_bytes = size * 2;
       f.kernels += 2;
