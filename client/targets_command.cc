@@ -294,7 +294,8 @@ int RunValidate(const ValidateFlags& f) {
   OneDnnMeasurer measurer(mo);
   MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
     FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
-    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
+    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
+                        m.disturbed};
   };
   auto before = MeasureMachineCheck(*profile, measure, "before");
   if (!before.ok()) return Fail("costmodel validate", before.status());

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "graph/graph_builder.h"
 
@@ -385,19 +386,36 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
                                       const ProgressFn& progress,
                                       const std::vector<CalibrationSample>& previous) {
   CalibrationResult result;
-  result.samples = previous;
+  std::vector<std::optional<MeasuredTime>> times(suite.size());
   for (size_t i = 0; i < suite.size(); ++i) {
     const CalibrationBenchmark& b = suite[i];
     if (progress) progress(i, suite.size(), b.name);
     auto m = measure(b.graph, b.plan);
     if (!m.ok()) return m.status().WithContext("calibration benchmark '" + b.name + "'");
-    if (m->unstable) {
+    times[i] = *m;
+  }
+  // A slow state of the host can outlast the measurer's wait for a quiet one; the benchmarks that
+  // move data between cores (handoffs) then fit constants several times too slow. Time those
+  // again once; a failure now (the time limit) keeps the first timing.
+  for (size_t i = 0; i < suite.size(); ++i) {
+    if (!times[i]->disturbed || times[i]->unstable) continue;
+    const CalibrationBenchmark& b = suite[i];
+    if (progress) progress(suite.size(), suite.size(), "again: " + b.name);
+    ++result.retimed_disturbed;
+    auto again = measure(b.graph, b.plan);
+    if (again.ok() && !again->unstable && again->median_ns < times[i]->median_ns) times[i] = *again;
+    if (times[i]->disturbed) result.disturbed.push_back(b.name);
+  }
+  result.samples = previous;
+  for (size_t i = 0; i < suite.size(); ++i) {
+    const CalibrationBenchmark& b = suite[i];
+    const MeasuredTime& m = *times[i];
+    if (m.unstable) {
       ++result.skipped_unstable;
-      result.unstable.push_back(b.name + " (cv " + std::to_string(m->cv) + ")");
+      result.unstable.push_back(b.name + " (cv " + std::to_string(m.cv) + ")");
       continue;
     }
-    result.samples.push_back(
-        {b.name, FeaturesOf(b, start.target, m->primitive_chain), m->median_ns});
+    result.samples.push_back({b.name, FeaturesOf(b, start.target, m.primitive_chain), m.median_ns});
   }
   if (progress) progress(suite.size(), suite.size(), "fit");
   result.profile = start;

@@ -44,6 +44,8 @@ struct MeasuredTime {
   // Per group, when the measurer knows: the group ran as oneDNN's primitive chain (the features'
   // `or_else`) rather than our loop. Calibration then fits that alternative's features alone.
   std::vector<bool> primitive_chain;
+  // The host was in one of its slow states when the timing ended (runtime/measurer.h).
+  bool disturbed = false;
 };
 using MeasureFn = std::function<StatusOr<MeasuredTime>(const Graph&, const FusionPlan&)>;
 using ProgressFn = std::function<void(size_t done, size_t total, const std::string& name)>;
@@ -54,6 +56,10 @@ struct CalibrationResult {
   std::vector<CalibrationSample> samples;
   int skipped_unstable = 0;  // Benchmarks whose timing stayed too noisy: not used in the fit.
   std::vector<std::string> unstable;  // Their names.
+  // Benchmarks timed in one of the host's slow states, timed again after the rest of the suite
+  // (the quicker timing is kept; a slow state only adds time), and those still slow then.
+  int retimed_disturbed = 0;
+  std::vector<std::string> disturbed;
 };
 
 // Measures every benchmark, turns each into a sample (its features under `target`) and fits a

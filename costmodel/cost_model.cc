@@ -176,6 +176,24 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
   }
 }
 
+// Whether the kernel that writes `node`'s output splits its work like an anchor: the node is an
+// anchor, or an elementwise node that can be a post-op of one (its operand of the same shape is
+// an anchor's output, or that of such a node, read by nothing else).
+bool WrittenLikeAnAnchor(const Graph& g, NodeId node, int depth = 0) {
+  const Node& n = g.node(node);
+  OpClass c = ClassifyNode(g, n);
+  if (c == OpClass::kAnchor) return true;
+  if (depth >= 4 || (c != OpClass::kElementwise && c != OpClass::kBroadcast)) return false;
+  for (TensorId t : n.inputs) {
+    if (t == kNoId) continue;
+    const Tensor& in = g.tensor(t);
+    if (in.kind != TensorKind::kActivation || in.consumers.size() != 1) continue;
+    if (in.dims != g.tensor(n.outputs[0]).dims) continue;
+    if (WrittenLikeAnAnchor(g, in.producer, depth + 1)) return true;
+  }
+  return false;
+}
+
 // Computed inputs read from the cores' private caches (L1, L2) on a multi-core target: see the
 // header's handoff. One that spilled to L3 or DRAM is priced by those levels' rates alone.
 void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
@@ -190,7 +208,7 @@ void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<Ten
     const Tensor& info = g.tensor(t);
     if (info.kind != TensorKind::kActivation) continue;
     // Loops and reductions split flat ranges alike, and anchors split by blocks alike.
-    if ((ClassifyNode(g, g.node(info.producer)) == OpClass::kAnchor) == anchor) continue;
+    if (WrittenLikeAnAnchor(g, info.producer) == anchor) continue;
     // Written and read on the calling thread's core alone: nothing crosses. (The producer's group
     // is at least its node, so a node that runs in parallel on its own does in its group too.)
     if (serial && RunsSerially(g, FusionGroup{GroupKind::kSingle, {info.producer}, {}})) continue;

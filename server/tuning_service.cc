@@ -163,7 +163,8 @@ struct TuningService::State {
       OneDnnMeasurer* measurer = now < stop_waiting ? patient.get() : hurried.get();
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
       (*cv_by_benchmark)[g.model_name] = m.cv;
-      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
+      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
+                          m.disturbed};
     };
   }
 
@@ -436,6 +437,12 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
       earlier.skipped, result.report.rms_rel_error, result.skipped_unstable);
   for (const auto& name : result.unstable)
     spdlog::info("calibrate: unstable, not fitted: {}", name);
+  if (result.retimed_disturbed > 0) {
+    spdlog::info("calibrate: {} benchmark(s) timed in a slow state of the host were timed again",
+                 result.retimed_disturbed);
+  }
+  for (const auto& name : result.disturbed)
+    spdlog::warn("calibrate: still timed in a slow state of the host: {}", name);
   return response;
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 namespace fusor {
@@ -124,6 +125,33 @@ TEST(Calibrate, ASampleKeepsTheFeaturesOfTheKernelThatRan) {
     EXPECT_EQ(f.kernels, want.kernels);
     EXPECT_EQ(f.loop_kernels, want.loop_kernels);
   }
+}
+
+// A timing taken in a slow state of the host is taken again after the suite and the quicker kept;
+// a failure then (the time limit) keeps the first.
+TEST(Calibrate, DisturbedTimingsAreTakenAgainAndTheQuickerKept) {
+  TargetFingerprint t;
+  auto suite = CalibrationSuite(t, 0.5);
+  ASSERT_GE(suite.size(), 3u);
+  std::map<std::string, int> calls;
+  MeasureFn measure = [&](const Graph& g, const FusionPlan&) -> StatusOr<MeasuredTime> {
+    int n = ++calls[g.model_name];
+    if (g.model_name == suite[0].name)
+      return MeasuredTime{n == 1 ? 9000.0 : 1000.0, 0.01, false, {}, n == 1};
+    if (g.model_name == suite[1].name) {
+      if (n > 1) return Status::DeadlineExceeded("time limit");
+      return MeasuredTime{5000, 0.01, false, {}, true};
+    }
+    return MeasuredTime{2000, 0.01, false};
+  };
+  auto result = Calibrate(suite, HardwareProfile{}, measure);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->retimed_disturbed, 2);
+  EXPECT_EQ(calls[suite[0].name], 2);
+  EXPECT_EQ(calls[suite[2].name], 1);
+  EXPECT_DOUBLE_EQ(result->samples.at(0).measured_ns, 1000);
+  EXPECT_DOUBLE_EQ(result->samples.at(1).measured_ns, 5000);
+  EXPECT_EQ(result->disturbed, std::vector<std::string>{suite[1].name});
 }
 
 TEST(Calibrate, AMeasurementErrorNamesTheBenchmark) {

@@ -89,7 +89,10 @@ Graph ConvReluExp(int64_t channels) {
 
 // A loop reading what a conv just wrote on two cores gets half of it from the other core's cache;
 // a loop reading another loop's output (split alike), a graph input, or anything on one core
-// does not.
+// does not. A group's features depend on the group alone (the search compares groups apart), so
+// the output of an elementwise node that can be a conv's post-op counts as written by the conv,
+// as it is in the plans the tuner picks; when it runs as a group of its own that overcharges the
+// group after it.
 TEST(PlanFeatures, AConvOutputReadByALoopIsHandedOffAcrossCores) {
   Graph g = ConvReluExp(16);  // 64 KiB tensors: parallel groups, in L2.
   TargetFingerprint two;
@@ -99,10 +102,26 @@ TEST(PlanFeatures, AConvOutputReadByALoopIsHandedOffAcrossCores) {
   EXPECT_EQ(f[0].handoffs, 0);  // The graph input.
   EXPECT_EQ(f[1].handoffs, 1);
   EXPECT_DOUBLE_EQ(f[1].handoff_bytes, 16 * 32 * 32 * 4 / 2.0);
-  EXPECT_EQ(f[2].handoffs, 0);  // Relu -> Exp: loops split alike.
+  EXPECT_EQ(f[2].handoffs, 1);  // Relu -> Exp: the Relu could be the conv's post-op.
   FusionPlan fused{{FusionGroup{GroupKind::kAnchor, {0, 1, 2}, {}}}};
   ASSERT_TRUE(CheckPlan(g, fused).ok());
   EXPECT_EQ(PlanFeatures(g, fused, two).at(0).handoffs, 0);
+  FusionPlan tail{
+      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kSingle, {2}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, tail).ok());
+  EXPECT_EQ(PlanFeatures(g, tail, two).at(1).handoffs, 1);
+  // Exp -> Relu after a loop of two: the Relu's operand is read by two nodes, so no post-op chain.
+  IrBuilder b;
+  Shape d = {1, 16, 32, 32};
+  TensorId x = b.Input("x", d), e = b.Act("e", d), r = b.Act("r", d), s2 = b.Act("s", d);
+  b.Op("Exp", {x}, {e});
+  b.Op("Relu", {e}, {r});
+  b.Op("Add", {r, e}, {s2});
+  b.Output(s2);
+  Graph loops = b.Build();
+  for (const GroupFeatures& each : PlanFeatures(loops, UnfusedPlan(loops), two)) {
+    EXPECT_EQ(each.handoffs, 0);
+  }
   TargetFingerprint one;
   EXPECT_EQ(PlanFeatures(g, UnfusedPlan(g), one).at(1).handoffs, 0);
   Graph tiny = ConvReluExp(1);  // 4 KiB: both groups serial, on the calling thread's core.
