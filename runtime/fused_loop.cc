@@ -230,7 +230,11 @@ FUSOR_VECTOR_CLONES void BinaryScalar(BinaryOp op, const float* x, float c, bool
       if (scalar_first) {
         for (int64_t i = 0; i < n; ++i) z[i] = c / x[i];
       } else {
-        for (int64_t i = 0; i < n; ++i) z[i] = x[i] / c;
+        // A multiply by the reciprocal, as oneDNN's eltwise_linear does: a vector divide has a
+        // fraction of a multiply's throughput (GELU's x / sqrt(2) in our loop cost 24 us over
+        // 393K elements, against 12 us as a separate oneDNN primitive). Within 1.5 ulp of x / c.
+        const float r = 1.0f / c;
+        for (int64_t i = 0; i < n; ++i) z[i] = x[i] * r;
       }
       return;
     default: {  // Truncating division and Pow: rare with a scalar, keep one code path.
