@@ -301,6 +301,34 @@ TEST(LoopKernel, LeafBehindViewsReadThroughATranspose) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
 }
 
+// A computed value read through a map that keeps long runs (BERT's bias Add, sliced to the query
+// third, split into heads of 64, heads moved outward) is evaluated run by run straight into place;
+// heads of 24 are too short and go through an index list. The Add is also an output of its own,
+// evaluated over the loop's ranges: its pieces must not disturb that. 96 rows of 3 x 192
+// straddle the 4096-element tiles.
+TEST(LoopKernel, ComputedValuesReadInLongRunsAreEvaluatedRunByRun) {
+  IrBuilder b;
+  TensorId m = b.Act("m", {96, 1, 576});
+  TensorId q = b.Act("q", {96, 1, 192}), qr = b.Act("qr", {96, 3, 64}),
+           qt = b.Act("qt", {3, 96, 64});
+  TensorId k = b.Act("k", {96, 1, 192}), kr = b.Act("kr", {96, 8, 24}),
+           kt = b.Act("kt", {8, 96, 24});
+  b.Op("Add", {b.Input("x", {96, 1, 576}), b.Weight("bias", {576})}, {m});
+  b.Op("Slice",
+       {m, b.IntConstant("qs", {192}), b.IntConstant("qe", {384}), b.IntConstant("qa", {2})}, {q});
+  b.Op("Reshape", {q, b.IntConstant("qshape", {96, 3, 64})}, {qr});
+  b.Op("Transpose", {qr}, {qt}, {Ints("perm", {1, 0, 2})});
+  b.Op("Slice",
+       {m, b.IntConstant("ks", {384}), b.IntConstant("ke", {576}), b.IntConstant("ka", {2})}, {k});
+  b.Op("Reshape", {k, b.IntConstant("kshape", {96, 8, 24})}, {kr});
+  b.Op("Transpose", {kr}, {kt}, {Ints("perm", {1, 0, 2})});
+  b.Output(m);
+  b.Output(qt);
+  b.Output(kt);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6}));
+}
+
 // Computed values broadcast over the loop (one per row as layer norm's Sqrt of the variance, a row
 // along the inner dim, one per outer index) are evaluated once over the span a tile reads, then
 // read from there; tiles (4096 elements) end mid-row. A transpose of a computed value (a span as
