@@ -11,18 +11,24 @@ namespace {
 
 // Elements per tile of our loops and per chunk of their row reductions (runtime/fused_loop.h).
 constexpr double kLoopTile = 4096;
+// Elements per run, at least, for a computed value read through a map to be evaluated run by run
+// (runtime/fused_loop.cc: kMinEvaluatedRun).
+constexpr double kMinEvaluatedRun = 64;
 
 // Elements a value is asked for: as the loop's own contiguous ranges (requests share one
 // evaluation) and as index lists (each request evaluates again).
 // Lists come in runs of consecutive indices (a transpose that keeps the innermost dim, a slice, a
 // concat: re-indexed with one step per element) or scattered (a broadcast: a divide and a modulo
-// per dimension for every element).
+// per dimension for every element). A value read through a map that keeps long runs in order is
+// asked for those runs as ranges of their own (pieces, one evaluation call each): they add up.
 struct Requests {
   double range = 0;
   double runs = 0;
   double scattered = 0;
+  double pieces = 0;
+  double piece_calls = 0;
   double list() const { return runs + scattered; }
-  double total() const { return range + runs + scattered; }
+  double total() const { return range + runs + scattered + pieces; }
 };
 
 bool IsView(const Node& n) {
@@ -59,10 +65,17 @@ class Walk {
   Walk(const Graph& g, const FusionGroup& group) : g_(g), group_(group) {}
 
   void Ask(TensorId t, Requests r) {
+    if (piece_calls_ > 0) {  // Visiting a value asked for pieces: its inputs are asked likewise.
+      r.pieces += r.range;
+      r.piece_calls += r.range > 0 ? piece_calls_ : 0;
+      r.range = 0;
+    }
     Requests& have = asked_[t];
     have.range = std::max(have.range, r.range);
     have.runs += r.runs;
     have.scattered += r.scattered;
+    have.pieces += r.pieces;
+    have.piece_calls += r.piece_calls;
   }
 
   // Evaluates the group's nodes from the last to the first, pushing requests to their inputs.
@@ -121,9 +134,22 @@ class Walk {
   }
 
   // Input `u` of `n` read through a non-identity map from requests `r` over `rank` dims. A leaf
-  // (or views of one) read from a range is copied run by run; anything else becomes an index list
-  // for `u`.
+  // (or views of one) read from a range is copied run by run; a computed value read from a range
+  // in runs of at least kMinEvaluatedRun is asked for each run as a piece; anything else becomes
+  // an index list for `u`.
   void Mapped(const Node& n, TensorId u, Requests r, size_t rank, bool inner_step_one) {
+    if (double run = inner_step_one ? MapRun(n, u) : 0;
+        r.range > 0 && run >= kMinEvaluatedRun && Internal(ViewSource(u))) {
+      // Pieces of pieces: at least one run per piece the consumer was asked for.
+      double pieces = std::max(r.range / run, piece_calls_);
+      out_.run_calls += pieces;
+      double calls = piece_calls_;
+      piece_calls_ = 0;  // Asked as pieces of their own, not converted.
+      Ask(u, {0, 0, 0, r.range, pieces});
+      piece_calls_ = calls;
+      r.range = 0;
+      if (r.list() == 0) return;
+    }
     MapWork(r, rank);
     if (!Internal(ViewSource(u))) {
       out_.gathered_elements += r.list();  // Gathered; a range is copied run by run (above)...
@@ -163,6 +189,44 @@ class Walk {
     return true;
   }
 
+  // Elements per run of the map from `n`'s output to its input `u` when it steps by one along the
+  // innermost dim: the trailing output dims (size 1 skipped) it reads as one stretch of `u`, as
+  // ForEachRun merges them. A slice keeps whole dims up to the one it cuts; a transpose the dims
+  // it keeps in order; a broadcast the dims it does not broadcast.
+  double MapRun(const Node& n, TensorId u) const {
+    const Shape& in = g_.tensor(u).dims;
+    const Shape& out = g_.tensor(n.outputs[0]).dims;
+    const std::string& op = n.op_type;
+    if (op == "Transpose" || op == "Slice" || op == "Split") {
+      if (in.size() != out.size()) return 0;
+      std::vector<int64_t> perm = op == "Transpose" ? n.GetInts("perm") : std::vector<int64_t>{};
+      if (perm.empty()) {
+        for (size_t d = 0; d < in.size(); ++d) {
+          perm.push_back(op == "Transpose" ? static_cast<int64_t>(in.size() - 1 - d)
+                                           : static_cast<int64_t>(d));
+        }
+      }
+      if (perm.size() != in.size()) return 0;
+      for (int64_t d : perm) {
+        if (d < 0 || d >= static_cast<int64_t>(in.size())) return 0;
+      }
+      std::vector<double> stride(in.size(), 1);
+      for (size_t d = in.size(); d-- > 1;) stride[d - 1] = stride[d] * static_cast<double>(in[d]);
+      double run = 0;
+      for (size_t k = out.size(); k-- > 0;) {
+        if (out[k] == 1) continue;
+        double coef = stride[perm[k]];
+        if (run > 0 && coef != run) break;  // The stretch ends where the next dim jumps.
+        if (run == 0 && coef != 1) return 0;
+        run = run == 0 ? static_cast<double>(out[k]) : run * static_cast<double>(out[k]);
+      }
+      return run;
+    }
+    bool broadcast = false;
+    double run = RunLength(in, out, &broadcast);
+    return broadcast ? 0 : run;
+  }
+
   // Whether the map from `n`'s output to its input `u` steps by one along the innermost dim.
   bool InnerStepOne(const Node& n, TensorId u) const {
     const Shape& in = g_.tensor(u).dims;
@@ -182,9 +246,21 @@ class Walk {
     return in.back() == out.back();  // A broadcast that keeps the innermost dim.
   }
 
+  // A node asked for pieces is visited twice: once for the pieces, whose inputs are asked for
+  // pieces too (one more evaluation call per piece), once for the rest.
   void Visit(const Node& n) {
+    Requests r = asked_[n.outputs[0]];
+    if (r.pieces > 0) {
+      piece_calls_ = r.piece_calls;
+      out_.eval_calls += r.piece_calls;
+      VisitFor(n, {r.pieces, 0, 0, 0, 0});
+      piece_calls_ = 0;
+    }
+    VisitFor(n, {r.range, r.runs, r.scattered, 0, 0});
+  }
+
+  void VisitFor(const Node& n, Requests r) {
     TensorId out = n.outputs[0];
-    Requests r = asked_[out];
     if (r.total() == 0) return;
     size_t rank = g_.tensor(out).dims.size();
     const std::string& op = n.op_type;
@@ -240,8 +316,13 @@ class Walk {
     }
     return true;
   }
+  // Calls per run of `u`: at least one per piece while visiting pieces.
+  double StreamCalls(const Node& n, TensorId u, Requests r) const {
+    return std::max(r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims),
+                    r.range > 0 ? piece_calls_ : 0.0);
+  }
   void Streamed(const Node& n, TensorId u, Requests r, size_t rank) {
-    out_.run_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
+    out_.run_calls += StreamCalls(n, u, r);
     Requests lists{0, r.runs, r.scattered};
     MapWork(lists, rank);
     out_.gathered_elements += lists.list();
@@ -265,7 +346,7 @@ class Walk {
     return 4 * span <= tile ? span : 0;
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
-    out_.run_calls += r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims);
+    out_.run_calls += StreamCalls(n, u, r);
     Ask(u, {std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
     if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
@@ -329,6 +410,7 @@ class Walk {
   const Graph& g_;
   const FusionGroup& group_;
   std::unordered_map<TensorId, Requests> asked_;
+  double piece_calls_ = 0;  // While visiting a value's pieces: how many there are.
   LoopEvaluation out_;
 };
 

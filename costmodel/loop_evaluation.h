@@ -11,6 +11,10 @@
 //   - a Concat asked for a range asks each input for its runs as ranges (one evaluation call per
 //     run; a leaf input copied, one indexed element each); asked at a list, it tests each
 //     element's coordinate and asks each input at a list;
+//   - a computed value read from a range through a map that keeps runs of at least 64 elements in
+//     order (a slice of whole rows, a transpose that keeps the innermost dim) is evaluated run by
+//     run, each run a range of its own: one evaluation call per run for it and for each value it
+//     reads (counted with the run calls and the evaluation calls), no index work;
 //   - a map applied to a list of consecutive runs steps along it, and a leaf read at an index
 //     list is a gather: one element at a time (gathered);
 //   - a map applied to a scattered index list divides every index back into coordinates, one

@@ -156,6 +156,51 @@ TEST(EvaluateLoop, ConcatAskedForARangeCopiesRunsAtAListSelectsElements) {
   }
 }
 
+// Builds t = Transpose(Reshape(Slice(x[8,1,384] + w[384], 128..256 of the last dim) into heads
+// of `head`), perm (1,0,2)): the tensors x, w, m (the Add), s, r, t.
+std::vector<TensorId> QuerySplit(IrBuilder& b, int64_t head) {
+  TensorId x = b.Input("x", {8, 1, 384}), w = b.Weight("w", {384});
+  TensorId m = b.Act("m", {8, 1, 384}), s = b.Act("s", {8, 1, 128});
+  TensorId r = b.Act("r", {8, 128 / head, head}), t = b.Act("t", {128 / head, 8, head});
+  b.Op("Add", {x, w}, {m});
+  b.Op(
+      "Slice",
+      {m, b.IntConstant("starts", {128}), b.IntConstant("ends", {256}), b.IntConstant("axes", {2})},
+      {s});
+  b.Op("Reshape", {s, b.IntConstant("shape", {8, 128 / head, head})}, {r});
+  b.Op("Transpose", {r}, {t}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  b.Output(t);
+  return {x, w, m, s, r, t};
+}
+
+// BERT's query split, small (QuerySplit with heads of 64, t[2,8,64]). The transpose keeps runs of
+// 64 (>= 64) in order, so the reshaped slice is asked for 1024 / 64 = 16 pieces, each evaluated as
+// a range of its own (16 calls of each of the three computed values below the transpose); the slice
+// keeps runs of 128, fewer than its pieces, so the Add is asked for the same 16 pieces, and streams
+// w once per piece. Nothing is indexed or gathered. Run calls: 16 pieces of the slice, 16 of the
+// Add, 16 streamed runs of w.
+TEST(EvaluateLoop, AComputedValueReadInLongRunsIsEvaluatedPieceByPiece) {
+  IrBuilder b;
+  std::vector<TensorId> v = QuerySplit(b, 64);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2, 3}), {v[5]});
+  for (size_t i = 2; i < 6; ++i) EXPECT_DOUBLE_EQ(e.evaluated.at(v[i]), 1024);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 0);
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 0);
+  EXPECT_DOUBLE_EQ(e.remapped_elements, 0);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 6 + 3 * 16);  // t, r, s, m, x, w for the tile; r, s, m per piece.
+  EXPECT_DOUBLE_EQ(e.run_calls, 3 * 16);
+
+  // With heads of 32 the runs are too short: the slice is evaluated at an index list.
+  IrBuilder b32;
+  v = QuerySplit(b32, 32);
+  Graph g32 = b32.Build();
+  e = EvaluateLoop(g32, Loop({0, 1, 2, 3}), {v[5]});
+  EXPECT_DOUBLE_EQ(e.evaluated.at(v[2]), 1024);
+  EXPECT_GT(e.gathered_elements, 0);
+  EXPECT_DOUBLE_EQ(e.eval_calls, 6);
+}
+
 // A leaf seen through a Reshape and read through a Transpose that keeps the inner dim, from the
 // loop's range: the leaf is copied run by run (indexed), as the runtime looks through views;
 // nothing is gathered and the Reshape is never evaluated.
