@@ -51,7 +51,9 @@ TEST(CalibrationSuite, EveryBenchmarkIsALegalPlanAndEveryParameterIsExercised) {
   fitted.matmul_gflops.value /= 2;
   ASSERT_TRUE(FitProfile(TruthSamples(suite, truth), &fitted).ok());
   for (const auto& [name, f] : fitted.Parameters()) {
-    if (name.rfind("handoff_", 0) != 0) EXPECT_GT(f->samples, 0) << name;
+    if (name.rfind("handoff_", 0) != 0) {
+      EXPECT_GT(f->samples, 0) << name;
+    }
   }
   EXPECT_NEAR(fitted.dispatch_ns.value / truth.dispatch_ns.value, 1, 0.05);
   EXPECT_NEAR(fitted.matmul_gflops.value / truth.matmul_gflops.value, 1, 0.05);
@@ -88,7 +90,7 @@ TEST(Calibrate, FitsFromMeasurementsAndFlagsUnstableOnes) {
   MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
     ++calls;
     double ns = PlanNs(g, plan, truth);
-    return MeasuredTime{ns, 0.01, calls == 3};  // One unstable measurement.
+    return MeasuredTime{ns, 0.01, calls == 3, {}, false};  // One unstable measurement.
   };
   size_t last_done = 0;
   auto result = Calibrate(suite, HardwareProfile{}, measure,
@@ -142,7 +144,7 @@ TEST(Calibrate, DisturbedTimingsAreTakenAgainAndTheQuickerKept) {
       if (n > 1) return Status::DeadlineExceeded("time limit");
       return MeasuredTime{5000, 0.01, false, {}, true};
     }
-    return MeasuredTime{2000, 0.01, false};
+    return MeasuredTime{2000, 0.01, false, {}, false};
   };
   auto result = Calibrate(suite, HardwareProfile{}, measure);
   ASSERT_TRUE(result.ok()) << result.status().ToString();

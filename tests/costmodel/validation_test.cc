@@ -53,7 +53,7 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   std::vector<HeldOutRegion> regions = ResNetRegions();
   AnalyticalCostModel model{HardwareProfile{}};
   MeasureFn truth = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
-    return MeasuredTime{model.Cost(r, p).total.total_ns, 0, false};
+    return MeasuredTime{model.Cost(r, p).total.total_ns, 0, false, {}, false};
   };
   auto good = ValidateCostModel(regions, model, truth);
   ASSERT_TRUE(good.ok()) << good.status().ToString();
@@ -63,7 +63,7 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   EXPECT_DOUBLE_EQ(good->repeat_tau, 1.0);  // A repeatable measurement.
   EXPECT_DOUBLE_EQ(good->repeat_agreement, 1.0);
   MeasureFn inverted = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
-    return MeasuredTime{1e9 / model.Cost(r, p).total.total_ns, 0, false};
+    return MeasuredTime{1e9 / model.Cost(r, p).total.total_ns, 0, false, {}, false};
   };
   auto bad = ValidateCostModel(regions, model, inverted);
   ASSERT_TRUE(bad.ok());
@@ -83,7 +83,7 @@ TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
   MeasureFn disturbed = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     double t = model.Cost(r, p).total.total_ns;
     bool slow = calls[&p]++ == 0 && unfused.count(&p) > 0;
-    return MeasuredTime{slow ? t / 100 : t, 0, false};
+    return MeasuredTime{slow ? t / 100 : t, 0, false, {}, false};
   };
   auto once = ValidateCostModel(regions, model, disturbed, {}, 1);
   ASSERT_TRUE(once.ok());
@@ -105,7 +105,7 @@ TEST(ValidateCostModel, RepeatabilityComparesEvenRoundsWithOddOnes) {
   std::map<const FusionPlan*, int> calls;
   MeasureFn flipping = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     double t = model.Cost(r, p).total.total_ns;
-    return MeasuredTime{calls[&p]++ % 2 == 0 ? t : 1e9 / t, 0, false};
+    return MeasuredTime{calls[&p]++ % 2 == 0 ? t : 1e9 / t, 0, false, {}, false};
   };
   auto report = ValidateCostModel(regions, model, flipping, {}, 4);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
@@ -127,7 +127,7 @@ TEST(CheckMachine, MedianRatioFlagsDriftBeyondTolerance) {
     return [&, factor](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
       double t = EvaluateFeatures(PlanFeatures(g, p, profile.target).at(0), profile).total_ns;
       bool first = &g == &suite.front().graph, second = &g == &suite[1].graph;
-      return MeasuredTime{first ? 100 * t : t * factor, 0, second};
+      return MeasuredTime{first ? 100 * t : t * factor, 0, second, {}, false};
     };
   };
   auto slow = CheckMachine(suite, profile, scaled(1.3));
@@ -145,7 +145,7 @@ TEST(CheckMachine, EveryBenchmarkUnstableIsAnError) {
   HardwareProfile profile;
   auto suite = CalibrationSuite(profile.target, 0.5);
   MeasureFn noisy = [](const Graph&, const FusionPlan&) -> StatusOr<MeasuredTime> {
-    return MeasuredTime{1000, 0.5, true};
+    return MeasuredTime{1000, 0.5, true, {}, false};
   };
   auto check = CheckMachine(suite, profile, noisy);
   ASSERT_FALSE(check.ok());
