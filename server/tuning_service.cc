@@ -140,13 +140,13 @@ struct TuningService::State {
   // Measures a calibration benchmark (each ~100 ms, two retries, so most stay stable on a shared
   // machine) until `limit_s` has passed since this call, recording each benchmark's cv.
   MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark) {
-    OneDnnMeasurerOptions options = MeasurerOptions(100, 2);
+    OneDnnMeasurerOptions options = MeasurerOptions(this->options.calibration_benchmark_ms, 2);
     // The fit should describe the host in its quiet state, not a moment of it (measurer.h): each
     // attempt waits up to 250 ms for it (50 ms let the handoff benchmarks, which move data between
     // cores, be timed in a slow state: handoff_ns fitted 21 us instead of 3). On a host that never
     // quiets that is up to 3 x 250 ms per benchmark, so the waiting stops once half the time limit
     // has passed, and the rest is timed as the host is.
-    options.timing.quiet_wait_ms = 250;
+    options.timing.quiet_wait_ms = this->options.calibration_quiet_wait_ms;
     auto patient = std::make_shared<OneDnnMeasurer>(options);
     options.timing.quiet_wait_ms = 0;
     auto hurried = std::make_shared<OneDnnMeasurer>(options);

@@ -29,6 +29,11 @@ struct TuningServiceOptions {
   int default_measure_budget = 7;     // Measurements per Tune when the request says 0.
   double default_time_limit_s = 120;  // Wall-clock limit per Tune when the request says 0.
   double calibration_time_limit_s = 60;
+  // Each calibration benchmark is timed for this long, after waiting up to
+  // calibration_quiet_wait_ms for a quiet host (runtime/measurer.h). Shorter only where the fit's
+  // accuracy does not matter (tests of the calibration log).
+  double calibration_benchmark_ms = 100;
+  int calibration_quiet_wait_ms = 250;
   // Calibration runs a fit uses, this one included: the newest of the calibration log, so a long
   // log never makes calibration slow. 1: every calibration fits its own samples alone.
   int calibration_runs_fitted = 8;

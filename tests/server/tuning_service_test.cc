@@ -22,16 +22,23 @@ class TuningServiceTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/fusor_service_XXXXXX";
     dir_ = mkdtemp(tmpl);
+    Reopen(Options());
+    auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/squeezenet1_1.onnx");
+    ASSERT_TRUE(g.ok());
+    graph_ = *g;
+  }
+  TuningServiceOptions Options() const {
     TuningServiceOptions o;
     o.db_path = dir_ + "/tuning.db";
     o.default_measure_budget = 3;
     o.min_measure_ms = 5;
+    return o;
+  }
+  void Reopen(const TuningServiceOptions& o) {
+    service_.reset();
     auto s = TuningService::Open(o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     service_ = std::move(s).value();
-    auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/squeezenet1_1.onnx");
-    ASSERT_TRUE(g.ok());
-    graph_ = *g;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
@@ -220,6 +227,11 @@ TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausiblyAndQuickly) {
 // read back is skipped and counted; samples of another cost-model version are never fitted;
 // --fresh fits the new run alone and deletes nothing.
 TEST_F(TuningServiceTest, CalibrationFitsOverEveryRunSoFar) {
+  // What is tested here is the calibration log, not the fit: short timings, no waiting.
+  TuningServiceOptions quick = Options();
+  quick.calibration_benchmark_ms = 5;
+  quick.calibration_quiet_wait_ms = 0;
+  Reopen(quick);
   auto first = service_->Calibrate({});
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(first->runs_used(), 1);
@@ -302,14 +314,12 @@ TEST_F(TuningServiceTest, AProfileFittedForAnotherCostModelIsNotUsed) {
     ASSERT_TRUE((*db)->PutTarget(old_local).ok());
     ASSERT_TRUE((*db)->PutTarget(old_remote).ok());
   }
-  TuningServiceOptions o;
-  o.db_path = dir_ + "/tuning.db";
+  TuningServiceOptions o = Options();
   o.default_measure_budget = 1;
-  o.min_measure_ms = 5;
   o.auto_calibrate = true;
-  auto reopened = TuningService::Open(o);
-  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
-  service_ = std::move(reopened).value();
+  o.calibration_benchmark_ms = 5;  // The recalibration is tested, not its fit.
+  o.calibration_quiet_wait_ms = 0;
+  Reopen(o);
 
   v1::TuneRequest request = Request();
   request.set_target_id(remote.target.Id());
