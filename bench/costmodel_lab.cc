@@ -127,11 +127,12 @@ void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& p
         std::printf(" wr");
         for (double x : f.write_bytes) std::printf(" %.3g", x);
         std::printf(
-            " k %g lk %g po %g sp %g ro %.3g ix %.3g ga %.3g rm %.3g ec %.3g rc %.3g fk %g th %g "
-            "ho %g hb %.3g alt %zu\n",
+            " k %g lk %g po %g sp %g ro %.3g rt %.3g ix %.3g ga %.3g rm %.3g ec %.3g rc %.3g fk %g "
+            "th %g ho %g hb %.3g alt %zu\n",
             f.kernels, f.loop_kernels, f.post_ops, f.spilled_value_vectors, f.reorder_bytes,
-            f.indexed_elements, f.gathered_elements, f.remapped_elements, f.eval_calls, f.run_calls,
-            f.forks, f.threads, f.handoffs, f.handoff_bytes, f.or_else.size());
+            f.transposed_bytes, f.indexed_elements, f.gathered_elements, f.remapped_elements,
+            f.eval_calls, f.run_calls, f.forks, f.threads, f.handoffs, f.handoff_bytes,
+            f.or_else.size());
       }
     }
   }

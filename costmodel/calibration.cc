@@ -138,6 +138,23 @@ void ConvFamily(Suite* s, bool full) {
                          ConvAttrs(3, c * 2))),
          s);
   }
+  // Convs whose channel counts share no block (a 3-channel stem; MobileNetV2's 24 against 144):
+  // where oneDNN has brgemm convs they run channels-last, and their plain input and output are
+  // transposed in and out (graph/layout.h), which pins transpose_gbps.
+  struct Mixed {
+    int64_t in, out, kernel, hw;
+  };
+  std::vector<Mixed> mixed = {{24, 144, 1, 56}, {144, 24, 1, 56}, {3, 32, 3, 56}};
+  if (full) mixed.push_back({40, 240, 1, 28});
+  for (const Mixed& m : mixed) {
+    SuiteGraph conv("conv" + std::to_string(m.kernel) + "x" + std::to_string(m.kernel) + "_c" +
+                    std::to_string(m.in) + "to" + std::to_string(m.out) + "_" +
+                    std::to_string(m.hw));
+    TensorId x = conv.Input({1, m.in, m.hw, m.hw});
+    Keep(conv.Finish(conv.Op("Conv", {x, conv.Weight({m.out, m.in, m.kernel, m.kernel})},
+                             {1, m.out, m.hw, m.hw}, ConvAttrs(m.kernel, 1))),
+         s);
+  }
 }
 
 void ReductionFamily(Suite* s) {
@@ -448,6 +465,7 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
           {"post_ops", f.post_ops},
           {"spilled_value_vectors", f.spilled_value_vectors},
           {"reorder_bytes", f.reorder_bytes},
+          {"transposed_bytes", f.transposed_bytes},
           {"handoffs", f.handoffs},
           {"handoff_bytes", f.handoff_bytes},
           {"or_else", or_else},
@@ -472,6 +490,7 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.post_ops = j.at("post_ops").get<double>();
   f.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();
   f.reorder_bytes = j.at("reorder_bytes").get<double>();
+  f.transposed_bytes = j.at("transposed_bytes").get<double>();
   f.handoffs = j.at("handoffs").get<double>();
   f.handoff_bytes = j.at("handoff_bytes").get<double>();
   for (const auto& o : j.at("or_else")) f.or_else.push_back(FeaturesFromJson(o));

@@ -219,9 +219,9 @@ void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<Ten
   }
 }
 
-void AddReorder(const Graph& g, TensorId t, GroupFeatures* f) {
+void AddReorder(const Graph& g, TensorId t, GroupFeatures* f, bool transposed = false) {
   f->kernels += 1;
-  f->reorder_bytes += static_cast<double>(g.tensor(t).bytes());
+  (transposed ? f->transposed_bytes : f->reorder_bytes) += static_cast<double>(g.tensor(t).bytes());
 }
 
 // Reorders between plain and oneDNN's channel-blocked layout, each a kernel over the tensor. The
@@ -232,8 +232,12 @@ void AddReorder(const Graph& g, TensorId t, GroupFeatures* f) {
 //   - any other group reads a plain copy of each blocked tensor it reads and writes a blocked
 //     output through a plain copy, except a loop of flat elementwise nodes over blocked tensors
 //     only, which runs on them as they are.
+// Where the conv runs channels-last, or a kept tensor is stored so (graph/layout.h), the reorder
+// to or from plain is a transpose (`transposed_bytes`).
 void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
-                 const std::vector<TensorId>& materialized, int64_t block, GroupFeatures* f) {
+                 const std::vector<TensorId>& materialized, int64_t block, bool brgemm,
+                 GroupFeatures* f) {
+  auto stored_nhwc = [&](TensorId t) { return StoredChannelsLast(g, t, block, brgemm); };
   // The group's anchor or reduction: the first node, or the one after a reduction's prologue.
   NodeId primary = group.nodes.front();
   for (NodeId id : group.nodes) {
@@ -257,7 +261,7 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
   if (!conv && !pooling) {
     if (RunsFlatOnBlocked(g, group, inputs, materialized, block)) return;
     for (TensorId t : inputs) {
-      if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
+      if (KeptBlocked(g, t, block)) AddReorder(g, t, f, stored_nhwc(t));
     }
     for (TensorId t : materialized) {
       if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
@@ -265,17 +269,18 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
     return;
   }
   TensorId src = head.inputs[0];
+  const bool transposed = conv && ConvRunsChannelsLast(g, head, block, brgemm);
   if (prologue) {
     // The prologue loop reads plain copies and writes the pooling's input plain to scratch.
     for (TensorId t : inputs) {
-      if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
+      if (KeptBlocked(g, t, block)) AddReorder(g, t, f, stored_nhwc(t));
     }
     AddReorder(g, src, f);
   } else if (!KeptBlocked(g, src, block)) {
-    AddReorder(g, src, f);
+    AddReorder(g, src, f, transposed);
   }
   for (TensorId t : materialized) {
-    if (!KeptBlocked(g, t, block)) AddReorder(g, t, f);
+    if (!KeptBlocked(g, t, block)) AddReorder(g, t, f, transposed);
   }
   if (!conv) return;
   for (size_t i = 1; i < group.nodes.size(); ++i) {
@@ -283,7 +288,7 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
       if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
       if (group.nodes[i] < primary) continue;
       if (g.tensor(t).dims == g.tensor(head.outputs[0]).dims && !KeptBlocked(g, t, block)) {
-        AddReorder(g, t, f);
+        AddReorder(g, t, f, transposed);
       }
     }
   }
@@ -383,7 +388,9 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
       f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
       f.forks * p.fork_ns.value + f.post_ops * p.post_op_ns.value +
       (f.eval_calls * p.loop_call_ns.value + f.run_calls * p.run_call_ns.value) * slowdown;
-  t.reorder_ns = f.reorder_bytes / p.reorder_gbps.value * slowdown;
+  t.reorder_ns =
+      (f.reorder_bytes / p.reorder_gbps.value + f.transposed_bytes / p.transpose_gbps.value) *
+      slowdown;
   double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
   // The kernel waits for a handed-off tensor before it can overlap anything with it.
   t.memory_ns += f.handoffs * p.handoff_ns.value + f.handoff_bytes / p.handoff_gbps.value;
@@ -474,7 +481,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddHandoffs(g, group, inputs, materialized, residency, target, &f);
   AddSpill(g, group, target, &f);
   const int64_t block = ChannelBlockForIsa(target.isa);
-  AddReorders(g, group, inputs, materialized, block, &f);
+  AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
   bool serial = RunsSerially(g, group);
   f.threads = serial ? 1 : target.cores;
   f.forks = serial ? 0 : f.kernels + f.loop_kernels;
@@ -484,6 +491,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
         ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads);
     chain.kernels += f.kernels;  // The same reorders around it (a loop group has no others).
     chain.reorder_bytes = f.reorder_bytes;
+    chain.transposed_bytes = f.transposed_bytes;
     chain.handoffs = f.handoffs;
     chain.handoff_bytes = f.handoff_bytes;
     f.or_else.push_back(chain);

@@ -10,7 +10,7 @@
 //   spill   = spilled_value_vectors * spill_ns_per_value
 //   launch  = kernels * dispatch_ns + loop_kernels * loop_dispatch_ns + forks * fork_ns
 //             + post_ops * post_op_ns + eval_calls * loop_call_ns + run_calls * run_call_ns
-//   reorder = reorder_bytes / reorder_gbps
+//   reorder = reorder_bytes / reorder_gbps + transposed_bytes / transpose_gbps
 //   total   = compute + memory - alpha * min(compute, memory) + handoff + spill + launch + reorder
 //
 // The profile's rates are the whole thread team's; a group small enough to run on one thread
@@ -80,6 +80,9 @@ struct GroupFeatures {
   double post_ops = 0;
   double spilled_value_vectors = 0;
   double reorder_bytes = 0;
+  // Reorders between plain and channels-last (graph/layout.h: a conv oneDNN runs channels-last,
+  // a kept tensor stored so): transposes, several times slower than those of the blocked layout.
+  double transposed_bytes = 0;
   double indexed_elements = 0;   // Elements fused loops read through index maps, run by run.
   double gathered_elements = 0;  // Elements fused loops index one at a time.
   double remapped_elements = 0;  // Element-dimensions re-indexed through index lists.

@@ -224,7 +224,8 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"fork_ns", &fork_ns},
           {"gather_gelems", &gather_gelems},
           {"handoff_ns", &handoff_ns},
-          {"handoff_gbps", &handoff_gbps}};
+          {"handoff_gbps", &handoff_gbps},
+          {"transpose_gbps", &transpose_gbps}};
 }
 
 std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters() const {

@@ -24,7 +24,7 @@ namespace fusor {
 
 // Bump when the features or equations of cost_model.cc change: plans scored, and calibration
 // samples featurised, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-12";
+inline constexpr const char* kCostModelVersion = "analytical-13";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -92,6 +92,7 @@ struct HardwareProfile {
   Fitted gather_gelems{1};         // Elements a fused loop indexes one at a time, G elements/s.
   Fitted handoff_ns{1000};         // Per tensor a group reads that another core partly wrote.
   Fitted handoff_gbps{20};         // Bytes of it moved from another core's cache, GB/s.
+  Fitted transpose_gbps{10};       // Reorders between plain and channels-last (transposes).
 
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).
   std::vector<std::pair<std::string, Fitted*>> Parameters();

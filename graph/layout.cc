@@ -84,6 +84,40 @@ bool KeptBlocked(const Graph& g, TensorId t, int64_t block) {
   });
 }
 
+bool BrgemmConvsForIsa(std::string_view isa) {
+  return isa.find("avx512_core_") != std::string_view::npos &&
+         (isa.find("bf16") != std::string_view::npos || isa.find("amx") != std::string_view::npos);
+}
+
+bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm) {
+  if (!brgemm || block != 16 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
+    return false;
+  }
+  const Shape& x = g.tensor(n.inputs[0]).dims;
+  const Shape& y = g.tensor(n.outputs[0]).dims;
+  if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
+  if (KeptBlocked(g, n.inputs[0], block)) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
+  bool one_block = x[1] % 8 == 0 && y[1] % 8 == 0 && (x[1] % 16 == 0) == (y[1] % 16 == 0);
+  return !one_block;
+}
+
+bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm) {
+  if (!brgemm || !KeptBlocked(g, t, block)) return false;
+  const Node& p = g.node(g.tensor(t).producer);
+  if (p.op_type == "Conv" || p.op_type == "ConvTranspose") {
+    return ConvRunsChannelsLast(g, p, block, brgemm);
+  }
+  if (p.op_type == "BatchNormalization") return StoredChannelsLast(g, p.inputs[0], block, brgemm);
+  if (IsFlatElementwise(g, p)) {
+    for (TensorId in : p.inputs) {
+      if (in != kNoId && NumElements(g.tensor(in).dims) != 1) {
+        return StoredChannelsLast(g, in, block, brgemm);
+      }
+    }
+  }
+  return false;  // Pooling writes the channel-blocked layout.
+}
+
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
                        const std::vector<TensorId>& materialized, int64_t block) {

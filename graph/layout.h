@@ -39,6 +39,21 @@ bool IsFlatElementwise(const Graph& g, const Node& n);
 // Whether `t` is stored channel-blocked between groups (see above). `block` 0 keeps all plain.
 bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 
+// Where oneDNN 2.6 has brgemm convolutions (f32 on avx512_core_bf16 and later ISAs; a plain
+// avx512_core host ran jit kernels on nChw16c) it picks channels-last (NHWC) for a conv. The
+// runtime asks for the channel-blocked layout instead when both channel counts fit one block
+// (both multiples of 16, or both of 8 and not 16); a conv whose input is kept reads it in the form
+// it is stored in. So a conv on a plain input whose channel counts share no block (a 3-channel
+// stem, 24 against 144 channels) runs channels-last, and so does every conv after it that reads
+// such a tensor: the form is decided where a chain of kept tensors starts. A reorder between
+// channels-last and plain is a transpose, several times slower than one from nChw16c.
+bool BrgemmConvsForIsa(std::string_view isa);
+// Whether Conv / ConvTranspose `n` runs channels-last (see above).
+bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm);
+// Whether kept tensor `t` is stored channels-last: written by a conv that runs so, or by a
+// BatchNormalization folded into one, or by a flat elementwise node reading such tensors.
+bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm);
+
 // A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, and every
 // non-scalar tensor it reads from outside and every tensor it writes kept blocked.
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,

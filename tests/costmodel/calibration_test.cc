@@ -30,9 +30,11 @@ std::vector<CalibrationSample> TruthSamples(const std::vector<CalibrationBenchma
 }
 
 // Every benchmark is one group, but for the handoff benchmarks: a conv, then a group reading its
-// output.
+// output. On an ISA where oneDNN has brgemm convs (graph/layout.h) the transposes around a
+// channels-last conv are pinned too; elsewhere nothing is transposed.
 TEST(CalibrationSuite, EveryBenchmarkIsALegalPlanAndEveryParameterIsExercised) {
   TargetFingerprint t;
+  t.isa = "avx512_core_bf16";
   auto suite = CalibrationSuite(t);
   EXPECT_GE(suite.size(), 40u);
   std::set<std::string> names;
@@ -57,6 +59,13 @@ TEST(CalibrationSuite, EveryBenchmarkIsALegalPlanAndEveryParameterIsExercised) {
   }
   EXPECT_NEAR(fitted.dispatch_ns.value / truth.dispatch_ns.value, 1, 0.05);
   EXPECT_NEAR(fitted.matmul_gflops.value / truth.matmul_gflops.value, 1, 0.05);
+
+  t.isa = "avx512_core";
+  for (const auto& b : CalibrationSuite(t)) {
+    for (const GroupFeatures& f : PlanFeatures(b.graph, b.plan, t)) {
+      EXPECT_EQ(f.transposed_bytes, 0) << b.name;
+    }
+  }
 }
 
 TEST(CalibrationSuite, HandoffBenchmarksPinTheHandoffConstantsOnTwoCores) {

@@ -479,6 +479,36 @@ Graph ResidualBlock() {
   return b.Build();
 }
 
+// x[1,24,8,8] -> Conv 24->144 -> c -> Conv 144->144 -> y, unfused. Where oneDNN has brgemm convs
+// the first conv runs channels-last (a plain input, channel counts that share no block), so does
+// the second (it reads c as stored): the graph input goes in and the graph output comes out
+// through transposes, priced at transpose_gbps. On a plain avx512_core they are blocked reorders.
+TEST(GroupFeatures, ReordersAroundAChannelsLastConvAreTransposes) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 24, 8, 8});
+  TensorId c = b.Act("c", {1, 144, 8, 8}), y = b.Act("y", {1, 144, 8, 8});
+  b.Op("Conv", {x, b.Weight("w1", {144, 24, 1, 1})}, {c});
+  b.Op("Conv", {c, b.Weight("w2", {144, 144, 1, 1})}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  const double in = 24 * 64 * 4, out = 144 * 64 * 4;
+  TargetFingerprint brgemm, jit;
+  brgemm.isa = "avx512_core_bf16";
+  jit.isa = "avx512_core";
+  auto f = PlanFeatures(g, UnfusedPlan(g), brgemm);
+  EXPECT_DOUBLE_EQ(f[0].transposed_bytes, in);
+  EXPECT_DOUBLE_EQ(f[1].transposed_bytes, out);
+  EXPECT_DOUBLE_EQ(f[0].reorder_bytes + f[1].reorder_bytes, 0);
+  auto j = PlanFeatures(g, UnfusedPlan(g), jit);
+  EXPECT_DOUBLE_EQ(j[0].reorder_bytes, in);
+  EXPECT_DOUBLE_EQ(j[1].reorder_bytes, out);
+  EXPECT_DOUBLE_EQ(j[0].transposed_bytes + j[1].transposed_bytes, 0);
+  HardwareProfile p = RoundNumbers();
+  p.transpose_gbps.value = 2;
+  EXPECT_DOUBLE_EQ(EvaluateFeatures(f[1], p).reorder_ns, out / 2);
+  EXPECT_DOUBLE_EQ(EvaluateFeatures(j[1], p).reorder_ns, out / p.reorder_gbps.value);
+}
+
 TEST(GroupFeatures, ReordersOnlyWhereATensorChangesLayout) {
   Graph g = ResidualBlock();
   const double tensor = 16 * 8 * 8 * 4;

@@ -51,6 +51,10 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
       f.reorder_bytes = size * 2;
       f.kernels += 2;
     }
+    if (i % 37 == 10) {
+      f.transposed_bytes = size;
+      f.kernels += 1;
+    }
     // Serial groups (one core, no team to wake) and parallel ones.
     f.threads = i % 4 == 2 ? 1 : truth.target.cores;
     if (f.threads > 1 && i % 9 < 5) f.forks = f.kernels + f.loop_kernels;

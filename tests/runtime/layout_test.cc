@@ -115,6 +115,42 @@ TEST(BlockedLayout, WhichTensorsStayBlocked) {
   EXPECT_EQ(ChannelBlockForIsa("avx512_core"), 16);
 }
 
+// Where oneDNN has brgemm convs, the form of a chain of kept tensors is decided where it starts:
+// a conv on a plain input whose channel counts share no block runs channels-last, and so does
+// every conv that reads what it wrote. stem[1,3,8,8] -> Conv 3->32 -> Relu -> Conv 32->32 -> a ->
+// Conv 32->48 -> y (an output); beside it p[1,24,8,8] (plain) -> Conv 24->144 -> q -> depthwise
+// -> out2, and r[1,16,8,8] -> Conv 16->32 -> out3 (one block: channel-blocked).
+TEST(BlockedLayout, ChannelsLastChainsStartWhereAPlainInputMeetsMixedBlocks) {
+  IrBuilder b;
+  auto act = [&](const std::string& name, int64_t c) { return b.Act(name, {1, c, 8, 8}); };
+  TensorId c1 = act("c1", 32), r1 = act("r1", 32), a = act("a", 32), y = act("y", 48);
+  TensorId q = act("q", 144), out2 = act("out2", 144), out3 = act("out3", 32);
+  b.Op("Conv", {b.Input("stem", {1, 3, 8, 8}), b.Weight("w1", {32, 3, 1, 1})}, {c1});
+  b.Op("Relu", {c1}, {r1});
+  b.Op("Conv", {r1, b.Weight("w2", {32, 32, 1, 1})}, {a});
+  b.Op("Conv", {a, b.Weight("w3", {48, 32, 1, 1})}, {y});
+  b.Op("Conv", {b.Input("p", {1, 24, 8, 8}), b.Weight("w4", {144, 24, 1, 1})}, {q});
+  b.Op("Conv", {q, b.Weight("w5", {144, 1, 3, 3})}, {out2},
+       {Ints("pads", {1, 1, 1, 1}), testing::Int("group", 144)});
+  b.Op("Conv", {b.Input("r", {1, 16, 8, 8}), b.Weight("w6", {32, 16, 1, 1})}, {out3});
+  b.Output(y);
+  b.Output(out2);
+  b.Output(out3);
+  Graph g = b.Build();
+  for (NodeId n : {0, 2, 3, 4, 5}) EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(n), 16, true)) << n;
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(6), 16, true));
+  for (TensorId t : {c1, r1, a, q}) EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << t;
+  EXPECT_FALSE(StoredChannelsLast(g, y, 16, true));  // A graph output: plain.
+  // Without brgemm convs, or with blocks of 8, everything is channel-blocked.
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 16, false));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 8, true));
+  EXPECT_FALSE(StoredChannelsLast(g, r1, 16, false));
+  EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_bf16"));
+  EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_amx"));
+  EXPECT_FALSE(BrgemmConvsForIsa("avx512_core"));
+  EXPECT_FALSE(BrgemmConvsForIsa("avx2"));
+}
+
 // [Conv a, Relu] [Conv b, Add, Relu] [Conv c] [Mul].
 FusionPlan ResidualPlan() {
   return FusionPlan{
