@@ -441,8 +441,21 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
     spdlog::info("calibrate: {} benchmark(s) timed in a slow state of the host were timed again",
                  result.retimed_disturbed);
   }
-  for (const auto& name : result.disturbed)
-    spdlog::warn("calibrate: still timed in a slow state of the host: {}", name);
+  if (!result.disturbed.empty()) {
+    // One line, not one per benchmark: a slow stretch of the host can cover most of the suite, and
+    // the first `./demo.sh` on a fresh machine printed 38 lines of this.
+    constexpr size_t kNamesShown = 4;
+    std::string names;
+    for (size_t i = 0; i < result.disturbed.size() && i < kNamesShown; ++i)
+      names += (i ? ", " : "") + result.disturbed[i];
+    if (result.disturbed.size() > kNamesShown)
+      names += fmt::format(" and {} more", result.disturbed.size() - kNamesShown);
+    spdlog::warn(
+        "calibrate: {} of {} benchmarks were timed in a slow state of the host even when timed "
+        "again ({}); their constants may be slow. Run `fusor calibrate` on a quiet host: the fit "
+        "averages over the stored runs",
+        result.disturbed.size(), run_samples.size() + result.unstable.size(), names);
+  }
   return response;
 }
 
