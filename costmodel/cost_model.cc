@@ -40,7 +40,10 @@ double EvaluatedElements(const Graph& g, const LoopEvaluation* loop, TensorId t)
 // Transcendentals run in oneDNN's JIT kernels (`jit`) or in our loops.
 // `chain_head`: the group runs as oneDNN's eltwise / binary primitive with post-ops, whose leading
 // x * Sigmoid(x) pair is one eltwise_swish (measured 1.5x the time of eltwise_logistic on an
-// AVX-512 EPYC, so it is priced on its own).
+// AVX-512 EPYC, so it is priced on its own). Any other Sigmoid oneDNN runs is eltwise_logistic, a
+// class of its own too: on an AVX2 EPYC it took 1.5x Exp's time (262K elements: 78 against 51 us),
+// and pricing it at the rate shared with Exp put 12 of EfficientNet's Sigmoid+Mul decisions the
+// wrong way round.
 void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop, bool jit,
                 bool chain_head, GroupFeatures* f) {
   ComputeClass transcendental =
@@ -55,6 +58,7 @@ void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* 
     f->flops[static_cast<int>(ClassOfFlops(g, n, ClassifyNode(g, n)))] += cost.flops * scale;
     ComputeClass c = n.op_type == "Erf"                   ? ComputeClass::kErf
                      : swish && id == group.nodes.front() ? ComputeClass::kJitSwish
+                     : jit && n.op_type == "Sigmoid"      ? ComputeClass::kJitSigmoid
                                                           : transcendental;
     f->flops[static_cast<int>(c)] += cost.transcendentals * scale;
   }
@@ -83,6 +87,7 @@ double GroupReadBytes(const Graph& g, const FusionGroup& group, TensorId t) {
 
 int PostOps(const Graph& g, const FusionGroup& group) {
   if (group.kind != GroupKind::kAnchor && group.kind != GroupKind::kReduction) return 0;
+  if (RunsAsRowReduction(g, group)) return 0;  // Its epilogue is a loop of its own.
   int n = 0;
   for (size_t i = 1; i < group.nodes.size(); ++i) {
     const Node& node = g.node(group.nodes[i]);
@@ -294,19 +299,19 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
   }
 }
 
-// How the runtime lowers a group: anchors, and reductions without a prologue, are oneDNN
-// primitives; everything else (loops, reductions with a fused prologue) is one of our loops.
+// How the runtime lowers a group: anchors, and reductions that are not row reductions (pooling,
+// a lone Softmax, other axes), are oneDNN primitives; everything else (loops, row reductions) is
+// one of our loops.
 bool RunsAsPrimitive(const Graph& g, const FusionGroup& group) {
   OpClass head = ClassifyNode(g, g.node(group.nodes.front()));
-  return head == OpClass::kAnchor || head == OpClass::kReduction;
+  return head == OpClass::kAnchor || (head == OpClass::kReduction && !RunsAsRowReduction(g, group));
 }
 
-// A reduction with a fused prologue runs as our row reduction, and its epilogue as a second loop.
+// A row reduction runs its epilogue as a second loop.
 bool HasEpilogueLoop(const Graph& g, const FusionGroup& group) {
   if (group.kind != GroupKind::kReduction) return false;
-  bool prologue = ClassifyNode(g, g.node(group.nodes.front())) != OpClass::kReduction;
   bool epilogue = ClassifyNode(g, g.node(group.nodes.back())) != OpClass::kReduction;
-  return prologue && epilogue;
+  return epilogue && RunsAsRowReduction(g, group);
 }
 
 // The same elementwise group as one oneDNN eltwise / binary primitive with post-ops.
@@ -365,7 +370,8 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
                                                   &p.reduction_gflops,
                                                   &p.jit_transcendental_gflops,
                                                   &p.erf_gflops,
-                                                  &p.jit_swish_gflops};
+                                                  &p.jit_swish_gflops,
+                                                  &p.jit_sigmoid_gflops};
   const Fitted* read_bw[kNumMemoryLevels] = {&p.l1_read_gbps, &p.l2_read_gbps, &p.l3_read_gbps,
                                              &p.dram_read_gbps};
   const Fitted* write_bw[kNumMemoryLevels] = {&p.l1_write_gbps, &p.l2_write_gbps, &p.l3_write_gbps,

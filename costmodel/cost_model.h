@@ -64,8 +64,9 @@ enum class ComputeClass : uint8_t {
   kJitTranscendental,  // In oneDNN's JIT eltwise kernels and post-ops.
   kErf,                // Erf (GELU's), which only our loops run: an exp and a rational polynomial.
   kJitSwish,           // The sigmoid of x * Sigmoid(x) as oneDNN's one eltwise_swish primitive.
+  kJitSigmoid,         // Any other Sigmoid in oneDNN's JIT kernels: eltwise_logistic, post-ops.
 };
-inline constexpr int kNumComputeClasses = 9;
+inline constexpr int kNumComputeClasses = 10;
 
 enum class MemoryLevel : uint8_t { kL1, kL2, kL3, kDram };
 inline constexpr int kNumMemoryLevels = 4;

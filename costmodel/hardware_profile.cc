@@ -202,6 +202,7 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"jit_transcendental_gflops", &jit_transcendental_gflops},
           {"erf_gflops", &erf_gflops},
           {"jit_swish_gflops", &jit_swish_gflops},
+          {"jit_sigmoid_gflops", &jit_sigmoid_gflops},
           {"reduction_gflops", &reduction_gflops},
           {"l1_read_gbps", &l1_read_gbps},
           {"l1_write_gbps", &l1_write_gbps},

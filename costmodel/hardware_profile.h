@@ -24,7 +24,7 @@ namespace fusor {
 
 // Bump when the features or equations of cost_model.cc change: plans scored, and calibration
 // samples featurised, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-13";
+inline constexpr const char* kCostModelVersion = "analytical-14";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -64,9 +64,10 @@ struct HardwareProfile {
   Fitted matmul_gflops{250};
   Fitted elementwise_gflops{40};
   Fitted transcendental_gflops{8};
-  Fitted jit_transcendental_gflops{20};  // exp / tanh / sigmoid in oneDNN eltwise and post-ops.
+  Fitted jit_transcendental_gflops{20};  // exp / tanh in oneDNN eltwise and post-ops.
   Fitted erf_gflops{5};                  // Erf evaluations in our loops, G/s.
   Fitted jit_swish_gflops{15};           // Sigmoids of oneDNN's eltwise_swish (x * Sigmoid(x)).
+  Fitted jit_sigmoid_gflops{15};         // Other sigmoids in oneDNN (eltwise_logistic, post-ops).
   Fitted reduction_gflops{20};
   // Bandwidth per memory level, GB/s.
   Fitted l1_read_gbps{400};

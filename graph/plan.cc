@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 
 namespace fusor {
@@ -430,6 +431,16 @@ bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul) {
   bool reads =
       (mul.inputs[0] == x && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == x);
   return reads && g.tensor(s).consumers.size() == 1 && !g.IsGraphOutput(s);
+}
+
+bool RunsAsRowReduction(const Graph& g, const FusionGroup& group) {
+  for (size_t i = 0; i < group.nodes.size(); ++i) {
+    const Node& n = g.node(group.nodes[i]);
+    if (ClassifyNode(g, n) != OpClass::kReduction) continue;
+    RowReduction form = RowReductionOf(g, n);
+    return form.len > 0 && (i > 0 || form.op != RowOp::kSoftmax);
+  }
+  return false;
 }
 
 bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {

@@ -75,6 +75,13 @@ bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul);
 // shape) and then a post-op chain as anchors take.
 bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes);
 
+// Whether a kReduction group (or a single reduction node) runs as our row-reduction loop, which
+// evaluates any prologue inside it, rather than as a oneDNN reduction / softmax primitive: when
+// its reduction reduces rows (graph/node_attrs.h) and it has a prologue or is not a Softmax.
+// oneDNN 2.6 runs a plain-layout reduction with a reference kernel on AVX2 (GlobalAveragePool
+// 1280x7x7: 150 us, against 10 us for our loop with a Relu prologue over 1024x7x7).
+bool RunsAsRowReduction(const Graph& g, const FusionGroup& group);
+
 // Checks the whole plan: every group legal, every node computed, a node in several groups is
 // recomputed everywhere but at most once and recomputable, execution order respects dependencies,
 // and only the last node of an anchor / reduction group writes a tensor that leaves it.

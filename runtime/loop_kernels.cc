@@ -38,8 +38,6 @@ class LoopKernel : public GroupKernel {
   std::string label_;
 };
 
-enum class RowOp { kSum, kMean, kMax, kSoftmax };
-
 // Sum and max of n floats in 16 independent lanes, which the compiler turns into vector adds; one
 // running sum is a chain of dependent adds, ~4 cycles per element (measured: a Relu -> ReduceMean
 // over 128 rows of 768 took 30 us that way).
@@ -81,8 +79,9 @@ __attribute__((target_clones("avx2", "default"))) void SoftmaxRow(const float* x
   for (int64_t i = 0; i < n; ++i) dst[i] = row[i] * inv;
 }
 
-// A reduction over the trailing `len` elements of each row of its input, whose input is computed
-// by a fused prologue loop; an epilogue (if any) then runs in place on the output.
+// A reduction over the trailing `len` elements of each row of its input, which is read as it is
+// stored or computed by a fused prologue loop; an epilogue (if any) then runs in place on the
+// output.
 class RowReductionKernel : public GroupKernel {
  public:
   RowReductionKernel(std::unique_ptr<FusedLoop> prologue, std::unique_ptr<FusedLoop> epilogue,
@@ -99,7 +98,11 @@ class RowReductionKernel : public GroupKernel {
         label_(std::move(label)) {}
 
   Status Bind(const TensorBuffer& tensor, void*) override {
-    for (TensorId t : prologue_->leaves()) prologue_->Bind(t, tensor(t));
+    if (prologue_) {
+      for (TensorId t : prologue_->leaves()) prologue_->Bind(t, tensor(t));
+    } else {
+      in_ = static_cast<const float*>(tensor(input_));
+    }
     out_ = static_cast<float*>(tensor(final_));
     if (epilogue_ == nullptr) return Status::Ok();
     // In place: the reduction writes the group's output buffer and the epilogue rewrites it.
@@ -136,7 +139,7 @@ class RowReductionKernel : public GroupKernel {
   // Called inside a parallel region, the blocks are split across the team; outside one, the
   // orphaned `omp for` runs them all on the calling thread (no team is set up).
   void RunBlocks() const {
-    auto scratch = prologue_->NewScratch();
+    auto scratch = prologue_ ? prologue_->NewScratch() : NoScratch();
     std::vector<float> row(op_ == RowOp::kSoftmax ? len_ : 0);
     const int64_t blocks = (rows_ + RowsPerBlock() - 1) / RowsPerBlock();
 #pragma omp for schedule(static) nowait
@@ -146,7 +149,7 @@ class RowReductionKernel : public GroupKernel {
   void RunBlock(int64_t b, float* row, LoopScratch* s) const {
     const int64_t per = RowsPerBlock(), r0 = b * per, n = std::min(per, rows_ - r0);
     if (per == 1) return RunLongRow(r0, row, s);
-    const float* p = prologue_->EvalRange(input_, r0 * len_, n * len_, s);
+    const float* p = Pull(r0 * len_, n * len_, s);
     for (int64_t j = 0; j < n; ++j) {
       const float* x = p + j * len_;
       if (op_ == RowOp::kSoftmax) {
@@ -157,6 +160,15 @@ class RowReductionKernel : public GroupKernel {
     }
   }
 
+  static std::unique_ptr<LoopScratch, void (*)(LoopScratch*)> NoScratch() {
+    return {nullptr, [](LoopScratch*) {}};
+  }
+
+  // Input elements [offset, offset + n): computed by the prologue, or where they are stored.
+  const float* Pull(int64_t offset, int64_t n, LoopScratch* s) const {
+    return prologue_ ? prologue_->EvalRange(input_, offset, n, s) : in_ + offset;
+  }
+
   float Finish(double acc) const {
     return static_cast<float>(op_ == RowOp::kMean ? acc / static_cast<double>(len_) : acc);
   }
@@ -165,7 +177,7 @@ class RowReductionKernel : public GroupKernel {
     if (op_ == RowOp::kSoftmax) {
       for (int64_t c = 0; c < len_; c += kChunk) {
         int64_t n = std::min(kChunk, len_ - c);
-        const float* p = prologue_->EvalRange(input_, r * len_ + c, n, s);
+        const float* p = Pull(r * len_ + c, n, s);
         std::copy(p, p + n, row + c);
       }
       Softmax(row, row, out_ + r * len_);
@@ -174,7 +186,7 @@ class RowReductionKernel : public GroupKernel {
     double acc = op_ == RowOp::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
     for (int64_t c = 0; c < len_; c += kChunk) {
       int64_t n = std::min(kChunk, len_ - c);
-      const float* p = prologue_->EvalRange(input_, r * len_ + c, n, s);
+      const float* p = Pull(r * len_ + c, n, s);
       if (op_ == RowOp::kMax) {
         acc = std::max(acc, static_cast<double>(MaxOf(p, n)));
       } else {
@@ -191,39 +203,9 @@ class RowReductionKernel : public GroupKernel {
   RowOp op_;
   int64_t rows_, len_;
   std::string label_;
+  const float* in_ = nullptr;
   float* out_ = nullptr;
 };
-
-// The reduced trailing length of `n` when it reduces a trailing block of axes, or 0.
-int64_t TrailingLength(const Graph& g, const Node& n, RowOp* op) {
-  const Shape& x = g.tensor(n.input(0)).dims;
-  int64_t rank = static_cast<int64_t>(x.size());
-  if (n.op_type == "Softmax") {
-    SoftmaxAxis sa = SoftmaxAxisOf(g, n);
-    *op = RowOp::kSoftmax;
-    if (!sa.coerce_2d && sa.axis != rank - 1) return 0;
-    return NumElements(Shape(x.begin() + sa.axis, x.end()));
-  }
-  std::vector<int64_t> axes;
-  if (n.op_type == "GlobalAveragePool") {
-    *op = RowOp::kMean;
-    for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
-  } else {
-    auto r = ReduceAxes(g, n);
-    if (!r.ok() || r->empty()) return 0;
-    axes = *r;
-    *op = n.op_type == "ReduceMax"   ? RowOp::kMax
-          : n.op_type == "ReduceSum" ? RowOp::kSum
-                                     : RowOp::kMean;
-    if (n.op_type != "ReduceMax" && n.op_type != "ReduceSum" && n.op_type != "ReduceMean") return 0;
-  }
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] != rank - static_cast<int64_t>(axes.size() - i)) return 0;
-  }
-  int64_t len = 1;
-  for (int64_t a : axes) len *= x[a];
-  return len;
-}
 
 }  // namespace
 
@@ -238,14 +220,15 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(
     const std::vector<NodeId>& epilogue) {
   const Graph& g = *ctx.g;
   const Node& r = g.node(reduction);
-  RowOp op = RowOp::kSum;
-  int64_t len = TrailingLength(g, r, &op);
-  if (len == 0 || prologue.empty()) {
-    return Status::Unimplemented(NodeLabel(r) + ": no fused row form");
-  }
+  RowReduction form = RowReductionOf(g, r);
+  if (form.len == 0) return Status::Unimplemented(NodeLabel(r) + ": no fused row form");
+  const int64_t len = form.len;
   TensorId input = r.inputs[0], output = r.outputs[0];
   TensorId final_output = epilogue.empty() ? output : g.node(epilogue.back()).outputs[0];
-  FUSOR_ASSIGN_OR_RETURN(auto pro, FusedLoop::Build(g, prologue, {}, ctx.known));
+  std::unique_ptr<FusedLoop> pro;
+  if (!prologue.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(pro, FusedLoop::Build(g, prologue, {}, ctx.known));
+  }
   std::unique_ptr<FusedLoop> epi;
   if (!epilogue.empty()) {
     FUSOR_ASSIGN_OR_RETURN(epi, FusedLoop::Build(g, epilogue, {final_output}, ctx.known));
@@ -255,8 +238,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(
   all.push_back(reduction);
   all.insert(all.end(), epilogue.begin(), epilogue.end());
   return std::unique_ptr<GroupKernel>(new RowReductionKernel(std::move(pro), std::move(epi), input,
-                                                             output, final_output, op, rows, len,
-                                                             NodeList(g, all)));
+                                                             output, final_output, form.op, rows,
+                                                             len, NodeList(g, all)));
 }
 
 }  // namespace fusor

@@ -1241,7 +1241,10 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildReductionKernel(const KernelContext&
                                                             const std::vector<NodeId>& prologue,
                                                             NodeId reduction,
                                                             const std::vector<NodeId>& epilogue) {
-  if (!prologue.empty()) {
+  FusionGroup group;
+  group.nodes = prologue;
+  group.nodes.push_back(reduction);
+  if (RunsAsRowReduction(*ctx.g, group)) {
     auto fused = BuildRowReductionKernel(ctx, prologue, reduction, epilogue);
     if (fused.ok() || fused.status().code() != Status::Code::kUnimplemented) return fused;
   }

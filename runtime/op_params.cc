@@ -64,32 +64,10 @@ double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
 
 }  // namespace
 
-std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
-
-int64_t NormalizeAxis(int64_t axis, size_t rank) {
-  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
-}
-
 std::vector<int64_t> RowMajorStrides(const Shape& dims) {
   std::vector<int64_t> s(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
   return s;
-}
-
-StatusOr<std::vector<int64_t>> ConstantInts(const Graph& g, const Node& n, size_t i) {
-  TensorId id = n.input(i);
-  if (id == kNoId)
-    return Status::InvalidArgument(NodeLabel(n) + ": input " + std::to_string(i) + " is missing");
-  const Tensor& t = g.tensor(id);
-  if (t.kind != TensorKind::kConstant || !IsInteger(t.dtype)) {
-    return Status::Unimplemented(NodeLabel(n) + ": input '" + t.name +
-                                 "' must be an integer constant; the runtime does not support "
-                                 "values computed at run time here");
-  }
-  if (t.int_data.size() == 1 && t.num_elements() > 1) {
-    return std::vector<int64_t>(t.num_elements(), t.int_data[0]);
-  }
-  return t.int_data;
 }
 
 StatusOr<Window> ConvWindow(const Graph& g, const Node& n) {
@@ -151,28 +129,6 @@ StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n) {
     w.pad_end.push_back(end - extra[i]);
   }
   return w;
-}
-
-StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n) {
-  size_t rank = g.tensor(n.input(0)).dims.size();
-  std::vector<int64_t> axes = n.GetInts("axes");
-  if (n.FindAttr("axes") == nullptr && n.input(1) != kNoId) {
-    FUSOR_ASSIGN_OR_RETURN(axes, ConstantInts(g, n, 1));
-  }
-  if (axes.empty() && n.GetInt("noop_with_empty_axes", 0) != 0) return axes;
-  if (axes.empty()) {
-    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  for (auto& a : axes) {
-    a = NormalizeAxis(a, rank);
-    if (a < 0 || a >= static_cast<int64_t>(rank)) {
-      return Status::InvalidArgument(NodeLabel(n) + ": axis out of range for rank " +
-                                     std::to_string(rank));
-    }
-  }
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
 }
 
 StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n) {
@@ -410,16 +366,6 @@ StatusOr<std::pair<float, float>> ClipBounds(
     (i == 1 ? lo : hi) = static_cast<float>(v->at(0));
   }
   return std::make_pair(lo, hi);
-}
-
-SoftmaxAxis SoftmaxAxisOf(const Graph& g, const Node& n) {
-  size_t rank = g.tensor(n.input(0)).dims.size();
-  int64_t version = n.op_version > 0 ? n.op_version : g.opset;
-  bool old = version > 0 && version < 13;
-  SoftmaxAxis s;
-  s.axis = NormalizeAxis(n.GetInt("axis", old ? 1 : -1), rank);
-  s.coerce_2d = old;
-  return s;
 }
 
 }  // namespace fusor

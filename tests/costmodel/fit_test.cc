@@ -30,7 +30,10 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
   for (int i = 0; i < 600; ++i) {
     GroupFeatures f;
     (i % 3 == 0 ? f.loop_kernels : f.kernels) = 1;
-    int kind = i % (kNumComputeClasses + 2);
+    // 13 kinds (every compute class, then read-heavy, write-heavy and neither): prime, so that no
+    // other term below always comes with the same class.
+    static_assert(kNumComputeClasses + 3 == 13);
+    int kind = i % 13;
     double size = std::pow(10, log_size(rng));
     if (kind < kNumComputeClasses) f.flops[kind] = size * (kind == 4 || kind == 6 ? 0.1 : 10);
     int level = (i / 8) % 4;
@@ -39,7 +42,7 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     if (i % 5 == 0) f.post_ops = 1 + (i % 7);
     if (i % 23 == 0) f.spilled_value_vectors = size / 8;  // Coprime with the kinds' cycle.
     if (i % 7 == 3) f.indexed_elements = size;
-    if (i % 13 == 4) f.gathered_elements = size / 2;
+    if (i % 41 == 4) f.gathered_elements = size / 2;
     if (i % 17 == 5) f.remapped_elements = size / 3;
     if (i % 19 == 6) f.eval_calls = size / 100;
     if (i % 29 == 8) f.run_calls = size / 50;
@@ -101,9 +104,9 @@ TEST(FitProfile, SamplesDisturbedByOtherProcessesDoNotDragTheFit) {
   auto samples = SyntheticSamples(truth, 0.03, 13);
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> slowdown(3, 10);
-  // Every 13th: a stride coprime with the sample kinds' cycle, so that disturbed samples spread
-  // over them.
-  for (size_t i = 0; i < samples.size(); i += 13) samples[i].measured_ns *= slowdown(rng);
+  // Every 11th: a stride coprime with the sample kinds' cycle (13), so that disturbed samples
+  // spread over them.
+  for (size_t i = 0; i < samples.size(); i += 11) samples[i].measured_ns *= slowdown(rng);
   HardwareProfile fitted;
   fitted.target = truth.target;
   ASSERT_TRUE(FitProfile(samples, &fitted).ok());

@@ -215,6 +215,47 @@ TEST(ReductionKernel, ShortRowsInBlocksLongRowsInChunks) {
   EXPECT_EQ(row_reductions, 3) << described;
 }
 
+// oneDNN 2.6's reduction primitive is a reference kernel on AVX2, so row reductions run in our
+// loop with or without a prologue (graph/plan.h RunsAsRowReduction); a lone Softmax and a
+// reduction over leading axes stay oneDNN's. The pooled tensor comes from a Conv, so it is stored
+// channel-blocked and the row reduction reads a plain copy; the ReduceSum has an epilogue.
+TEST(ReductionKernel, RowReductionsWithoutAPrologueRunInOurLoop) {
+  IrBuilder b;
+  TensorId img = b.Input("img", {1, 3, 9, 9});
+  TensorId c = b.Act("c", {1, 16, 9, 9}), gap = b.Act("gap", {1, 16, 1, 1});
+  b.Op("Conv", {img, b.Weight("w", {16, 3, 3, 3})}, {c}, {Ints("pads", {1, 1, 1, 1})});
+  b.Op("GlobalAveragePool", {c}, {gap});
+  TensorId x = b.Input("x", {6, 70});
+  TensorId mean = b.Act("mean", {6}), sum = b.Act("sum", {6, 1}), biased = b.Act("biased", {6, 1});
+  b.Op("ReduceMean", {x}, {mean}, {Ints("axes", {1}), Int("keepdims", 0)});
+  b.Op("ReduceSum", {x, b.IntConstant("axes", {-1})}, {sum});
+  b.Op("Add", {sum, b.FloatScalar("one", 1)}, {biased});
+  TensorId sm = b.Act("sm", {6, 70}), lead = b.Act("lead", {1, 70});
+  b.Op("Softmax", {x}, {sm}, {Int("axis", -1)});
+  b.Op("ReduceMax", {x}, {lead}, {Ints("axes", {0})});
+  for (TensorId t : {gap, mean, biased, sm, lead}) b.Output(t);
+  Graph g = b.Build();
+  FusionPlan plan{
+      {FusionGroup{GroupKind::kSingle, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}},
+       FusionGroup{GroupKind::kSingle, {2}, {}}, FusionGroup{GroupKind::kReduction, {3, 4}, {}},
+       FusionGroup{GroupKind::kSingle, {5}, {}}, FusionGroup{GroupKind::kSingle, {6}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, plan).ok()) << CheckPlan(g, plan).ToString();
+  std::string described;
+  ExpectMatchesReference(g, plan, ChainBackend::kFusedLoop, &described);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = described.find('\n', at)) != std::string::npos; at = end + 1) {
+    lines.push_back(described.substr(at, end - at));
+  }
+  ASSERT_EQ(lines.size(), 6u) << described;
+  for (int i : {1, 2, 3}) {
+    EXPECT_NE(lines[i].find("fused row reduction"), std::string::npos) << lines[i];
+  }
+  EXPECT_NE(lines[3].find("in-place epilogue loop"), std::string::npos) << lines[3];
+  for (int i : {4, 5}) {
+    EXPECT_EQ(lines[i].find("fused row reduction"), std::string::npos) << lines[i];
+  }
+}
+
 TEST(ReductionKernel, NonTrailingReduceWithPrologueGoesThroughScratch) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3, 4});
