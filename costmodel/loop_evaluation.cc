@@ -92,11 +92,33 @@ class Walk {
         if (t != kNoId && g_.tensor(t).kind != TensorKind::kConstant) values.insert(t);
       }
     }
-    out_.eval_calls += pulls * static_cast<double>(values.size());
+    // A value evaluated whole once (hoisted), and what only it reads, is not pulled per tile.
+    std::unordered_set<TensorId> once;
+    for (TensorId h : hoisted_) OnlyFor(h, &once);
+    double per_tile = 0;
+    for (TensorId t : values) per_tile += once.count(t) ? 0 : 1;
+    out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
     return out_;
   }
 
  private:
+  // Marks t, and recursively each input of its producer in the group that is read by nothing
+  // but marked values' producers.
+  void OnlyFor(TensorId t, std::unordered_set<TensorId>* once) const {
+    if (!once->insert(t).second || !Internal(t)) return;
+    for (TensorId in : g_.node(g_.tensor(t).producer).inputs) {
+      if (in == kNoId || g_.tensor(in).kind == TensorKind::kConstant) continue;
+      bool only = true;
+      for (NodeId c : g_.tensor(in).consumers) {
+        bool marked = std::binary_search(group_.nodes.begin(), group_.nodes.end(), c) &&
+                      std::all_of(g_.node(c).outputs.begin(), g_.node(c).outputs.end(),
+                                  [&](TensorId o) { return once->count(o) > 0; });
+        only = only && marked;
+      }
+      if (only) OnlyFor(in, once);
+    }
+  }
+
   bool Internal(TensorId t) const {
     NodeId p = g_.tensor(t).producer;
     return p != kNoId && std::binary_search(group_.nodes.begin(), group_.nodes.end(), p);
@@ -330,9 +352,10 @@ class Walk {
 
   // A computed broadcast operand is streamed too when the span of its elements a tile reads is at
   // most a quarter of the tile (runtime: StreamedOperand): evaluated once per tile over that span,
-  // then read run by run. The span: the tile's share of u, plus one element when u is broadcast
-  // along the innermost dim or one run of u's trailing dims otherwise, at most all of u. Returns
-  // the span per tile, 0 when u is not streamed.
+  // or, when all of it is at most a quarter of a tile, whole once per thread (in parallel, so
+  // once in time), then read run by run. The span: the tile's share of u, plus one element when u
+  // is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all of
+  // u. Returns the span per tile, 0 when u is not streamed.
   double StreamedSpan(const Node& n, TensorId u, Requests r) const {
     if (r.range == 0) return 0;
     const Shape& in = g_.tensor(u).dims;
@@ -347,7 +370,9 @@ class Walk {
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
     out_.run_calls += StreamCalls(n, u, r);
-    Ask(u, {std::ceil(r.range / kLoopTile) * span, 0, 0});
+    const double tile = std::min(kLoopTile, r.range), whole = Elements(g_, u);
+    if (4 * whole <= tile) hoisted_.insert(u);
+    Ask(u, {4 * whole <= tile ? whole : std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
     if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
   }
@@ -410,6 +435,7 @@ class Walk {
   const Graph& g_;
   const FusionGroup& group_;
   std::unordered_map<TensorId, Requests> asked_;
+  std::unordered_set<TensorId> hoisted_;
   double piece_calls_ = 0;  // While visiting a value's pieces: how many there are.
   LoopEvaluation out_;
 };

@@ -41,6 +41,36 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
   }
 }
 
+// The same gate over 1x32x112x112 (98 tiles): all of it (32) is at most a quarter of a tile, so
+// each thread evaluates it whole once and keeps it (runtime: StreamedOperand). Only x and y are
+// pulled per tile; the gate and s, which only the gate reads, once. A per-row layer-norm divisor
+// Sqrt(var + eps) over 128 rows of 768 (24 tiles) likewise: var, the Add and the Sqrt once.
+TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
+  IrBuilder b;
+  const Shape dims = {1, 32, 112, 112};
+  TensorId s = b.Input("s", {1, 32, 1, 1}), x = b.Input("x", dims);
+  TensorId gate = b.Act("gate", {1, 32, 1, 1}), y = b.Act("y", dims);
+  b.Op("Sigmoid", {s}, {gate});
+  b.Op("Mul", {x, gate}, {y});
+  b.Output(y);
+  const Shape rows = {1, 128, 768};
+  TensorId var = b.Input("var", {1, 128, 1}), h = b.Input("h", rows);
+  TensorId eps = b.Act("eps", {1, 128, 1}), root = b.Act("root", {1, 128, 1});
+  TensorId q = b.Act("q", rows);
+  b.Op("Add", {var, b.FloatScalar("e", 1e-5)}, {eps});
+  b.Op("Sqrt", {eps}, {root});
+  b.Op("Div", {h, root}, {q});
+  b.Output(q);
+  Graph g = b.Build();
+  LoopEvaluation se = EvaluateLoop(g, Loop({0, 1}), {y});
+  EXPECT_DOUBLE_EQ(se.evaluated.at(gate), 32);
+  EXPECT_DOUBLE_EQ(se.eval_calls, 98 * 2 + 2);
+  LoopEvaluation ln = EvaluateLoop(g, Loop({2, 3, 4}), {q});
+  EXPECT_DOUBLE_EQ(ln.evaluated.at(root), 128);
+  EXPECT_DOUBLE_EQ(ln.evaluated.at(eps), 128);
+  EXPECT_DOUBLE_EQ(ln.eval_calls, 24 * 2 + 3);
+}
+
 // z = Transpose(x[4,8] * w[8]), perm (1,0). The transpose moves the innermost dim, so the Mul is
 // evaluated at a scattered list of 32; x is gathered at it (32), and w's broadcast map is applied
 // to the list: each index divided back into 2 coordinates (64 remapped), then w gathered (32).

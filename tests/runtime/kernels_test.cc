@@ -397,6 +397,24 @@ TEST(LoopKernel, BroadcastComputedValuesAreEvaluatedOncePerSpan) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
+// A squeeze-and-excite gate, a per-channel Sigmoid, read by a Mul over four tiles on two threads:
+// the gate is small, so each thread evaluates it whole once and keeps it for all its tiles; a
+// second, per-row gate behind a Reshape is read across tiles that start mid-row.
+TEST(LoopKernel, SmallBroadcastComputedValuesAreEvaluatedWholeOncePerThread) {
+  IrBuilder b;
+  const Shape dims = {1, 8, 40, 40};
+  TensorId gate = b.Act("gate", {1, 8, 1, 1}), y = b.Act("y", dims);
+  b.Op("Sigmoid", {b.Input("g", {1, 8, 1, 1})}, {gate});
+  b.Op("Mul", {b.Input("x", dims), gate}, {y});
+  TensorId row = b.Act("row", {320}), rows = b.Act("rows", {1, 8, 40, 1}), z = b.Act("z", dims);
+  b.Op("Exp", {b.Input("r", {320})}, {row});
+  b.Op("Reshape", {row, b.IntConstant("shape", {1, 8, 40, 1})}, {rows});
+  b.Op("Add", {y, rows}, {z});
+  b.Output(z);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4}));
+}
+
 // Leaves read through broadcasts (along and across the inner dim) and a transpose, and scalar
 // operands on either side, over more elements than one tile with rows that straddle tiles: the
 // run-by-run reads and the scalar loops must index exactly like the general index lists.
