@@ -95,8 +95,12 @@ class Walk {
     // A value evaluated whole once (hoisted), and what only it reads, is not pulled per tile.
     std::unordered_set<TensorId> once;
     for (TensorId h : hoisted_) OnlyFor(h, &once);
+    // Neither is a broadcast leaf read only in place, run by run (no evaluation call).
     double per_tile = 0;
-    for (TensorId t : values) per_tile += once.count(t) ? 0 : 1;
+    for (TensorId t : values) {
+      bool in_place_only = streamed_.count(t) && !read_.count(t) && asked_[t].total() == 0;
+      per_tile += once.count(t) || in_place_only ? 0 : 1;
+    }
     out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
     return out_;
   }
@@ -143,6 +147,7 @@ class Walk {
   // Input `u` read through an identity map: the consumer's requests pass through.
   void Identity(TensorId u, Requests r) {
     if (Internal(u)) return Ask(u, r);
+    read_.insert(u);
     out_.gathered_elements += r.list();  // A leaf at an index list is a gather.
   }
 
@@ -174,6 +179,10 @@ class Walk {
     }
     MapWork(r, rank);
     if (!Internal(ViewSource(u))) {
+      for (TensorId t = u;; t = g_.node(g_.tensor(t).producer).inputs[0]) {
+        read_.insert(t);
+        if (!Internal(t)) break;
+      }
       out_.gathered_elements += r.list();  // Gathered; a range is copied run by run (above)...
       // ...with a stride when the map moves the innermost dim of a tensor it does not broadcast:
       // no two reads share a cache line, as costly as re-indexing each element.
@@ -190,6 +199,7 @@ class Walk {
     l.runs *= share;
     l.scattered *= share;
     if (Internal(u)) return Ask(u, l);
+    read_.insert(u);
     out_.gathered_elements += l.list();
   }
 
@@ -346,6 +356,11 @@ class Walk {
   void Streamed(const Node& n, TensorId u, Requests r, size_t rank) {
     out_.run_calls += StreamCalls(n, u, r);
     Requests lists{0, r.runs, r.scattered};
+    for (TensorId t = u;; t = g_.node(g_.tensor(t).producer).inputs[0]) {
+      streamed_.insert(t);  // The leaf and the views of it are read in place from a range...
+      if (lists.list() > 0) read_.insert(t);  // ...and evaluated at an index list.
+      if (!Internal(t)) break;
+    }
     MapWork(lists, rank);
     out_.gathered_elements += lists.list();
   }
@@ -436,7 +451,9 @@ class Walk {
   const FusionGroup& group_;
   std::unordered_map<TensorId, Requests> asked_;
   std::unordered_set<TensorId> hoisted_;
-  double piece_calls_ = 0;  // While visiting a value's pieces: how many there are.
+  std::unordered_set<TensorId> streamed_;  // Leaves (and views of them) read in place, run by run.
+  std::unordered_set<TensorId> read_;      // Leaves (and views of them) read any other way.
+  double piece_calls_ = 0;                 // While visiting a value's pieces: how many there are.
   LoopEvaluation out_;
 };
 
