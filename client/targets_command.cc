@@ -275,6 +275,8 @@ void PrintMachineCheck(const MachineCheck& before, const MachineCheck& after) {
   }
 }
 
+constexpr size_t kWrongCallsShown = 8;
+
 int RunValidate(const ValidateFlags& f) {
   auto profile = LocalProfile(f.connection);
   if (!profile.ok()) return Fail("costmodel validate", profile.status());
@@ -335,6 +337,17 @@ int RunValidate(const ValidateFlags& f) {
           report->repeat_tau, 100 * report->repeat_agreement);
     }
     PrintMachineCheck(*before, *after);
+    std::vector<WrongFuseCall> wrong = WrongFuseCalls(*report);
+    if (!wrong.empty()) {
+      std::printf("wrong fuse-or-not calls (fused / unfused time, measured vs predicted%s):\n",
+                  wrong.size() > kWrongCallsShown ? "; all of them with --json" : "");
+    }
+    for (size_t i = 0; i < std::min(wrong.size(), kWrongCallsShown); ++i) {
+      const WrongFuseCall& w = wrong[i];
+      std::printf("  %-9s %.3f vs %.3f  %s %s  at %s\n", w.decisive ? "decisive" : "close",
+                  w.measured_ratio, w.predicted_ratio, w.model.c_str(), w.ops.c_str(),
+                  w.where.c_str());
+    }
   }
   if (!f.plot.empty()) {
     Status s = WritePlot(*report, f.plot);

@@ -365,10 +365,10 @@ class Walk {
     out_.gathered_elements += lists.list();
   }
 
-  // A computed broadcast operand is streamed too when the span of its elements a tile reads is at
-  // most a quarter of the tile (runtime: StreamedOperand): evaluated once per tile over that span,
-  // or, when all of it is at most a quarter of a tile, whole once per thread (in parallel, so
-  // once in time), then read run by run. The span: the tile's share of u, plus one element when u
+  // A computed broadcast operand is streamed too when all of it is at most a tile, evaluated whole
+  // once per thread (in parallel, so once in time), or when the span of its elements a tile reads
+  // is at most a quarter of the tile, evaluated once per tile over that span (runtime:
+  // StreamedOperand); then read run by run. The span: the tile's share of u, plus one element when u
   // is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all of
   // u. Returns the span per tile, 0 when u is not streamed.
   double StreamedSpan(const Node& n, TensorId u, Requests r) const {
@@ -379,15 +379,16 @@ class Walk {
     bool inner_broadcast = true;
     double run = RunLength(in, out, &inner_broadcast);
     if (inner_broadcast) run = 1;
-    double span =
-        std::min(Elements(g_, u), tile * Elements(g_, u) / Elements(g_, n.outputs[0]) + run);
+    const double whole = Elements(g_, u);
+    if (whole <= tile) return whole;
+    double span = std::min(whole, tile * whole / Elements(g_, n.outputs[0]) + run);
     return 4 * span <= tile ? span : 0;
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
     out_.run_calls += StreamCalls(n, u, r);
     const double tile = std::min(kLoopTile, r.range), whole = Elements(g_, u);
-    if (4 * whole <= tile) hoisted_.insert(u);
-    Ask(u, {4 * whole <= tile ? whole : std::ceil(r.range / kLoopTile) * span, 0, 0});
+    if (whole <= tile) hoisted_.insert(u);
+    Ask(u, {whole <= tile ? whole : std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
     if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
   }

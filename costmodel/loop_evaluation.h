@@ -2,9 +2,10 @@
 // The loop pulls each tile of an output through the expression: a node is evaluated at the
 // elements its consumer asks for, so a value upstream of a Gather, or of a broadcast whose span
 // per tile is long, is evaluated once per element of the consumer's index space, not once per
-// element of its own. (A binary node evaluates a broadcast operand whose span per tile is at most
-// a quarter of the tile once over that span: the squeeze-and-excite Sigmoid of a [1,C,1,1]
-// tensor that a Mul broadcasts over [1,C,H,W] runs about once per channel.) Index work is counted
+// element of its own. (A binary node evaluates a computed broadcast operand of at most a tile
+// whole once per thread, and one whose span per tile is at most a quarter of the tile once over
+// that span: the squeeze-and-excite Sigmoid of a [1,C,1,1] tensor that a Mul broadcasts over
+// [1,C,H,W] runs about once per channel.) Index work is counted
 // per element:
 //   - a map from a contiguous range (broadcast, transpose, slice of a leaf; the coordinates a
 //     Pad tests) walks the range run by run: one index (or one copied element) each;

@@ -15,6 +15,14 @@ std::string OpsOf(const Graph& g) {
   return s;
 }
 
+// "/layer4/layer4.1/Add -> 1x512x1x1": the first node's name in the model, the last one's output.
+std::string WhereOf(const Graph& r) {
+  if (r.num_nodes() == 0) return "";
+  const Node& last = r.node(static_cast<NodeId>(r.num_nodes() - 1));
+  std::string out = last.outputs.empty() ? "" : ShapeString(r.tensor(last.outputs[0]).dims);
+  return r.node(0).name + " -> " + out;
+}
+
 // The alternatives of a region whose nodes form one legal group.
 std::vector<std::pair<std::string, FusionPlan>> Alternatives(const Graph& r) {
   std::vector<std::pair<std::string, FusionPlan>> out;
@@ -69,7 +77,7 @@ std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_r
     if (!seen.insert(CanonicalHash(r)).second) continue;
     auto alternatives = Alternatives(r);
     if (alternatives.size() < 2) continue;
-    out.push_back({g.model_name, OpsOf(r), std::move(r), std::move(alternatives)});
+    out.push_back({g.model_name, OpsOf(r), WhereOf(r), std::move(r), std::move(alternatives)});
   }
   return out;
 }
@@ -157,7 +165,8 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     }
     ++report.regions;
     for (size_t i = 0; i < pred.size(); ++i) {
-      report.items.push_back({r.model, r.ops, r.alternatives[i].first, pred[i], meas[i]});
+      report.items.push_back(
+          {report.regions - 1, r.model, r.ops, r.where, r.alternatives[i].first, pred[i], meas[i]});
       abs_pct += 100 * std::fabs(pred[i] - meas[i]) / meas[i];
     }
     int pairs = 0;
@@ -197,16 +206,48 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   return report;
 }
 
+std::vector<WrongFuseCall> WrongFuseCalls(const ValidationReport& r) {
+  std::vector<WrongFuseCall> wrong;
+  for (size_t i = 0; i + 1 < r.items.size(); ++i) {
+    const ValidationItem &fused = r.items[i], &unfused = r.items[i + 1];
+    if (fused.region != unfused.region || fused.alternative != "fused") continue;
+    double measured = fused.measured_ns / unfused.measured_ns;
+    double predicted = fused.predicted_ns / unfused.predicted_ns;
+    if ((measured < 1) == (predicted < 1)) continue;
+    bool decisive = std::fabs(fused.measured_ns - unfused.measured_ns) >=
+                    0.05 * std::min(fused.measured_ns, unfused.measured_ns);
+    wrong.push_back(
+        {fused.region, fused.model, fused.ops, fused.where, measured, predicted, decisive});
+  }
+  auto gap = [](const WrongFuseCall& w) { return std::fabs(std::log(w.measured_ratio)); };
+  std::stable_sort(wrong.begin(), wrong.end(), [&](const auto& a, const auto& b) {
+    return a.decisive != b.decisive ? a.decisive : gap(a) > gap(b);
+  });
+  return wrong;
+}
+
 nlohmann::json ReportToJson(const ValidationReport& r) {
   nlohmann::json items = nlohmann::json::array();
   std::vector<double> errors;
   for (const auto& i : r.items) {
-    items.push_back({{"model", i.model},
+    items.push_back({{"region", i.region},
+                     {"model", i.model},
                      {"ops", i.ops},
+                     {"where", i.where},
                      {"alternative", i.alternative},
                      {"predicted_ns", i.predicted_ns},
                      {"measured_ns", i.measured_ns}});
     errors.push_back(std::fabs(i.predicted_ns - i.measured_ns) / i.measured_ns * 100);
+  }
+  nlohmann::json wrong = nlohmann::json::array();
+  for (const WrongFuseCall& w : WrongFuseCalls(r)) {
+    wrong.push_back({{"region", w.region},
+                     {"model", w.model},
+                     {"ops", w.ops},
+                     {"where", w.where},
+                     {"measured_fused_over_unfused", w.measured_ratio},
+                     {"predicted_fused_over_unfused", w.predicted_ratio},
+                     {"decisive", w.decisive}});
   }
   return {{"mape_percent", r.mape},
           {"median_ape_percent", Percentile(errors, 0.5)},
@@ -221,6 +262,7 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
           {"skipped_unstable", r.skipped_unstable},
           {"measurement_repeatability",
            {{"kendall_tau", r.repeat_tau}, {"fuse_decision_agreement", r.repeat_agreement}}},
+          {"wrong_fuse_calls", wrong},
           {"items", items}};
 }
 

@@ -29,7 +29,8 @@ namespace fusor {
 
 struct HeldOutRegion {
   std::string model;
-  std::string ops;  // "Conv+BatchNormalization+Relu"
+  std::string ops;    // "Conv+BatchNormalization+Relu"
+  std::string where;  // The model's name of its first node and its output shape, to find it.
   Graph graph;
   std::vector<std::pair<std::string, FusionPlan>> alternatives;  // "fused", "unfused", "split@2".
 };
@@ -39,7 +40,8 @@ std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_r
                                           uint64_t seed);
 
 struct ValidationItem {
-  std::string model, ops, alternative;
+  int region = 0;  // Index among the measured regions; a region's alternatives share it.
+  std::string model, ops, where, alternative;
   double predicted_ns = 0, measured_ns = 0;
 };
 
@@ -55,6 +57,17 @@ struct ValidationReport {
   double repeat_tau = 0;
   double repeat_agreement = 0;
 };
+
+// A fuse-or-not decision the model got wrong: fused against unfused, as measured and predicted.
+struct WrongFuseCall {
+  int region = 0;
+  std::string model, ops, where;
+  double measured_ratio = 0, predicted_ratio = 0;  // Fused time / unfused time.
+  bool decisive = false;                           // Measured >= 5% apart.
+};
+// The report's wrong fuse-or-not decisions, decisive ones first, then by measured gap, largest
+// first: where a person should look first.
+std::vector<WrongFuseCall> WrongFuseCalls(const ValidationReport& r);
 
 // Each alternative is measured `rounds` times, interleaved with the region's other alternatives,
 // and scored by the median; a region is skipped as unstable when more than half of some

@@ -11,38 +11,48 @@ using testing::IrBuilder;
 
 FusionGroup Loop(std::vector<NodeId> nodes) { return {GroupKind::kLoop, std::move(nodes), {}}; }
 
-// Squeeze-and-excite: gate = Sigmoid(s[1,8,1,1]); y = x[1,8,4,4] * gate. The Mul streams the gate
-// run by run (8 runs of 16, one call each): the gate is evaluated once over the span of channels
-// the tile reads (its share 128 * 8/128 plus 1 for a partial run, at most all 8 of it: 8), not
-// once per element of y, and nothing is indexed or gathered. Over [1,8,2,1] the span (8 of a
-// 16-element tile) is over a quarter of the tile: the gate is then pulled per element of y through
-// an index list (16 indexed), reading s at that list (16 gathered).
+// A squeeze-and-excite gate: gate = Sigmoid(s[1,c,1,1]); y = x[dims] * gate.
+struct GateGraph {
+  Graph g;
+  TensorId gate, y;
+};
+GateGraph Gate(int64_t c, const Shape& dims) {
+  IrBuilder b;
+  TensorId s = b.Input("s", {1, c, 1, 1}), x = b.Input("x", dims);
+  TensorId gate = b.Act("gate", {1, c, 1, 1}), y = b.Act("y", dims);
+  b.Op("Sigmoid", {s}, {gate});
+  b.Op("Mul", {x, gate}, {y});
+  b.Output(y);
+  return {b.Build(), gate, y};
+}
+
+// Squeeze-and-excite with a gate longer than a tile: gate = Sigmoid(s[1,8192,1,1]);
+// y = x[1,8192,h,w] * gate. Over 4x4 (32 tiles of 4096) the Mul streams the gate run by run (8192
+// runs of 16, one call each), evaluating it once per tile over the span of channels the tile
+// reads (its share 4096 * 8192/131072 = 256, plus 1 for a partial run: 257), not once per
+// element of y, and nothing is indexed or gathered. Over 2x1 the span (2049 of a 4096-element
+// tile) is over a quarter of the tile: the gate is then pulled per element of y through an index
+// list (n indexed), reading s at that list (n gathered).
 TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
   for (int64_t h : {4, 2}) {
     SCOPED_TRACE(h);
-    IrBuilder b;
-    const Shape dims = {1, 8, h, h == 4 ? 4 : 1};
-    const double n = static_cast<double>(8 * h * dims[3]);
-    TensorId s = b.Input("s", {1, 8, 1, 1}), x = b.Input("x", dims);
-    TensorId gate = b.Act("gate", {1, 8, 1, 1}), y = b.Act("y", dims);
-    b.Op("Sigmoid", {s}, {gate});
-    b.Op("Mul", {x, gate}, {y});
-    b.Output(y);
-    Graph g = b.Build();
+    const Shape dims = {1, 8192, h, h == 4 ? 4 : 1};
+    const double n = static_cast<double>(8192 * h * dims[3]), tiles = n / 4096;
+    auto [g, gate, y] = Gate(8192, dims);
     LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
     EXPECT_DOUBLE_EQ(e.evaluated.at(y), n);
     const bool streamed = h == 4;
-    EXPECT_DOUBLE_EQ(e.evaluated.at(gate), streamed ? 8 : n);
+    EXPECT_DOUBLE_EQ(e.evaluated.at(gate), streamed ? tiles * 257 : n);
     EXPECT_DOUBLE_EQ(e.indexed_elements, streamed ? 0 : n);
     EXPECT_DOUBLE_EQ(e.gathered_elements, streamed ? 0 : n);
     EXPECT_DOUBLE_EQ(e.remapped_elements, 0);
-    EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4);  // Values y, gate, x, s: one tile.
-    EXPECT_DOUBLE_EQ(e.run_calls, streamed ? 8 : 0);
+    EXPECT_DOUBLE_EQ(e.eval_calls, tiles * 4);  // Values y, gate, x, s: every tile.
+    EXPECT_DOUBLE_EQ(e.run_calls, streamed ? 8192 : 0);
   }
 }
 
-// The same gate over 1x32x112x112 (98 tiles): all of it (32) is at most a quarter of a tile, so
-// each thread evaluates it whole once and keeps it (runtime: StreamedOperand). Only x and y are
+// A gate of 32 over 1x32x112x112 (98 tiles): all of it is at most a tile, so each thread
+// evaluates it whole once and keeps it (runtime: StreamedOperand). Only x and y are
 // pulled per tile; the gate and s, which only the gate reads, once. A per-row layer-norm divisor
 // Sqrt(var + eps) over 128 rows of 768 (24 tiles) likewise: var, the Add and the Sqrt once.
 TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
@@ -69,6 +79,20 @@ TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   EXPECT_DOUBLE_EQ(ln.evaluated.at(root), 128);
   EXPECT_DOUBLE_EQ(ln.evaluated.at(eps), 128);
   EXPECT_DOUBLE_EQ(ln.eval_calls, 24 * 2 + 3);
+
+  // EfficientNet's last gate, 1152 over 1x1152x7x7 (14 tiles): more than a quarter of a tile but
+  // not more than one, also whole once (span by span took 16 us against 12 whole, measured).
+  GateGraph last_gate = Gate(1152, {1, 1152, 7, 7});
+  LoopEvaluation last = EvaluateLoop(last_gate.g, Loop({0, 1}), {last_gate.y});
+  EXPECT_DOUBLE_EQ(last.evaluated.at(last_gate.gate), 1152);
+  EXPECT_DOUBLE_EQ(last.eval_calls, 14 * 2 + 2);
+  EXPECT_DOUBLE_EQ(last.indexed_elements + last.gathered_elements, 0);
+  // A gate of 2048 over 1x2048x2x1 (one tile of 4096): its span is half the tile, but all of it
+  // fits the tile, so it is still evaluated whole once and streamed, not pulled per element.
+  GateGraph half_gate = Gate(2048, {1, 2048, 2, 1});
+  LoopEvaluation half = EvaluateLoop(half_gate.g, Loop({0, 1}), {half_gate.y});
+  EXPECT_DOUBLE_EQ(half.evaluated.at(half_gate.gate), 2048);
+  EXPECT_DOUBLE_EQ(half.indexed_elements + half.gathered_elements, 0);
 }
 
 // z = Transpose(x[4,8] * w[8]), perm (1,0). The transpose moves the innermost dim, so the Mul is

@@ -62,6 +62,15 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   EXPECT_DOUBLE_EQ(good->kendall_tau, 1.0);
   EXPECT_DOUBLE_EQ(good->repeat_tau, 1.0);  // A repeatable measurement.
   EXPECT_DOUBLE_EQ(good->repeat_agreement, 1.0);
+  // Each item says which region it measured and where in the model that region was cut.
+  ASSERT_FALSE(good->items.empty());
+  EXPECT_EQ(good->items.back().region, good->regions - 1);
+  for (const ValidationItem& i : good->items) {
+    const HeldOutRegion& r = regions.at(i.region);
+    EXPECT_EQ(i.ops, r.ops);
+    EXPECT_EQ(i.where.rfind(r.graph.node(0).name + " -> ", 0), 0u) << i.where;
+    EXPECT_NE(i.where.find('x'), std::string::npos) << i.where;  // An output shape, "1x64x56x56".
+  }
   MeasureFn inverted = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     return MeasuredTime{1e9 / model.Cost(r, p).total.total_ns, 0, false, {}, false};
   };
@@ -70,6 +79,15 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   EXPECT_DOUBLE_EQ(bad->kendall_tau, -1.0);
   EXPECT_DOUBLE_EQ(bad->agreement, 0.0);
   EXPECT_GT(bad->mape, 50);
+  // Every decision of the inverted measurement is a wrong call, decisive ones listed first.
+  EXPECT_TRUE(WrongFuseCalls(*good).empty());
+  std::vector<WrongFuseCall> wrong = WrongFuseCalls(*bad);
+  ASSERT_EQ(static_cast<int>(wrong.size()), bad->decisions);
+  for (size_t i = 0; i < wrong.size(); ++i) {
+    EXPECT_NE(wrong[i].measured_ratio < 1, wrong[i].predicted_ratio < 1);
+    if (i > 0) EXPECT_TRUE(wrong[i - 1].decisive || !wrong[i].decisive);
+  }
+  EXPECT_EQ(ReportToJson(*bad)["wrong_fuse_calls"].size(), wrong.size());
 }
 
 // One disturbed measurement of an alternative (its first round, 100x fast) is outvoted by the

@@ -413,6 +413,16 @@ TEST(LoopKernel, SmallBroadcastComputedValuesAreEvaluatedWholeOncePerThread) {
   b.Output(z);
   Graph g = b.Build();
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4}));
+
+  // A gate of 2048 channels over 1x2048x3x1: more than a quarter of a tile of 4096, kept whole
+  // too; the second tile starts mid-channel and is shorter than the gate.
+  IrBuilder b2;
+  TensorId gate2 = b2.Act("gate", {1, 2048, 1, 1}), y2 = b2.Act("y", {1, 2048, 3, 1});
+  b2.Op("Sigmoid", {b2.Input("g", {1, 2048, 1, 1})}, {gate2});
+  b2.Op("Mul", {b2.Input("x", {1, 2048, 3, 1}), gate2}, {y2});
+  b2.Output(y2);
+  Graph g2 = b2.Build();
+  ExpectMatchesReference(g2, OneGroup(GroupKind::kLoop, {0, 1}));
 }
 
 // Leaves read through broadcasts (along and across the inner dim) and a transpose, and scalar
