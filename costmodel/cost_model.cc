@@ -7,6 +7,7 @@
 
 #include "costmodel/loop_evaluation.h"
 #include "graph/layout.h"
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "graph/threading.h"
 
@@ -314,6 +315,27 @@ bool HasEpilogueLoop(const Graph& g, const FusionGroup& group) {
   return epilogue && RunsAsRowReduction(g, group);
 }
 
+// Parallel regions our row reduction does not enter, of the one per loop kernel counted: its
+// reduction over few elements, and its epilogue loop over one tile (LayerNorm's per-row
+// Add+Sqrt of 128 values runs on the calling thread).
+double RowReductionForksSaved(const Graph& g, const FusionGroup& group) {
+  if (group.kind != GroupKind::kReduction || !RunsAsRowReduction(g, group)) return 0;
+  for (NodeId id : group.nodes) {
+    const Node& n = g.node(id);
+    if (ClassifyNode(g, n) != OpClass::kReduction) continue;
+    const int64_t len = RowReductionOf(g, n).len;
+    if (len <= 0) return 0;
+    const int64_t rows = g.tensor(n.inputs[0]).num_elements() / len;
+    double saved = RowReductionForks(rows, len) ? 0 : 1;
+    if (HasEpilogueLoop(g, group)) {
+      const Tensor& out = g.tensor(g.node(group.nodes.back()).outputs[0]);
+      saved += out.num_elements() <= kLoopTileElements ? 1 : 0;
+    }
+    return saved;
+  }
+  return 0;
+}
+
 // The same elementwise group as one oneDNN eltwise / binary primitive with post-ops.
 GroupFeatures ChainPrimitiveFeatures(const Graph& g, const FusionGroup& group,
                                      const std::vector<TensorId>& inputs,
@@ -490,7 +512,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
   bool serial = RunsSerially(g, group);
   f.threads = serial ? 1 : target.cores;
-  f.forks = serial ? 0 : f.kernels + f.loop_kernels;
+  f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group);
   if (loop && HasPrimitiveChainForm(g, group.nodes) &&
       materialized == std::vector<TensorId>{g.node(group.nodes.back()).outputs[0]}) {
     GroupFeatures chain =

@@ -5,12 +5,13 @@
 #include <unordered_set>
 
 #include "graph/op_registry.h"
+#include "graph/threading.h"
 
 namespace fusor {
 namespace {
 
 // Elements per tile of our loops and per chunk of their row reductions (runtime/fused_loop.h).
-constexpr double kLoopTile = 4096;
+constexpr double kLoopTile = kLoopTileElements;
 // Elements per run, at least, for a computed value read through a map to be evaluated run by run
 // (runtime/fused_loop.cc: kMinEvaluatedRun).
 constexpr double kMinEvaluatedRun = 64;
@@ -368,9 +369,9 @@ class Walk {
   // A computed broadcast operand is streamed too when all of it is at most a tile, evaluated whole
   // once per thread (in parallel, so once in time), or when the span of its elements a tile reads
   // is at most a quarter of the tile, evaluated once per tile over that span (runtime:
-  // StreamedOperand); then read run by run. The span: the tile's share of u, plus one element when u
-  // is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all of
-  // u. Returns the span per tile, 0 when u is not streamed.
+  // StreamedOperand); then read run by run. The span: the tile's share of u, plus one element when
+  // u is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all
+  // of u. Returns the span per tile, 0 when u is not streamed.
   double StreamedSpan(const Node& n, TensorId u, Requests r) const {
     if (r.range == 0) return 0;
     const Shape& in = g_.tensor(u).dims;

@@ -21,4 +21,15 @@ inline constexpr double kSerialMaxBytes = 1 << 17;  // Read and written, every n
 
 bool RunsSerially(const Graph& g, const FusionGroup& group);
 
+// Elements per tile of our fused loop; a loop of one tile runs on the calling thread (no
+// parallel region: even one that does not fork costs microseconds in libgomp).
+inline constexpr int64_t kLoopTileElements = 4096;
+
+// Our row reduction (RunsAsRowReduction) enters a parallel region only over more than one row
+// and more than this many input elements; its epilogue loop only over more than one tile.
+inline constexpr int64_t kRowReductionForkElements = 16384;
+inline bool RowReductionForks(int64_t rows, int64_t len) {
+  return rows > 1 && rows * len > kRowReductionForkElements;
+}
+
 }  // namespace fusor

@@ -30,6 +30,7 @@
 
 #include "base/status.h"
 #include "graph/graph.h"
+#include "graph/threading.h"
 #include "runtime/host_tensor.h"
 
 namespace fusor {
@@ -40,7 +41,7 @@ class LoopScratch;
 class FusedLoop {
  public:
   using Lookup = std::function<const HostTensor*(TensorId)>;
-  static constexpr int64_t kDefaultTile = 4096;
+  static constexpr int64_t kDefaultTile = kLoopTileElements;
 
   // Compiles a loop computing `outputs` (each produced by one of `nodes`, ascending node ids).
   // Tensors read by `nodes` but produced elsewhere are leaves. `known` returns the values of

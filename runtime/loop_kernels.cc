@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "graph/op_registry.h"
+#include "graph/threading.h"
 #include "runtime/group_kernel.h"
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
@@ -149,7 +150,7 @@ class RowReductionKernel : public GroupKernel {
     // Small reductions run on the calling thread: waking the team costs more than they do. They
     // enter no parallel region at all: even one that does not fork costs ~2.5 us in libgomp. Nor
     // does a group the executor runs serially (one OpenMP thread; graph/threading.h).
-    if (rows_ > 1 && rows_ * len_ > 16384 && omp_get_max_threads() > 1) {
+    if (RowReductionForks(rows_, len_) && omp_get_max_threads() > 1) {
 #pragma omp parallel
       RunBlocks();
     } else {

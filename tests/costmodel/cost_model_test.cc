@@ -593,5 +593,42 @@ TEST(GroupFeatures, RowReductionsAreLoopsAndOtherReductionsPrimitives) {
   EXPECT_EQ(f[2].kernels, 1);
 }
 
+// LayerNorm's variance tail, ReduceMean over 128 rows of 768 then Add eps and Sqrt: the reduction
+// forks (98304 elements), its epilogue over 128 values is one tile and runs on the calling thread,
+// so the group wakes the team once, not once per loop kernel. A GlobalAveragePool over 1280x7x7
+// with a Relu over 1280 values likewise; with a Relu over 8192 values (two tiles) the epilogue
+// forks too.
+TEST(GroupFeatures, ARowReductionsEpilogueOfOneTileDoesNotFork) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 128, 768});
+  TensorId mean = b.Act("mean", {1, 128, 1}), eps = b.Act("eps", {1, 128, 1});
+  TensorId root = b.Act("root", {1, 128, 1});
+  b.Op("ReduceMean", {x, b.IntConstant("axes", {-1})}, {mean}, {Int("keepdims", 1)});
+  b.Op("Add", {mean, b.FloatScalar("e", 1e-5)}, {eps});
+  b.Op("Sqrt", {eps}, {root});
+  b.Output(root);
+  for (int64_t c : {1280, 8192}) {
+    TensorId p = b.Input("p" + std::to_string(c), {1, c, 7, 7});
+    TensorId gap = b.Act("gap" + std::to_string(c), {1, c, 1, 1});
+    TensorId y = b.Act("y" + std::to_string(c), {1, c, 1, 1});
+    b.Op("GlobalAveragePool", {p}, {gap});
+    b.Op("Relu", {gap}, {y});
+    b.Output(y);
+  }
+  Graph g = b.Build();
+  FusionPlan plan{{FusionGroup{GroupKind::kReduction, {0, 1, 2}, {}},
+                   FusionGroup{GroupKind::kReduction, {3, 4}, {}},
+                   FusionGroup{GroupKind::kReduction, {5, 6}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, plan).ok());
+  TargetFingerprint t;
+  t.isa = "avx2";
+  t.cores = 2;
+  auto f = PlanFeatures(g, plan, t);
+  for (const GroupFeatures& gf : f) EXPECT_EQ(gf.loop_kernels, 2);
+  EXPECT_EQ(f[0].forks, 1);
+  EXPECT_EQ(f[1].forks, 1);
+  EXPECT_EQ(f[2].forks, 2);
+}
+
 }  // namespace
 }  // namespace fusor
