@@ -199,15 +199,24 @@ std::string RecordedMeasurer::GroupKey(const Graph& g, const FusionGroup& group)
 }
 
 void RecordedMeasurer::Record(const std::string& key, const Measurement& m) {
-  std::lock_guard<std::mutex> lock(mu_);
-  table_[key] = m;
+  RecordSequence(key, {m});
 }
 
-StatusOr<Measurement> RecordedMeasurer::Find(const std::string& key) const {
+void RecordedMeasurer::RecordSequence(const std::string& key, std::vector<Measurement> answers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  table_[key] = Answers{std::move(answers), 0};
+}
+
+StatusOr<Measurement> RecordedMeasurer::Find(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = table_.find(key);
-  if (it == table_.end()) return Status::NotFound("no recorded measurement for '" + key + "'");
-  return it->second;
+  if (it == table_.end() || it->second.in_order.empty()) {
+    return Status::NotFound("no recorded measurement for '" + key + "'");
+  }
+  Answers& a = it->second;
+  const Measurement& m = a.in_order[std::min(a.next, a.in_order.size() - 1)];
+  ++a.next;
+  return m;
 }
 
 StatusOr<Measurement> RecordedMeasurer::MeasurePlan(const Graph& g, const FusionPlan& plan) {

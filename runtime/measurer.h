@@ -118,13 +118,19 @@ class RecordedMeasurer : public Measurer {
   static std::string PlanKey(const Graph& g, const FusionPlan& plan);
   static std::string GroupKey(const Graph& g, const FusionGroup& group);
   void Record(const std::string& key, const Measurement& m);
+  // Answers for `key` in this order, one per call, the last one repeating.
+  void RecordSequence(const std::string& key, std::vector<Measurement> answers);
   StatusOr<Measurement> MeasurePlan(const Graph& g, const FusionPlan& plan) override;
   StatusOr<Measurement> MeasureGroup(const Graph& g, const FusionGroup& group) override;
 
  private:
-  StatusOr<Measurement> Find(const std::string& key) const;
-  mutable std::mutex mu_;
-  std::map<std::string, Measurement> table_;  // Guarded by mu_.
+  struct Answers {
+    std::vector<Measurement> in_order;
+    size_t next = 0;
+  };
+  StatusOr<Measurement> Find(const std::string& key);
+  std::mutex mu_;
+  std::map<std::string, Answers> table_;  // Guarded by mu_.
 };
 
 }  // namespace fusor

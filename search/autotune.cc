@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <vector>
 
 namespace fusor {
 namespace {
@@ -10,6 +12,13 @@ using Clock = std::chrono::steady_clock;
 
 // Whole plans measured at the end: the refined plan, the rules baseline and every op alone.
 constexpr int kWholePlans = 3;
+// Extra alternating measurements of the tuned plan and a baseline that beat it once.
+constexpr int kConfirmRounds = 2;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 struct Alternative {
   std::string name;
@@ -185,16 +194,53 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
   }
   const FusionPlan unfused = UnfusedPlan(g);
   FUSOR_ASSIGN_OR_RETURN(result.unfused_measured, refine.Measure(g, unfused));
-  auto keep_if_faster = [&](const FusionPlan& plan, const Measurement& m, const char* why) {
-    double best = static_cast<double>(result.measured.median_ns);
-    if (m.samples == 0 || m.unstable || m.median_ns >= best * (1 - options.noise_margin)) return;
-    result.trials.push_back({"whole graph", why, model.Cost(g, plan).total.total_ns,
-                             static_cast<double>(m.median_ns), true});
-    result.plan = plan;
-    result.measured = m;
+  // The challenger: the faster of the two baselines that beats the tuned plan by the margin.
+  const FusionPlan* challenger = nullptr;
+  const Measurement* challenger_m = nullptr;
+  const char* why = nullptr;
+  auto consider = [&](const FusionPlan& plan, const Measurement& m, const char* reason) {
+    const Measurement& bar = challenger_m ? *challenger_m : result.measured;
+    if (m.samples == 0 || m.unstable) return;
+    if (m.median_ns >= static_cast<double>(result.measured.median_ns) * (1 - options.noise_margin))
+      return;
+    if (challenger_m && m.median_ns >= bar.median_ns) return;
+    challenger = &plan;
+    challenger_m = &m;
+    why = reason;
   };
-  keep_if_faster(rules, rules_measured, "rules (measured faster than the tuned plan)");
-  keep_if_faster(unfused, result.unfused_measured, "unfused (measured faster than the tuned plan)");
+  consider(rules, rules_measured, "rules (measured faster than the tuned plan)");
+  consider(unfused, result.unfused_measured, "unfused (measured faster than the tuned plan)");
+  if (challenger != nullptr) {
+    // One measurement each may have met the host's slow states (they last seconds): before the
+    // challenger replaces the tuned plan, both are measured kConfirmRounds more times,
+    // alternating, and the challenger must still win by the margin on the medians. Not refused by
+    // the budget: this is the tuner's last word, which one lucky measurement must not decide.
+    std::vector<double> tuned_ns = {static_cast<double>(result.measured.median_ns)};
+    std::vector<double> challenger_ns = {static_cast<double>(challenger_m->median_ns)};
+    Measurement last = *challenger_m;
+    for (int round = 0; round < kConfirmRounds; ++round) {
+      FUSOR_ASSIGN_OR_RETURN(Measurement t, refine.Measure(g, result.plan));
+      FUSOR_ASSIGN_OR_RETURN(last, refine.Measure(g, *challenger));
+      tuned_ns.push_back(t.unstable ? std::numeric_limits<double>::infinity()
+                                    : static_cast<double>(t.median_ns));
+      challenger_ns.push_back(last.unstable ? std::numeric_limits<double>::infinity()
+                                            : static_cast<double>(last.median_ns));
+    }
+    const double tuned_median = Median(tuned_ns), challenger_median = Median(challenger_ns);
+    if (challenger_median < tuned_median * (1 - options.noise_margin)) {
+      result.trials.push_back(
+          {"whole graph", why, model.Cost(g, *challenger).total.total_ns, challenger_median, true});
+      result.plan = *challenger;
+      result.measured = *challenger_m;
+      result.measured.median_ns = static_cast<int64_t>(challenger_median);
+    } else {
+      result.trials.push_back({"whole graph",
+                               std::string(why) + ", not confirmed on " +
+                                   std::to_string(kConfirmRounds + 1) + " alternating runs",
+                               model.Cost(g, *challenger).total.total_ns, challenger_median,
+                               false});
+    }
+  }
   if (progress) progress(1.0, "measured");
   return std::move(result);
 }

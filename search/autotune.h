@@ -6,8 +6,12 @@
 // if it is measured faster by more than `noise_margin` (so noise does not undo good fusions).
 // Finally the resulting plan, the rules baseline's plan and the unfused plan are measured whole,
 // and the fastest (beyond the margin against the resulting plan) is returned: a tuned plan is never
-// knowingly slower than the rules baseline or than no fusion at all. Every measurement counts
-// against `measure_budget`; `time_limit_s` and the cancelled flag stop early with what is known.
+// knowingly slower than the rules baseline or than no fusion at all. A baseline that beats the
+// resulting plan is measured twice more against it, alternating, and replaces it only if it still
+// wins by the margin on the medians of three (one measurement in a slow stretch of a shared host
+// made MobileNetV2's tuned plan the unfused one). Every measurement counts against
+// `measure_budget`, which does not refuse those confirmation runs (at most four);
+// `time_limit_s` and the cancelled flag stop early with what is known.
 // Also returns each single-group measurement as a calibration sample, for later refits.
 // Uses the runtime through the Measurer seam; not thread-safe (one measurement at a time).
 #pragma once

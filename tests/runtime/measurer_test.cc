@@ -146,6 +146,13 @@ TEST(RecordedMeasurer, AnswersFromTheTableAndNotFoundOtherwise) {
   EXPECT_EQ(found->median_ns, 1234);
   auto missing = recorded.MeasurePlan(g, UnfusedPlan(g));
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
+  // A sequence is answered in order, its last answer repeating.
+  Measurement a, b;
+  a.median_ns = 10;
+  b.median_ns = 20;
+  recorded.RecordSequence(RecordedMeasurer::PlanKey(g, UnfusedPlan(g)), {a, b});
+  for (int64_t want : {10, 20, 20})
+    EXPECT_EQ(recorded.MeasurePlan(g, UnfusedPlan(g))->median_ns, want);
 }
 
 }  // namespace
