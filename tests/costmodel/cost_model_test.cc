@@ -131,6 +131,33 @@ TEST(PlanFeatures, AConvOutputReadByALoopIsHandedOffAcrossCores) {
   EXPECT_EQ(PlanFeatures(tiny, UnfusedPlan(tiny), two).at(1).handoffs, 0);
 }
 
+// A loop on the whole team and a reduction on the calling thread alone share nothing of the
+// split: ResNet's last Add (two 98 KiB inputs: parallel) then its GlobalAveragePool (98 KiB in,
+// 2 KiB out: serial) reads half the Add's output from the other core. A Relu after the Add, on the
+// team too, splits its flat range as the Add did and reads its own core's half.
+TEST(PlanFeatures, ASerialGroupReadingAParallelLoopsOutputIsHandedOff) {
+  IrBuilder b;
+  const Shape d = {1, 512, 7, 7};
+  TensorId x = b.Input("x", d), z = b.Input("z", d), a = b.Act("a", d), r = b.Act("r", d);
+  TensorId p = b.Act("p", {1, 512, 1, 1});
+  b.Op("Add", {x, z}, {a});
+  b.Op("Relu", {a}, {r});
+  b.Op("GlobalAveragePool", {a}, {p});
+  b.Output(r);
+  b.Output(p);
+  Graph g = b.Build();
+  FusionPlan plan = UnfusedPlan(g);
+  ASSERT_FALSE(RunsSerially(g, plan.groups[0]));
+  ASSERT_FALSE(RunsSerially(g, plan.groups[1]));
+  ASSERT_TRUE(RunsSerially(g, plan.groups[2]));
+  TargetFingerprint two;
+  two.cores = 2;
+  auto f = PlanFeatures(g, plan, two);
+  EXPECT_EQ(f[1].handoffs, 0);
+  EXPECT_EQ(f[2].handoffs, 1);
+  EXPECT_DOUBLE_EQ(f[2].handoff_bytes, 512 * 49 * 4 / 2.0);
+}
+
 // x -> Add(bias) -> {Relu -> Exp, Tanh -> Sigmoid}: the shared Add can be recomputed.
 struct Diamond {
   Graph g;
