@@ -220,8 +220,14 @@ void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<Ten
     // Both on the whole team: loops and reductions split flat ranges alike, and anchors split by
     // blocks alike. One on the team and one on the calling thread alone share nothing of the
     // split: ResNet's Add+Relu in parallel, then its GlobalAveragePool on one core, took 13 us
-    // run together against 7 us for the two groups timed apart (analytical-19).
-    if (serial == producer_serial && WrittenLikeAnAnchor(g, info.producer) == anchor) continue;
+    // run together against 7 us for the two groups timed apart (analytical-19). A tensor that
+    // fits one core's L1 (layer norm's 128 per-row means, a squeeze-and-excite gate) crosses as
+    // a few lines whose latency hides: no handoff (measured: no cost).
+    bool split_alike = WrittenLikeAnAnchor(g, info.producer) == anchor;
+    if (serial == producer_serial ? split_alike
+                                  : static_cast<int64_t>(info.bytes()) <= target.l1d_bytes) {
+      continue;
+    }
     MemoryLevel level = residency.ReadLevel(info, working_set);
     if (level != MemoryLevel::kL1 && level != MemoryLevel::kL2) continue;
     f->handoffs += 1;

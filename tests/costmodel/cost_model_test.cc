@@ -132,9 +132,10 @@ TEST(PlanFeatures, AConvOutputReadByALoopIsHandedOffAcrossCores) {
 }
 
 // A loop on the whole team and a reduction on the calling thread alone share nothing of the
-// split: ResNet's last Add (two 98 KiB inputs: parallel) then its GlobalAveragePool (98 KiB in,
-// 2 KiB out: serial) reads half the Add's output from the other core. A Relu after the Add, on the
-// team too, splits its flat range as the Add did and reads its own core's half.
+// split (for a tensor larger than one core's L1): ResNet's last Add (two 98 KiB inputs: parallel)
+// then its GlobalAveragePool (98 KiB in, 2 KiB out: serial) reads half the Add's output from the
+// other core. A Relu after the Add, on the team too, splits its flat range as the Add did and reads
+// its own core's half.
 TEST(PlanFeatures, ASerialGroupReadingAParallelLoopsOutputIsHandedOff) {
   IrBuilder b;
   const Shape d = {1, 512, 7, 7};
@@ -156,6 +157,19 @@ TEST(PlanFeatures, ASerialGroupReadingAParallelLoopsOutputIsHandedOff) {
   EXPECT_EQ(f[1].handoffs, 0);
   EXPECT_EQ(f[2].handoffs, 1);
   EXPECT_DOUBLE_EQ(f[2].handoff_bytes, 512 * 49 * 4 / 2.0);
+  // Layer norm's 128 per-row means (512 bytes, parallel reduction) read by a serial Add: a few
+  // cache lines, within one core's L1, no handoff.
+  IrBuilder ln;
+  TensorId h = ln.Input("h", {1, 128, 768}), mean = ln.Act("mean", {1, 128, 1});
+  TensorId eps = ln.Act("eps", {1, 128, 1});
+  ln.Op("ReduceMean", {h, ln.IntConstant("axes", {-1})}, {mean}, {Int("keepdims", 1)});
+  ln.Op("Add", {mean, ln.FloatScalar("e", 1e-5)}, {eps});
+  ln.Output(eps);
+  Graph lg = ln.Build();
+  FusionPlan apart = UnfusedPlan(lg);
+  ASSERT_FALSE(RunsSerially(lg, apart.groups[0]));
+  ASSERT_TRUE(RunsSerially(lg, apart.groups[1]));
+  EXPECT_EQ(PlanFeatures(lg, apart, two).at(1).handoffs, 0);
 }
 
 // x -> Add(bias) -> {Relu -> Exp, Tanh -> Sigmoid}: the shared Add can be recomputed.
