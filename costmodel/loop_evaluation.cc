@@ -160,6 +160,13 @@ class Walk {
     }
     return u;
   }
+  // Marks u and the values it views, down to its ViewSource.
+  void MarkThroughViews(TensorId u, std::unordered_set<TensorId>* marked) const {
+    for (;; u = g_.node(g_.tensor(u).producer).inputs[0]) {
+      marked->insert(u);
+      if (!Internal(u) || !IsView(g_.node(g_.tensor(u).producer))) return;
+    }
+  }
 
   // Input `u` of `n` read through a non-identity map from requests `r` over `rank` dims. A leaf
   // (or views of one) read from a range is copied run by run; a computed value read from a range
@@ -180,10 +187,7 @@ class Walk {
     }
     MapWork(r, rank);
     if (!Internal(ViewSource(u))) {
-      for (TensorId t = u;; t = g_.node(g_.tensor(t).producer).inputs[0]) {
-        read_.insert(t);
-        if (!Internal(t)) break;
-      }
+      MarkThroughViews(u, &read_);
       out_.gathered_elements += r.list();  // Gathered; a range is copied run by run (above)...
       // ...with a stride when the map moves the innermost dim of a tensor it does not broadcast:
       // no two reads share a cache line, as costly as re-indexing each element.
@@ -357,11 +361,8 @@ class Walk {
   void Streamed(const Node& n, TensorId u, Requests r, size_t rank) {
     out_.run_calls += StreamCalls(n, u, r);
     Requests lists{0, r.runs, r.scattered};
-    for (TensorId t = u;; t = g_.node(g_.tensor(t).producer).inputs[0]) {
-      streamed_.insert(t);  // The leaf and the views of it are read in place from a range...
-      if (lists.list() > 0) read_.insert(t);  // ...and evaluated at an index list.
-      if (!Internal(t)) break;
-    }
+    MarkThroughViews(u, &streamed_);                    // Read in place from a range...
+    if (lists.list() > 0) MarkThroughViews(u, &read_);  // ...and evaluated at an index list.
     MapWork(lists, rank);
     out_.gathered_elements += lists.list();
   }

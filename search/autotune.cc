@@ -199,11 +199,10 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
   const Measurement* challenger_m = nullptr;
   const char* why = nullptr;
   auto consider = [&](const FusionPlan& plan, const Measurement& m, const char* reason) {
-    const Measurement& bar = challenger_m ? *challenger_m : result.measured;
     if (m.samples == 0 || m.unstable) return;
     if (m.median_ns >= static_cast<double>(result.measured.median_ns) * (1 - options.noise_margin))
       return;
-    if (challenger_m && m.median_ns >= bar.median_ns) return;
+    if (challenger_m && m.median_ns >= challenger_m->median_ns) return;
     challenger = &plan;
     challenger_m = &m;
     why = reason;
@@ -217,14 +216,15 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     // the budget: this is the tuner's last word, which one lucky measurement must not decide.
     std::vector<double> tuned_ns = {static_cast<double>(result.measured.median_ns)};
     std::vector<double> challenger_ns = {static_cast<double>(challenger_m->median_ns)};
-    Measurement last = *challenger_m;
+    auto ns = [](const Measurement& m) {
+      return m.unstable ? std::numeric_limits<double>::infinity()
+                        : static_cast<double>(m.median_ns);
+    };
     for (int round = 0; round < kConfirmRounds; ++round) {
       FUSOR_ASSIGN_OR_RETURN(Measurement t, refine.Measure(g, result.plan));
-      FUSOR_ASSIGN_OR_RETURN(last, refine.Measure(g, *challenger));
-      tuned_ns.push_back(t.unstable ? std::numeric_limits<double>::infinity()
-                                    : static_cast<double>(t.median_ns));
-      challenger_ns.push_back(last.unstable ? std::numeric_limits<double>::infinity()
-                                            : static_cast<double>(last.median_ns));
+      FUSOR_ASSIGN_OR_RETURN(Measurement c, refine.Measure(g, *challenger));
+      tuned_ns.push_back(ns(t));
+      challenger_ns.push_back(ns(c));
     }
     const double tuned_median = Median(tuned_ns), challenger_median = Median(challenger_ns);
     if (challenger_median < tuned_median * (1 - options.noise_margin)) {
