@@ -453,6 +453,8 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
   return {{"flops", f.flops},
           {"read_bytes", f.read_bytes},
           {"write_bytes", f.write_bytes},
+          {"tile_read_bytes", f.tile_read_bytes},
+          {"tile_write_bytes", f.tile_write_bytes},
           {"kernels", f.kernels},
           {"loop_kernels", f.loop_kernels},
           {"indexed_elements", f.indexed_elements},
@@ -478,6 +480,8 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.flops = j.at("flops").get<std::array<double, kNumComputeClasses>>();
   f.read_bytes = j.at("read_bytes").get<std::array<double, kNumMemoryLevels>>();
   f.write_bytes = j.at("write_bytes").get<std::array<double, kNumMemoryLevels>>();
+  f.tile_read_bytes = j.at("tile_read_bytes").get<double>();
+  f.tile_write_bytes = j.at("tile_write_bytes").get<double>();
   f.kernels = j.at("kernels").get<double>();
   f.loop_kernels = j.at("loop_kernels").get<double>();
   f.indexed_elements = j.at("indexed_elements").get<double>();

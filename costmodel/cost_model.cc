@@ -176,8 +176,8 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
       }
       if (readers == 0 || loop->passed_through.count(t)) continue;
       double bytes = EvaluatedElements(g, loop, t) * 4;
-      f->write_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes;
-      f->read_bytes[static_cast<int>(MemoryLevel::kL1)] += bytes * readers;
+      f->tile_write_bytes += bytes;
+      f->tile_read_bytes += bytes * readers;
     }
   }
 }
@@ -432,6 +432,9 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
   // The kernel waits for a handed-off tensor before it can overlap anything with it.
   t.memory_ns += f.handoffs * p.handoff_ns.value + f.handoff_bytes / p.handoff_gbps.value;
+  t.memory_ns +=
+      (f.tile_read_bytes / p.l1_read_gbps.value + f.tile_write_bytes / p.l1_write_gbps.value) *
+      slowdown;
   t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
   return t;
 }

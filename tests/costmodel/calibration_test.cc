@@ -181,6 +181,8 @@ TEST(CalibrationLog, SamplesRoundTripThroughJson) {
   s.features.flops[2] = 1e9;
   s.features.read_bytes[3] = 42;
   s.features.post_ops = 3;
+  s.features.tile_read_bytes = 8192;
+  s.features.tile_write_bytes = 4096;
   GroupFeatures next;
   next.handoffs = 1;
   next.handoff_bytes = 2048;
@@ -190,10 +192,17 @@ TEST(CalibrationLog, SamplesRoundTripThroughJson) {
   EXPECT_EQ(back->benchmark, "x");
   EXPECT_DOUBLE_EQ(back->features.flops[2], 1e9);
   EXPECT_DOUBLE_EQ(back->features.read_bytes[3], 42);
+  EXPECT_DOUBLE_EQ(back->features.tile_read_bytes, 8192);
+  EXPECT_DOUBLE_EQ(back->features.tile_write_bytes, 4096);
   ASSERT_EQ(back->features.then.size(), 1u);
   EXPECT_DOUBLE_EQ(back->features.then[0].handoffs, 1);
   EXPECT_DOUBLE_EQ(back->features.then[0].handoff_bytes, 2048);
   EXPECT_FALSE(SampleFromJson(nlohmann::json{{"benchmark", "y"}}).ok());
+  nlohmann::json no_tiles = SampleToJson(s);
+  no_tiles.erase("tile_read_bytes");
+  auto missing = SampleFromJson(no_tiles);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("tile_read_bytes"), std::string::npos);
 }
 
 }  // namespace

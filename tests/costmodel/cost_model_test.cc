@@ -63,6 +63,22 @@ TEST(EvaluateFeatures, HandoffByHandOutsideTheOverlap) {
   EXPECT_DOUBLE_EQ(t.total_ns, 1e4 + 6000 - 0.5 * 1000);
 }
 
+TEST(EvaluateFeatures, TileTrafficAtL1RatesOutsideTheOverlap) {
+  // A loop's passes run one after another over a tile: what they hand on through the tile buffers
+  // overlaps neither their compute nor the group's boundary traffic.
+  GroupFeatures f;
+  f.flops[static_cast<int>(ComputeClass::kConv)] = 1e6;    // 1e4 ns
+  f.read_bytes[static_cast<int>(MemoryLevel::kL2)] = 2e5;  // 1e3 ns
+  f.tile_read_bytes = 2e5;                                 // 2e5 / 400 = 500 ns
+  f.tile_write_bytes = 1e5;                                // 1e5 / 200 = 500 ns
+  HardwareProfile p = RoundNumbers();
+  p.l1_read_gbps.value = 400;
+  p.l1_write_gbps.value = 200;
+  CostTerms t = EvaluateFeatures(f, p);
+  EXPECT_DOUBLE_EQ(t.memory_ns, 1000 + 1000);
+  EXPECT_DOUBLE_EQ(t.total_ns, 1e4 + 2000 - 0.5 * 1000);
+}
+
 TEST(EvaluateFeatures, LaterGroupsOfABenchmarkAddTheirTerms) {
   GroupFeatures first, second;
   first.kernels = 1;                                               // 2000 ns launch
@@ -220,6 +236,7 @@ TEST(PlanFeatures, RecomputedProducersCountOncePerCopy) {
     double bytes = 0;
     for (const auto& f : PlanFeatures(d.g, plan, t)) {
       for (double b : f.write_bytes) bytes += b;
+      bytes += f.tile_write_bytes;
     }
     return bytes;
   };
@@ -244,9 +261,8 @@ TEST(PlanFeatures, AViewInALoopHasNoTileBuffer) {
   Graph g = b.Build();
   FusionPlan plan{{FusionGroup{GroupKind::kLoop, {0, 1, 2}, {}}}};
   auto features = PlanFeatures(g, plan, TargetFingerprint{});
-  const int l1 = static_cast<int>(MemoryLevel::kL1);
-  EXPECT_DOUBLE_EQ(features[0].write_bytes[l1], 65536 * 4);
-  EXPECT_DOUBLE_EQ(features[0].read_bytes[l1], 65536 * 4);
+  EXPECT_DOUBLE_EQ(features[0].tile_write_bytes, 65536 * 4);
+  EXPECT_DOUBLE_EQ(features[0].tile_read_bytes, 65536 * 4);
 }
 
 TEST(PlanFeatures, CacheLevelFollowsTensorSize) {
