@@ -220,12 +220,15 @@ void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<Ten
     // Both on the whole team: loops and reductions split flat ranges alike, and anchors split by
     // blocks alike. One on the team and one on the calling thread alone share nothing of the
     // split: ResNet's Add+Relu in parallel, then its GlobalAveragePool on one core, took 13 us
-    // run together against 7 us for the two groups timed apart (analytical-19). A tensor that
-    // fits one core's L1 (layer norm's 128 per-row means, a squeeze-and-excite gate) crosses as
-    // a few lines whose latency hides: no handoff (measured: no cost).
+    // run together against 7 us for the two groups timed apart (analytical-19). A tensor of at
+    // most half of one core's L1 (layer norm's 128 per-row means, a squeeze-and-excite gate of
+    // at most 4.5 KiB) crosses as a few lines whose latency hides: no handoff (measured: no
+    // cost). One that fills L1 does not (analytical-21): SqueezeNet's squeeze Conv to 1x48x13x13
+    // (31.7 KiB) then a serial Relu measured 4.4-4.9 us over the Conv with its Relu as a post-op,
+    // MobileNetV2's 1x160x7x7 (30.6 KiB) residual Add 5.5 us, where no handoff predicted a tie.
     bool split_alike = WrittenLikeAnAnchor(g, info.producer) == anchor;
     if (serial == producer_serial ? split_alike
-                                  : static_cast<int64_t>(info.bytes()) <= target.l1d_bytes) {
+                                  : 2 * static_cast<int64_t>(info.bytes()) <= target.l1d_bytes) {
       continue;
     }
     MemoryLevel level = residency.ReadLevel(info, working_set);

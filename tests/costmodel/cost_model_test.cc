@@ -188,6 +188,28 @@ TEST(PlanFeatures, ASerialGroupReadingAParallelLoopsOutputIsHandedOff) {
   EXPECT_EQ(PlanFeatures(lg, apart, two).at(1).handoffs, 0);
 }
 
+// A tensor that fills most of one core's L1 is no few-lines crossing: SqueezeNet's squeeze Conv
+// (256 -> 48 channels on 13x13, on the team) then a serial Relu over its 31.7 KiB output; the
+// same Relu over an 8-channel output (5.3 KiB) stays free.
+TEST(PlanFeatures, AParallelConvOutputFillingL1ReadSeriallyIsHandedOff) {
+  TargetFingerprint two;
+  two.cores = 2;
+  two.l1d_bytes = 32 << 10;
+  for (auto [channels, handoffs] : {std::pair<int64_t, int>{48, 1}, {8, 0}}) {
+    IrBuilder b;
+    const Shape out = {1, channels, 13, 13};
+    TensorId x = b.Input("x", {1, 256, 13, 13}), c = b.Act("c", out), r = b.Act("r", out);
+    b.Op("Conv", {x, b.Weight("w", {channels, 256, 1, 1})}, {c});
+    b.Op("Relu", {c}, {r});
+    b.Output(r);
+    Graph g = b.Build();
+    FusionPlan plan = UnfusedPlan(g);
+    ASSERT_FALSE(RunsSerially(g, plan.groups[0])) << channels;
+    ASSERT_TRUE(RunsSerially(g, plan.groups[1])) << channels;
+    EXPECT_EQ(PlanFeatures(g, plan, two).at(1).handoffs, handoffs) << channels;
+  }
+}
+
 // x -> Add(bias) -> {Relu -> Exp, Tanh -> Sigmoid}: the shared Add can be recomputed.
 struct Diamond {
   Graph g;
