@@ -163,9 +163,12 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
 
 // A fused loop pulls each tile through per-thread buffers (runtime/fused_loop.h): every value
 // computed inside the group and consumed inside it is written to, and read back from, L1 (a view
-// or unit-dim transpose hands on its input's tile and has none of its own). oneDNN
-// post-ops of an anchor stay in registers instead.
-void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop,
+// or unit-dim transpose hands on its input's tile and has none of its own). A loop's output
+// that its later nodes read too (layer norm's Sub, which the Pow squares and the Div divides) is
+// computed straight into the output and read back from there: its write is the boundary write
+// (analytical-22). oneDNN post-ops of an anchor stay in registers instead.
+void AddTileTraffic(const Graph& g, const FusionGroup& group,
+                    const std::vector<TensorId>& materialized, const LoopEvaluation* loop,
                     GroupFeatures* f) {
   if (loop == nullptr) return;
   for (NodeId id : group.nodes) {
@@ -176,7 +179,10 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group, const LoopEvaluati
       }
       if (readers == 0 || loop->passed_through.count(t)) continue;
       double bytes = EvaluatedElements(g, loop, t) * 4;
-      f->tile_write_bytes += bytes;
+      bool into_output =
+          group.kind == GroupKind::kLoop &&
+          std::find(materialized.begin(), materialized.end(), t) != materialized.end();
+      f->tile_write_bytes += into_output ? 0 : bytes;
       f->tile_read_bytes += bytes * readers;
     }
   }
@@ -521,7 +527,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const Residency residency(target, leaf_footprint);
   AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
-  AddTileTraffic(g, group, lp, &f);
+  AddTileTraffic(g, group, materialized, lp, &f);
   AddHandoffs(g, group, inputs, materialized, residency, target, &f);
   AddSpill(g, group, target, &f);
   const int64_t block = ChannelBlockForIsa(target.isa);

@@ -24,7 +24,7 @@ namespace fusor {
 
 // Bump when the features or equations of cost_model.cc change: plans scored, and calibration
 // samples featurised, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-21";
+inline constexpr const char* kCostModelVersion = "analytical-22";
 
 struct TargetFingerprint {
   std::string cpu_model;

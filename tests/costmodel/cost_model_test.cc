@@ -287,6 +287,28 @@ TEST(PlanFeatures, AViewInALoopHasNoTileBuffer) {
   EXPECT_DOUBLE_EQ(features[0].tile_read_bytes, 65536 * 4);
 }
 
+// A loop output that a later node of the loop reads is computed straight into the output and
+// read back from there: no tile buffer is written for it (layer norm's Sub, squared by the Pow and
+// also read by a later Div).
+TEST(PlanFeatures, ALoopOutputReadInsideTheLoopHasNoTileWrite) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {128, 768}), m = b.Input("m", {128, 1});
+  TensorId d = b.Act("d", {128, 768}), p = b.Act("p", {128, 768});
+  b.Op("Sub", {x, m}, {d});
+  b.Op("Pow", {d, b.FloatScalar("two", 2)}, {p});
+  b.Output(d);
+  b.Output(p);
+  Graph g = b.Build();
+  FusionPlan plan{{FusionGroup{GroupKind::kLoop, {0, 1}, {}}}};
+  ASSERT_TRUE(CheckPlan(g, plan).ok());
+  auto features = PlanFeatures(g, plan, TargetFingerprint{});
+  EXPECT_DOUBLE_EQ(features[0].tile_write_bytes, 0);
+  EXPECT_DOUBLE_EQ(features[0].tile_read_bytes, 128 * 768 * 4);
+  double written = 0;
+  for (double w : features[0].write_bytes) written += w;
+  EXPECT_DOUBLE_EQ(written, 2 * 128 * 768 * 4);
+}
+
 TEST(PlanFeatures, CacheLevelFollowsTensorSize) {
   // A small tensor written and read right away stays in L1; one larger than L3 goes to DRAM.
   TargetFingerprint t;
