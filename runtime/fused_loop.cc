@@ -9,11 +9,6 @@
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
 
-// AVX2 clones of the arithmetic loops, picked at load time; the default clone runs on any
-// x86-64. (An arch=haswell clone would add FMA but is dispatched by CPU model, so AMD CPUs
-// would never take it.)
-#define FUSOR_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-
 namespace fusor {
 
 enum class LoopKind : uint8_t {

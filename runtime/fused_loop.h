@@ -4,13 +4,13 @@
 // computed from its inputs' tiles in small per-thread buffers, an injective or broadcast node maps
 // the tile's element indices to its input's indices (affine maps, compiled once), and only tensors
 // from outside the group (leaves) are read from memory. Arithmetic runs on float32 arrays in loops
-// the compiler vectorises (AVX2 clones where the CPU has it); integer values travel as floats,
-// which is exact below 2^24 (Build refuses a Gather whose axis is longer). Three things keep the
-// passes over a tile few and in L1: a binary node reads a broadcast leaf operand (bias, layer-norm
-// weights, per-row or per-channel scale) in place, run by run, instead of copying it into a tile;
-// a node overwrites the tile of a value only it reads (a chain lives in one buffer); and the
-// last node of each output writes straight into the output. A one-tile loop runs on the calling
-// thread without entering an OpenMP region.
+// the compiler vectorises (AVX-512 and AVX2 clones where the CPU has them); integer values travel
+// as floats, which is exact below 2^24 (Build refuses a Gather whose axis is longer). Three things
+// keep the passes over a tile few and in L1: a binary node reads a broadcast leaf operand (bias,
+// layer-norm weights, per-row or per-channel scale) in place, run by run, instead of copying it
+// into a tile; a node overwrites the tile of a value only it reads (a chain lives in one buffer);
+// and the last node of each output writes straight into the output. A one-tile loop runs on the
+// calling thread without entering an OpenMP region.
 //
 // Resize is classed injective but a linear Resize blends: it evaluates its input once per corner
 // of the 2^k neighbours (k dims that blend, 4 for bilinear) and adds the weighted values, so a

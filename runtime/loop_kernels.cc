@@ -56,7 +56,7 @@ __attribute__((always_inline)) inline void Load8(const float* p, Floats8* v) {
   std::memcpy(v, p, sizeof *v);
 }
 
-__attribute__((target_clones("avx2", "default"))) float SumOf(const float* p, int64_t n) {
+FUSOR_VECTOR_CLONES float SumOf(const float* p, int64_t n) {
   if (n < 8) return std::accumulate(p, p + n, 0.0f);
   Floats8 a = {}, b = {};
   int64_t i = 0;
@@ -78,7 +78,7 @@ __attribute__((target_clones("avx2", "default"))) float SumOf(const float* p, in
   return sum;
 }
 
-__attribute__((target_clones("avx2", "default"))) float MaxOf(const float* p, int64_t n) {
+FUSOR_VECTOR_CLONES float MaxOf(const float* p, int64_t n) {
   constexpr float kLow = -std::numeric_limits<float>::infinity();
   if (n < 8)
     return std::accumulate(p, p + n, kLow, [](float m, float v) { return std::max(m, v); });
@@ -104,10 +104,9 @@ __attribute__((target_clones("avx2", "default"))) float MaxOf(const float* p, in
 }
 
 // Softmax of the row x (n values) into dst, through `row` (which may be x): dst may alias the
-// reduction's input, so x is read whole before dst is written. An AVX2 clone where the CPU has
-// it: the Exp loop is most of a softmax's time.
-__attribute__((target_clones("avx2", "default"))) void SoftmaxRow(const float* x, float* row,
-                                                                  float* dst, int64_t n) {
+// reduction's input, so x is read whole before dst is written. Vector clones (vector_math.h): the
+// Exp loop is most of a softmax's time.
+FUSOR_VECTOR_CLONES void SoftmaxRow(const float* x, float* row, float* dst, int64_t n) {
   float mx = MaxOf(x, n);
   for (int64_t i = 0; i < n; ++i) row[i] = vector_math::Exp(x[i] - mx);
   float inv = 1.0f / SumOf(row, n);

@@ -8,6 +8,13 @@
 #include <cmath>
 #include <cstdint>
 
+// Clones of a hot loop picked at load time by the CPU's features: x86-64-v4 (AVX-512), v3 (AVX2
+// with FMA), and a default clone for any x86-64. The erf loop over 4096 floats on the AVX-512
+// EPYC host: 0.92 ns an element with the AVX2-only clone this replaced, 0.63 with v3, 0.45 with v4;
+// exp and sigmoid alike. (An arch=haswell clone is dispatched by CPU model: AMD would not take it.)
+#define FUSOR_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
 namespace fusor::vector_math {
 
 // Cody-Waite reduction to r in [-ln2/2, ln2/2], then a degree-6 Taylor polynomial. Rounding
