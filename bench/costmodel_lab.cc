@@ -34,10 +34,11 @@ class MeasurementTable {
   }
   void Save() const { std::ofstream(path_) << table_.dump(1); }
 
-  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure) {
-    return [this, measurer, remeasure](const Graph& g,
-                                       const FusionPlan& plan) -> StatusOr<MeasuredTime> {
-      std::string key = RecordedMeasurer::PlanKey(g, plan);
+  // `prefix` keeps apart the times of one plan measured another way (held to oneDNN).
+  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure, const std::string& prefix = "") {
+    return [this, measurer, remeasure, prefix](const Graph& g,
+                                               const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+      std::string key = prefix + RecordedMeasurer::PlanKey(g, plan);
       if (!remeasure && table_.contains(key)) {
         const auto& j = table_[key];
         std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
@@ -57,8 +58,10 @@ class MeasurementTable {
   nlohmann::json table_ = nlohmann::json::object();
 };
 
-OneDnnMeasurer MakeMeasurer(double min_ms, int retries, double max_cv) {
+OneDnnMeasurer MakeMeasurer(double min_ms, int retries, double max_cv,
+                            ChainBackend backend = ChainBackend::kAuto) {
   OneDnnMeasurerOptions mo;
+  mo.executor.chain_backend = backend;
   mo.timing.warmup = 2;
   mo.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
   mo.timing.retries = retries;
@@ -185,10 +188,11 @@ int Main(int argc, char** argv) {
   if (!target.ok()) return std::cerr << target.status().ToString() << "\n", 1;
   MeasurementTable table(table_path);
   OneDnnMeasurer calibration_measurer = MakeMeasurer(100, 2, 0.10);
+  OneDnnMeasurer onednn_measurer = MakeMeasurer(100, 2, 0.10, ChainBackend::kOneDnn);
   HardwareProfile start;
   start.target = *target;
-  auto cal =
-      Calibrate(CalibrationSuite(*target), start, table.Fn(&calibration_measurer, remeasure));
+  auto cal = Calibrate(CalibrationSuite(*target), start, table.Fn(&calibration_measurer, remeasure),
+                       {}, {}, table.Fn(&onednn_measurer, remeasure, "onednn|"));
   table.Save();
   if (!cal.ok()) return std::cerr << cal.status().ToString() << "\n", 1;
   if (!quiet_samples) PrintSamples(*cal);

@@ -79,12 +79,17 @@ StatusOr<HardwareProfile> Profile(const Args& a) {
   FUSOR_ASSIGN_OR_RETURN(TargetFingerprint t, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   HardwareProfile start;
   start.target = t;
-  OneDnnMeasurer m(MeasureOptions(a.threads, 100));
-  MeasureFn f = [&](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
-    FUSOR_ASSIGN_OR_RETURN(Measurement x, m.MeasurePlan(g, p));
-    return MeasuredTime{static_cast<double>(x.median_ns), x.cv, x.unstable, x.primitive_chain};
+  OneDnnMeasurerOptions held = MeasureOptions(a.threads, 100);
+  held.executor.chain_backend = ChainBackend::kOneDnn;
+  OneDnnMeasurer m(MeasureOptions(a.threads, 100)), onednn(held);
+  auto with = [](OneDnnMeasurer* measurer) -> MeasureFn {
+    return [measurer](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
+      FUSOR_ASSIGN_OR_RETURN(Measurement x, measurer->MeasurePlan(g, p));
+      return MeasuredTime{static_cast<double>(x.median_ns), x.cv, x.unstable, x.primitive_chain};
+    };
   };
-  FUSOR_ASSIGN_OR_RETURN(CalibrationResult r, Calibrate(CalibrationSuite(t), start, f));
+  FUSOR_ASSIGN_OR_RETURN(CalibrationResult r,
+                         Calibrate(CalibrationSuite(t), start, with(&m), {}, {}, with(&onednn)));
   std::fprintf(stderr, "calibrated: fit MAPE %.1f%%, %d unstable benchmarks skipped\n",
                r.report.mape, r.skipped_unstable);
   return r.profile;

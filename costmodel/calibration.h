@@ -30,6 +30,10 @@ struct CalibrationBenchmark {
   std::string name;  // "stream_relu_l2_256KiB", "matmul_256x256x256", ...
   Graph graph;
   FusionPlan plan;  // One group.
+  // Timed with the runtime held to oneDNN's primitive chain for groups it could also run as our
+  // loop: the rates of oneDNN's jit Exp / Sigmoid / swish are pinned even where our loop is the
+  // faster and the runtime, left to choose, would never run them.
+  bool onednn_chain = false;
 };
 
 // The suite for a target (sizes follow its cache sizes). `scale` < 1 shrinks the number of points
@@ -65,10 +69,12 @@ struct CalibrationResult {
 // Measures every benchmark, turns each into a sample (its features under `target`) and fits a
 // profile starting from `start` (defaults, or the previous calibration). Samples from earlier
 // calibrations of the same target may be passed in `previous` and are fitted together with the new.
+// `measure_onednn_chain` times the benchmarks marked `onednn_chain`; without it they are left out.
 StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& suite,
                                       const HardwareProfile& start, const MeasureFn& measure,
                                       const ProgressFn& progress = {},
-                                      const std::vector<CalibrationSample>& previous = {});
+                                      const std::vector<CalibrationSample>& previous = {},
+                                      const MeasureFn& measure_onednn_chain = {});
 
 // The calibration log: samples as JSON lines, one object per sample.
 nlohmann::json SampleToJson(const CalibrationSample& s);

@@ -138,9 +138,12 @@ struct TuningService::State {
   }
 
   // Measures a calibration benchmark (each ~100 ms, two retries, so most stay stable on a shared
-  // machine) until `limit_s` has passed since this call, recording each benchmark's cv.
-  MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark) {
+  // machine) until `limit_s` has passed since this call, recording each benchmark's cv; with
+  // `backend`, for the benchmarks that pin oneDNN's rates (CalibrationBenchmark::onednn_chain).
+  MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark,
+                               ChainBackend backend = ChainBackend::kAuto) {
     OneDnnMeasurerOptions options = MeasurerOptions(this->options.calibration_benchmark_ms, 2);
+    options.executor.chain_backend = backend;
     // The fit should describe the host in its quiet state, not a moment of it (measurer.h): each
     // attempt waits up to 250 ms for it (50 ms let the handoff benchmarks, which move data between
     // cores, be timed in a slow state: handoff_ns fitted 21 us instead of 3). On a host that never
@@ -177,8 +180,9 @@ struct TuningService::State {
     HardwareProfile start;
     start.target = local;
     MeasureFn measure = CalibrationMeasure(limit_s, cv_by_benchmark);
+    MeasureFn onednn = CalibrationMeasure(limit_s, cv_by_benchmark, ChainBackend::kOneDnn);
     StatusOr<CalibrationResult> fitted =
-        fusor::Calibrate(CalibrationSuite(local), start, measure, {}, earlier.samples);
+        fusor::Calibrate(CalibrationSuite(local), start, measure, {}, earlier.samples, onednn);
     if (fitted.ok() || earlier.samples.empty()) return fitted;
     return fitted.status().WithContext(
         fmt::format("calibrating with {} samples of {} earlier runs (--fresh fits this run alone)",

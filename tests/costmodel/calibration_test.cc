@@ -106,10 +106,53 @@ TEST(Calibrate, FitsFromMeasurementsAndFlagsUnstableOnes) {
                           [&](size_t done, size_t, const std::string&) { last_done = done; });
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(result->skipped_unstable, 1);
-  EXPECT_EQ(result->samples.size(), suite.size() - 1);
+  // No measure for the benchmarks held to oneDNN: they are left out.
+  auto held =
+      std::count_if(suite.begin(), suite.end(), [](const auto& b) { return b.onednn_chain; });
+  EXPECT_GT(held, 0);
+  EXPECT_EQ(result->samples.size(), suite.size() - 1 - held);
   EXPECT_EQ(last_done, suite.size());
   EXPECT_NEAR(result->profile.elementwise_gflops.value, 13, 0.5);
   EXPECT_GT(result->profile.calibrated_unix_ms, 0);
+}
+
+// The benchmarks that pin oneDNN's jit transcendental rates are timed by the measure held to
+// oneDNN, every other by the usual one; a sample is fitted as the primitive chain it ran as.
+TEST(Calibrate, BenchmarksHeldToOneDnnAreTimedByTheirOwnMeasure) {
+  TargetFingerprint t;
+  t.cores = 2;
+  auto suite = CalibrationSuite(t, 0.5);
+  std::set<std::string> held, by_usual, by_onednn;
+  for (const auto& b : suite) {
+    if (b.onednn_chain) held.insert(b.graph.model_name);
+  }
+  // Sized as the others: a quarter of L2 over the cores (float32 in, 4 bytes an element).
+  const std::string size = std::to_string((t.l2_bytes * t.cores / 4) >> 10) + "KiB";
+  for (const char* op : {"Exp", "Sigmoid", "swish"}) {
+    EXPECT_TRUE(held.count(std::string("transcendental_onednn_") + op + "_" + size)) << op;
+  }
+  EXPECT_FALSE(held.count("transcendental_onednn_Erf_" + size));  // No oneDNN eltwise erf.
+  auto recording = [](std::set<std::string>* seen, bool chain) -> MeasureFn {
+    return [seen, chain](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+      seen->insert(g.model_name);
+      return MeasuredTime{1e5, 0.01, false, std::vector<bool>(plan.groups.size(), chain)};
+    };
+  };
+  auto result = Calibrate(suite, HardwareProfile{}, recording(&by_usual, false), {}, {},
+                          recording(&by_onednn, true));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(by_onednn, held);
+  for (const std::string& name : held) EXPECT_EQ(by_usual.count(name), 0u) << name;
+  EXPECT_EQ(result->samples.size(), suite.size());
+  for (const auto& s : result->samples) {
+    if (!held.count(s.benchmark)) continue;
+    // Timed as the chain: Sigmoid, Exp and swish as oneDNN's jit eltwise.
+    const int jit = static_cast<int>(ComputeClass::kJitTranscendental);
+    const int sigmoid = static_cast<int>(ComputeClass::kJitSigmoid);
+    const int swish = static_cast<int>(ComputeClass::kJitSwish);
+    EXPECT_GT(s.features.flops[jit] + s.features.flops[sigmoid] + s.features.flops[swish], 0)
+        << s.benchmark;
+  }
 }
 
 // A benchmark the runtime may run as our loop or as a oneDNN primitive chain is fitted as the way

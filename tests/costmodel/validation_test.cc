@@ -85,7 +85,9 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   ASSERT_EQ(static_cast<int>(wrong.size()), bad->decisions);
   for (size_t i = 0; i < wrong.size(); ++i) {
     EXPECT_NE(wrong[i].measured_ratio < 1, wrong[i].predicted_ratio < 1);
-    if (i > 0) EXPECT_TRUE(wrong[i - 1].decisive || !wrong[i].decisive);
+    if (i > 0) {
+      EXPECT_TRUE(wrong[i - 1].decisive || !wrong[i].decisive);
+    }
   }
   EXPECT_EQ(ReportToJson(*bad)["wrong_fuse_calls"].size(), wrong.size());
 }
