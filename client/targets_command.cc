@@ -336,6 +336,16 @@ int RunValidate(const ValidateFlags& f) {
           "any model could agree with these measurements\n",
           report->repeat_tau, 100 * report->repeat_agreement);
     }
+    std::printf("tau by measured gap (model / even-vs-odd rounds, pairs):");
+    for (const GapBucket& b : report->by_gap) {
+      if (std::isinf(b.max_gap)) {
+        std::printf("  >=%g%%", 100 * b.min_gap);
+      } else {
+        std::printf("  %g-%g%%", 100 * b.min_gap, 100 * b.max_gap);
+      }
+      std::printf(" %.2f / %.2f (%d)", b.tau, b.repeat_tau, b.pairs);
+    }
+    std::printf("\n");
     PrintMachineCheck(*before, *after);
     std::vector<WrongFuseCall> wrong = WrongFuseCalls(*report);
     if (!wrong.empty()) {

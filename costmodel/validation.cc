@@ -1,6 +1,9 @@
 #include "costmodel/validation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -120,11 +123,58 @@ double KendallTau(const std::vector<double>& a, const std::vector<double>& b, in
   return *pairs ? static_cast<double>(concordant - discordant) / *pairs : 0.0;
 }
 
+// Concordant minus discordant pairs, and pairs, per bucket of measured gap: of `a` against `meas`,
+// and (when given) of `even` against `odd`.
+struct GapTally {
+  std::vector<GapBucket> buckets;
+  std::vector<int> sum, repeat_sum;
+
+  GapTally() {
+    const double edges[] = {0, 0.01, 0.02, 0.05, 0.10, std::numeric_limits<double>::infinity()};
+    for (size_t i = 0; i + 1 < std::size(edges); ++i) buckets.push_back({edges[i], edges[i + 1]});
+    sum.assign(buckets.size(), 0);
+    repeat_sum.assign(buckets.size(), 0);
+  }
+
+  void Add(const std::vector<double>& pred, const std::vector<double>& meas,
+           const std::vector<double>& even, const std::vector<double>& odd) {
+    for (size_t i = 0; i < meas.size(); ++i) {
+      for (size_t j = i + 1; j < meas.size(); ++j) {
+        double gap = std::fabs(meas[i] - meas[j]) / std::min(meas[i], meas[j]);
+        size_t k = 0;
+        while (gap >= buckets[k].max_gap) ++k;
+        double x = (pred[i] - pred[j]) * (meas[i] - meas[j]);
+        if (x != 0) {
+          ++buckets[k].pairs;
+          sum[k] += x > 0 ? 1 : -1;
+        }
+        if (even.empty()) continue;
+        double y = (even[i] - even[j]) * (odd[i] - odd[j]);
+        if (y != 0) {
+          ++buckets[k].repeat_pairs;
+          repeat_sum[k] += y > 0 ? 1 : -1;
+        }
+      }
+    }
+  }
+
+  std::vector<GapBucket> Result() const {
+    std::vector<GapBucket> out = buckets;
+    for (size_t k = 0; k < out.size(); ++k) {
+      out[k].tau = out[k].pairs ? static_cast<double>(sum[k]) / out[k].pairs : 0;
+      out[k].repeat_tau =
+          out[k].repeat_pairs ? static_cast<double>(repeat_sum[k]) / out[k].repeat_pairs : 0;
+    }
+    return out;
+  }
+};
+
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
                                              const CostModel& model, const MeasureFn& measure,
                                              const ProgressFn& progress, int rounds) {
   rounds = std::max(rounds, 1);
   ValidationReport report;
+  GapTally by_gap;
   double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0, repeat_tau_sum = 0;
   int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0, repeat_pairs = 0,
       repeat_agree = 0;
@@ -169,6 +219,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
           {report.regions - 1, r.model, r.ops, r.where, r.alternatives[i].first, pred[i], meas[i]});
       abs_pct += 100 * std::fabs(pred[i] - meas[i]) / meas[i];
     }
+    by_gap.Add(pred, meas, even, odd);
     int pairs = 0;
     double tau = KendallTau(pred, meas, &pairs);
     tau_sum += tau * pairs;
@@ -198,6 +249,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.decisive_tau = decisive_pairs ? decisive_tau_sum / decisive_pairs : 0;
   report.agreement = report.decisions ? static_cast<double>(agree) / report.decisions : 0;
   report.repeat_tau = repeat_pairs ? repeat_tau_sum / repeat_pairs : 0;
+  report.by_gap = by_gap.Result();
   report.repeat_agreement =
       rounds >= 2 && report.decisions ? static_cast<double>(repeat_agree) / report.decisions : 0;
   report.decisive_agreement = report.decisive_decisions
@@ -239,6 +291,16 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
                      {"measured_ns", i.measured_ns}});
     errors.push_back(std::fabs(i.predicted_ns - i.measured_ns) / i.measured_ns * 100);
   }
+  nlohmann::json by_gap = nlohmann::json::array();
+  for (const GapBucket& b : r.by_gap) {
+    by_gap.push_back(
+        {{"min_gap", b.min_gap},
+         {"max_gap", std::isinf(b.max_gap) ? nlohmann::json() : nlohmann::json(b.max_gap)},
+         {"pairs", b.pairs},
+         {"kendall_tau", b.tau},
+         {"repeat_pairs", b.repeat_pairs},
+         {"repeat_kendall_tau", b.repeat_tau}});
+  }
   nlohmann::json wrong = nlohmann::json::array();
   for (const WrongFuseCall& w : WrongFuseCalls(r)) {
     wrong.push_back({{"region", w.region},
@@ -262,6 +324,7 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
           {"skipped_unstable", r.skipped_unstable},
           {"measurement_repeatability",
            {{"kendall_tau", r.repeat_tau}, {"fuse_decision_agreement", r.repeat_agreement}}},
+          {"kendall_tau_by_measured_gap", by_gap},
           {"wrong_fuse_calls", wrong},
           {"items", items}};
 }

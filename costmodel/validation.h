@@ -45,6 +45,17 @@ struct ValidationItem {
   double predicted_ns = 0, measured_ns = 0;
 };
 
+// Tau over the pairs of alternatives whose measured times are [min_gap, max_gap) apart (relative
+// to the faster), for the model and for the measurement's even rounds against its odd ones: where
+// the model's order and the measurement's own repeatability part.
+struct GapBucket {
+  double min_gap = 0, max_gap = 0;
+  int pairs = 0;
+  double tau = 0;
+  int repeat_pairs = 0;
+  double repeat_tau = 0;
+};
+
 struct ValidationReport {
   std::vector<ValidationItem> items;
   double mape = 0;                // Percent.
@@ -56,6 +67,8 @@ struct ValidationReport {
   // Even rounds against odd rounds (rounds >= 2; else 0): the measurement's own repeatability.
   double repeat_tau = 0;
   double repeat_agreement = 0;
+  // Measured gaps < 1%, 1-2%, 2-5%, 5-10%, >= 10%.
+  std::vector<GapBucket> by_gap;
 };
 
 // A fuse-or-not decision the model got wrong: fused against unfused, as measured and predicted.

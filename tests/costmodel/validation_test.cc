@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -77,6 +78,30 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   auto bad = ValidateCostModel(regions, model, inverted);
   ASSERT_TRUE(bad.ok());
   EXPECT_DOUBLE_EQ(bad->kendall_tau, -1.0);
+  // By measured gap: five buckets that hold every pair once, each as ordered as the whole.
+  int all_pairs = 0;
+  std::map<int, int> alternatives;
+  for (const ValidationItem& i : good->items) ++alternatives[i.region];
+  for (auto [region, n] : alternatives) all_pairs += n * (n - 1) / 2;
+  for (const ValidationReport* r : {&*good, &*bad}) {
+    ASSERT_EQ(r->by_gap.size(), 5u);
+    EXPECT_DOUBLE_EQ(r->by_gap[1].min_gap, 0.01);
+    EXPECT_DOUBLE_EQ(r->by_gap[4].min_gap, 0.10);
+    EXPECT_TRUE(std::isinf(r->by_gap[4].max_gap));
+    int pairs = 0;
+    for (const GapBucket& b : r->by_gap) {
+      pairs += b.pairs;
+      EXPECT_EQ(b.repeat_pairs, b.pairs);
+      if (b.pairs == 0) continue;
+      EXPECT_DOUBLE_EQ(b.tau, r == &*good ? 1.0 : -1.0) << b.min_gap;
+      EXPECT_DOUBLE_EQ(b.repeat_tau, 1.0) << b.min_gap;
+    }
+    EXPECT_EQ(pairs, all_pairs);
+  }
+  nlohmann::json by_gap = ReportToJson(*good)["kendall_tau_by_measured_gap"];
+  ASSERT_EQ(by_gap.size(), 5u);
+  EXPECT_TRUE(by_gap[4]["max_gap"].is_null());
+  EXPECT_EQ(by_gap[0]["pairs"], good->by_gap[0].pairs);
   EXPECT_DOUBLE_EQ(bad->agreement, 0.0);
   EXPECT_GT(bad->mape, 50);
   // Every decision of the inverted measurement is a wrong call, decisive ones listed first.
