@@ -123,58 +123,53 @@ double KendallTau(const std::vector<double>& a, const std::vector<double>& b, in
   return *pairs ? static_cast<double>(concordant - discordant) / *pairs : 0.0;
 }
 
-// Concordant minus discordant pairs, and pairs, per bucket of measured gap: of `a` against `meas`,
-// and (when given) of `even` against `odd`.
-struct GapTally {
-  std::vector<GapBucket> buckets;
-  std::vector<int> sum, repeat_sum;
+// Empty buckets of measured gap: < 1%, 1-2%, 2-5%, 5-10%, >= 10%.
+std::vector<GapBucket> GapBuckets() {
+  const double edges[] = {0, 0.01, 0.02, 0.05, 0.10, std::numeric_limits<double>::infinity()};
+  std::vector<GapBucket> out;
+  for (size_t i = 0; i + 1 < std::size(edges); ++i) out.push_back({edges[i], edges[i + 1]});
+  return out;
+}
 
-  GapTally() {
-    const double edges[] = {0, 0.01, 0.02, 0.05, 0.10, std::numeric_limits<double>::infinity()};
-    for (size_t i = 0; i + 1 < std::size(edges); ++i) buckets.push_back({edges[i], edges[i + 1]});
-    sum.assign(buckets.size(), 0);
-    repeat_sum.assign(buckets.size(), 0);
-  }
+// Adds one pair's sign of agreement `x` (ordered the same way > 0, the other way < 0, a tie 0).
+void Tally(double x, int* pairs, double* sum) {
+  if (x == 0) return;
+  ++*pairs;
+  *sum += x > 0 ? 1 : -1;
+}
 
-  void Add(const std::vector<double>& pred, const std::vector<double>& meas,
-           const std::vector<double>& even, const std::vector<double>& odd) {
-    for (size_t i = 0; i < meas.size(); ++i) {
-      for (size_t j = i + 1; j < meas.size(); ++j) {
-        double gap = std::fabs(meas[i] - meas[j]) / std::min(meas[i], meas[j]);
-        size_t k = 0;
-        while (gap >= buckets[k].max_gap) ++k;
-        double x = (pred[i] - pred[j]) * (meas[i] - meas[j]);
-        if (x != 0) {
-          ++buckets[k].pairs;
-          sum[k] += x > 0 ? 1 : -1;
-        }
-        if (even.empty()) continue;
-        double y = (even[i] - even[j]) * (odd[i] - odd[j]);
-        if (y != 0) {
-          ++buckets[k].repeat_pairs;
-          repeat_sum[k] += y > 0 ? 1 : -1;
-        }
+// Tallies a region's pairs by their measured gap: `pred` against `meas`, and (when given) `even`
+// against `odd`; each bucket's tau fields hold concordant minus discordant pairs until
+// FinishGapBuckets divides them by the pairs.
+void TallyByGap(const std::vector<double>& pred, const std::vector<double>& meas,
+                const std::vector<double>& even, const std::vector<double>& odd,
+                std::vector<GapBucket>* buckets) {
+  for (size_t i = 0; i < meas.size(); ++i) {
+    for (size_t j = i + 1; j < meas.size(); ++j) {
+      double gap = std::fabs(meas[i] - meas[j]) / std::min(meas[i], meas[j]);
+      GapBucket* b = &buckets->front();
+      while (gap >= b->max_gap) ++b;
+      Tally((pred[i] - pred[j]) * (meas[i] - meas[j]), &b->pairs, &b->tau);
+      if (!even.empty()) {
+        Tally((even[i] - even[j]) * (odd[i] - odd[j]), &b->repeat_pairs, &b->repeat_tau);
       }
     }
   }
+}
 
-  std::vector<GapBucket> Result() const {
-    std::vector<GapBucket> out = buckets;
-    for (size_t k = 0; k < out.size(); ++k) {
-      out[k].tau = out[k].pairs ? static_cast<double>(sum[k]) / out[k].pairs : 0;
-      out[k].repeat_tau =
-          out[k].repeat_pairs ? static_cast<double>(repeat_sum[k]) / out[k].repeat_pairs : 0;
-    }
-    return out;
+void FinishGapBuckets(std::vector<GapBucket>* buckets) {
+  for (GapBucket& b : *buckets) {
+    b.tau = b.pairs ? b.tau / b.pairs : 0;
+    b.repeat_tau = b.repeat_pairs ? b.repeat_tau / b.repeat_pairs : 0;
   }
-};
+}
 
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
                                              const CostModel& model, const MeasureFn& measure,
                                              const ProgressFn& progress, int rounds) {
   rounds = std::max(rounds, 1);
   ValidationReport report;
-  GapTally by_gap;
+  report.by_gap = GapBuckets();
   double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0, repeat_tau_sum = 0;
   int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0, repeat_pairs = 0,
       repeat_agree = 0;
@@ -219,7 +214,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
           {report.regions - 1, r.model, r.ops, r.where, r.alternatives[i].first, pred[i], meas[i]});
       abs_pct += 100 * std::fabs(pred[i] - meas[i]) / meas[i];
     }
-    by_gap.Add(pred, meas, even, odd);
+    TallyByGap(pred, meas, even, odd, &report.by_gap);
     int pairs = 0;
     double tau = KendallTau(pred, meas, &pairs);
     tau_sum += tau * pairs;
@@ -249,7 +244,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.decisive_tau = decisive_pairs ? decisive_tau_sum / decisive_pairs : 0;
   report.agreement = report.decisions ? static_cast<double>(agree) / report.decisions : 0;
   report.repeat_tau = repeat_pairs ? repeat_tau_sum / repeat_pairs : 0;
-  report.by_gap = by_gap.Result();
+  FinishGapBuckets(&report.by_gap);
   report.repeat_agreement =
       rounds >= 2 && report.decisions ? static_cast<double>(repeat_agree) / report.decisions : 0;
   report.decisive_agreement = report.decisive_decisions
