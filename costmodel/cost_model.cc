@@ -177,7 +177,7 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group,
       for (NodeId c : g.tensor(t).consumers) {
         readers += std::binary_search(group.nodes.begin(), group.nodes.end(), c) ? 1 : 0;
       }
-      if (readers == 0 || loop->passed_through.count(t)) continue;
+      if (readers == 0 || loop->passed_through.count(t) || loop->chained.count(t)) continue;
       double bytes = EvaluatedElements(g, loop, t) * 4;
       bool into_output =
           group.kind == GroupKind::kLoop &&

@@ -61,9 +61,95 @@ double RunLength(const Shape& in, const Shape& out, bool* broadcast_run = nullpt
   return run;
 }
 
+// Whether node n is a step the runtime's single-pass chains take (runtime/fused_loop.cc,
+// Chains): float unary and binary arithmetic but Log, integer casts, truncating division and a Pow
+// whose exponent is not a constant 2, 0.5 or 1 (those the runtime compiles as unary ops).
+bool ChainsNode(const Graph& g, const Node& n) {
+  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid",     "Tanh",      "Exp",
+                               "Sqrt", "Erf",       "HardSigmoid", "HardSwish", "Clip",
+                               "Cast", "Add",       "Sub",         "Mul",       "Div"};
+  if (!IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return false;
+  if (n.op_type == "Pow") {
+    const TensorId e = n.input(1);
+    if (e == kNoId || !g.tensor(e).is_constant_data() || g.tensor(e).float_data.size() != 1) {
+      return false;
+    }
+    const double x = g.tensor(e).float_data[0];
+    return x == 2.0 || x == 0.5 || x == 1.0;
+  }
+  return std::any_of(std::begin(kOps), std::end(kOps),
+                     [&](const char* o) { return n.op_type == o; });
+}
+
+// The runtime's single-pass chains (runtime/fused_loop.cc, MarkChains): each chainable node
+// links to the first of its value inputs that is computed by a chainable node of the loop, read
+// once by the loop and not an output, at the same elements; that input is computed inside the
+// node's chain, in registers. Chains are cut every kMaxChain values. Returns each value of a chain
+// of two or more with the chain's last value (its head, which maps to itself).
+std::unordered_map<TensorId, TensorId> Chains(const Graph& g, const std::vector<NodeId>& nodes,
+                                              const std::unordered_set<TensorId>& outputs) {
+  constexpr int kMaxChain = 16;
+  std::unordered_map<TensorId, int> uses;
+  std::unordered_map<TensorId, const Node*> producer;
+  for (NodeId id : nodes) {
+    const Node& n = g.node(id);
+    producer[n.outputs[0]] = &n;
+    for (TensorId t : n.inputs) {
+      if (t != kNoId) ++uses[t];
+    }
+  }
+  std::unordered_map<TensorId, TensorId> link;  // Value -> the input its chain continues through.
+  std::unordered_set<TensorId> linked;
+  for (NodeId id : nodes) {
+    const Node& n = g.node(id);
+    if (!ChainsNode(g, n)) continue;
+    const bool binary =
+        n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div";
+    for (size_t j = 0; j < (binary ? n.inputs.size() : 1); ++j) {
+      const TensorId u = n.inputs[j];
+      auto p = producer.find(u);
+      if (p == producer.end() || !ChainsNode(g, *p->second) || uses[u] != 1 || outputs.count(u) ||
+          g.tensor(u).num_elements() != g.tensor(n.outputs[0]).num_elements()) {
+        continue;
+      }
+      link[n.outputs[0]] = u;
+      linked.insert(u);
+      break;
+    }
+  }
+  std::unordered_map<TensorId, TensorId> head_of;
+  for (const auto& [top, first] : link) {
+    if (linked.count(top)) continue;
+    TensorId head = top;
+    int length = 1;
+    for (TensorId w = top;; ++length) {
+      if (length > kMaxChain) {  // w heads a chain of its own.
+        head = w;
+        length = 1;
+      }
+      head_of[w] = head;
+      auto next = link.find(w);
+      if (next == link.end()) break;
+      w = next->second;
+    }
+  }
+  // A cut can leave a chain of one value: not a chain.
+  std::unordered_map<TensorId, int> size;
+  for (const auto& [t, head] : head_of) ++size[head];
+  std::erase_if(head_of, [&](const auto& entry) { return size[entry.second] < 2; });
+  return head_of;
+}
+
 class Walk {
  public:
   Walk(const Graph& g, const FusionGroup& group) : g_(g), group_(group) {}
+
+  void SetChains(std::unordered_map<TensorId, TensorId> head_of) {
+    for (const auto& [t, head] : head_of) {
+      if (t != head) out_.chained.insert(t);
+    }
+    chain_head_ = std::move(head_of);
+  }
 
   void Ask(TensorId t, Requests r) {
     if (piece_calls_ > 0) {  // Visiting a value asked for pieces: its inputs are asked likewise.
@@ -99,10 +185,12 @@ class Walk {
     // Neither is a broadcast leaf read only in place, run by run (no evaluation call).
     double per_tile = 0;
     for (TensorId t : values) {
+      if (out_.chained.count(t)) continue;  // Computed in registers inside its reader's chain.
       bool in_place_only = streamed_.count(t) && !read_.count(t) && asked_[t].total() == 0;
       per_tile += once.count(t) || in_place_only ? 0 : 1;
     }
     out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
+    for (const auto& [head, calls] : chain_calls_) out_.run_calls += calls;
     return out_;
   }
 
@@ -358,8 +446,20 @@ class Walk {
     return std::max(r.range / RunLength(g_.tensor(u).dims, g_.tensor(n.outputs[0]).dims),
                     r.range > 0 ? piece_calls_ : 0.0);
   }
+  // A chain walks its range in pieces over which all its streamed operands step evenly: one
+  // kernel call per piece, about as many as the most runs any one operand has (they line up
+  // in the usual case, rows of layer norm's per-row scale and of its weights).
+  void AddStreamCalls(const Node& n, double calls) {
+    auto head = chain_head_.find(n.outputs[0]);
+    if (head == chain_head_.end()) {
+      out_.run_calls += calls;
+      return;
+    }
+    double& chain = chain_calls_[head->second];
+    chain = std::max(chain, calls);
+  }
   void Streamed(const Node& n, TensorId u, Requests r, size_t rank) {
-    out_.run_calls += StreamCalls(n, u, r);
+    AddStreamCalls(n, StreamCalls(n, u, r));
     Requests lists{0, r.runs, r.scattered};
     MarkThroughViews(u, &streamed_);                    // Read in place from a range...
     if (lists.list() > 0) MarkThroughViews(u, &read_);  // ...and evaluated at an index list.
@@ -387,7 +487,7 @@ class Walk {
     return 4 * span <= tile ? span : 0;
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
-    out_.run_calls += StreamCalls(n, u, r);
+    AddStreamCalls(n, StreamCalls(n, u, r));
     const double tile = std::min(kLoopTile, r.range), whole = Elements(g_, u);
     if (whole <= tile) hoisted_.insert(u);
     Ask(u, {whole <= tile ? whole : std::ceil(r.range / kLoopTile) * span, 0, 0});
@@ -457,6 +557,8 @@ class Walk {
   std::unordered_set<TensorId> streamed_;  // Leaves (and views of them) read in place, run by run.
   std::unordered_set<TensorId> read_;      // Leaves (and views of them) read any other way.
   double piece_calls_ = 0;                 // While visiting a value's pieces: how many there are.
+  std::unordered_map<TensorId, TensorId> chain_head_;  // Values of chains -> their head.
+  std::unordered_map<TensorId, double> chain_calls_;   // Per chain head: its kernel calls.
   LoopEvaluation out_;
 };
 
@@ -485,6 +587,14 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
     }
     nodes.push_back(id);
   }
+  // Chains form in the loop, or in a reduction's prologue and in its epilogue apart.
+  const std::unordered_set<TensorId> outputs(leaving.begin(), leaving.end());
+  std::unordered_map<TensorId, TensorId> head_of = Chains(g, nodes, outputs);
+  if (nodes.size() + 1 < group.nodes.size()) {
+    std::vector<NodeId> epilogue(group.nodes.begin() + nodes.size() + 1, group.nodes.end());
+    head_of.merge(Chains(g, epilogue, outputs));
+  }
+  walk.SetChains(std::move(head_of));
   // Outputs with as many elements share one pass over the same tiles (FusedLoop::Run).
   std::unordered_set<double> passes;
   for (TensorId t : leaving) {

@@ -53,6 +53,9 @@ struct LoopEvaluation {
   // Values the loop hands on without a tile of their own (views, transposes of unit dims): their
   // consumers read their input's tile.
   std::unordered_set<TensorId> passed_through;
+  // Values computed inside a single-pass chain (runtime/fused_loop.cc, MarkChains): carried in
+  // registers from the value that reads them, with no tile and no evaluation call of their own.
+  std::unordered_set<TensorId> chained;
 };
 
 // `leaving` are the group's values that are written to memory (the loop's roots).

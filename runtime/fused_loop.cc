@@ -80,6 +80,10 @@ struct FusedLoop::Value {
   std::vector<ResizeTable> resize;      // Per dim.
   int uses = 0;         // Reads of this value by the loop's nodes (an input listed twice counts 2).
   bool output = false;  // Written out by the loop (or read by EvalRange's callers).
+  // Single-pass chains (see MarkChains): the input this value continues the chain through, and
+  // whether its own one reader evaluates it inside a chain (so it never has a tile).
+  int chain_input = -1;
+  bool in_chain = false;
 };
 
 // Per-thread buffers, reset for each tile; a memo keyed by (tensor, index-set token) lets values
@@ -272,6 +276,134 @@ FUSOR_VECTOR_CLONES void BatchNorm(const float* x, const float* scale, const flo
   }
 }
 
+// A chain of unary and binary arithmetic nodes evaluated in one pass: each block of 32 elements
+// is loaded once, carried through every step in vector registers and stored once. Evaluating the
+// nodes pass by pass over a tile stores every intermediate to an L1 buffer and loads it back; on
+// the AVX-512 EPYC host the stores are what binds: x * w + b over 1x128x768 took 15.6 us in two
+// passes and 12.3 us as a chain (a loop hand-written for x * w + b: 9.6 us; oneDNN's two
+// binaries: 18 us).
+constexpr int kMaxChain = 16;
+enum class ChainSide : uint8_t { kNone, kStream, kConstant };
+struct ChainOp {
+  bool unary = true;
+  UnaryOp u = UnaryOp::kCopy;
+  BinaryOp b = BinaryOp::kAdd;
+  bool side_first = false;  // side op acc rather than acc op side.
+  float p = 0, q = 0;       // Unary parameters.
+  ChainSide side = ChainSide::kNone;
+};
+
+namespace {
+
+using vector_math::F16;
+
+[[gnu::always_inline]] inline F16 ApplyUnary(const ChainOp& op, F16 a) {
+  using vector_math::Max;
+  using vector_math::Min;
+  using vector_math::Splat;
+  const F16 zero = Splat<F16>(0.0f), one = Splat<F16>(1.0f);
+  switch (op.u) {
+    case UnaryOp::kRelu:
+      return vector_math::Select(a > zero, a, zero);
+    case UnaryOp::kLeakyRelu:
+      return vector_math::Select(a >= zero, a, a * op.p);
+    case UnaryOp::kSigmoid:
+      return vector_math::Sigmoid(a);
+    case UnaryOp::kTanh:
+      return 2.0f * vector_math::Sigmoid(2.0f * a) - 1.0f;
+    case UnaryOp::kExp:
+      return vector_math::Exp(a);
+    case UnaryOp::kSqrt:
+      for (int l = 0; l < 16; ++l) a[l] = std::sqrt(a[l]);
+      return a;
+    case UnaryOp::kErf:
+      return vector_math::Erf(a);
+    case UnaryOp::kHardSigmoid:
+      return Min(Max(op.p * a + op.q, zero), one);
+    case UnaryOp::kHardSwish:
+      return a * Min(Max(a * (1.0f / 6) + 0.5f, zero), one);
+    case UnaryOp::kClip:
+      return Min(Max(a, Splat<F16>(op.p)), Splat<F16>(op.q));
+    case UnaryOp::kSquare:
+      return a * a;
+    default:  // kCopy (kLog, kTrunc and kBool never chain).
+      return a;
+  }
+}
+
+[[gnu::always_inline]] inline F16 ApplyBinary(const ChainOp& op, F16 a, F16 b) {
+  switch (op.b) {
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSub:
+      return op.side_first ? b - a : a - b;
+    case BinaryOp::kMul:
+      return a * b;
+    default:  // kDiv; a constant divisor was turned into its reciprocal.
+      if (op.side == ChainSide::kConstant && !op.side_first) return a * b;
+      return op.side_first ? b / a : a / b;
+  }
+}
+
+// 32 elements at offset i: src[i..], streamed sides at side[s][i..].
+[[gnu::always_inline]] inline void ChainBlock(const ChainOp* ops, int k, const F16* constants,
+                                              const float* src, const float* const* side, int64_t i,
+                                              float* out) {
+  F16 a0, a1;
+  std::memcpy(&a0, src + i, sizeof(F16));
+  std::memcpy(&a1, src + i + 16, sizeof(F16));
+  for (int s = 0; s < k; ++s) {
+    const ChainOp& op = ops[s];
+    if (op.unary) {
+      a0 = ApplyUnary(op, a0);
+      a1 = ApplyUnary(op, a1);
+      continue;
+    }
+    F16 b0 = constants[s], b1 = constants[s];
+    if (op.side == ChainSide::kStream) {
+      std::memcpy(&b0, side[s] + i, sizeof(F16));
+      std::memcpy(&b1, side[s] + i + 16, sizeof(F16));
+    }
+    a0 = ApplyBinary(op, a0, b0);
+    a1 = ApplyBinary(op, a1, b1);
+  }
+  std::memcpy(out + i, &a0, sizeof(F16));
+  std::memcpy(out + i + 16, &a1, sizeof(F16));
+}
+
+}  // namespace
+
+// out[e] = the chain `ops` applied to src[e], e < n. A step's side is read at side[s][e] (kStream)
+// or is the scalar side[s][0] (kConstant). out may be src or a streamed side (each block is read
+// before it is written).
+FUSOR_VECTOR_CLONES void Chain(const ChainOp* ops, int k, const float* src,
+                               const float* const* side, float* out, int64_t n) {
+  F16 constants[kMaxChain];
+  for (int s = 0; s < k; ++s) {
+    if (ops[s].side != ChainSide::kConstant) continue;
+    float c = side[s][0];
+    if (ops[s].b == BinaryOp::kDiv && !ops[s].side_first) c = 1.0f / c;
+    constants[s] = vector_math::Splat<F16>(c);
+  }
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) ChainBlock(ops, k, constants, src, side, i, out);
+  if (i == n) return;
+  // The tail, through 32-element buffers (the unused lanes compute on zeros, harmlessly).
+  const int64_t r = n - i;
+  float in[32] = {}, res[32];
+  float tails[kMaxChain][32];
+  const float* tail_side[kMaxChain];
+  std::memcpy(in, src + i, r * sizeof(float));
+  for (int s = 0; s < k; ++s) {
+    tail_side[s] = side[s];
+    if (ops[s].side != ChainSide::kStream) continue;
+    std::fill(tails[s], tails[s] + 32, 1.0f);
+    std::memcpy(tails[s], side[s] + i, r * sizeof(float));
+    tail_side[s] = tails[s];
+  }
+  ChainBlock(ops, k, constants, in, tail_side, 0, res);
+  std::memcpy(out + i, res, r * sizeof(float));
+}
 }  // namespace loop_kernels
 
 namespace {
@@ -788,8 +920,111 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
   return out;
 }
 
+// A chain's side operand over a contiguous range: a scalar, a tile or leaf read in step with the
+// range, or a broadcast read run by run (its runs, from ForEachRun, in `runs` as e, offset, length,
+// step, offsets relative to `p`).
+struct ChainInput {
+  const float* p = nullptr;
+  float scalar = 0;
+  int64_t* runs = nullptr;
+  int64_t count = 0, at = 0;  // Runs, and the one the walk is in.
+};
+
+ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const Idx& idx,
+                       LoopScratch* s) {
+  ChainInput in;
+  if (w.maps[j].scalar) {
+    in.scalar = Eval(values, w.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
+    return in;
+  }
+  int64_t first = 0;
+  if (const float* src = StreamedOperand(values, w, j, idx, s, &first)) {
+    ForEachRun(w.maps[j], w.dims, idx.begin, idx.n,
+               [&](int64_t, int64_t, int64_t, int64_t) { ++in.count; });
+    in.runs = s->Ints(4 * in.count);
+    int64_t* r = in.runs;
+    ForEachRun(w.maps[j], w.dims, idx.begin, idx.n,
+               [&](int64_t e, int64_t off, int64_t run, int64_t step) {
+                 *r++ = e;
+                 *r++ = off - first;
+                 *r++ = run;
+                 *r++ = step;
+               });
+    in.p = src;
+    return in;
+  }
+  in.p = EvalInput(values, w, j, idx, s);
+  return in;
+}
+
+// Evaluates the chain that ends at `head` (MarkChains) over a contiguous range in one pass, or
+// returns nullptr when its first value reads only scalars (left to the tile kernels).
+const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx, LoopScratch* s,
+                       float* into) {
+  const Value* chain[loop_kernels::kMaxChain];
+  int k = 0;
+  for (const Value* w = &head;; w = values.at(w->inputs[w->chain_input]).get()) {
+    chain[k++] = w;
+    if (w->chain_input < 0) break;
+  }
+  std::reverse(chain, chain + k);
+  // The first value's source: its one input, or the binary operand read in step with the range.
+  const Value& first = *chain[0];
+  size_t src_j = 0;
+  if (first.kind == LoopKind::kBinary) {
+    if (first.maps[0].scalar && first.maps[1].scalar) return nullptr;
+    src_j = first.maps[0].scalar || (!first.maps[0].identity && first.maps[1].identity) ? 1 : 0;
+  }
+  const float* src = EvalInput(values, first, src_j, idx, s);
+  loop_kernels::ChainOp ops[loop_kernels::kMaxChain];
+  ChainInput sides[loop_kernels::kMaxChain];
+  for (int i = 0; i < k; ++i) {
+    const Value& w = *chain[i];
+    ops[i].unary = w.kind == LoopKind::kUnary;
+    ops[i].u = w.unary;
+    ops[i].b = w.binary;
+    ops[i].p = w.a;
+    ops[i].q = w.b;
+    if (ops[i].unary) continue;
+    const size_t j = i == 0 ? 1 - src_j : 1 - static_cast<size_t>(w.chain_input);
+    ops[i].side_first = j == 0;
+    sides[i] = ChainSideOf(values, w, j, idx, s);
+  }
+  float* out = into != nullptr ? into : Reusable(values, first, src_j, src);
+  if (out == nullptr) out = s->Floats(idx.n);
+  // Walk the range in pieces over which every side steps evenly: the broadcast sides' runs.
+  const float* ptrs[loop_kernels::kMaxChain];
+  for (int64_t e = 0; e < idx.n;) {
+    int64_t end = idx.n;
+    for (int i = 0; i < k; ++i) {
+      ChainInput& in = sides[i];
+      if (ops[i].unary) continue;
+      if (in.p == nullptr) {
+        ops[i].side = loop_kernels::ChainSide::kConstant;
+        ptrs[i] = &in.scalar;
+      } else if (in.runs == nullptr) {
+        ops[i].side = loop_kernels::ChainSide::kStream;
+        ptrs[i] = in.p + e;
+      } else {
+        const int64_t* r = in.runs + 4 * in.at;
+        while (r[0] + r[2] <= e) r = in.runs + 4 * ++in.at;
+        end = std::min(end, r[0] + r[2]);
+        ops[i].side =
+            r[3] == 0 ? loop_kernels::ChainSide::kConstant : loop_kernels::ChainSide::kStream;
+        ptrs[i] = in.p + r[1] + (e - r[0]) * r[3];
+      }
+    }
+    loop_kernels::Chain(ops, k, src + e, ptrs, out + e, end - e);
+    e = end;
+  }
+  return out;
+}
+
 const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
                        float* into) {
+  if (idx.list == nullptr && v.chain_input >= 0) {
+    if (const float* out = EvalChain(values, v, idx, s, into)) return out;
+  }
   switch (v.kind) {
     case LoopKind::kUnary: {
       const float* x = EvalInput(values, v, 0, idx, s);
@@ -855,6 +1090,49 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
   }
   s->Put(t, idx.token, out);
   return out;
+}
+
+// Whether v can be a step of a chain: float arithmetic the chain kernel has (Log, integer casts,
+// Pow and truncating division stay tile kernels).
+bool Chains(const Value& v) {
+  if (v.is_int) return false;
+  if (v.kind == LoopKind::kUnary) {
+    return v.unary != UnaryOp::kLog && v.unary != UnaryOp::kTrunc && v.unary != UnaryOp::kBool;
+  }
+  return v.kind == LoopKind::kBinary && v.binary != BinaryOp::kPow &&
+         v.binary != BinaryOp::kDivTrunc;
+}
+
+// Links each chainable value to the first of its inputs that only it reads, at the same elements
+// (an identity map), that is chainable and not an output: that input is computed inside v's chain
+// and never gets a tile. Chains are cut every kMaxChain values. (The cost model's LoopEvaluation
+// marks the same values as chained; keep the two in step.)
+void MarkChains(ValueMap* values) {
+  for (auto& [t, v] : *values) {
+    if (!Chains(*v)) continue;
+    for (size_t j = 0; j < v->inputs.size(); ++j) {
+      auto it = values->find(v->inputs[j]);
+      if (it == values->end() || !v->maps[j].identity) continue;
+      Value& u = *it->second;
+      if (!Chains(u) || u.uses != 1 || u.output) continue;
+      v->chain_input = static_cast<int>(j);
+      u.in_chain = true;
+      break;
+    }
+  }
+  for (auto& [t, head] : *values) {
+    if (head->in_chain || head->chain_input < 0) continue;
+    int length = 1;
+    for (Value* w = head.get(); w->chain_input >= 0; ++length) {
+      Value* u = values->at(w->inputs[w->chain_input]).get();
+      if (length == loop_kernels::kMaxChain) {  // u heads a chain of its own.
+        w->chain_input = -1;
+        u->in_chain = false;
+        length = 0;
+      }
+      w = u;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1171,6 +1449,7 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
       if (in != kNoId) ++loop->values_.at(in)->uses;
     }
   }
+  MarkChains(&loop->values_);
   return loop;
 }
 

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 // Clones of a hot loop picked at load time by the CPU's features: x86-64-v4 (AVX-512), v3 (AVX2
 // with FMA), and a default clone for any x86-64. The erf loop over 4096 floats on the AVX-512
@@ -15,39 +16,84 @@
 #define FUSOR_VECTOR_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
+// The math below is always inlined into the clone that calls it, so each clone computes with its
+// own ISA; an F16 function compiled once for the default target would also pass F16 by a
+// different ABI than an AVX-512 caller expects (-Wpsabi).
+#define FUSOR_INLINE [[gnu::always_inline]] inline
+
 namespace fusor::vector_math {
+
+// Sixteen floats (one AVX-512 register, two AVX2 ones, four SSE ones in the default clone), and
+// the matching int32 lanes: the register type of the fused loop's single-pass chains.
+typedef float F16 __attribute__((vector_size(64)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+
+// The functions below are templates over float and F16 so the tile kernels (scalar code the
+// compiler vectorises) and the chains (explicit vectors) compute the same formulas.
+template <typename T>
+FUSOR_INLINE T Splat(float c) {
+  if constexpr (std::is_same_v<T, float>) {
+    return c;
+  } else {
+    return T{} + c;
+  }
+}
+template <typename T>
+FUSOR_INLINE T Select(bool c, T a, T b) {
+  return c ? a : b;
+}
+FUSOR_INLINE F16 Select(I16 c, F16 a, F16 b) { return c ? a : b; }
+template <typename T>
+FUSOR_INLINE T Max(T x, T lo) {  // x < lo ? lo : x, as std::max(x, lo) (NaN x stays NaN).
+  return Select(x < lo, lo, x);
+}
+template <typename T>
+FUSOR_INLINE T Min(T x, T hi) {  // hi < x ? hi : x, as std::min(x, hi).
+  return Select(hi < x, hi, x);
+}
+FUSOR_INLINE int32_t ToInt(float x) { return static_cast<int32_t>(x); }
+FUSOR_INLINE I16 ToInt(F16 x) { return __builtin_convertvector(x, I16); }
+FUSOR_INLINE float AsFloat(int32_t x) { return std::bit_cast<float>(x); }
+FUSOR_INLINE F16 AsFloat(I16 x) { return std::bit_cast<F16>(x); }
 
 // Cody-Waite reduction to r in [-ln2/2, ln2/2], then a degree-6 Taylor polynomial. Rounding
 // uses the 1.5 * 2^23 trick and clamping plain selects, so the loop has no control flow to stop
 // vectorisation.
-inline float Exp(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer.
-  float fi = (x * 1.44269504f + kMagic) - kMagic;
-  int32_t i = static_cast<int32_t>(fi);
-  float r = x - fi * 0.693359375f + fi * 2.12194440e-4f;
-  float p = 1.0f / 720;
+template <typename T>
+FUSOR_INLINE T Exp(T x) {
+  x = Max(x, Splat<T>(-87.0f));
+  x = Min(x, Splat<T>(88.0f));
+  const T magic = Splat<T>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer.
+  T fi = (x * 1.44269504f + magic) - magic;
+  auto i = ToInt(fi);
+  T r = x - fi * 0.693359375f + fi * 2.12194440e-4f;
+  T p = Splat<T>(1.0f / 720);
   p = p * r + 1.0f / 120;
   p = p * r + 1.0f / 24;
   p = p * r + 1.0f / 6;
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  return p * std::bit_cast<float>((i + 127) << 23);
+  return p * AsFloat((i + 127) << 23);
 }
 
 // Abramowitz & Stegun 7.1.26.
-inline float Erf(float x) {
-  float ax = x < 0 ? -x : x;
-  float t = 1.0f / (1.0f + 0.3275911f * ax);
-  float y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
-             0.254829592f) *
-            t;
-  float r = 1.0f - y * Exp(-ax * ax);
-  return x < 0 ? -r : r;
+template <typename T>
+FUSOR_INLINE T Erf(T x) {
+  const T zero = Splat<T>(0.0f), one = Splat<T>(1.0f);
+  T ax = Select(x < zero, -x, x);
+  T t = one / (one + 0.3275911f * ax);
+  T y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
+         0.254829592f) *
+        t;
+  T r = one - y * Exp(-ax * ax);
+  return Select(x < zero, -r, r);
 }
 
-inline float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
+template <typename T>
+FUSOR_INLINE T Sigmoid(T x) {
+  const T one = Splat<T>(1.0f);
+  return one / (one + Exp(-x));
+}
 
 }  // namespace fusor::vector_math

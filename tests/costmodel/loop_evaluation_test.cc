@@ -114,9 +114,10 @@ TEST(EvaluateLoop, AMapAppliedToAScatteredListDividesEveryIndexPerDimension) {
 }
 
 // Layer norm's tail, y = (x[1,4,8] / s[1,4,1]) * g[8] + b[8]: each broadcast leaf operand is read
-// in place run by run (4 rows of 8: 4 kernel calls per node), with no index work and no evaluation
-// call of its own. Then t = u[8] + s: a second broadcast operand of one node is copied (32
-// indexed), through an evaluation call.
+// in place run by run, with no index work and no evaluation call of its own; the three nodes are
+// one single-pass chain (d and m in registers), which walks the 4 rows of 8 in 4 kernel calls.
+// Then t = u[8] + s: a second broadcast operand of one node is copied (32 indexed), through an
+// evaluation call.
 TEST(EvaluateLoop, BroadcastLeafOperandsAreReadInPlaceOneCallPerRow) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 4, 8}), s = b.Input("s", {1, 4, 1});
@@ -131,8 +132,9 @@ TEST(EvaluateLoop, BroadcastLeafOperandsAreReadInPlaceOneCallPerRow) {
   Graph g = b.Build();
   LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2}), {y});
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
-  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 4);  // One tile of values y, m, d, x; s, g, b in place.
-  EXPECT_DOUBLE_EQ(e.run_calls, 3 * 4);   // Three streamed operands, 4 runs each.
+  EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 2);  // One tile of values y and x; s, g, b in place.
+  EXPECT_DOUBLE_EQ(e.run_calls, 4);       // Three streamed operands whose runs line up.
+  EXPECT_EQ(e.chained, (std::unordered_set<TensorId>{d, m}));
   LoopEvaluation two = EvaluateLoop(g, Loop({3}), {t});
   EXPECT_DOUBLE_EQ(two.indexed_elements, 32);
   EXPECT_DOUBLE_EQ(two.eval_calls, 1 * 2);  // t, and s (copied); u in place.
@@ -311,4 +313,34 @@ TEST(EvaluateLoop, ALinearResizeEvaluatesItsInputOncePerCorner) {
 }
 
 }  // namespace
+// The values computed inside single-pass chains, by the runtime's rules (fused_loop.cc,
+// MarkChains): not a value after Log (Log does not chain), not one read twice, not an output; a
+// Pow by a constant 2 chains; a chain of 18 Relus is cut after 16 values.
+TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
+  IrBuilder b;
+  const Shape dims = {2, 40};
+  std::vector<TensorId> v;
+  std::vector<NodeId> nodes;
+  auto step = [&](const std::string& op, std::vector<TensorId> in) {
+    v.push_back(b.Act("v" + std::to_string(v.size()), dims));
+    nodes.push_back(b.Op(op, std::move(in), {v.back()}));
+    return v.back();
+  };
+  TensorId log = step("Log", {b.Input("x", dims)});
+  TensorId exp = step("Exp", {log});
+  TensorId relu = step("Relu", {exp});
+  TensorId twice = step("Add", {relu, relu});
+  TensorId square = step("Pow", {twice, b.FloatScalar("two", 2)});
+  TensorId out = step("Sqrt", {square});
+  std::vector<TensorId> relus;
+  for (int i = 0; i < 18; ++i) relus.push_back(step("Relu", {i == 0 ? out : relus.back()}));
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop(nodes), {out, relus.back()});
+  std::unordered_set<TensorId> want = {exp, twice, square};
+  // relus[17] heads relus[16..2] (16 values); relus[1] heads relus[0].
+  for (int i = 2; i < 17; ++i) want.insert(relus[i]);
+  want.insert(relus[0]);
+  EXPECT_EQ(e.chained, want);
+}
+
 }  // namespace fusor

@@ -490,6 +490,51 @@ TEST(LoopKernel, StreamedBroadcastsAndReusedTilesStayExact) {
   EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
 }
 
+// Single-pass chains: a broadcast side read run by run (per row with step 0, per column with step
+// 1), a scalar side on either side of Sub and Div, a side read from a leaf in step, every unary op
+// a chain has, a chain longer than one kernel call takes (cut in two), a value read twice (it ends
+// a chain and starts another), and lengths that leave tails in both tiles.
+TEST(LoopKernel, SinglePassChainsMatchTheReference) {
+  IrBuilder b;
+  const Shape dims = {3, 5, 331};
+  TensorId x = b.Input("x", dims), y = b.Input("y", dims);
+  std::vector<TensorId> v;
+  auto step = [&](const std::string& op, std::vector<TensorId> in,
+                  std::vector<Attribute> attrs = {}) {
+    v.push_back(b.Act("v" + std::to_string(v.size()), dims));
+    b.Op(op, std::move(in), {v.back()}, std::move(attrs));
+    return v.back();
+  };
+  step("Sub", {b.Weight("per_row", {3, 5, 1}), x});
+  step("Mul", {v.back(), b.Weight("per_column", {331})});
+  step("Div", {v.back(), b.FloatScalar("three", 3)});
+  TensorId shared = step("Sigmoid", {v.back()});
+  step("Div", {b.FloatScalar("one_and_a_half", 1.5), shared});
+  step("Erf", {v.back()});
+  step("Tanh", {v.back()});
+  step("HardSwish", {v.back()});
+  step("Clip", {v.back(), b.FloatScalar("lo", -0.5), b.FloatScalar("hi", 0.8)});
+  step("LeakyRelu", {v.back()}, {{"alpha", 0.1}});
+  step("HardSigmoid", {v.back()});
+  step("Exp", {v.back()});
+  step("Sqrt", {v.back()});
+  step("Relu", {v.back()});
+  step("Mul", {x, v.back()});
+  step("Sub", {v.back(), y});
+  step("Pow", {v.back(), b.FloatScalar("two", 2)});
+  step("Sub", {b.FloatScalar("one", 1), v.back()});
+  step("Add", {v.back(), shared});
+  b.Output(v.back());
+  b.Output(v[13]);  // The Relu: an output, so the chain stops at it.
+  Graph g = b.Build();
+  std::vector<NodeId> nodes(g.num_nodes());
+  for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = static_cast<NodeId>(i);
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, nodes), ChainBackend::kFusedLoop,
+                         &described);
+  EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
+}
+
 // graph/plan.h's HasPrimitiveChainForm (what the cost model prices) against what the runtime
 // builds with the oneDNN backend forced, for two-node chains: an eltwise head (unary, or a binary
 // node with a scalar constant) takes no post-op but an affine map it merges; a binary head takes
