@@ -84,6 +84,10 @@ struct FusedLoop::Value {
   // whether its own one reader evaluates it inside a chain (so it never has a tile).
   int chain_input = -1;
   bool in_chain = false;
+  // On a chain's head: its values from the first (bottom) to the head, and which input of the
+  // first is the chain's source.
+  std::vector<const Value*> chain;
+  int chain_source = 0;
 };
 
 // Per-thread buffers, reset for each tile; a memo keyed by (tensor, index-set token) lets values
@@ -957,29 +961,17 @@ ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const I
   return in;
 }
 
-// Evaluates the chain that ends at `head` (MarkChains) over a contiguous range in one pass, or
-// returns nullptr when its first value reads only scalars (left to the tile kernels).
+// Evaluates the chain that ends at `head` (MarkChains) over a contiguous range in one pass.
 const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx, LoopScratch* s,
                        float* into) {
-  const Value* chain[loop_kernels::kMaxChain];
-  int k = 0;
-  for (const Value* w = &head;; w = values.at(w->inputs[w->chain_input]).get()) {
-    chain[k++] = w;
-    if (w->chain_input < 0) break;
-  }
-  std::reverse(chain, chain + k);
-  // The first value's source: its one input, or the binary operand read in step with the range.
-  const Value& first = *chain[0];
-  size_t src_j = 0;
-  if (first.kind == LoopKind::kBinary) {
-    if (first.maps[0].scalar && first.maps[1].scalar) return nullptr;
-    src_j = first.maps[0].scalar || (!first.maps[0].identity && first.maps[1].identity) ? 1 : 0;
-  }
+  const int k = static_cast<int>(head.chain.size());
+  const Value& first = *head.chain[0];
+  const size_t src_j = head.chain_source;
   const float* src = EvalInput(values, first, src_j, idx, s);
   loop_kernels::ChainOp ops[loop_kernels::kMaxChain];
   ChainInput sides[loop_kernels::kMaxChain];
   for (int i = 0; i < k; ++i) {
-    const Value& w = *chain[i];
+    const Value& w = *head.chain[i];
     ops[i].unary = w.kind == LoopKind::kUnary;
     ops[i].u = w.unary;
     ops[i].b = w.binary;
@@ -1131,6 +1123,22 @@ void MarkChains(ValueMap* values) {
         length = 0;
       }
       w = u;
+    }
+  }
+  for (auto& [t, head] : *values) {
+    if (head->in_chain || head->chain_input < 0) continue;
+    for (const Value* w = head.get();; w = values->at(w->inputs[w->chain_input]).get()) {
+      head->chain.push_back(w);
+      if (w->chain_input < 0) break;
+    }
+    std::reverse(head->chain.begin(), head->chain.end());
+    // The first value's source: its one input, or the binary operand read in step with the range
+    // (a scalar only when both are: a tile filled with it).
+    const Value& first = *head->chain[0];
+    if (first.kind == LoopKind::kBinary) {
+      const bool one_first =
+          first.maps[0].scalar || (!first.maps[0].identity && first.maps[1].identity);
+      head->chain_source = one_first ? 1 : 0;
     }
   }
 }
