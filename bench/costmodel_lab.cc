@@ -129,7 +129,8 @@ void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& p
         for (double x : f.read_bytes) std::printf(" %.3g", x);
         std::printf(" wr");
         for (double x : f.write_bytes) std::printf(" %.3g", x);
-        std::printf(" tile rd %.3g wr %.3g", f.tile_read_bytes, f.tile_write_bytes);
+        std::printf(" tile rd %.3g wr %.3g ch %.3g", f.tile_read_bytes, f.tile_write_bytes,
+                    f.chain_steps);
         std::printf(
             " k %g lk %g po %g sp %g ro %.3g rt %.3g ix %.3g ga %.3g rm %.3g ec %.3g rc %.3g fk %g "
             "th %g ho %g hb %.3g alt %zu\n",

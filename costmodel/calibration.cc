@@ -469,6 +469,7 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
           {"write_bytes", f.write_bytes},
           {"tile_read_bytes", f.tile_read_bytes},
           {"tile_write_bytes", f.tile_write_bytes},
+          {"chain_steps", f.chain_steps},
           {"kernels", f.kernels},
           {"loop_kernels", f.loop_kernels},
           {"indexed_elements", f.indexed_elements},
@@ -496,6 +497,7 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.write_bytes = j.at("write_bytes").get<std::array<double, kNumMemoryLevels>>();
   f.tile_read_bytes = j.at("tile_read_bytes").get<double>();
   f.tile_write_bytes = j.at("tile_write_bytes").get<double>();
+  f.chain_steps = j.at("chain_steps").get<double>();
   f.kernels = j.at("kernels").get<double>();
   f.loop_kernels = j.at("loop_kernels").get<double>();
   f.indexed_elements = j.at("indexed_elements").get<double>();

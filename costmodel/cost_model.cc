@@ -444,6 +444,7 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   t.memory_ns +=
       (f.tile_read_bytes / p.l1_read_gbps.value + f.tile_write_bytes / p.l1_write_gbps.value) *
       slowdown;
+  t.compute_ns += f.chain_steps / p.chain_gsteps.value * slowdown;
   t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
   return t;
 }
@@ -522,6 +523,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
     f.gathered_elements = loop->gathered_elements;
     f.eval_calls = loop->eval_calls;
     f.run_calls = loop->run_calls;
+    f.chain_steps = loop->chain_steps;
   }
   const LoopEvaluation* lp = loop ? &*loop : nullptr;
   const Residency residency(target, leaf_footprint);

@@ -7,11 +7,14 @@
 //             + gathered / gather_gelems + remapped / remap_gelems     (fused-loop index work)
 //   memory  = sum_level read_bytes / read_bw + write_bytes / write_bw
 //   handoff = handoffs * handoff_ns + handoff_bytes / handoff_gbps      (counted as memory)
+//   tiles   = tile_read_bytes / l1_read_gbps + tile_write_bytes / l1_write_gbps   (as memory)
+//   chains  = chain_steps / chain_gsteps                                (counted as compute)
 //   spill   = spilled_value_vectors * spill_ns_per_value
 //   launch  = kernels * dispatch_ns + loop_kernels * loop_dispatch_ns + forks * fork_ns
 //             + post_ops * post_op_ns + eval_calls * loop_call_ns + run_calls * run_call_ns
 //   reorder = reorder_bytes / reorder_gbps + transposed_bytes / transpose_gbps
-//   total   = compute + memory - alpha * min(compute, memory) + handoff + spill + launch + reorder
+//   total   = compute + memory - alpha * min(compute, memory) + handoff + tiles + chains + spill
+//             + launch + reorder
 //
 // The profile's rates are the whole thread team's; a group small enough to run on one thread
 // (graph/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
@@ -27,8 +30,9 @@
 // inference ago, so they sit in the smallest level that holds the model's whole footprint. This
 // makes a group's cost depend only on the group and which of its outputs leave it, so a plan's cost
 // is the sum of its groups' costs and the search can compare groups independently. Inside a fused
-// loop (or a reduction's fused prologue) every intermediate goes through per-thread tile buffers:
-// one L1 write and one L1 read per internal consumer.
+// loop (or a reduction's fused prologue) an intermediate goes through per-thread tile buffers, one
+// L1 write and one L1 read per internal consumer, unless it is computed inside its one reader's
+// single-pass chain (costmodel/loop_evaluation.h): then it costs a chain step instead.
 //
 // A handoff: on more than one core, a tensor the previous group just computed sits, part by part,
 // in the private caches of the cores that wrote it, and the next group's kernel splits its work
@@ -83,6 +87,10 @@ struct GroupFeatures {
   // compute predicted ~+1 us a pass (analytical-20).
   double tile_read_bytes = 0;
   double tile_write_bytes = 0;
+  // Values a fused loop carries through its single-pass chains, times their elements (every value
+  // of a chain, its head included): per element and step, the chain kernel dispatches and
+  // computes in registers, and like tile traffic this overlaps nothing (analytical-24).
+  double chain_steps = 0;
   double kernels = 0;       // oneDNN primitives launched (reorders included).
   double loop_kernels = 0;  // Fused loops launched.
   double post_ops = 0;

@@ -56,6 +56,8 @@ struct LoopEvaluation {
   // Values computed inside a single-pass chain (runtime/fused_loop.cc, MarkChains): carried in
   // registers from the value that reads them, with no tile and no evaluation call of their own.
   std::unordered_set<TensorId> chained;
+  // Element-steps of those chains: each value of a chain (its head too) times its elements.
+  double chain_steps = 0;
 };
 
 // `leaving` are the group's values that are written to memory (the loop's roots).

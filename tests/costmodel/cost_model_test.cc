@@ -79,6 +79,23 @@ TEST(EvaluateFeatures, TileTrafficAtL1RatesOutsideTheOverlap) {
   EXPECT_DOUBLE_EQ(t.total_ns, 1e4 + 2000 - 0.5 * 1000);
 }
 
+TEST(EvaluateFeatures, ChainStepsAsComputeOutsideTheOverlap) {
+  // A chain's steps are dispatch and register arithmetic per block: nothing hides them.
+  GroupFeatures f;
+  f.flops[static_cast<int>(ComputeClass::kConv)] = 1e6;    // 1e4 ns
+  f.read_bytes[static_cast<int>(MemoryLevel::kL2)] = 4e6;  // 2e4 ns
+  f.chain_steps = 3e5;                                     // 3e5 / 20 = 1.5e4 ns
+  f.threads = 1;                                           // On one of 2 cores: all x2.
+  HardwareProfile p = RoundNumbers();
+  p.target.cores = 2;
+  p.chain_gsteps.value = 20;
+  CostTerms t = EvaluateFeatures(f, p);
+  EXPECT_DOUBLE_EQ(t.compute_ns, 2e4 + 3e4);
+  EXPECT_DOUBLE_EQ(t.memory_ns, 4e4);
+  // Overlapped: half the compute without the chain (2e4), not half the memory (4e4).
+  EXPECT_DOUBLE_EQ(t.total_ns, 5e4 + 4e4 - 0.5 * 2e4);
+}
+
 TEST(EvaluateFeatures, LaterGroupsOfABenchmarkAddTheirTerms) {
   GroupFeatures first, second;
   first.kernels = 1;                                               // 2000 ns launch

@@ -135,6 +135,7 @@ TEST(EvaluateLoop, BroadcastLeafOperandsAreReadInPlaceOneCallPerRow) {
   EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 2);  // One tile of values y and x; s, g, b in place.
   EXPECT_DOUBLE_EQ(e.run_calls, 4);       // Three streamed operands whose runs line up.
   EXPECT_EQ(e.chained, (std::unordered_set<TensorId>{d, m}));
+  EXPECT_DOUBLE_EQ(e.chain_steps, 3 * 32);  // d, m and y, 32 elements each.
   LoopEvaluation two = EvaluateLoop(g, Loop({3}), {t});
   EXPECT_DOUBLE_EQ(two.indexed_elements, 32);
   EXPECT_DOUBLE_EQ(two.eval_calls, 1 * 2);  // t, and s (copied); u in place.
