@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <unordered_map>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -34,11 +36,18 @@ class MeasurementTable {
   }
   void Save() const { std::ofstream(path_) << table_.dump(1); }
 
-  // `prefix` keeps apart the times of one plan measured another way (held to oneDNN).
-  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure, const std::string& prefix = "") {
-    return [this, measurer, remeasure, prefix](const Graph& g,
-                                               const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+  // `prefix` keeps apart the times of one plan measured another way (held to oneDNN). With
+  // `per_round`, the n-th request for one plan (n > 0) is a measurement of its own, "|round n":
+  // validation's interleaved rounds, recorded.
+  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure, const std::string& prefix = "",
+               bool per_round = false) {
+    auto seen = std::make_shared<std::unordered_map<std::string, int>>();
+    return [this, measurer, remeasure, prefix, per_round, seen](
+               const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
       std::string key = prefix + RecordedMeasurer::PlanKey(g, plan);
+      if (int round = per_round ? (*seen)[key]++ : 0; round > 0) {
+        key += "|round " + std::to_string(round);
+      }
       if (!remeasure && table_.contains(key)) {
         const auto& j = table_[key];
         std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
@@ -170,7 +179,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> models;
   bool remeasure = false, quiet_samples = false, describe = false;
   std::string explain, dump;
-  int worst = 30, max_ops = 6, regions = 40;
+  int worst = 30, max_ops = 6, regions = 40, rounds = 1;
   uint64_t seed = 1;
   app.add_option("--table", table_path, "Recorded measurements (JSON)");
   app.add_flag("--remeasure", remeasure, "Measure again even what the table has");
@@ -181,6 +190,9 @@ int Main(int argc, char** argv) {
   app.add_option("--seed", seed, "Seed for choosing groups");
   app.add_flag("--describe", describe, "Print the kernels each calibration benchmark runs");
   app.add_option("--dump", dump, "Write the validation report (JSON) here");
+  app.add_option("--rounds", rounds,
+                 "Interleaved measurement rounds per held-out region (as `fusor costmodel "
+                 "validate --rounds`; each round recorded apart)");
   app.add_option("--explain", explain, "Print features of regions whose ops contain this");
   app.add_option("models", models, "ONNX models to draw held-out groups from");
   CLI11_PARSE(app, argc, argv);
@@ -208,7 +220,8 @@ int Main(int argc, char** argv) {
   if (held_out.empty()) return 0;
   OneDnnMeasurer validation_measurer = MakeMeasurer(30, 1, 0.08);
   AnalyticalCostModel model(cal->profile);
-  auto report = ValidateCostModel(held_out, model, table.Fn(&validation_measurer, remeasure));
+  auto report = ValidateCostModel(held_out, model,
+                                  table.Fn(&validation_measurer, remeasure, "", true), {}, rounds);
   table.Save();
   if (!report.ok()) return std::cerr << report.status().ToString() << "\n", 1;
   if (!explain.empty()) {
