@@ -5,11 +5,13 @@
 // the tile's element indices to its input's indices (affine maps, compiled once), and only tensors
 // from outside the group (leaves) are read from memory. Arithmetic runs on float32 arrays in loops
 // the compiler vectorises (AVX-512 and AVX2 clones where the CPU has them); integer values travel
-// as floats, which is exact below 2^24 (Build refuses a Gather whose axis is longer). Three things
-// keep the passes over a tile few and in L1: a binary node reads a broadcast leaf operand (bias,
-// layer-norm weights, per-row or per-channel scale) in place, run by run, instead of copying it
-// into a tile; a node overwrites the tile of a value only it reads (a chain lives in one buffer);
-// and the last node of each output writes straight into the output. A one-tile loop runs on the
+// as floats, which is exact below 2^24 (Build refuses a Gather whose axis is longer). Four things
+// keep the passes over a tile few and in L1: a value that only one arithmetic node reads, at the
+// same elements, is computed inside that node's single-pass chain (blocks of 32 elements carried
+// through every step in vector registers, no tile of its own); a binary node reads a broadcast
+// leaf operand (bias, layer-norm weights, per-row or per-channel scale) in place, run by run,
+// instead of copying it into a tile; a node overwrites the tile of a value only it reads; and the
+// last node of each output writes straight into the output. A one-tile loop runs on the
 // calling thread without entering an OpenMP region.
 //
 // Resize is classed injective but a linear Resize blends: it evaluates its input once per corner
