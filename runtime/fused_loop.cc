@@ -1467,6 +1467,12 @@ void FusedLoop::Bind(TensorId t, void* data) {
   if (std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end()) output_data_[t] = data;
 }
 
+int FusedLoop::chained_values() const {
+  int n = 0;
+  for (const auto& [t, v] : values_) n += v->in_chain ? 1 : 0;
+  return n;
+}
+
 bool FusedLoop::IsBound() const {
   for (TensorId t : leaves_) {
     if (values_.at(t)->data == nullptr) return false;

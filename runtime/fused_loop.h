@@ -56,6 +56,8 @@ class FusedLoop {
   ~FusedLoop();
 
   const std::vector<TensorId>& leaves() const { return leaves_; }
+  // Values computed inside another value's single-pass chain (no tile of their own).
+  int chained_values() const;
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
   // Memory of a leaf (read) or an output (written), stored as float for floating-point tensors and

@@ -36,7 +36,13 @@ class LoopKernel : public GroupKernel {
       : loop_(std::move(loop)), label_(std::move(label)) {}
   Status Bind(const TensorBuffer& tensor, void*) override { return BindLoop(loop_.get(), tensor); }
   void Run() override { loop_->Run(); }
-  std::string Describe() const override { return "fused loop [" + label_ + "]"; }
+  std::string Describe() const override {
+    const int chained = loop_->chained_values();
+    return "fused loop [" + label_ + "]" +
+           (chained > 0
+                ? ", " + std::to_string(chained) + " values only in registers (single-pass chains)"
+                : "");
+  }
 
  private:
   std::unique_ptr<FusedLoop> loop_;

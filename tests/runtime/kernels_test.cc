@@ -518,21 +518,29 @@ TEST(LoopKernel, SinglePassChainsMatchTheReference) {
   step("HardSigmoid", {v.back()});
   step("Exp", {v.back()});
   step("Sqrt", {v.back()});
-  step("Relu", {v.back()});
+  for (int i = 0; i < 4; ++i) {  // Long enough to be cut: 18 values from the Div to the Relu.
+    step("Mul", {v.back(), b.FloatScalar("k" + std::to_string(i), 0.9)});
+    step("Add", {b.FloatScalar("c" + std::to_string(i), 0.05), v.back()});
+  }
+  TensorId relu = step("Relu", {v.back()});
   step("Mul", {x, v.back()});
   step("Sub", {v.back(), y});
   step("Pow", {v.back(), b.FloatScalar("two", 2)});
   step("Sub", {b.FloatScalar("one", 1), v.back()});
   step("Add", {v.back(), shared});
   b.Output(v.back());
-  b.Output(v[13]);  // The Relu: an output, so the chain stops at it.
+  b.Output(relu);  // An output: no chain takes it in.
   Graph g = b.Build();
   std::vector<NodeId> nodes(g.num_nodes());
   for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = static_cast<NodeId>(i);
   std::string described;
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, nodes), ChainBackend::kFusedLoop,
                          &described);
+  // Chained: the first Sub, Mul and Div (under the Sigmoid); the 15 values under the Relu down to
+  // the Tanh and, past the cut, the Div under the Erf that heads the rest; the Mul, Sub, Pow and
+  // Sub under the last Add.
   EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
+  EXPECT_NE(described.find(", 23 values only in registers"), std::string::npos) << described;
 }
 
 // graph/plan.h's HasPrimitiveChainForm (what the cost model prices) against what the runtime
