@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
@@ -154,59 +155,76 @@ class LoopScratch {
 
 namespace loop_kernels {
 
-using vector_math::Erf;
-using vector_math::Exp;
-using vector_math::Sigmoid;
+// op applied to x, a float or a vector of 16 (the chains): one formula for both kernels. Log,
+// Trunc and Bool exist as floats only (they never chain).
+template <typename T>
+FUSOR_INLINE T UnaryValue(UnaryOp op, float a, float b, T x) {
+  using vector_math::Max;
+  using vector_math::Min;
+  using vector_math::Select;
+  using vector_math::Splat;
+  const T zero = Splat<T>(0.0f), one = Splat<T>(1.0f);
+  switch (op) {
+    case UnaryOp::kRelu:
+      return Select(x > zero, x, zero);
+    case UnaryOp::kLeakyRelu:
+      return Select(x >= zero, x, a * x);
+    case UnaryOp::kSigmoid:
+      return vector_math::Sigmoid(x);
+    case UnaryOp::kTanh:
+      return 2.0f * vector_math::Sigmoid(2.0f * x) - 1.0f;
+    case UnaryOp::kExp:
+      return vector_math::Exp(x);
+    case UnaryOp::kSqrt:
+      return vector_math::Sqrt(x);
+    case UnaryOp::kErf:
+      return vector_math::Erf(x);
+    case UnaryOp::kHardSigmoid:
+      return Min(Max(a * x + b, zero), one);
+    case UnaryOp::kHardSwish:
+      return x * Min(Max(x * (1.0f / 6) + 0.5f, zero), one);
+    case UnaryOp::kClip:
+      return Min(Max(x, Splat<T>(a)), Splat<T>(b));
+    case UnaryOp::kSquare:
+      return x * x;
+    default:
+      break;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (op == UnaryOp::kLog) return std::log(x);
+    if (op == UnaryOp::kTrunc) return std::trunc(x);
+    if (op == UnaryOp::kBool) return x != 0 ? 1.0f : 0.0f;
+  }
+  return x;  // kCopy.
+}
+
+// y[i] = kOp(x[i]): the op a constant, so each loop is the op's formula alone, vectorised.
+template <UnaryOp kOp>
+FUSOR_INLINE void UnaryLoop(float a, float b, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = UnaryValue(kOp, a, b, x[i]);
+}
 
 FUSOR_VECTOR_CLONES void Unary(UnaryOp op, float a, float b, const float* x, float* y, int64_t n) {
   switch (op) {
-    case UnaryOp::kCopy:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
-      break;
-    case UnaryOp::kRelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
-      break;
-    case UnaryOp::kLeakyRelu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] >= 0 ? x[i] : a * x[i];
-      break;
-    case UnaryOp::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) y[i] = Sigmoid(x[i]);
-      break;
-    case UnaryOp::kTanh:
-      for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * Sigmoid(2.0f * x[i]) - 1.0f;
-      break;
-    case UnaryOp::kExp:
-      for (int64_t i = 0; i < n; ++i) y[i] = Exp(x[i]);
-      break;
-    case UnaryOp::kLog:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
-      break;
-    case UnaryOp::kSqrt:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
-      break;
-    case UnaryOp::kErf:
-      for (int64_t i = 0; i < n; ++i) y[i] = Erf(x[i]);
-      break;
-    case UnaryOp::kHardSigmoid:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(a * x[i] + b, 0.0f), 1.0f);
-      break;
-    case UnaryOp::kHardSwish:
-      for (int64_t i = 0; i < n; ++i) {
-        y[i] = x[i] * std::min(std::max(x[i] * (1.0f / 6) + 0.5f, 0.0f), 1.0f);
-      }
-      break;
-    case UnaryOp::kClip:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(x[i], a), b);
-      break;
-    case UnaryOp::kTrunc:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::trunc(x[i]);
-      break;
-    case UnaryOp::kBool:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] != 0 ? 1.0f : 0.0f;
-      break;
-    case UnaryOp::kSquare:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
-      break;
+#define FUSOR_UNARY_CASE(k) \
+  case UnaryOp::k:          \
+    return UnaryLoop<UnaryOp::k>(a, b, x, y, n);
+    FUSOR_UNARY_CASE(kCopy)
+    FUSOR_UNARY_CASE(kRelu)
+    FUSOR_UNARY_CASE(kLeakyRelu)
+    FUSOR_UNARY_CASE(kSigmoid)
+    FUSOR_UNARY_CASE(kTanh)
+    FUSOR_UNARY_CASE(kExp)
+    FUSOR_UNARY_CASE(kLog)
+    FUSOR_UNARY_CASE(kSqrt)
+    FUSOR_UNARY_CASE(kErf)
+    FUSOR_UNARY_CASE(kHardSigmoid)
+    FUSOR_UNARY_CASE(kHardSwish)
+    FUSOR_UNARY_CASE(kClip)
+    FUSOR_UNARY_CASE(kTrunc)
+    FUSOR_UNARY_CASE(kBool)
+    FUSOR_UNARY_CASE(kSquare)
+#undef FUSOR_UNARY_CASE
   }
 }
 
@@ -301,40 +319,6 @@ namespace {
 
 using vector_math::F16;
 
-[[gnu::always_inline]] inline F16 ApplyUnary(const ChainOp& op, F16 a) {
-  using vector_math::Max;
-  using vector_math::Min;
-  using vector_math::Splat;
-  const F16 zero = Splat<F16>(0.0f), one = Splat<F16>(1.0f);
-  switch (op.u) {
-    case UnaryOp::kRelu:
-      return vector_math::Select(a > zero, a, zero);
-    case UnaryOp::kLeakyRelu:
-      return vector_math::Select(a >= zero, a, a * op.p);
-    case UnaryOp::kSigmoid:
-      return vector_math::Sigmoid(a);
-    case UnaryOp::kTanh:
-      return 2.0f * vector_math::Sigmoid(2.0f * a) - 1.0f;
-    case UnaryOp::kExp:
-      return vector_math::Exp(a);
-    case UnaryOp::kSqrt:
-      for (int l = 0; l < 16; ++l) a[l] = std::sqrt(a[l]);
-      return a;
-    case UnaryOp::kErf:
-      return vector_math::Erf(a);
-    case UnaryOp::kHardSigmoid:
-      return Min(Max(op.p * a + op.q, zero), one);
-    case UnaryOp::kHardSwish:
-      return a * Min(Max(a * (1.0f / 6) + 0.5f, zero), one);
-    case UnaryOp::kClip:
-      return Min(Max(a, Splat<F16>(op.p)), Splat<F16>(op.q));
-    case UnaryOp::kSquare:
-      return a * a;
-    default:  // kCopy (kLog, kTrunc and kBool never chain).
-      return a;
-  }
-}
-
 [[gnu::always_inline]] inline F16 ApplyBinary(const ChainOp& op, F16 a, F16 b) {
   switch (op.b) {
     case BinaryOp::kAdd:
@@ -359,8 +343,8 @@ using vector_math::F16;
   for (int s = 0; s < k; ++s) {
     const ChainOp& op = ops[s];
     if (op.unary) {
-      a0 = ApplyUnary(op, a0);
-      a1 = ApplyUnary(op, a1);
+      a0 = UnaryValue(op.u, op.p, op.q, a0);
+      a1 = UnaryValue(op.u, op.p, op.q, a1);
       continue;
     }
     F16 b0 = constants[s], b1 = constants[s];
@@ -931,7 +915,7 @@ struct ChainInput {
   const float* p = nullptr;
   float scalar = 0;
   int64_t* runs = nullptr;
-  int64_t count = 0, at = 0;  // Runs, and the one the walk is in.
+  int64_t at = 0;  // The run the walk is in.
 };
 
 ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const Idx& idx,
@@ -943,9 +927,10 @@ ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const I
   }
   int64_t first = 0;
   if (const float* src = StreamedOperand(values, w, j, idx, s, &first)) {
+    int64_t count = 0;
     ForEachRun(w.maps[j], w.dims, idx.begin, idx.n,
-               [&](int64_t, int64_t, int64_t, int64_t) { ++in.count; });
-    in.runs = s->Ints(4 * in.count);
+               [&](int64_t, int64_t, int64_t, int64_t) { ++count; });
+    in.runs = s->Ints(4 * count);
     int64_t* r = in.runs;
     ForEachRun(w.maps[j], w.dims, idx.begin, idx.n,
                [&](int64_t e, int64_t off, int64_t run, int64_t step) {
@@ -1014,9 +999,7 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
 
 const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
                        float* into) {
-  if (idx.list == nullptr && v.chain_input >= 0) {
-    if (const float* out = EvalChain(values, v, idx, s, into)) return out;
-  }
+  if (idx.list == nullptr && v.chain_input >= 0) return EvalChain(values, v, idx, s, into);
   switch (v.kind) {
     case LoopKind::kUnary: {
       const float* x = EvalInput(values, v, 0, idx, s);

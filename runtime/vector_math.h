@@ -55,6 +55,11 @@ FUSOR_INLINE int32_t ToInt(float x) { return static_cast<int32_t>(x); }
 FUSOR_INLINE I16 ToInt(F16 x) { return __builtin_convertvector(x, I16); }
 FUSOR_INLINE float AsFloat(int32_t x) { return std::bit_cast<float>(x); }
 FUSOR_INLINE F16 AsFloat(I16 x) { return std::bit_cast<F16>(x); }
+FUSOR_INLINE float Sqrt(float x) { return std::sqrt(x); }
+FUSOR_INLINE F16 Sqrt(F16 x) {
+  for (int l = 0; l < 16; ++l) x[l] = std::sqrt(x[l]);
+  return x;
+}
 
 // Cody-Waite reduction to r in [-ln2/2, ln2/2], then a degree-6 Taylor polynomial. Rounding
 // uses the 1.5 * 2^23 trick and clamping plain selects, so the loop has no control flow to stop
