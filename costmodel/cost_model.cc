@@ -515,9 +515,10 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   (primitive ? f.kernels : f.loop_kernels) = 1;
   if (HasEpilogueLoop(g, group)) f.loop_kernels += 1;
   f.post_ops = PostOps(g, group);
+  const bool serial = RunsSerially(g, group);
   std::optional<LoopEvaluation> loop;
   if (RunsThroughLoop(g, group)) {
-    loop = EvaluateLoop(g, group, materialized);
+    loop = EvaluateLoop(g, group, materialized, serial ? 1 : target.cores);
     f.indexed_elements = loop->indexed_elements;
     f.remapped_elements = loop->remapped_elements;
     f.gathered_elements = loop->gathered_elements;
@@ -534,7 +535,6 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddSpill(g, group, target, &f);
   const int64_t block = ChannelBlockForIsa(target.isa);
   AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
-  bool serial = RunsSerially(g, group);
   f.threads = serial ? 1 : target.cores;
   f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group);
   if (loop && HasPrimitiveChainForm(g, group.nodes) &&

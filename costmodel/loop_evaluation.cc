@@ -140,6 +140,148 @@ std::unordered_map<TensorId, TensorId> Chains(const Graph& g, const std::vector<
   return head_of;
 }
 
+// How a unary or binary node of the loop reads input j over a contiguous range of its elements
+// (runtime/fused_loop.cc, OperandOf): a float leaf (or views of one) at the same elements in
+// place, a scalar, a broadcast streamed run by run (a leaf, or a computed value of at most a tile,
+// hoisted), or through a tile.
+enum class Operand : uint8_t { kInPlace, kScalar, kStreamed, kTile };
+
+// The loop's values the runtime compiles as unary or binary arithmetic (IsUnaryOp, CompileBinary;
+// a Pow by a constant 2, 0.5 or 1 is unary) and as views; 0 for anything else.
+enum class ValueKind : uint8_t { kOther, kView, kUnary, kBinary };
+ValueKind KindOf(const Graph& g, const Node& n) {
+  static const char* kUnaryOps[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh",
+                                    "Exp",         "Log",       "Sqrt",    "Erf",
+                                    "HardSigmoid", "HardSwish", "Clip",    "Cast"};
+  const std::string& op = n.op_type;
+  if (IsView(n)) return ValueKind::kView;
+  if (std::any_of(std::begin(kUnaryOps), std::end(kUnaryOps),
+                  [&](const char* o) { return op == o; }))
+    return ValueKind::kUnary;
+  if (op == "Pow" && ChainsNode(g, n)) return ValueKind::kUnary;
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow")
+    return ValueKind::kBinary;
+  return ValueKind::kOther;
+}
+
+// The runtime's rule for a loop whose tiles take no buffers (runtime/fused_loop.cc, StreamsInPlace
+// and EvaluatedOnce; keep the two in step): then it walks longer tiles.
+class StreamRule {
+ public:
+  StreamRule(const Graph& g, const std::vector<NodeId>& nodes,
+             const std::unordered_set<TensorId>& outputs,
+             const std::unordered_map<TensorId, TensorId>& head_of)
+      : g_(g), outputs_(outputs), head_of_(head_of) {
+    for (NodeId id : nodes) producer_[g.node(id).outputs[0]] = &g.node(id);
+  }
+
+  bool Streams() {
+    FindEvaluatedOnce();
+    for (const auto& [t, n] : producer_) {
+      const ValueKind kind = KindOf(g_, *n);
+      for (size_t j = 0; j < Inputs(*n); ++j) {
+        const TensorId u = n->inputs[j];
+        if (!Internal(u) && !IsFloatingPoint(g_.tensor(u).dtype)) return false;
+      }
+      if (kind == ValueKind::kView || once_.count(t)) continue;
+      if (kind == ValueKind::kOther || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
+      if (!InChain(t) && !(outputs_.count(t) && Readers(t).empty())) return false;
+      if (!OperandsInPlace(*n, kind)) return false;
+    }
+    return true;
+  }
+
+ private:
+  size_t Inputs(const Node& n) const {
+    switch (KindOf(g_, n)) {
+      case ValueKind::kBinary:
+        return 2;
+      case ValueKind::kOther:
+        return n.inputs.size();
+      default:
+        return 1;
+    }
+  }
+  bool Internal(TensorId t) const { return producer_.count(t) > 0; }
+  TensorId ViewSource(TensorId u) const {
+    while (Internal(u) && IsView(*producer_.at(u))) u = producer_.at(u)->inputs[0];
+    return u;
+  }
+  // Nodes of the loop that read t, with the input slot.
+  std::vector<std::pair<const Node*, size_t>> Readers(TensorId t) const {
+    std::vector<std::pair<const Node*, size_t>> r;
+    for (const auto& [o, n] : producer_) {
+      for (size_t j = 0; j < Inputs(*n); ++j) {
+        if (n->inputs[j] == t) r.push_back({n, j});
+      }
+    }
+    return r;
+  }
+  // Computed inside its reader's chain (not the chain's head).
+  bool InChain(TensorId t) const {
+    auto h = head_of_.find(t);
+    return h != head_of_.end() && h->second != t;
+  }
+  // The input v's chain continues through, if any.
+  int ChainLink(const Node& n) const {
+    auto h = head_of_.find(n.outputs[0]);
+    if (h == head_of_.end()) return -1;
+    for (size_t j = 0; j < Inputs(n); ++j) {
+      auto u = head_of_.find(n.inputs[j]);
+      if (u != head_of_.end() && u->second == h->second && Internal(n.inputs[j]))
+        return static_cast<int>(j);
+    }
+    return -1;
+  }
+  Operand OperandOf(const Node& n, size_t j) const {
+    const TensorId u = n.inputs[j];
+    const TensorId src = ViewSource(u);
+    if (!IsFloatingPoint(g_.tensor(src).dtype)) return Operand::kTile;
+    const Shape& in = g_.tensor(u).dims;
+    const Shape& out = g_.tensor(n.outputs[0]).dims;
+    if (in != out && g_.tensor(u).num_elements() == 1) return Operand::kScalar;
+    if (in == out || g_.tensor(u).num_elements() == g_.tensor(n.outputs[0]).num_elements()) {
+      return Internal(src) ? Operand::kTile : Operand::kInPlace;
+    }
+    return !Internal(src) || Elements(g_, src) <= kLoopTile ? Operand::kStreamed : Operand::kTile;
+  }
+  bool OperandsInPlace(const Node& n, ValueKind kind) const {
+    const bool unary = kind == ValueKind::kUnary;
+    const int link = ChainLink(n);
+    const Operand a = OperandOf(n, 0), b = unary ? a : OperandOf(n, 1);
+    const size_t source =
+        a == Operand::kScalar || (a == Operand::kStreamed && b == Operand::kInPlace);
+    for (size_t j = 0; j < Inputs(n); ++j) {
+      if (static_cast<int>(j) == link) continue;
+      const Operand o = j == 0 ? a : b;
+      const bool side = !unary && (link >= 0 || j != source);
+      if (side ? o == Operand::kTile : o != Operand::kInPlace) return false;
+    }
+    return true;
+  }
+  void FindEvaluatedOnce() {
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const auto& [t, n] : producer_) {
+        if (outputs_.count(t) || once_.count(t)) continue;
+        const auto readers = Readers(t);
+        bool only = g_.tensor(t).num_elements() == 1 || !readers.empty();
+        for (const auto& [r, j] : readers) {
+          only = only && (once_.count(r->outputs[0]) || (KindOf(g_, *r) == ValueKind::kBinary &&
+                                                         OperandOf(*r, j) == Operand::kStreamed));
+        }
+        if (only) grew = once_.insert(t).second;
+      }
+    }
+  }
+
+  const Graph& g_;
+  const std::unordered_set<TensorId>& outputs_;
+  const std::unordered_map<TensorId, TensorId>& head_of_;
+  std::unordered_map<TensorId, const Node*> producer_;
+  std::unordered_set<TensorId> once_;
+};
+
 class Walk {
  public:
   Walk(const Graph& g, const FusionGroup& group) : g_(g), group_(group) {}
@@ -566,7 +708,7 @@ class Walk {
 }  // namespace
 
 LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
-                            const std::vector<TensorId>& leaving) {
+                            const std::vector<TensorId>& leaving, int threads) {
   Walk walk(g, group);
   std::vector<NodeId> nodes;
   double pulls = 0;
@@ -595,15 +737,23 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
     std::vector<NodeId> epilogue(group.nodes.begin() + nodes.size() + 1, group.nodes.end());
     head_of.merge(Chains(g, epilogue, outputs));
   }
+  // A plain loop (no reduction) whose tiles take no buffers walks longer ones.
+  const bool streams =
+      nodes.size() == group.nodes.size() && StreamRule(g, nodes, outputs, head_of).Streams();
   walk.SetChains(std::move(head_of));
   // Outputs with as many elements share one pass over the same tiles (FusedLoop::Run).
   std::unordered_set<double> passes;
   for (TensorId t : leaving) {
     if (std::find(nodes.begin(), nodes.end(), g.tensor(t).producer) == nodes.end()) continue;
     walk.Ask(t, {Elements(g, t), 0, 0});
-    if (passes.insert(Elements(g, t)).second) pulls += std::ceil(Elements(g, t) / kLoopTile);
+    const int64_t elements = g.tensor(t).num_elements();
+    const double tile =
+        static_cast<double>(streams ? StreamingTileElements(elements, threads) : kLoopTileElements);
+    if (passes.insert(Elements(g, t)).second) pulls += std::ceil(Elements(g, t) / tile);
   }
-  return walk.Run(nodes, pulls);
+  LoopEvaluation e = walk.Run(nodes, pulls);
+  e.streams = streams;
+  return e;
 }
 
 }  // namespace fusor

@@ -58,10 +58,15 @@ struct LoopEvaluation {
   std::unordered_set<TensorId> chained;
   // Element-steps of those chains: each value of a chain (its head too) times its elements.
   double chain_steps = 0;
+  // No tile takes a buffer (runtime FusedLoop::streams): every value is chained or written straight
+  // into an output, operands read in place. The loop then walks longer tiles
+  // (StreamingTileElements), so fewer pulls.
+  bool streams = false;
 };
 
-// `leaving` are the group's values that are written to memory (the loop's roots).
+// `leaving` are the group's values that are written to memory (the loop's roots); `threads` the
+// loop's team (1 for a group that runs serially).
 LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
-                            const std::vector<TensorId>& leaving);
+                            const std::vector<TensorId>& leaving, int threads);
 
 }  // namespace fusor

@@ -1,5 +1,7 @@
 #include "graph/threading.h"
 
+#include <algorithm>
+
 #include "graph/op_registry.h"
 
 namespace fusor {
@@ -19,6 +21,12 @@ bool RunsSerially(const Graph& g, const FusionGroup& group) {
     }
   }
   return flops < kSerialMaxFlops && bytes < kSerialMaxBytes;
+}
+
+int64_t StreamingTileElements(int64_t elements, int threads) {
+  const int64_t parts = 4 * std::max(threads, 1);
+  const int64_t share = (elements + parts - 1) / parts;
+  return std::clamp((share + 1023) / 1024 * 1024, kLoopTileElements, kStreamingTileElements);
 }
 
 }  // namespace fusor

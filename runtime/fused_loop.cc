@@ -7,6 +7,8 @@
 #include <limits>
 #include <type_traits>
 
+#include <omp.h>
+
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
 
@@ -1126,6 +1128,78 @@ void MarkChains(ValueMap* values) {
   }
 }
 
+// How a binary or unary value reads input j over a contiguous range of its elements.
+enum class Operand : uint8_t { kInPlace, kScalar, kStreamed, kTile };
+
+Operand OperandOf(const ValueMap& values, const Value& v, size_t j) {
+  const Value& u = *ThroughViews(values, v.inputs[j]);
+  if (u.is_int) return Operand::kTile;
+  const Affine& m = v.maps[j];
+  if (m.scalar) return Operand::kScalar;
+  if (m.identity) return u.kind == LoopKind::kLeaf ? Operand::kInPlace : Operand::kTile;
+  // StreamedOperand: a leaf in place, or a computed value hoisted whole (at most a tile).
+  const int64_t step = RunStep(m, v.dims);
+  const bool hoisted = NumElements(u.dims) <= FusedLoop::kDefaultTile;
+  return (step == 0 || step == 1) && (u.kind == LoopKind::kLeaf || hoisted) ? Operand::kStreamed
+                                                                            : Operand::kTile;
+}
+
+// Values evaluated once per thread and run, not per tile: computed values of at most a tile that
+// binary nodes read only as streamed broadcast operands (StreamedOperand hoists them), values of
+// one element, and whatever only such values read.
+std::unordered_set<const Value*> EvaluatedOnce(const ValueMap& values) {
+  std::unordered_map<const Value*, std::vector<std::pair<const Value*, size_t>>> readers;
+  for (const auto& [t, v] : values) {
+    for (size_t j = 0; j < v->inputs.size(); ++j) {
+      readers[values.at(v->inputs[j]).get()].push_back({v.get(), j});
+    }
+  }
+  std::unordered_set<const Value*> once;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [t, v] : values) {
+      if (v->kind == LoopKind::kLeaf || v->output || once.count(v.get())) continue;
+      bool only = NumElements(v->dims) == 1 || !readers[v.get()].empty();
+      for (const auto& [r, j] : readers[v.get()]) {
+        only = only && (once.count(r) || (r->kind == LoopKind::kBinary &&
+                                          OperandOf(values, *r, j) == Operand::kStreamed));
+      }
+      if (only) grew = once.insert(v.get()).second;
+    }
+  }
+  return once;
+}
+
+// Whether no tile of the loop takes a buffer (FusedLoop::streams): every value it computes per tile
+// is float unary or binary arithmetic (or a view) that is carried inside a chain or written
+// straight into an output nothing in the loop reads, and each operand outside a chain's own link
+// is a leaf read in place at the same elements, a scalar, or a streamed broadcast operand; a
+// binary's source (the operand its kernel walks, EvalBinary and EvalChain) must be in place. Keep
+// in step with the cost model's LoopEvaluation::streams.
+bool StreamsInPlace(const ValueMap& values) {
+  const std::unordered_set<const Value*> once = EvaluatedOnce(values);
+  for (const auto& [t, v] : values) {
+    if (v->kind == LoopKind::kLeaf) {
+      if (v->is_int && v->uses > 0) return false;  // Converted to floats in a tile.
+      continue;
+    }
+    if (v->kind == LoopKind::kPass || once.count(v.get())) continue;
+    if ((v->kind != LoopKind::kUnary && v->kind != LoopKind::kBinary) || v->is_int) return false;
+    if (!v->in_chain && !(v->output && v->uses == 0)) return false;
+    const bool unary = v->kind == LoopKind::kUnary;
+    const Operand a = OperandOf(values, *v, 0), b = unary ? a : OperandOf(values, *v, 1);
+    const size_t source =
+        a == Operand::kScalar || (a == Operand::kStreamed && b == Operand::kInPlace);
+    for (size_t j = 0; j < v->inputs.size(); ++j) {
+      if (static_cast<int>(j) == v->chain_input) continue;
+      const Operand o = j == 0 ? a : b;
+      const bool side = !unary && (v->chain_input >= 0 || j != source);
+      if (side ? o == Operand::kTile : o != Operand::kInPlace) return false;
+    }
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Compiling nodes into values
 
@@ -1407,9 +1481,8 @@ Status FusedLoop::AddNode(const Graph& g, const Node& n, const Lookup& known) {
 StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
                                                       const std::vector<NodeId>& nodes,
                                                       const std::vector<TensorId>& outputs,
-                                                      const Lookup& known, int64_t tile) {
+                                                      const Lookup& known, Tiles tiles) {
   std::unique_ptr<FusedLoop> loop(new FusedLoop());
-  loop->tile_ = tile;
   loop->outputs_ = outputs;
   for (NodeId id : nodes) FUSOR_RETURN_IF_ERROR(loop->AddNode(g, g.node(id), known));
   // Leaves are the tensors the compiled values read, not every node input: parameters decoded at
@@ -1441,6 +1514,7 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
     }
   }
   MarkChains(&loop->values_);
+  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && StreamsInPlace(loop->values_);
   return loop;
 }
 
@@ -1463,10 +1537,10 @@ bool FusedLoop::IsBound() const {
   return output_data_.size() == outputs_.size();
 }
 
-void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t i,
+void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t begin, int64_t n,
                         LoopScratch* s) const {
   s->Reset();
-  Idx idx{i * tile_, std::min(tile_, total - i * tile_), nullptr, s->NewToken()};
+  Idx idx{begin, std::min(n, total - begin), nullptr, s->NewToken()};
   for (TensorId o : outs) {
     void* dst = output_data_.at(o);
     const bool is_int = values_.at(o)->is_int;
@@ -1484,20 +1558,22 @@ void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_
 }
 
 void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) const {
-  int64_t tiles = (total + tile_ - 1) / tile_;
+  const int64_t tile =
+      streams_ ? StreamingTileElements(total, omp_get_max_threads()) : kDefaultTile;
+  int64_t tiles = (total + tile - 1) / tile;
   // Waking the thread team costs microseconds (more with passive waiting); one tile is not worth
   // it. Nor is entering a parallel region that will not fork (`if (false)`): libgomp still sets
   // up a team of one, measured at ~2.5 us per call here.
   if (tiles <= 1) {
     LoopScratch s;
-    if (tiles == 1) RunTile(outs, total, 0, &s);
+    if (tiles == 1) RunTile(outs, total, 0, tile, &s);
     return;
   }
 #pragma omp parallel
   {
     LoopScratch s;
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < tiles; ++i) RunTile(outs, total, i, &s);
+    for (int64_t i = 0; i < tiles; ++i) RunTile(outs, total, i * tile, tile, &s);
   }
 }
 

@@ -11,8 +11,10 @@
 // through every step in vector registers, no tile of its own); a binary node reads a broadcast
 // leaf operand (bias, layer-norm weights, per-row or per-channel scale) in place, run by run,
 // instead of copying it into a tile; a node overwrites the tile of a value only it reads; and the
-// last node of each output writes straight into the output. A one-tile loop runs on the
-// calling thread without entering an OpenMP region.
+// last node of each output writes straight into the output. A loop left with no tile buffers at
+// all (it streams: chains and broadcast operands read in place) walks tiles up to 4x longer, as
+// its per-tile setup is then what costs. A one-tile loop runs on the calling thread without
+// entering an OpenMP region.
 //
 // Resize is classed injective but a linear Resize blends: it evaluates its input once per corner
 // of the 2^k neighbours (k dims that blend, 4 for bilinear) and adds the weighted values, so a
@@ -44,6 +46,10 @@ class FusedLoop {
  public:
   using Lookup = std::function<const HostTensor*(TensorId)>;
   static constexpr int64_t kDefaultTile = kLoopTileElements;
+  // Run's tiles: always kDefaultTile, or longer ones (StreamingTileElements, graph/threading.h)
+  // when the loop streams: no tile of it takes a buffer. Loops that a kernel drives through
+  // EvalRange (reduction prologues) keep the default.
+  enum class Tiles : uint8_t { kDefault, kLongerWhenStreaming };
 
   // Compiles a loop computing `outputs` (each produced by one of `nodes`, ascending node ids).
   // Tensors read by `nodes` but produced elsewhere are leaves. `known` returns the values of
@@ -52,12 +58,16 @@ class FusedLoop {
                                                     const std::vector<NodeId>& nodes,
                                                     const std::vector<TensorId>& outputs,
                                                     const Lookup& known,
-                                                    int64_t tile = kDefaultTile);
+                                                    Tiles tiles = Tiles::kDefault);
   ~FusedLoop();
 
   const std::vector<TensorId>& leaves() const { return leaves_; }
   // Values computed inside another value's single-pass chain (no tile of their own).
   int chained_values() const;
+  // Whether Run walks longer tiles: every value the loop computes is chained or written straight
+  // into an output, its operands read in place (the cost model's LoopEvaluation::streams mirrors
+  // this).
+  bool streams() const { return streams_; }
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
   // Memory of a leaf (read) or an output (written), stored as float for floating-point tensors and
@@ -80,12 +90,13 @@ class FusedLoop {
   FusedLoop() = default;
   Status AddNode(const Graph& g, const Node& n, const Lookup& known);
   void RunOutputs(const std::vector<TensorId>& outs, int64_t total) const;
-  void RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t i, LoopScratch* s) const;
+  void RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t begin, int64_t n,
+               LoopScratch* s) const;
 
   std::unordered_map<TensorId, std::unique_ptr<Value>> values_;
   std::vector<TensorId> leaves_, outputs_;
   std::unordered_map<TensorId, void*> output_data_;
-  int64_t tile_ = kDefaultTile;
+  bool streams_ = false;
 };
 
 }  // namespace fusor

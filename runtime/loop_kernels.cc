@@ -41,7 +41,8 @@ class LoopKernel : public GroupKernel {
     return "fused loop [" + label_ + "]" +
            (chained > 0
                 ? ", " + std::to_string(chained) + " values only in registers (single-pass chains)"
-                : "");
+                : "") +
+           (loop_->streams() ? ", streams (no tile buffers, longer tiles)" : "");
   }
 
  private:
@@ -252,7 +253,8 @@ class RowReductionKernel : public GroupKernel {
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
                                                        const std::vector<NodeId>& nodes) {
-  FUSOR_ASSIGN_OR_RETURN(auto loop, FusedLoop::Build(*ctx.g, nodes, ctx.outputs, ctx.known));
+  FUSOR_ASSIGN_OR_RETURN(auto loop, FusedLoop::Build(*ctx.g, nodes, ctx.outputs, ctx.known,
+                                                     FusedLoop::Tiles::kLongerWhenStreaming));
   return std::unique_ptr<GroupKernel>(new LoopKernel(std::move(loop), NodeList(*ctx.g, nodes)));
 }
 

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/onnx_import.h"
+#include "graph/op_registry.h"
+#include "graph/plan.h"
+#include "runtime/fused_loop.h"
+#include "runtime/host_tensor.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -39,7 +44,7 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
     const Shape dims = {1, 8192, h, h == 4 ? 4 : 1};
     const double n = static_cast<double>(8192 * h * dims[3]), tiles = n / 4096;
     auto [g, gate, y] = Gate(8192, dims);
-    LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
+    LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y}, 2);
     EXPECT_DOUBLE_EQ(e.evaluated.at(y), n);
     const bool streamed = h == 4;
     EXPECT_DOUBLE_EQ(e.evaluated.at(gate), streamed ? tiles * 257 : n);
@@ -54,7 +59,9 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
 // A gate of 32 over 1x32x112x112 (98 tiles): all of it is at most a tile, so each thread
 // evaluates it whole once and keeps it (runtime: StreamedOperand). Only x and y are
 // pulled per tile; the gate and s, which only the gate reads, once. A per-row layer-norm divisor
-// Sqrt(var + eps) over 128 rows of 768 (24 tiles) likewise: var, the Add and the Sqrt once.
+// Sqrt(var + eps) over 128 rows of 768 likewise: var, the Add and the Sqrt once. All three loops
+// stream (no tile buffers), so their tiles are longer: at most 16384 elements, at least four
+// per thread of two (StreamingTileElements).
 TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   IrBuilder b;
   const Shape dims = {1, 32, 112, 112};
@@ -72,25 +79,27 @@ TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   b.Op("Div", {h, root}, {q});
   b.Output(q);
   Graph g = b.Build();
-  LoopEvaluation se = EvaluateLoop(g, Loop({0, 1}), {y});
+  LoopEvaluation se = EvaluateLoop(g, Loop({0, 1}), {y}, 2);
   EXPECT_DOUBLE_EQ(se.evaluated.at(gate), 32);
-  EXPECT_DOUBLE_EQ(se.eval_calls, 98 * 2 + 2);
-  LoopEvaluation ln = EvaluateLoop(g, Loop({2, 3, 4}), {q});
+  EXPECT_TRUE(se.streams);
+  EXPECT_DOUBLE_EQ(se.eval_calls, 25 * 2 + 2);  // 401408 elements in tiles of 16384.
+  LoopEvaluation ln = EvaluateLoop(g, Loop({2, 3, 4}), {q}, 2);
   EXPECT_DOUBLE_EQ(ln.evaluated.at(root), 128);
   EXPECT_DOUBLE_EQ(ln.evaluated.at(eps), 128);
-  EXPECT_DOUBLE_EQ(ln.eval_calls, 24 * 2 + 3);
+  EXPECT_DOUBLE_EQ(ln.eval_calls, 8 * 2 + 3);  // 98304 in tiles of 12288.
 
-  // EfficientNet's last gate, 1152 over 1x1152x7x7 (14 tiles): more than a quarter of a tile but
-  // not more than one, also whole once (span by span took 16 us against 12 whole, measured).
+  // EfficientNet's last gate, 1152 over 1x1152x7x7 (8 tiles of 7168): more than a quarter of a
+  // default tile but not more than one, also whole once (span by span took 16 us against 12
+  // whole, measured).
   GateGraph last_gate = Gate(1152, {1, 1152, 7, 7});
-  LoopEvaluation last = EvaluateLoop(last_gate.g, Loop({0, 1}), {last_gate.y});
+  LoopEvaluation last = EvaluateLoop(last_gate.g, Loop({0, 1}), {last_gate.y}, 2);
   EXPECT_DOUBLE_EQ(last.evaluated.at(last_gate.gate), 1152);
-  EXPECT_DOUBLE_EQ(last.eval_calls, 14 * 2 + 2);
+  EXPECT_DOUBLE_EQ(last.eval_calls, 8 * 2 + 2);
   EXPECT_DOUBLE_EQ(last.indexed_elements + last.gathered_elements, 0);
   // A gate of 2048 over 1x2048x2x1 (one tile of 4096): its span is half the tile, but all of it
   // fits the tile, so it is still evaluated whole once and streamed, not pulled per element.
   GateGraph half_gate = Gate(2048, {1, 2048, 2, 1});
-  LoopEvaluation half = EvaluateLoop(half_gate.g, Loop({0, 1}), {half_gate.y});
+  LoopEvaluation half = EvaluateLoop(half_gate.g, Loop({0, 1}), {half_gate.y}, 2);
   EXPECT_DOUBLE_EQ(half.evaluated.at(half_gate.gate), 2048);
   EXPECT_DOUBLE_EQ(half.indexed_elements + half.gathered_elements, 0);
 }
@@ -106,7 +115,7 @@ TEST(EvaluateLoop, AMapAppliedToAScatteredListDividesEveryIndexPerDimension) {
   b.Op("Transpose", {m}, {z}, {{"perm", std::vector<int64_t>{1, 0}}});
   b.Output(z);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z}, 2);
   EXPECT_DOUBLE_EQ(e.evaluated.at(m), 32);
   EXPECT_DOUBLE_EQ(e.indexed_elements, 32);
   EXPECT_DOUBLE_EQ(e.gathered_elements, 64);
@@ -130,13 +139,13 @@ TEST(EvaluateLoop, BroadcastLeafOperandsAreReadInPlaceOneCallPerRow) {
   b.Output(y);
   b.Output(t);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2}), {y});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2}), {y}, 2);
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
   EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 2);  // One tile of values y and x; s, g, b in place.
   EXPECT_DOUBLE_EQ(e.run_calls, 4);       // Three streamed operands whose runs line up.
   EXPECT_EQ(e.chained, (std::unordered_set<TensorId>{d, m}));
   EXPECT_DOUBLE_EQ(e.chain_steps, 3 * 32);  // d, m and y, 32 elements each.
-  LoopEvaluation two = EvaluateLoop(g, Loop({3}), {t});
+  LoopEvaluation two = EvaluateLoop(g, Loop({3}), {t}, 2);
   EXPECT_DOUBLE_EQ(two.indexed_elements, 32);
   EXPECT_DOUBLE_EQ(two.eval_calls, 1 * 2);  // t, and s (copied); u in place.
   EXPECT_DOUBLE_EQ(two.run_calls, 4);
@@ -150,7 +159,7 @@ TEST(EvaluateLoop, ARunSpansEveryTrailingDimTheBroadcastWalksAsOne) {
   b.Op("Mul", {x, s}, {y});
   b.Output(y);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0}), {y});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0}), {y}, 2);
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements, 0);
   EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 2);  // y, x; s is read in place.
   EXPECT_DOUBLE_EQ(e.run_calls, 8);
@@ -165,7 +174,7 @@ TEST(EvaluateLoop, ATransposeOfAUnitDimIsAnIdentity) {
   b.Op("Transpose", {r}, {z}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
   b.Output(z);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {z}, 2);
   EXPECT_DOUBLE_EQ(e.evaluated.at(r), 32);
   EXPECT_DOUBLE_EQ(e.indexed_elements + e.gathered_elements + e.remapped_elements, 0);
 }
@@ -181,7 +190,7 @@ TEST(EvaluateLoop, OutputsOfOneSizeShareOnePass) {
   b.Output(r);
   b.Output(z);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {r, z});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {r, z}, 2);
   EXPECT_DOUBLE_EQ(e.evaluated.at(r), 32);
   EXPECT_DOUBLE_EQ(e.eval_calls, 1 * 3);
 }
@@ -203,8 +212,8 @@ TEST(EvaluateLoop, ConcatAskedForARangeCopiesRunsAtAListSelectsElements) {
     if (transposed) b.Op("Transpose", {y}, {t}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
     b.Output(transposed ? t : y);
     Graph g = b.Build();
-    LoopEvaluation e =
-        transposed ? EvaluateLoop(g, Loop({0, 1, 2}), {t}) : EvaluateLoop(g, Loop({0, 1}), {y});
+    LoopEvaluation e = transposed ? EvaluateLoop(g, Loop({0, 1, 2}), {t}, 2)
+                                  : EvaluateLoop(g, Loop({0, 1}), {y}, 2);
     EXPECT_DOUBLE_EQ(e.evaluated.at(r), 16);
     EXPECT_DOUBLE_EQ(e.indexed_elements, transposed ? 32 : 16);
     EXPECT_DOUBLE_EQ(e.gathered_elements, transposed ? 32 + 32 + 64 + 16 + 16 : 0);
@@ -241,7 +250,7 @@ TEST(EvaluateLoop, AComputedValueReadInLongRunsIsEvaluatedPieceByPiece) {
   IrBuilder b;
   std::vector<TensorId> v = QuerySplit(b, 64);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2, 3}), {v[5]});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1, 2, 3}), {v[5]}, 2);
   for (size_t i = 2; i < 6; ++i) EXPECT_DOUBLE_EQ(e.evaluated.at(v[i]), 1024);
   EXPECT_DOUBLE_EQ(e.indexed_elements, 0);
   EXPECT_DOUBLE_EQ(e.gathered_elements, 0);
@@ -253,7 +262,7 @@ TEST(EvaluateLoop, AComputedValueReadInLongRunsIsEvaluatedPieceByPiece) {
   IrBuilder b32;
   v = QuerySplit(b32, 32);
   Graph g32 = b32.Build();
-  e = EvaluateLoop(g32, Loop({0, 1, 2, 3}), {v[5]});
+  e = EvaluateLoop(g32, Loop({0, 1, 2, 3}), {v[5]}, 2);
   EXPECT_DOUBLE_EQ(e.evaluated.at(v[2]), 1024);
   EXPECT_GT(e.gathered_elements, 0);
   EXPECT_DOUBLE_EQ(e.eval_calls, 6);  // w too: at an index list it is evaluated, not streamed.
@@ -270,7 +279,7 @@ TEST(EvaluateLoop, ALeafBehindAViewIsReadRunByRun) {
   b.Op("Transpose", {r}, {t}, {{"perm", std::vector<int64_t>{1, 0, 2}}});
   b.Output(t);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {t});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {t}, 2);
   EXPECT_DOUBLE_EQ(e.indexed_elements, 96);
   EXPECT_DOUBLE_EQ(e.gathered_elements, 0);
   EXPECT_DOUBLE_EQ(e.evaluated.at(r), 0);
@@ -289,7 +298,7 @@ TEST(EvaluateLoop, ARowReductionPullsShortRowsInBlocksLongRowsInChunks) {
     b.Op("ReduceMean", {r, axes}, {m}, {{"keepdims", int64_t{1}}});
     b.Output(m);
     Graph g = b.Build();
-    return EvaluateLoop(g, {GroupKind::kReduction, {0, 1}, {}}, {m});
+    return EvaluateLoop(g, {GroupKind::kReduction, {0, 1}, {}}, {m}, 2);
   };
   LoopEvaluation few = reduce(4, 49);
   EXPECT_DOUBLE_EQ(few.eval_calls, 1 * 2);
@@ -307,7 +316,7 @@ TEST(EvaluateLoop, ALinearResizeEvaluatesItsInputOncePerCorner) {
   b.Op("Resize", {r}, {y}, {{"mode", std::string("linear")}});
   b.Output(y);
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y});
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {y}, 2);
   EXPECT_DOUBLE_EQ(e.evaluated.at(r), 64);
   EXPECT_DOUBLE_EQ(e.indexed_elements, 4 * 16);        // One coordinate map per dim.
   EXPECT_DOUBLE_EQ(e.gathered_elements, 4 * 16 + 64);  // Corner weights; x read at each corner.
@@ -336,12 +345,55 @@ TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
   std::vector<TensorId> relus;
   for (int i = 0; i < 18; ++i) relus.push_back(step("Relu", {i == 0 ? out : relus.back()}));
   Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop(nodes), {out, relus.back()});
+  LoopEvaluation e = EvaluateLoop(g, Loop(nodes), {out, relus.back()}, 2);
   std::unordered_set<TensorId> want = {exp, twice, square};
   // relus[17] heads relus[16..2] (16 values); relus[1] heads relus[0].
   for (int i = 2; i < 17; ++i) want.insert(relus[i]);
   want.insert(relus[0]);
   EXPECT_EQ(e.chained, want);
+}
+
+// The model's rule for a loop that streams (no tile buffers, longer tiles) must be the runtime's:
+// over every plain loop group of the bundled models under several plans, the two agree, and both
+// answers occur.
+TEST(EvaluateLoop, StreamsExactlyWhenTheRuntimesLoopDoes) {
+  int streams = 0, buffered = 0;
+  for (const char* name :
+       {"resnet18", "mobilenet_v2", "efficientnet_b0", "bert_base_encoder", "squeezenet1_1"}) {
+    auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx");
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto leaves = RandomLeafValues(*g, 7);
+    ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
+    auto known = [&](TensorId t) -> const HostTensor* {
+      auto it = leaves->find(t);
+      return it == leaves->end() ? nullptr : &it->second;
+    };
+    std::vector<FusionPlan> plans = {UnfusedPlan(*g), MaxFusionPlan(*g)};
+    for (uint64_t seed = 1; seed <= 4; ++seed) plans.push_back(RandomLegalPlan(*g, seed));
+    for (const FusionPlan& plan : plans) {
+      auto materialized = AllMaterializedOutputs(*g, plan);
+      for (size_t i = 0; i < plan.groups.size(); ++i) {
+        const FusionGroup& group = plan.groups[i];
+        bool plain_loop = true;
+        for (NodeId id : group.nodes) {
+          OpClass c = ClassifyNode(*g, g->node(id));
+          plain_loop = plain_loop && c != OpClass::kAnchor && c != OpClass::kOpaque &&
+                       c != OpClass::kReduction;
+        }
+        if (!plain_loop) continue;
+        auto loop = FusedLoop::Build(*g, group.nodes, materialized[i], known,
+                                     FusedLoop::Tiles::kLongerWhenStreaming);
+        ASSERT_TRUE(loop.ok()) << loop.status().ToString();
+        const bool model = EvaluateLoop(*g, group, materialized[i], 2).streams;
+        EXPECT_EQ(model, (*loop)->streams())
+            << name << " group " << i << " of " << plan.groups.size() << ": "
+            << g->node(group.nodes[0]).name << " (" << group.nodes.size() << " nodes)";
+        ++((*loop)->streams() ? streams : buffered);
+      }
+    }
+  }
+  EXPECT_GT(streams, 1000);
+  EXPECT_GT(buffered, 300);
 }
 
 }  // namespace fusor
