@@ -425,16 +425,29 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
     times[i] = *m;
   }
   // A slow state of the host can outlast the measurer's wait for a quiet one; the benchmarks that
-  // move data between cores (handoffs) then fit constants several times too slow. Time those
-  // again once; a failure now (the time limit) keeps the first timing.
+  // move data between cores (handoffs) then fit constants several times too slow, and a stretch
+  // that covers most of the suite fitted the loops' transcendental rate at 3.6 G/s instead of 6.
+  // Time those again, in up to kRetimePasses passes after the suite (slow states last seconds),
+  // keeping the quickest timing; one taken in a quiet state settles the benchmark. A failure (the
+  // time limit) ends the retiming and keeps what was timed.
+  constexpr int kRetimePasses = 3;
+  bool out_of_time = false;
+  for (int pass = 0; pass < kRetimePasses && !out_of_time; ++pass) {
+    for (size_t i = 0; i < suite.size() && !out_of_time; ++i) {
+      if (!times[i] || !times[i]->disturbed || times[i]->unstable) continue;
+      const CalibrationBenchmark& b = suite[i];
+      if (progress) progress(suite.size(), suite.size(), "again: " + b.name);
+      ++result.retimed_disturbed;
+      auto again = measure_of(b)(b.graph, b.plan);
+      out_of_time = !again.ok();
+      if (out_of_time || again->unstable) continue;
+      const bool quiet = !again->disturbed;
+      if (again->median_ns < times[i]->median_ns) times[i] = *again;
+      if (quiet) times[i]->disturbed = false;
+    }
+  }
   for (size_t i = 0; i < suite.size(); ++i) {
-    if (!times[i] || !times[i]->disturbed || times[i]->unstable) continue;
-    const CalibrationBenchmark& b = suite[i];
-    if (progress) progress(suite.size(), suite.size(), "again: " + b.name);
-    ++result.retimed_disturbed;
-    auto again = measure_of(b)(b.graph, b.plan);
-    if (again.ok() && !again->unstable && again->median_ns < times[i]->median_ns) times[i] = *again;
-    if (times[i]->disturbed) result.disturbed.push_back(b.name);
+    if (times[i] && times[i]->disturbed) result.disturbed.push_back(suite[i].name);
   }
   result.samples = previous;
   for (size_t i = 0; i < suite.size(); ++i) {

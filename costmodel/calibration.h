@@ -60,8 +60,9 @@ struct CalibrationResult {
   std::vector<CalibrationSample> samples;
   int skipped_unstable = 0;  // Benchmarks whose timing stayed too noisy: not used in the fit.
   std::vector<std::string> unstable;  // Their names.
-  // Benchmarks timed in one of the host's slow states, timed again after the rest of the suite
-  // (the quicker timing is kept; a slow state only adds time), and those still slow then.
+  // Timings taken again, after the rest of the suite, of benchmarks timed in one of the host's slow
+  // states (up to three passes; the quickest timing is kept, as a slow state only adds time), and
+  // the benchmarks still slow after them.
   int retimed_disturbed = 0;
   std::vector<std::string> disturbed;
 };

@@ -442,8 +442,9 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   for (const auto& name : result.unstable)
     spdlog::info("calibrate: unstable, not fitted: {}", name);
   if (result.retimed_disturbed > 0) {
-    spdlog::info("calibrate: {} benchmark(s) timed in a slow state of the host were timed again",
-                 result.retimed_disturbed);
+    spdlog::info(
+        "calibrate: {} timing(s) taken again of benchmarks timed in a slow state of the host",
+        result.retimed_disturbed);
   }
   if (!result.disturbed.empty()) {
     // One line, not one per benchmark: a slow stretch of the host can cover most of the suite, and
