@@ -172,13 +172,20 @@ class StreamRule {
              const std::unordered_set<TensorId>& outputs,
              const std::unordered_map<TensorId, TensorId>& head_of)
       : g_(g), outputs_(outputs), head_of_(head_of) {
-    for (NodeId id : nodes) producer_[g.node(id).outputs[0]] = &g.node(id);
+    for (NodeId id : nodes) {
+      const Node& n = g.node(id);
+      producer_[n.outputs[0]] = &n;
+      kind_[n.outputs[0]] = KindOf(g, n);
+    }
+    for (const auto& [t, n] : producer_) {
+      for (size_t j = 0; j < Inputs(*n); ++j) readers_[n->inputs[j]].push_back({n, j});
+    }
   }
 
   bool Streams() {
     FindEvaluatedOnce();
     for (const auto& [t, n] : producer_) {
-      const ValueKind kind = KindOf(g_, *n);
+      const ValueKind kind = kind_.at(t);
       for (size_t j = 0; j < Inputs(*n); ++j) {
         const TensorId u = n->inputs[j];
         if (!Internal(u) && !IsFloatingPoint(g_.tensor(u).dtype)) return false;
@@ -193,7 +200,7 @@ class StreamRule {
 
  private:
   size_t Inputs(const Node& n) const {
-    switch (KindOf(g_, n)) {
+    switch (kind_.at(n.outputs[0])) {
       case ValueKind::kBinary:
         return 2;
       case ValueKind::kOther:
@@ -208,14 +215,10 @@ class StreamRule {
     return u;
   }
   // Nodes of the loop that read t, with the input slot.
-  std::vector<std::pair<const Node*, size_t>> Readers(TensorId t) const {
-    std::vector<std::pair<const Node*, size_t>> r;
-    for (const auto& [o, n] : producer_) {
-      for (size_t j = 0; j < Inputs(*n); ++j) {
-        if (n->inputs[j] == t) r.push_back({n, j});
-      }
-    }
-    return r;
+  const std::vector<std::pair<const Node*, size_t>>& Readers(TensorId t) const {
+    static const std::vector<std::pair<const Node*, size_t>> kNone;
+    auto it = readers_.find(t);
+    return it == readers_.end() ? kNone : it->second;
   }
   // Computed inside its reader's chain (not the chain's head).
   bool InChain(TensorId t) const {
@@ -264,11 +267,12 @@ class StreamRule {
       grew = false;
       for (const auto& [t, n] : producer_) {
         if (outputs_.count(t) || once_.count(t)) continue;
-        const auto readers = Readers(t);
+        const auto& readers = Readers(t);
         bool only = g_.tensor(t).num_elements() == 1 || !readers.empty();
         for (const auto& [r, j] : readers) {
-          only = only && (once_.count(r->outputs[0]) || (KindOf(g_, *r) == ValueKind::kBinary &&
-                                                         OperandOf(*r, j) == Operand::kStreamed));
+          only = only &&
+                 (once_.count(r->outputs[0]) || (kind_.at(r->outputs[0]) == ValueKind::kBinary &&
+                                                 OperandOf(*r, j) == Operand::kStreamed));
         }
         if (only) grew = once_.insert(t).second;
       }
@@ -279,6 +283,8 @@ class StreamRule {
   const std::unordered_set<TensorId>& outputs_;
   const std::unordered_map<TensorId, TensorId>& head_of_;
   std::unordered_map<TensorId, const Node*> producer_;
+  std::unordered_map<TensorId, ValueKind> kind_;
+  std::unordered_map<TensorId, std::vector<std::pair<const Node*, size_t>>> readers_;
   std::unordered_set<TensorId> once_;
 };
 

@@ -1151,7 +1151,7 @@ std::unordered_set<const Value*> EvaluatedOnce(const ValueMap& values) {
   std::unordered_map<const Value*, std::vector<std::pair<const Value*, size_t>>> readers;
   for (const auto& [t, v] : values) {
     for (size_t j = 0; j < v->inputs.size(); ++j) {
-      readers[values.at(v->inputs[j]).get()].push_back({v.get(), j});
+      if (v->inputs[j] != kNoId) readers[values.at(v->inputs[j]).get()].push_back({v.get(), j});
     }
   }
   std::unordered_set<const Value*> once;
