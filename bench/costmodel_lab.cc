@@ -36,33 +36,68 @@ class MeasurementTable {
   }
   void Save() const { std::ofstream(path_) << table_.dump(1); }
 
-  // `prefix` keeps apart the times of one plan measured another way (held to oneDNN). With
-  // `per_round`, the n-th request for one plan (n > 0) is a measurement of its own, "|round n":
-  // validation's interleaved rounds, recorded.
-  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure, const std::string& prefix = "",
-               bool per_round = false) {
-    auto seen = std::make_shared<std::unordered_map<std::string, int>>();
-    return [this, measurer, remeasure, prefix, per_round, seen](
-               const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+  // `prefix` keeps apart the times of one plan measured another way (held to oneDNN).
+  MeasureFn Fn(OneDnnMeasurer* measurer, bool remeasure, const std::string& prefix = "") {
+    return [this, measurer, remeasure, prefix](const Graph& g,
+                                               const FusionPlan& plan) -> StatusOr<MeasuredTime> {
       std::string key = prefix + RecordedMeasurer::PlanKey(g, plan);
-      if (int round = per_round ? (*seen)[key]++ : 0; round > 0) {
-        key += "|round " + std::to_string(round);
-      }
-      if (!remeasure && table_.contains(key)) {
-        const auto& j = table_[key];
-        std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
-        return MeasuredTime{j["median_ns"], j["cv"], j["unstable"], chain};
-      }
+      if (!remeasure && table_.contains(key)) return Recorded(key);
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
-      table_[key] = {{"median_ns", m.median_ns},
-                     {"cv", m.cv},
-                     {"unstable", m.unstable},
-                     {"primitive_chain", m.primitive_chain}};
-      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
+      return Record(key, m);
+    };
+  }
+
+  // Validation's rounds: the n-th request for one plan (n > 0) is a measurement of its own,
+  // "|round n". A region's alternatives are measured together, side by side (as `fusor
+  // costmodel validate`) or, with `one_after_another`, each alone in turn.
+  MeasureAlternativesFn Alternatives(OneDnnMeasurer* measurer, bool remeasure,
+                                     bool one_after_another) {
+    auto seen = std::make_shared<std::unordered_map<std::string, int>>();
+    return [this, measurer, remeasure, one_after_another,
+            seen](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
+      std::vector<std::string> keys;
+      std::vector<FusionPlan> plans;
+      bool recorded = !remeasure;
+      for (const auto& [name, plan] : r.alternatives) {
+        std::string key = RecordedMeasurer::PlanKey(r.graph, plan);
+        if (int round = (*seen)[key]++; round > 0) key += "|round " + std::to_string(round);
+        recorded &= table_.contains(key);
+        keys.push_back(key);
+        plans.push_back(plan);
+      }
+      std::vector<MeasuredTime> out;
+      if (recorded) {
+        for (const std::string& key : keys) out.push_back(Recorded(key));
+        return out;
+      }
+      std::vector<Measurement> ms;
+      if (one_after_another) {
+        for (const FusionPlan& plan : plans) {
+          FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(r.graph, plan));
+          ms.push_back(std::move(m));
+        }
+      } else {
+        FUSOR_ASSIGN_OR_RETURN(ms, measurer->MeasurePlans(r.graph, plans));
+      }
+      for (size_t i = 0; i < ms.size(); ++i) out.push_back(Record(keys[i], ms[i]));
+      return out;
     };
   }
 
  private:
+  MeasuredTime Recorded(const std::string& key) const {
+    const auto& j = table_[key];
+    std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
+    return MeasuredTime{j["median_ns"], j["cv"], j["unstable"], chain};
+  }
+  MeasuredTime Record(const std::string& key, const Measurement& m) {
+    table_[key] = {{"median_ns", m.median_ns},
+                   {"cv", m.cv},
+                   {"unstable", m.unstable},
+                   {"primitive_chain", m.primitive_chain}};
+    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
+  }
+
   std::string path_;
   nlohmann::json table_ = nlohmann::json::object();
 };
@@ -177,7 +212,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"Develop the cost model against recorded measurements"};
   std::string table_path = "costmodel_lab.json";
   std::vector<std::string> models;
-  bool remeasure = false, quiet_samples = false, describe = false;
+  bool remeasure = false, quiet_samples = false, describe = false, one_after_another = false;
   std::string explain, dump;
   int worst = 30, max_ops = 6, regions = 40, rounds = 1;
   uint64_t seed = 1;
@@ -193,6 +228,8 @@ int Main(int argc, char** argv) {
   app.add_option("--rounds", rounds,
                  "Interleaved measurement rounds per held-out region (as `fusor costmodel "
                  "validate --rounds`; each round recorded apart)");
+  app.add_flag("--one-after-another", one_after_another,
+               "Measure a region's alternatives each alone in turn, not side by side");
   app.add_option("--explain", explain, "Print features of regions whose ops contain this");
   app.add_option("models", models, "ONNX models to draw held-out groups from");
   CLI11_PARSE(app, argc, argv);
@@ -220,8 +257,9 @@ int Main(int argc, char** argv) {
   if (held_out.empty()) return 0;
   OneDnnMeasurer validation_measurer = MakeMeasurer(30, 1, 0.08);
   AnalyticalCostModel model(cal->profile);
-  auto report = ValidateCostModel(held_out, model,
-                                  table.Fn(&validation_measurer, remeasure, "", true), {}, rounds);
+  auto report = ValidateCostModel(
+      held_out, model, table.Alternatives(&validation_measurer, remeasure, one_after_another), {},
+      rounds);
   table.Save();
   if (!report.ok()) return std::cerr << report.status().ToString() << "\n", 1;
   if (!explain.empty()) {

@@ -1,6 +1,7 @@
 // Plan quality, measured: for each bundled model, end-to-end latency under the plans of
 //   none (every op alone), rules (TVM-style), greedy (cost model), tuned (default search + measured
-//   refinement), all built once and then timed side by side in interleaved rounds in one process,
+//   refinement), all built once and then timed side by side (TimeSideBySide) in rounds in one
+//   process,
 // reported as medians and as ratios to `none` (> 1 is faster). The cost model is calibrated on
 // this machine first (or read from --profile). Prints a Markdown table for docs/benchmarks.md.
 //   build/bench/plan_quality [--rounds N] [--profile PROFILE.json] [--threads N] [models...]
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -130,13 +132,15 @@ Status RunModel(const std::string& name, const HardwareProfile& profile, const A
   TimingOptions timing = MeasureOptions(a.threads, 150).timing;
   timing.quiet_wait_ms = 250;  // Each timing starts with the host in its quiet state (measurer.h).
   std::vector<std::vector<double>> times(plans.size());
+  std::vector<std::function<void()>> runs;
+  for (auto& e : execs) runs.push_back([e = e.get()] { e->Run(); });
   int unstable = 0;
   for (int round = 0; round < a.rounds; ++round) {
-    for (size_t k = 0; k < plans.size(); ++k) {
-      size_t i = (k + static_cast<size_t>(round)) % plans.size();  // Rotate the order each round.
-      Measurement m = TimeRepeated([&] { execs[i]->Run(); }, timing);
-      unstable += m.unstable;
-      times[i].push_back(static_cast<double>(m.median_ns));
+    // Side by side (runtime/measurer.h): a slow stretch of the host falls on every plan alike.
+    std::vector<Measurement> ms = TimeSideBySide(runs, timing);
+    for (size_t i = 0; i < plans.size(); ++i) {
+      unstable += ms[i].unstable;
+      times[i].push_back(static_cast<double>(ms[i].median_ns));
     }
   }
   double none = Median(times[0]);

@@ -294,17 +294,30 @@ int RunValidate(const ValidateFlags& f) {
   mo.timing.max_cv = 0.08;
   mo.timing.quiet_wait_ms = 250;  // Held-out times are compared with the profile's predictions.
   OneDnnMeasurer measurer(mo);
-  MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
-    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
+  auto to_time = [](const Measurement& m) {
     return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
                         m.disturbed};
+  };
+  MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
+    return to_time(m);
   };
   auto before = MeasureMachineCheck(*profile, measure, "before");
   if (!before.ok()) return Fail("costmodel validate", before.status());
   ProgressDisplay progress;
+  // A region's alternatives are timed side by side, so the order among them is not the host's.
+  MeasureAlternativesFn measure_alternatives =
+      [&](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
+    std::vector<FusionPlan> plans;
+    for (const auto& [name, plan] : r.alternatives) plans.push_back(plan);
+    FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer.MeasurePlans(r.graph, plans));
+    std::vector<MeasuredTime> out;
+    for (const Measurement& m : ms) out.push_back(to_time(m));
+    return out;
+  };
   AnalyticalCostModel model(*profile);
   auto report = ValidateCostModel(
-      regions, model, measure,
+      regions, model, measure_alternatives,
       [&](size_t done, size_t total, const std::string& ops) {
         progress.Update("measure", static_cast<double>(done) / std::max<size_t>(total, 1), ops);
       },

@@ -164,8 +164,22 @@ void FinishGapBuckets(std::vector<GapBucket>* buckets) {
   }
 }
 
+MeasureAlternativesFn OneAfterAnother(MeasureFn measure) {
+  return [measure =
+              std::move(measure)](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
+    std::vector<MeasuredTime> out;
+    for (const auto& [name, plan] : r.alternatives) {
+      auto m = measure(r.graph, plan);
+      if (!m.ok()) return m.status().WithContext(name);
+      out.push_back(*m);
+    }
+    return out;
+  };
+}
+
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
-                                             const CostModel& model, const MeasureFn& measure,
+                                             const CostModel& model,
+                                             const MeasureAlternativesFn& measure,
                                              const ProgressFn& progress, int rounds) {
   rounds = std::max(rounds, 1);
   ValidationReport report;
@@ -176,19 +190,21 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   for (size_t ri = 0; ri < regions.size(); ++ri) {
     const HeldOutRegion& r = regions[ri];
     if (progress) progress(ri, regions.size(), r.ops);
-    // Alternatives are measured in interleaved rounds (A B C, A B C, ...) and each keeps the
-    // median of its rounds, so drift in machine load hits all of them alike and one disturbed
-    // round does not reorder them.
+    // Alternatives are measured together in rounds and each keeps the median of its rounds, so
+    // one disturbed round does not reorder them.
     const size_t n = r.alternatives.size();
     std::vector<std::vector<double>> times(n);
     std::vector<int> unstable_rounds(n, 0);
     for (int round = 0; round < rounds; ++round) {
+      auto ms = measure(r);
+      if (!ms.ok()) return ms.status().WithContext("region " + r.ops);
+      if (ms->size() != n) {
+        return Status::Internal("region " + r.ops + ": " + std::to_string(ms->size()) +
+                                " times measured for " + std::to_string(n) + " alternatives");
+      }
       for (size_t a = 0; a < n; ++a) {
-        const auto& [name, plan] = r.alternatives[a];
-        auto m = measure(r.graph, plan);
-        if (!m.ok()) return m.status().WithContext("region " + r.ops + " (" + name + ")");
-        unstable_rounds[a] += m->unstable ? 1 : 0;
-        times[a].push_back(m->median_ns);
+        unstable_rounds[a] += (*ms)[a].unstable ? 1 : 0;
+        times[a].push_back((*ms)[a].median_ns);
       }
     }
     std::vector<double> pred, meas, even, odd;
@@ -210,8 +226,8 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     }
     ++report.regions;
     for (size_t i = 0; i < pred.size(); ++i) {
-      report.items.push_back(
-          {report.regions - 1, r.model, r.ops, r.where, r.alternatives[i].first, pred[i], meas[i]});
+      report.items.push_back({report.regions - 1, r.model, r.ops, r.where, r.alternatives[i].first,
+                              pred[i], meas[i], times[i]});
       abs_pct += 100 * std::fabs(pred[i] - meas[i]) / meas[i];
     }
     TallyByGap(pred, meas, even, odd, &report.by_gap);
@@ -283,7 +299,8 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
                      {"where", i.where},
                      {"alternative", i.alternative},
                      {"predicted_ns", i.predicted_ns},
-                     {"measured_ns", i.measured_ns}});
+                     {"measured_ns", i.measured_ns},
+                     {"rounds_ns", i.rounds_ns}});
     errors.push_back(std::fabs(i.predicted_ns - i.measured_ns) / i.measured_ns * 100);
   }
   nlohmann::json by_gap = nlohmann::json::array();

@@ -2,7 +2,8 @@
 // legal group (taken from structural fusion plans, at most `max_ops` ops, one per distinct
 // structure by canonical hash) are cut out as regions; each region is run under its alternatives
 // (fused as one group, every op alone, and every legal split into two groups), measured through the
-// caller's MeasureFn (in interleaved rounds) and predicted by the model. Reported:
+// caller's measure function (all alternatives of a region together, side by side where it can, in
+// rounds) and predicted by the model. Reported:
 //   - MAPE of predicted vs measured time over every (region, alternative);
 //   - Kendall's tau between predicted and measured order among the alternatives of each region,
 //     averaged over regions weighted by their number of pairs;
@@ -12,7 +13,7 @@
 //     even rounds against that of the odd rounds. Near-ties are ordered by noise, so this says
 //     how far any model could agree with these measurements (an estimate, from half the rounds
 //     each, so a little pessimistic).
-// Stateless; thread-safe if the MeasureFn is.
+// Stateless; thread-safe if the measure function is.
 #pragma once
 
 #include <string>
@@ -42,7 +43,8 @@ std::vector<HeldOutRegion> HeldOutRegions(const Graph& g, int max_ops, int max_r
 struct ValidationItem {
   int region = 0;  // Index among the measured regions; a region's alternatives share it.
   std::string model, ops, where, alternative;
-  double predicted_ns = 0, measured_ns = 0;
+  double predicted_ns = 0, measured_ns = 0;  // measured_ns: the median of rounds_ns.
+  std::vector<double> rounds_ns;             // Each interleaved round's median, in order.
 };
 
 // Tau over the pairs of alternatives whose measured times are [min_gap, max_gap) apart (relative
@@ -82,11 +84,20 @@ struct WrongFuseCall {
 // first: where a person should look first.
 std::vector<WrongFuseCall> WrongFuseCalls(const ValidationReport& r);
 
-// Each alternative is measured `rounds` times, interleaved with the region's other alternatives,
-// and scored by the median; a region is skipped as unstable when more than half of some
+// Times of each of a region's alternatives, in their order. The CLI measures them side by side
+// (Measurer::MeasurePlans), so that a change of the host's speed falls on all of them alike.
+using MeasureAlternativesFn =
+    std::function<StatusOr<std::vector<MeasuredTime>>(const HeldOutRegion&)>;
+
+// Each alternative measured alone with `measure`, one after the other.
+MeasureAlternativesFn OneAfterAnother(MeasureFn measure);
+
+// Each region's alternatives are measured together `rounds` times and each alternative is scored
+// by the median of its rounds; a region is skipped as unstable when more than half of some
 // alternative's rounds were.
 StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& regions,
-                                             const CostModel& model, const MeasureFn& measure,
+                                             const CostModel& model,
+                                             const MeasureAlternativesFn& measure,
                                              const ProgressFn& progress = {}, int rounds = 4);
 
 // How this machine runs now compared with when its profile was fitted: the calibration

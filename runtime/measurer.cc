@@ -96,6 +96,46 @@ std::string GroupString(const FusionGroup& group) {
   return s;
 }
 
+// One attempt of TimeSideBySide: bursts in turn until every alternative has its runs.
+std::vector<Measurement> SideBySideOnce(const std::vector<std::function<void()>>& runs,
+                                        const TimingOptions& o, int64_t burst_ns,
+                                        std::vector<char>* flush) {
+  const size_t n = runs.size();
+  std::vector<std::vector<int64_t>> samples(n);
+  std::vector<int64_t> total(n, 0);
+  auto needs_more = [&](size_t a) {
+    int count = static_cast<int>(samples[a].size());
+    return count < o.max_repeats && (count < o.min_repeats || total[a] < o.min_total_ns);
+  };
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t a = 0; a < n; ++a) {
+      if (!needs_more(a)) continue;
+      runs[a]();  // Untimed: the previous alternative's data filled the caches.
+      int64_t burst = 0;
+      while (needs_more(a) && (burst == 0 || burst < burst_ns)) {
+        if (o.flush_cache) FlushCache(flush);
+        auto start = Clock::now();
+        runs[a]();
+        int64_t ns = NsSince(start);
+        samples[a].push_back(ns);
+        total[a] += ns;
+        burst += ns;
+      }
+      more |= needs_more(a);
+    }
+  }
+  std::vector<Measurement> out;
+  for (auto& s : samples) out.push_back(Summarize(std::move(s)));
+  return out;
+}
+
+double HighestCv(const std::vector<Measurement>& ms) {
+  double cv = 0;
+  for (const Measurement& m : ms) cv = std::max(cv, m.cv);
+  return cv;
+}
+
 }  // namespace
 
 int64_t CrossCoreProbeNs() {
@@ -174,6 +214,36 @@ StatusOr<Measurement> OneDnnMeasurer::MeasurePlan(const Graph& g, const FusionPl
   return m;
 }
 
+StatusOr<std::vector<Measurement>> Measurer::MeasurePlans(const Graph& g,
+                                                          const std::vector<FusionPlan>& plans) {
+  std::vector<Measurement> out;
+  for (const FusionPlan& plan : plans) {
+    FUSOR_ASSIGN_OR_RETURN(Measurement m, MeasurePlan(g, plan));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Measurement>> OneDnnMeasurer::MeasurePlans(
+    const Graph& g, const std::vector<FusionPlan>& plans) {
+  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, options_.seed));
+  std::vector<std::unique_ptr<Executor>> execs;
+  std::vector<std::function<void()>> runs;
+  for (const FusionPlan& plan : plans) {
+    FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, options_.executor));
+    execs.push_back(std::move(exec));
+    runs.push_back([e = execs.back().get()] { e->Run(); });
+  }
+  std::vector<Measurement> out = TimeSideBySide(runs, options_.timing);
+  for (size_t p = 0; p < plans.size(); ++p) {
+    for (size_t i = 0; i < execs[p]->num_groups(); ++i)
+      out[p].primitive_chain.push_back(execs[p]->RunsPrimitiveChain(i));
+    spdlog::debug("measure side by side: model={} plan {} of {}: groups={} {}", g.model_name, p + 1,
+                  plans.size(), plans[p].groups.size(), out[p].ToString());
+  }
+  return out;
+}
+
 StatusOr<Measurement> OneDnnMeasurer::MeasureGroup(const Graph& g, const FusionGroup& group) {
   // The group alone: its nodes as a graph whose inputs are the group's inputs.
   Graph region = g.ExtractRegion(group.nodes);
@@ -225,6 +295,32 @@ StatusOr<Measurement> RecordedMeasurer::MeasurePlan(const Graph& g, const Fusion
 
 StatusOr<Measurement> RecordedMeasurer::MeasureGroup(const Graph& g, const FusionGroup& group) {
   return Find(GroupKey(g, group));
+}
+
+std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
+                                        const TimingOptions& options, int64_t burst_ns) {
+  if (runs.empty()) return {};
+  std::vector<char> flush(options.flush_cache ? static_cast<size_t>(options.flush_bytes) : 0);
+  for (int i = 0; i < options.warmup; ++i) {
+    for (const auto& run : runs) run();
+  }
+  std::vector<Measurement> best;
+  for (int attempt = 0; attempt <= options.retries; ++attempt) {
+    WaitForQuietHost(options);  // Each burst opens with an untimed run anyway.
+    std::vector<Measurement> ms = SideBySideOnce(runs, options, burst_ns, &flush);
+    bool disturbed = options.quiet_wait_ms > 0 && !QuietnessOf(options).Quiet(options.quiet_margin);
+    for (Measurement& m : ms) {
+      m.disturbed = disturbed;
+      m.attempts = attempt + 1;
+    }
+    if (attempt == 0 || HighestCv(ms) < HighestCv(best)) best = std::move(ms);
+    if (HighestCv(best) <= options.max_cv) return best;
+  }
+  for (Measurement& m : best) {
+    m.unstable = m.cv > options.max_cv;
+    m.attempts = options.retries + 1;
+  }
+  return best;
 }
 
 }  // namespace fusor

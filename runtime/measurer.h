@@ -87,6 +87,19 @@ struct Measurement {
 
 Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& options);
 
+// Times alternatives side by side: in short bursts taken in turn (A A A, B B B, C C C, A A A,
+// ...), each burst opened by an untimed run that puts the alternative's data back in cache, so
+// every timed run follows a run of its own, as in TimeRepeated, while a change of the host's
+// speed lasting more than a few milliseconds falls on all alternatives alike. Timed runs of a
+// burst add up to `burst_ns` (at least one run). Each alternative's result is as TimeRepeated's:
+// min_repeats / min_total_ns / max_repeats count its own timed runs; when one's spread stays
+// above max_cv after the retries, all are timed again and the attempt with the lowest highest
+// spread is kept, its noisy ones flagged unstable. Comparing two plans this way cut the spread of
+// their measured ratio, from one such measurement to the next, by 2-5x on a shared 2-vCPU host
+// (docs/costmodel.md).
+std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
+                                        const TimingOptions& options, int64_t burst_ns = 2'000'000);
+
 class Measurer {
  public:
   virtual ~Measurer() = default;
@@ -94,6 +107,10 @@ class Measurer {
   virtual StatusOr<Measurement> MeasurePlan(const Graph& g, const FusionPlan& plan) = 0;
   // Time of one group run alone, with its inputs in memory (a region of the graph).
   virtual StatusOr<Measurement> MeasureGroup(const Graph& g, const FusionGroup& group) = 0;
+  // Times of one run of each plan, measured side by side where the measurer can (TimeSideBySide);
+  // this default measures them one after the other.
+  virtual StatusOr<std::vector<Measurement>> MeasurePlans(const Graph& g,
+                                                          const std::vector<FusionPlan>& plans);
 };
 
 struct OneDnnMeasurerOptions {
@@ -107,6 +124,8 @@ class OneDnnMeasurer : public Measurer {
   explicit OneDnnMeasurer(OneDnnMeasurerOptions options) : options_(std::move(options)) {}
   StatusOr<Measurement> MeasurePlan(const Graph& g, const FusionPlan& plan) override;
   StatusOr<Measurement> MeasureGroup(const Graph& g, const FusionGroup& group) override;
+  StatusOr<std::vector<Measurement>> MeasurePlans(const Graph& g,
+                                                  const std::vector<FusionPlan>& plans) override;
 
  private:
   OneDnnMeasurerOptions options_;

@@ -95,9 +95,12 @@ class Refinement {
            result_.measurements + n <= options_.measure_budget;
   }
 
-  StatusOr<Measurement> Measure(const Graph& g, const FusionPlan& plan) {
-    ++result_.measurements;
-    return measurer_->MeasurePlan(g, plan);
+  // The plans side by side (Measurer::MeasurePlans): what they are compared on is not the host's
+  // speed at the moment each one's turn came.
+  StatusOr<std::vector<Measurement>> MeasureSideBySide(const Graph& g,
+                                                       const std::vector<FusionPlan>& plans) {
+    result_.measurements += static_cast<int>(plans.size());
+    return measurer_->MeasurePlans(g, plans);
   }
 
   // Measures the top alternatives of one fused group; returns its replacement groups.
@@ -108,9 +111,13 @@ class Refinement {
     std::vector<Alternative> alternatives = RegionAlternatives(r, fused, model_);
     size_t count = std::min<size_t>(alternatives.size(), options_.per_region);
     if (count < 2) return std::vector<FusionGroup>{group};
+    std::vector<FusionPlan> plans;
+    while (plans.size() < count && CanMeasure(static_cast<int>(plans.size()) + 1 + kWholePlans))
+      plans.push_back(alternatives[plans.size()].plan);
+    FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, MeasureSideBySide(r, plans));
     std::vector<double> measured;
-    for (size_t i = 0; i < count && CanMeasure(1 + kWholePlans); ++i) {
-      FUSOR_ASSIGN_OR_RETURN(Measurement m, Measure(r, alternatives[i].plan));
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const Measurement& m = ms[i];
       measured.push_back(m.unstable ? 1e300 : static_cast<double>(m.median_ns));
       if (alternatives[i].plan.groups.size() == 1 && !m.unstable) {
         GroupFeatures f = PlanFeatures(r, alternatives[i].plan, target_)[0];
@@ -182,18 +189,22 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     for (auto& group : groups) result.plan.groups.push_back(std::move(group));
   }
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, result.plan).WithContext("measured refinement"));
-  FUSOR_ASSIGN_OR_RETURN(result.measured, refine.Measure(g, result.plan));
   // The last word is the runtime's: a plan measured slower than the rules baseline or than running
   // every op alone (by more than the noise margin) is not returned; the faster one is. Regions are
   // measured alone, with their inputs plain, so a choice that makes a neighbouring group reorder
-  // its input (SqueezeNet: a conv's Relu moved into the Concat's loop) shows only here.
+  // its input (SqueezeNet: a conv's Relu moved into the Concat's loop) shows only here. The three
+  // are measured side by side.
   const FusionPlan rules = RulesPlan(g, 64);
-  Measurement rules_measured;
-  if (rules != result.plan) {
-    FUSOR_ASSIGN_OR_RETURN(rules_measured, refine.Measure(g, rules));
-  }
   const FusionPlan unfused = UnfusedPlan(g);
-  FUSOR_ASSIGN_OR_RETURN(result.unfused_measured, refine.Measure(g, unfused));
+  std::vector<FusionPlan> whole = {result.plan};
+  if (rules != result.plan) whole.push_back(rules);
+  whole.push_back(unfused);
+  FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> whole_measured,
+                         refine.MeasureSideBySide(g, whole));
+  result.measured = whole_measured.front();
+  result.unfused_measured = whole_measured.back();
+  Measurement rules_measured;
+  if (rules != result.plan) rules_measured = whole_measured[1];
   // The challenger: the faster of the two baselines that beats the tuned plan by the margin.
   const FusionPlan* challenger = nullptr;
   const Measurement* challenger_m = nullptr;
@@ -210,10 +221,10 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
   consider(rules, rules_measured, "rules (measured faster than the tuned plan)");
   consider(unfused, result.unfused_measured, "unfused (measured faster than the tuned plan)");
   if (challenger != nullptr) {
-    // One measurement each may have met the host's slow states (they last seconds): before the
-    // challenger replaces the tuned plan, both are measured kConfirmRounds more times,
-    // alternating, and the challenger must still win by the margin on the medians. Not refused by
-    // the budget: this is the tuner's last word, which one lucky measurement must not decide.
+    // One measurement may have been unlucky: before the challenger replaces the tuned plan, both
+    // are measured kConfirmRounds more times, side by side, and the challenger must still win by
+    // the margin on the medians. Not refused by the budget: this is the tuner's last word, which
+    // one lucky measurement must not decide.
     std::vector<double> tuned_ns = {static_cast<double>(result.measured.median_ns)};
     std::vector<double> challenger_ns = {static_cast<double>(challenger_m->median_ns)};
     auto ns = [](const Measurement& m) {
@@ -221,10 +232,10 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
                         : static_cast<double>(m.median_ns);
     };
     for (int round = 0; round < kConfirmRounds; ++round) {
-      FUSOR_ASSIGN_OR_RETURN(Measurement t, refine.Measure(g, result.plan));
-      FUSOR_ASSIGN_OR_RETURN(Measurement c, refine.Measure(g, *challenger));
-      tuned_ns.push_back(ns(t));
-      challenger_ns.push_back(ns(c));
+      FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> both,
+                             refine.MeasureSideBySide(g, {result.plan, *challenger}));
+      tuned_ns.push_back(ns(both[0]));
+      challenger_ns.push_back(ns(both[1]));
     }
     const double tuned_median = Median(tuned_ns), challenger_median = Median(challenger_ns);
     if (challenger_median < tuned_median * (1 - options.noise_margin)) {
@@ -234,11 +245,11 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
       result.measured = *challenger_m;
       result.measured.median_ns = static_cast<int64_t>(challenger_median);
     } else {
-      result.trials.push_back({"whole graph",
-                               std::string(why) + ", not confirmed on " +
-                                   std::to_string(kConfirmRounds + 1) + " alternating runs",
-                               model.Cost(g, *challenger).total.total_ns, challenger_median,
-                               false});
+      result.trials.push_back(
+          {"whole graph",
+           std::string(why) + ", not confirmed on " + std::to_string(kConfirmRounds + 1) +
+               " side-by-side measurements",
+           model.Cost(g, *challenger).total.total_ns, challenger_median, false});
     }
   }
   if (progress) progress(1.0, "measured");

@@ -56,7 +56,7 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   MeasureFn truth = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     return MeasuredTime{model.Cost(r, p).total.total_ns, 0, false, {}, false};
   };
-  auto good = ValidateCostModel(regions, model, truth);
+  auto good = ValidateCostModel(regions, model, OneAfterAnother(truth));
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   EXPECT_NEAR(good->mape, 0, 1e-9);
   EXPECT_DOUBLE_EQ(good->agreement, 1.0);
@@ -75,7 +75,7 @@ TEST(ValidateCostModel, MetricsReflectAgreement) {
   MeasureFn inverted = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
     return MeasuredTime{1e9 / model.Cost(r, p).total.total_ns, 0, false, {}, false};
   };
-  auto bad = ValidateCostModel(regions, model, inverted);
+  auto bad = ValidateCostModel(regions, model, OneAfterAnother(inverted));
   ASSERT_TRUE(bad.ok());
   EXPECT_DOUBLE_EQ(bad->kendall_tau, -1.0);
   // By measured gap: five buckets that hold every pair once, each as ordered as the whole.
@@ -130,11 +130,11 @@ TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
     bool slow = calls[&p]++ == 0 && unfused.count(&p) > 0;
     return MeasuredTime{slow ? t / 100 : t, 0, false, {}, false};
   };
-  auto once = ValidateCostModel(regions, model, disturbed, {}, 1);
+  auto once = ValidateCostModel(regions, model, OneAfterAnother(disturbed), {}, 1);
   ASSERT_TRUE(once.ok());
   EXPECT_LT(once->kendall_tau, 1.0);
   calls.clear();
-  auto three = ValidateCostModel(regions, model, disturbed, {}, 3);
+  auto three = ValidateCostModel(regions, model, OneAfterAnother(disturbed), {}, 3);
   ASSERT_TRUE(three.ok());
   EXPECT_DOUBLE_EQ(three->kendall_tau, 1.0);
   EXPECT_NEAR(three->mape, 0, 1e-9);
@@ -152,11 +152,11 @@ TEST(ValidateCostModel, RepeatabilityComparesEvenRoundsWithOddOnes) {
     double t = model.Cost(r, p).total.total_ns;
     return MeasuredTime{calls[&p]++ % 2 == 0 ? t : 1e9 / t, 0, false, {}, false};
   };
-  auto report = ValidateCostModel(regions, model, flipping, {}, 4);
+  auto report = ValidateCostModel(regions, model, OneAfterAnother(flipping), {}, 4);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_DOUBLE_EQ(report->repeat_tau, -1.0);
   EXPECT_DOUBLE_EQ(report->repeat_agreement, 0.0);
-  auto once = ValidateCostModel(regions, model, flipping, {}, 1);
+  auto once = ValidateCostModel(regions, model, OneAfterAnother(flipping), {}, 1);
   ASSERT_TRUE(once.ok());
   EXPECT_DOUBLE_EQ(once->repeat_tau, 0.0);  // One round has no halves to compare.
 }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,67 @@ TEST(TimeRepeated, WaitsForAQuietHostAndMarksADisturbedOne) {
   EXPECT_EQ(probes, 0);
 }
 
+// Side by side, alternatives take turns in bursts, each opened by an untimed run that puts the
+// alternative's data back in cache; with bursts of one timed run the order of calls is exact.
+TEST(TimeSideBySide, TakesTurnsInBurstsEachOpenedByAnUntimedRun) {
+  TimingOptions o;
+  o.warmup = 1;
+  o.min_repeats = 4;
+  o.min_total_ns = 0;
+  o.max_cv = 10;  // No retries: the call log below is one attempt's.
+  std::vector<int> log;
+  std::vector<std::function<void()>> runs;
+  for (int a = 0; a < 3; ++a) {
+    runs.push_back([a, &log] {
+      log.push_back(a);
+      SpinFor(std::chrono::microseconds(100 * (a + 1)));
+    });
+  }
+  std::vector<Measurement> ms = TimeSideBySide(runs, o, /*burst_ns=*/1);
+  std::vector<int> want = {0, 1, 2};  // The warm-up.
+  for (int burst = 0; burst < o.min_repeats; ++burst) {
+    for (int a : {0, 0, 1, 1, 2, 2}) want.push_back(a);
+  }
+  EXPECT_EQ(log, want);
+  ASSERT_EQ(ms.size(), 3u);
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_EQ(ms[a].samples, o.min_repeats);
+    EXPECT_GE(ms[a].median_ns, 100'000 * (a + 1));
+  }
+  // Longer bursts: each alternative still gets its own total, in several turns.
+  log.clear();
+  o.min_total_ns = 6'000'000;
+  ms = TimeSideBySide(runs, o, /*burst_ns=*/1'000'000);
+  int switches = 0;
+  for (size_t i = 1; i < log.size(); ++i) switches += log[i] != log[i - 1];
+  EXPECT_GE(switches, 3 * 4);
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_GE(static_cast<int64_t>(ms[a].samples) * ms[a].max_ns, o.min_total_ns);
+  }
+}
+
+// A host that slows down 4x during the measurement slows one alternative alone when they are
+// timed one after the other, both alike side by side: the second (twice as long) is measured at
+// ~2x the first side by side, ~8x when its turn came after the slowdown. Counted in calls (a fixed
+// number of runs each, bursts of one), so the slowdown falls where it does whatever else runs.
+TEST(TimeSideBySide, AHostSlowdownFallsOnAllAlternativesAlike) {
+  TimingOptions o;
+  o.warmup = 0;
+  o.min_total_ns = 0;
+  o.min_repeats = o.max_repeats = 20;
+  o.max_cv = 10;
+  int calls = 0;
+  auto run = [&](int us) { SpinFor(std::chrono::microseconds(calls++ >= 20 ? 4 * us : us)); };
+  std::vector<std::function<void()>> runs = {[&] { run(100); }, [&] { run(200); }};
+  double a = TimeRepeated(runs[0], o).median_ns, b = TimeRepeated(runs[1], o).median_ns;
+  EXPECT_GT(b / a, 4.0);
+  calls = 0;
+  std::vector<Measurement> ms = TimeSideBySide(runs, o, /*burst_ns=*/1);
+  double ratio = static_cast<double>(ms[1].median_ns) / static_cast<double>(ms[0].median_ns);
+  EXPECT_GT(ratio, 1.5);
+  EXPECT_LT(ratio, 2.7);
+}
+
 // The real probe moves data between two threads: a positive time when there are two, and the
 // process-wide gate calls it quiet right after it set the quickest time itself.
 TEST(CrossCoreProbe, TimesDataMovedBetweenTwoThreads) {
@@ -119,11 +181,15 @@ Graph SmallGraph() {
   return b.Build();
 }
 
-TEST(OneDnnMeasurer, TimesAPlanAndAGroupWithFixedThreads) {
+OneDnnMeasurerOptions OneThread(int64_t min_total_ns) {
   OneDnnMeasurerOptions options;
-  options.timing.min_total_ns = 5'000'000;
+  options.timing.min_total_ns = min_total_ns;
   options.executor.threads = 1;
-  OneDnnMeasurer measurer(options);
+  return options;
+}
+
+TEST(OneDnnMeasurer, TimesAPlanAndAGroupWithFixedThreads) {
+  OneDnnMeasurer measurer(OneThread(5'000'000));
   Graph g = SmallGraph();
   auto plan = measurer.MeasurePlan(g, UnfusedPlan(g));
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -132,6 +198,27 @@ TEST(OneDnnMeasurer, TimesAPlanAndAGroupWithFixedThreads) {
   auto group = measurer.MeasureGroup(g, FusionGroup{GroupKind::kAnchor, {0, 1}, {}});
   ASSERT_TRUE(group.ok()) << group.status().ToString();
   EXPECT_GT(group->median_ns, 0);
+}
+
+// Plans measured side by side: one measurement each, in order, each saying how its groups ran.
+TEST(OneDnnMeasurer, MeasuresPlansSideBySide) {
+  OneDnnMeasurerOptions options = OneThread(3'000'000);
+  OneDnnMeasurer measurer(options);
+  Graph g = SmallGraph();
+  FusionPlan fused{{FusionGroup{GroupKind::kAnchor, {0, 1}, {}}}};
+  auto ms = measurer.MeasurePlans(g, {UnfusedPlan(g), fused});
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  ASSERT_EQ(ms->size(), 2u);
+  EXPECT_EQ((*ms)[0].primitive_chain.size(), 2u);
+  EXPECT_EQ((*ms)[1].primitive_chain.size(), 1u);
+  for (const Measurement& m : *ms) {
+    EXPECT_GT(m.median_ns, 0);
+    EXPECT_GE(m.samples, options.timing.min_repeats);
+    EXPECT_EQ(m.threads, 1);
+  }
+  // A plan that is not legal for the graph is an error, not a time.
+  FusionPlan bad{{FusionGroup{GroupKind::kAnchor, {0, 7}, {}}}};
+  EXPECT_FALSE(measurer.MeasurePlans(g, {fused, bad}).ok());
 }
 
 TEST(RecordedMeasurer, AnswersFromTheTableAndNotFoundOtherwise) {
@@ -153,6 +240,19 @@ TEST(RecordedMeasurer, AnswersFromTheTableAndNotFoundOtherwise) {
   recorded.RecordSequence(RecordedMeasurer::PlanKey(g, UnfusedPlan(g)), {a, b});
   for (int64_t want : {10, 20, 20})
     EXPECT_EQ(recorded.MeasurePlan(g, UnfusedPlan(g))->median_ns, want);
+  // Several plans at once are answered one after the other; one not recorded fails them all.
+  recorded.RecordSequence(RecordedMeasurer::PlanKey(g, UnfusedPlan(g)), {a, b});
+  FusionPlan fused{{group}};
+  recorded.Record(RecordedMeasurer::PlanKey(g, fused), m);
+  auto both = recorded.MeasurePlans(g, {UnfusedPlan(g), fused, UnfusedPlan(g)});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  ASSERT_EQ(both->size(), 3u);
+  EXPECT_EQ((*both)[0].median_ns, 10);
+  EXPECT_EQ((*both)[1].median_ns, 1234);
+  EXPECT_EQ((*both)[2].median_ns, 20);
+  FusionPlan other{
+      {FusionGroup{GroupKind::kAnchor, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}}}};
+  EXPECT_EQ(recorded.MeasurePlans(g, {fused, other}).status().code(), Status::Code::kNotFound);
 }
 
 }  // namespace

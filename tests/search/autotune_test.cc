@@ -1,7 +1,7 @@
 // Autotune's last word: the refined plan, the rules baseline's plan and the unfused plan are
-// measured whole, and the fastest beyond the noise margin is returned, once two more alternating
-// runs confirm it. Whole-plan times come from a RecordedMeasurer (the runtime seam for code above
-// it), so each decision is exact; the budget leaves no measurement for regions.
+// measured whole, side by side, and the fastest beyond the noise margin is returned, once two more
+// side-by-side measurements confirm it. Whole-plan times come from a RecordedMeasurer (the runtime
+// seam for code above it), so each decision is exact; the budget leaves no measurement for regions.
 #include "search/autotune.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +20,17 @@ Measurement Timed(int64_t us, bool unstable = false) {
   m.unstable = unstable;
   return m;
 }
+
+// Records how many plans each MeasurePlans call measured together.
+class SideBySideLog : public RecordedMeasurer {
+ public:
+  StatusOr<std::vector<Measurement>> MeasurePlans(const Graph& g,
+                                                  const std::vector<FusionPlan>& plans) override {
+    together.push_back(static_cast<int>(plans.size()));
+    return RecordedMeasurer::MeasurePlans(g, plans);
+  }
+  std::vector<int> together;
+};
 
 struct Case {
   const char* name;
@@ -55,7 +66,7 @@ TEST(Autotune, ReturnsTheFastestOfTheTunedRulesAndUnfusedPlansBeyondTheMargin) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    RecordedMeasurer measurer;
+    SideBySideLog measurer;
     measurer.Record(RecordedMeasurer::PlanKey(g, tuned), Timed(c.tuned_us));
     measurer.Record(RecordedMeasurer::PlanKey(g, rules), Timed(c.rules_us, c.rules_unstable));
     measurer.Record(RecordedMeasurer::PlanKey(g, unfused), Timed(c.unfused_us));
@@ -70,8 +81,10 @@ TEST(Autotune, ReturnsTheFastestOfTheTunedRulesAndUnfusedPlansBeyondTheMargin) {
     EXPECT_EQ(result->measured.median_ns, expected_us * 1000);
     EXPECT_EQ(result->unfused_measured.median_ns, c.unfused_us * 1000);
     bool replaced = want != "tuned";
-    // A baseline that beats the tuned plan is confirmed: both measured twice more, alternating.
+    // The three plans are measured together; a baseline that beats the tuned plan is confirmed:
+    // both measured twice more, side by side.
     EXPECT_EQ(result->measurements, replaced ? 3 + 4 : 3);
+    EXPECT_EQ(measurer.together, replaced ? std::vector<int>({3, 2, 2}) : std::vector<int>({3}));
     ASSERT_EQ(result->trials.empty(), !replaced);
     if (replaced) {
       EXPECT_EQ(result->trials.back().alternative.rfind(want, 0), 0u);
@@ -82,7 +95,7 @@ TEST(Autotune, ReturnsTheFastestOfTheTunedRulesAndUnfusedPlansBeyondTheMargin) {
 
 // One lucky measurement does not decide: the unfused plan measured 20% faster once (a slow
 // stretch of the host during the tuned plan's run, or a quiet one during its own), then 10%
-// slower twice, alternating with the tuned plan, keeps the tuned plan and records why. Measured
+// slower twice, side by side with the tuned plan, keeps the tuned plan and records why. Measured
 // faster three times, it replaces it at the median of its runs.
 TEST(Autotune, ABaselineFasterOnceIsConfirmedBeforeItReplacesTheTunedPlan) {
   IrBuilder b;
