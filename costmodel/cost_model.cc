@@ -167,6 +167,32 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
 // that its later nodes read too (layer norm's Sub, which the Pow squares and the Div divides) is
 // computed straight into the output and read back from there: its write is the boundary write
 // (analytical-22). oneDNN post-ops of an anchor stay in registers instead.
+// The same when a value's one reader in the group is a view (or unit-dim transpose) that hands it
+// on, through more of them, to a loop output: the output's buffer reaches the value through the
+// views and the value is computed into it (FusedLoop::RunTile), unless its kind fills a buffer of
+// its own (pads, gathers, resizes and Trilu do; analytical-27).
+bool ComputedIntoOutput(const Graph& g, const FusionGroup& group, TensorId t,
+                        const std::vector<TensorId>& materialized, const LoopEvaluation& loop) {
+  static const char* kOwnBuffer[] = {"Pad", "Gather", "GatherElements", "Resize", "Trilu"};
+  const std::string& op = g.node(g.tensor(t).producer).op_type;
+  if (std::any_of(std::begin(kOwnBuffer), std::end(kOwnBuffer),
+                  [&](const char* o) { return op == o; }))
+    return false;
+  auto in_group = [&](NodeId c) {
+    return std::binary_search(group.nodes.begin(), group.nodes.end(), c);
+  };
+  while (true) {
+    const auto& consumers = g.tensor(t).consumers;
+    if (std::count_if(consumers.begin(), consumers.end(), in_group) != 1) return false;
+    const Node& view = g.node(*std::find_if(consumers.begin(), consumers.end(), in_group));
+    t = view.outputs[0];
+    if (!loop.passed_through.count(t)) return false;
+    if (std::find(materialized.begin(), materialized.end(), t) != materialized.end()) {
+      return std::none_of(g.tensor(t).consumers.begin(), g.tensor(t).consumers.end(), in_group);
+    }
+  }
+}
+
 void AddTileTraffic(const Graph& g, const FusionGroup& group,
                     const std::vector<TensorId>& materialized, const LoopEvaluation* loop,
                     GroupFeatures* f) {
@@ -178,6 +204,9 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group,
         readers += std::binary_search(group.nodes.begin(), group.nodes.end(), c) ? 1 : 0;
       }
       if (readers == 0 || loop->passed_through.count(t) || loop->chained.count(t)) continue;
+      if (group.kind == GroupKind::kLoop && ComputedIntoOutput(g, group, t, materialized, *loop)) {
+        continue;
+      }
       double bytes = EvaluatedElements(g, loop, t) * 4;
       bool into_output =
           group.kind == GroupKind::kLoop &&

@@ -564,9 +564,9 @@ Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
 // a fill or a strided read. Building an index list and gathering through it costs ~1 ns per
 // element; this is a plain copy.
 const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims, const Idx& idx,
-                          LoopScratch* s) {
+                          LoopScratch* s, float* into = nullptr) {
   const float* src = static_cast<const float*>(leaf.data);
-  float* out = s->Floats(idx.n);
+  float* out = into != nullptr ? into : s->Floats(idx.n);
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
     if (step == 1) {
       std::memcpy(out + e, src + off, run * sizeof(float));
@@ -596,12 +596,12 @@ constexpr int64_t kMinEvaluatedRun = 64;
 // element would be re-indexed and the value's inputs gathered (BERT's Add + Slice of the query
 // third of each row took 340 us for 393K elements). Returns nullptr when the runs are shorter.
 const float* EvalComputedRuns(const ValueMap& values, TensorId t, const Affine& m,
-                              const Shape& dims, const Idx& idx, LoopScratch* s) {
+                              const Shape& dims, const Idx& idx, LoopScratch* s, float* into) {
   if (RunStep(m, dims) != 1) return nullptr;
   int64_t runs = 0;
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t, int64_t, int64_t, int64_t) { ++runs; });
   if (idx.n < runs * kMinEvaluatedRun) return nullptr;
-  float* out = s->Floats(idx.n);
+  float* out = into != nullptr ? into : s->Floats(idx.n);
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t) {
     // The run's buffers and memos are of no use to the next run: free them as it ends.
     const LoopScratch::Mark mark = s->Here();
@@ -614,16 +614,20 @@ const float* EvalComputedRuns(const ValueMap& values, TensorId t, const Affine& 
 
 // Value `t` at the elements of the consumer's index space `idx` (over `dims`) mapped through `m`.
 // A leaf behind views is read run by run too (BERT's head split Reshape -> Transpose was gathered
-// element by element), and so is a computed value when the runs are long.
+// element by element), and so is a computed value when the runs are long. `into`, when set, is
+// where the caller wants the values, as for Eval: a transpose or a slice that is the loop's output
+// is written straight into it (it was copied from a tile). Safe with an output aliasing a leaf as
+// long as that leaf is not read through a map, which tiles ahead would read after it was
+// overwritten anyway.
 const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, const Shape& dims,
-                        const Idx& idx, LoopScratch* s) {
+                        const Idx& idx, LoopScratch* s, float* into = nullptr) {
   const Value* leaf = ThroughViews(values, t);
   bool runs = !leaf->is_int && idx.list == nullptr && !m.identity && !m.scalar && !dims.empty();
-  if (runs && leaf->kind == LoopKind::kLeaf) return ReadLeafRuns(*leaf, m, dims, idx, s);
+  if (runs && leaf->kind == LoopKind::kLeaf) return ReadLeafRuns(*leaf, m, dims, idx, s, into);
   if (runs) {
-    if (const float* out = EvalComputedRuns(values, t, m, dims, idx, s)) return out;
+    if (const float* out = EvalComputedRuns(values, t, m, dims, idx, s, into)) return out;
   }
-  return Eval(values, t, MapIdx(m, dims, idx, s), s);
+  return Eval(values, t, MapIdx(m, dims, idx, s), s, into);
 }
 
 // Evaluates input j of v at the elements `idx` of v's index space.
@@ -1044,7 +1048,7 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
       out = Eval(values, v.inputs[0], idx, s, into);
       break;
     case LoopKind::kAffine:
-      out = EvalMapped(values, v.inputs[0], v.maps[0], v.dims, idx, s);
+      out = EvalMapped(values, v.inputs[0], v.maps[0], v.dims, idx, s, into);
       break;
     case LoopKind::kConcat:
       out = EvalConcat(values, v, idx, s, into);

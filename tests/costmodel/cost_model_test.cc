@@ -304,6 +304,36 @@ TEST(PlanFeatures, AViewInALoopHasNoTileBuffer) {
   EXPECT_DOUBLE_EQ(features[0].tile_read_bytes, 65536 * 4);
 }
 
+// A value handed to the loop's output through views is computed straight into the output
+// (FusedLoop::RunTile hands the output's buffer down through the views): BERT's head split, a
+// Slice then a Reshape, has no tile buffer. A Pad fills a buffer of its own and then is copied.
+TEST(PlanFeatures, AValueHandedToTheOutputThroughViewsHasNoTileBuffer) {
+  for (const char* op : {"Slice", "Pad"}) {
+    SCOPED_TRACE(op);
+    IrBuilder b;
+    const bool slice = std::string(op) == "Slice";
+    TensorId x = b.Input("x", {128, 1, 2304});
+    TensorId s = b.Act("s", {128, 1, slice ? 768 : 2306}),
+             r = b.Act("r", {128, slice ? 12 : 1, slice ? 64 : 2306});
+    if (slice) {
+      b.Op("Slice",
+           {x, b.IntConstant("st", {768}), b.IntConstant("en", {1536}), b.IntConstant("ax", {2})},
+           {s});
+    } else {
+      b.Op("Pad", {x, b.IntConstant("pads", {0, 0, 1, 0, 0, 1})}, {s});
+    }
+    b.Op("Reshape", {s, b.IntConstant("shape", {128, slice ? 12 : 1, slice ? 64 : 2306})}, {r});
+    b.Output(r);
+    Graph g = b.Build();
+    FusionPlan plan{{FusionGroup{GroupKind::kLoop, {0, 1}, {}}}};
+    ASSERT_TRUE(CheckPlan(g, plan).ok());
+    auto features = PlanFeatures(g, plan, TargetFingerprint{});
+    const double bytes = slice ? 0 : 128 * 2306 * 4;
+    EXPECT_DOUBLE_EQ(features[0].tile_write_bytes, bytes);
+    EXPECT_DOUBLE_EQ(features[0].tile_read_bytes, bytes);
+  }
+}
+
 // A loop output that a later node of the loop reads is computed straight into the output and
 // read back from there: no tile buffer is written for it (layer norm's Sub, squared by the Pow and
 // also read by a later Div).

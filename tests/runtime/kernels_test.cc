@@ -342,6 +342,33 @@ TEST(LoopKernel, LeafBehindViewsReadThroughATranspose) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
 }
 
+// Values read through a map are written straight into the loop's output when they are one: a
+// slice of a leaf behind a Reshape (BERT's head split), a transpose of a leaf alone, a transpose
+// of a leaf as one part of a Concat, and a transpose that another output of the loop also reads
+// (from the first output's buffer). Tiles end mid-row.
+TEST(LoopKernel, MappedValuesAreWrittenStraightIntoTheOutput) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {97, 1, 150});
+  TensorId s = b.Act("s", {97, 1, 50}), r = b.Act("r", {97, 5, 10});
+  b.Op("Slice",
+       {x, b.IntConstant("st", {50}), b.IntConstant("en", {100}), b.IntConstant("ax", {2})}, {s});
+  b.Op("Reshape", {s, b.IntConstant("shape", {97, 5, 10})}, {r});
+  TensorId t = b.Act("t", {150, 97}), u = b.Act("u", {150, 97});
+  b.Op("Transpose", {b.Input("z", {97, 150})}, {t}, {Ints("perm", {1, 0})});
+  b.Op("Relu", {t}, {u});
+  TensorId tc = b.Act("tc", {150, 97}), cat = b.Act("cat", {300, 97});
+  b.Op("Transpose", {b.Input("w", {97, 150})}, {tc}, {Ints("perm", {1, 0})});
+  b.Op("Concat", {tc, b.Input("v", {150, 97})}, {cat}, {Int("axis", 0)});
+  b.Output(r);
+  b.Output(t);
+  b.Output(u);
+  b.Output(cat);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, FusionPlan{{FusionGroup{GroupKind::kLoop, {0, 1}, {}},
+                                        FusionGroup{GroupKind::kLoop, {2, 3}, {}},
+                                        FusionGroup{GroupKind::kLoop, {4, 5}, {}}}});
+}
+
 // A computed value read through a map that keeps long runs (BERT's bias Add, sliced to the query
 // third, split into heads of 64, heads moved outward) is evaluated run by run straight into place;
 // heads of 24 are too short and go through an index list. The Add is also an output of its own,
