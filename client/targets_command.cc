@@ -19,6 +19,7 @@
 #include "graph/onnx_import.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
+#include "server/calibration_log.h"
 
 namespace fusor {
 namespace {
@@ -57,6 +58,13 @@ double Miss(const v1::FittedSample& s) {
 }
 
 // The samples file: every sample the fit used, the worst-predicted first.
+nlohmann::json SlowRunsJson(const v1::CalibrateResponse& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : r.slow_runs())
+    out.push_back({{"run_id", s.run_id()}, {"slowdown", s.slowdown()}});
+  return out;
+}
+
 StatusOr<nlohmann::json> FittedSamplesJson(const v1::CalibrateResponse& r) {
   std::vector<v1::FittedSample> sorted(r.samples().begin(), r.samples().end());
   std::stable_sort(sorted.begin(), sorted.end(),
@@ -79,6 +87,8 @@ StatusOr<nlohmann::json> FittedSamplesJson(const v1::CalibrateResponse& r) {
   return nlohmann::json{{"target_id", r.profile().target().id()},
                         {"cost_model_version", r.profile().cost_model_version()},
                         {"runs_used", r.runs_used()},
+                        {"slow_runs", SlowRunsJson(r)},
+                        {"slow_timings", r.slow_timings()},
                         {"samples_used", r.samples_used()},
                         {"samples", std::move(samples)}};
 }
@@ -99,6 +109,23 @@ std::string FitSummary(const v1::CalibrateResponse& r) {
   if (r.samples_skipped() > 0) {
     text += "; " + std::to_string(r.samples_skipped()) +
             " stored samples were unreadable and skipped (see the tuner's log)";
+  }
+  if (r.slow_timings() > 0) {
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "; %d timings left out, each over %.2fx its benchmark's quickest in those runs "
+                  "(the host slow for part of a run)",
+                  r.slow_timings(), kSlowCalibrationRun);
+    text += line;
+  }
+  for (const v1::SlowCalibrationRun& slow : r.slow_runs()) {
+    char line[240];
+    std::snprintf(line, sizeof(line),
+                  "\nleft out of the fit: run %lld%s, %.2fx slower than the quickest run (a slow "
+                  "state of the host; if the machine itself got slower, calibrate with --fresh)",
+                  static_cast<long long>(slow.run_id()),
+                  slow.run_id() == r.run_id() ? " (this one)" : "", slow.slowdown());
+    text += line;
   }
   if (r.unstable_size() > 0) {
     text += "\n" + std::to_string(r.unstable_size()) +

@@ -1,5 +1,7 @@
 #include "server/calibration_log.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +47,71 @@ StatusOr<LoggedSamples> LoadCalibrationLog(db::PlanStore& store,
     if (logged.samples.size() > before) ++logged.runs;
   }
   return logged;
+}
+
+std::vector<RunSlowdown> CompareCalibrationRuns(const LoggedSamples& earlier,
+                                                std::span<const CalibrationSample> run,
+                                                int64_t run_id) {
+  std::map<std::string, double> now;
+  for (const CalibrationSample& s : run) now[s.benchmark] = s.measured_ns;
+  // Per earlier run, each shared benchmark's time over this run's.
+  std::map<int64_t, std::vector<double>> ratios;
+  for (size_t i = 0; i < earlier.samples.size(); ++i) {
+    const CalibrationSample& s = earlier.samples[i];
+    auto it = now.find(s.benchmark);
+    if (it != now.end() && it->second > 0)
+      ratios[earlier.run_ids[i]].push_back(s.measured_ns / it->second);
+  }
+  std::vector<RunSlowdown> out = {{run_id, 1.0}};
+  for (auto& [id, r] : ratios) {
+    if (static_cast<int>(r.size()) < kMinSharedBenchmarks) continue;
+    std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+    out.push_back({id, r[r.size() / 2]});
+  }
+  if (out.size() == 1) return {};
+  double quickest = 1.0;
+  for (const RunSlowdown& r : out) quickest = std::min(quickest, r.slowdown);
+  for (RunSlowdown& r : out) r.slowdown /= quickest;
+  return out;
+}
+
+namespace {
+
+// The samples of `logged` that `keep(i)` keeps, runs recounted (a run's samples are contiguous,
+// as LoadCalibrationLog reads them).
+template <typename Keep>
+LoggedSamples Kept(const LoggedSamples& logged, Keep keep) {
+  LoggedSamples kept;
+  kept.skipped = logged.skipped;
+  for (size_t i = 0; i < logged.samples.size(); ++i) {
+    if (!keep(i)) continue;
+    if (kept.run_ids.empty() || kept.run_ids.back() != logged.run_ids[i]) ++kept.runs;
+    kept.samples.push_back(logged.samples[i]);
+    kept.run_ids.push_back(logged.run_ids[i]);
+  }
+  return kept;
+}
+
+}  // namespace
+
+LoggedSamples WithoutRuns(const LoggedSamples& logged, const std::vector<int64_t>& runs) {
+  return Kept(logged, [&](size_t i) {
+    return std::find(runs.begin(), runs.end(), logged.run_ids[i]) == runs.end();
+  });
+}
+
+LoggedSamples WithoutSlowTimings(const LoggedSamples& logged, std::vector<std::string>* dropped) {
+  std::map<std::string, double> quickest;
+  for (const CalibrationSample& s : logged.samples) {
+    auto [it, inserted] = quickest.emplace(s.benchmark, s.measured_ns);
+    if (!inserted) it->second = std::min(it->second, s.measured_ns);
+  }
+  return Kept(logged, [&](size_t i) {
+    const CalibrationSample& s = logged.samples[i];
+    bool slow = s.measured_ns > kSlowCalibrationRun * quickest.at(s.benchmark);
+    if (slow) dropped->push_back(s.benchmark);
+    return !slow;
+  });
 }
 
 db::CalibrationRun RunToAppend(const std::string& target_id, const std::string& cost_model_version,

@@ -45,6 +45,36 @@ db::CalibrationRun RunToAppend(const std::string& target_id, const std::string& 
                                std::span<const CalibrationSample> samples,
                                const std::map<std::string, double>& cv_by_benchmark);
 
+// How much slower a calibration run timed the suite than the quickest run compared: the median,
+// over the benchmarks the two share, of its time over the quickest's (1 for the quickest).
+struct RunSlowdown {
+  int64_t run_id = 0;
+  double slowdown = 1;
+};
+
+// A run this much slower than the quickest is left out of the fit. A shared host can stay in a
+// slow state for a whole calibration (every conv and matmul ~1.85x slower: conv fitted at 130
+// GFLOP/s instead of 232) while each benchmark's spread and the cross-core probe look normal;
+// only another run shows it. Run-to-run drift on a quiet host stays within ~1.2x.
+inline constexpr double kSlowCalibrationRun = 1.35;
+// Runs that share fewer benchmarks than this with the others are not compared.
+inline constexpr int kMinSharedBenchmarks = 20;
+
+// `run` (id run_id) against the runs of `earlier`: one entry per run compared, this one first;
+// empty when no earlier run shares enough benchmarks with it.
+std::vector<RunSlowdown> CompareCalibrationRuns(const LoggedSamples& earlier,
+                                                std::span<const CalibrationSample> run,
+                                                int64_t run_id);
+
+// `logged` without the samples of the runs in `runs`.
+LoggedSamples WithoutRuns(const LoggedSamples& logged, const std::vector<int64_t>& runs);
+
+// `logged` without the timings of a benchmark more than kSlowCalibrationRun times its quickest
+// timing in `logged`: a slow state over part of a run (convs timed 2.2x slower in two of four runs
+// while the median benchmark moved 8%) only adds time, so the quickest is the machine's. Their
+// names, one per timing dropped, in `dropped`.
+LoggedSamples WithoutSlowTimings(const LoggedSamples& logged, std::vector<std::string>* dropped);
+
 // A sample the fit used, with what the fitted profile predicts for it.
 v1::FittedSample FittedSampleOf(const CalibrationSample& sample, int64_t run_id,
                                 const HardwareProfile& fitted);

@@ -3,6 +3,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <span>
@@ -69,22 +70,27 @@ void FillMaterialized(const Graph& g, const FusionPlan& plan, v1::Plan* out) {
 }
 
 // The response to a calibration: the fitted profile, what the fit used, and (when asked) every
-// sample with the fitted profile's prediction, earlier runs' first (as loaded), then this run's.
+// sample it used (`used`: run ids included) with the fitted profile's prediction.
 v1::CalibrateResponse CalibrateResponseOf(const CalibrationResult& result,
-                                          const LoggedSamples& earlier, int64_t run_id,
-                                          bool include_samples) {
+                                          const LoggedSamples& used, size_t run_samples,
+                                          int64_t run_id, const std::vector<RunSlowdown>& slow,
+                                          int slow_timings, bool include_samples) {
   v1::CalibrateResponse response;
   ProfileToProto(result.profile, response.mutable_profile());
-  response.set_samples_used(static_cast<int32_t>(result.samples.size()));
-  response.set_runs_used(earlier.runs + 1);
-  response.set_run_samples(static_cast<int32_t>(result.samples.size() - earlier.samples.size()));
+  response.set_samples_used(static_cast<int32_t>(used.samples.size()));
+  response.set_runs_used(used.runs);
+  response.set_run_samples(static_cast<int32_t>(run_samples));
   response.set_run_id(run_id);
-  response.set_samples_skipped(earlier.skipped);
+  response.set_samples_skipped(used.skipped);
+  response.set_slow_timings(slow_timings);
   for (const std::string& name : result.unstable) response.add_unstable(name);
-  for (size_t i = 0; include_samples && i < result.samples.size(); ++i) {
-    int64_t from = i < earlier.run_ids.size() ? earlier.run_ids[i] : run_id;
-    *response.add_samples() = FittedSampleOf(result.samples[i], from, result.profile);
+  for (const RunSlowdown& r : slow) {
+    v1::SlowCalibrationRun* out = response.add_slow_runs();
+    out->set_run_id(r.run_id);
+    out->set_slowdown(r.slowdown);
   }
+  for (size_t i = 0; include_samples && i < used.samples.size(); ++i)
+    *response.add_samples() = FittedSampleOf(used.samples[i], used.run_ids[i], result.profile);
   return response;
 }
 
@@ -427,8 +433,54 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   FUSOR_ASSIGN_OR_RETURN(int64_t run_id,
                          state_->store->AppendCalibrationRun(RunToAppend(
                              state_->local.Id(), kCostModelVersion, run_samples, cv_by_benchmark)));
+  // What the fit used: the earlier runs and this one...
+  LoggedSamples all = earlier;
+  for (const CalibrationSample& s : run_samples) {
+    all.samples.push_back(s);
+    all.run_ids.push_back(run_id);
+  }
+  all.runs += run_samples.empty() ? 0 : 1;
+  // ...less a run much slower than the quickest (this one or an earlier one), and then any timing
+  // much slower than its benchmark's quickest; if that leaves anything out, the profile is fitted
+  // again, from the defaults as MeasureAndFit does.
+  std::vector<RunSlowdown> slow;
+  std::string compared;
+  for (const RunSlowdown& r : CompareCalibrationRuns(earlier, run_samples, run_id)) {
+    if (r.slowdown > kSlowCalibrationRun) slow.push_back(r);
+    compared += fmt::format(" run {} {:.2f}x", r.run_id, r.slowdown);
+  }
+  if (!compared.empty()) {
+    spdlog::info("calibrate: runs against the quickest (median benchmark):{}", compared);
+  }
+  std::vector<int64_t> slow_ids;
+  for (const RunSlowdown& r : slow) slow_ids.push_back(r.run_id);
+  std::vector<std::string> slow_timings;
+  LoggedSamples used = WithoutSlowTimings(WithoutRuns(all, slow_ids), &slow_timings);
+  if (used.samples.size() < all.samples.size()) {
+    HardwareProfile refit;
+    refit.target = state_->local;
+    FUSOR_ASSIGN_OR_RETURN(result.report, FitProfile(used.samples, &refit));
+    refit.calibrated_unix_ms = result.profile.calibrated_unix_ms;
+    refit.cost_model_version = kCostModelVersion;
+    FUSOR_RETURN_IF_ERROR(CheckPlausible(refit).WithContext("profile fitted without slow timings"));
+    result.profile = refit;
+  }
+  for (const RunSlowdown& r : slow) {
+    spdlog::warn(
+        "calibrate: run {}{} timed the suite {:.2f}x slower than the quickest run loaded (its "
+        "median benchmark): a slow state of a shared host, or a slower machine since (then "
+        "calibrate with --fresh). Left out of the fit",
+        r.run_id, r.run_id == run_id ? " (this calibration)" : "", r.slowdown);
+  }
+  if (!slow_timings.empty()) {
+    spdlog::info(
+        "calibrate: {} timings left out of the fit, each over {:.2f}x its benchmark's quickest in "
+        "the runs loaded (first: {})",
+        slow_timings.size(), kSlowCalibrationRun, slow_timings.front());
+  }
   v1::CalibrateResponse response =
-      CalibrateResponseOf(result, earlier, run_id, request.include_samples());
+      CalibrateResponseOf(result, used, run_samples.size(), run_id, slow,
+                          static_cast<int>(slow_timings.size()), request.include_samples());
   FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(response.profile()));
   {
     std::lock_guard<std::mutex> plock(state_->profile_mu);
@@ -437,7 +489,7 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   spdlog::info(
       "calibrate: target={} run={} fitted {} samples from {} runs ({} from this run, {} stored "
       "samples skipped) rms_error={:.3f} skipped_unstable={}",
-      state_->local.Id(), run_id, result.samples.size(), response.runs_used(), run_samples.size(),
+      state_->local.Id(), run_id, response.samples_used(), response.runs_used(), run_samples.size(),
       earlier.skipped, result.report.rms_rel_error, result.skipped_unstable);
   for (const auto& name : result.unstable)
     spdlog::info("calibrate: unstable, not fitted: {}", name);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "costmodel/calibration.h"
@@ -135,6 +136,61 @@ TEST_F(CalibrationLogTest, AFittedSampleCarriesTheProfilesPrediction) {
   EXPECT_DOUBLE_EQ(fitted.predicted_ns(), EvaluateFeatures(s.features, profile).total_ns);
   EXPECT_GT(fitted.predicted_ns(), 0);
   EXPECT_EQ(nlohmann::json::parse(fitted.features_json()), SampleToJson(s));
+}
+
+// Runs are compared on the median of their shared benchmarks' time ratios: a run ~1.85x slower
+// than the quickest (a whole calibration in a slow state of the host) stands out, one with a few
+// noisy benchmarks does not, and a run sharing too few benchmarks is not compared. Read back from
+// the log, as the service compares them.
+TEST_F(CalibrationLogTest, RunsAreComparedByTheirMedianBenchmark) {
+  auto run = [](double scale, int benchmarks, int noisy) {
+    std::vector<CalibrationSample> samples;
+    for (int b = 0; b < benchmarks; ++b) {
+      double noise = b < noisy ? 3.0 : 1.0;  // A few benchmarks 3x slow: not the median.
+      samples.push_back(Sample("bench_" + std::to_string(b), 1000.0 * (b + 1) * scale * noise, 1));
+    }
+    return samples;
+  };
+  int64_t quick = Append(RunToAppend(kTarget, kCostModelVersion, run(1.0, 30, 5), {}));
+  int64_t slow = Append(RunToAppend(kTarget, kCostModelVersion, run(1.85, 30, 0), {}));
+  int64_t few =
+      Append(RunToAppend(kTarget, kCostModelVersion, run(5.0, kMinSharedBenchmarks - 1, 0), {}));
+  LoggedSamples earlier = Load();
+  ASSERT_EQ(earlier.runs, 3);
+  const std::vector<CalibrationSample> now = run(1.1, 30, 2);
+  std::vector<RunSlowdown> compared = CompareCalibrationRuns(earlier, now, 99);
+  ASSERT_EQ(compared.size(), 3u);  // This run first, then the earlier runs compared.
+  std::map<int64_t, double> slowdown;
+  for (const RunSlowdown& r : compared) slowdown[r.run_id] = r.slowdown;
+  EXPECT_EQ(compared[0].run_id, 99);
+  EXPECT_NEAR(slowdown.at(99), 1.1, 1e-9);
+  EXPECT_NEAR(slowdown.at(quick), 1.0, 1e-9);
+  EXPECT_NEAR(slowdown.at(slow), 1.85, 1e-9);
+  EXPECT_FALSE(slowdown.count(few));
+  EXPECT_GT(slowdown.at(slow), kSlowCalibrationRun);
+  EXPECT_LT(slowdown.at(99), kSlowCalibrationRun);
+  // Without an earlier run to compare with there is nothing to say.
+  EXPECT_TRUE(CompareCalibrationRuns(LoggedSamples(), now, 99).empty());
+
+  LoggedSamples kept = WithoutRuns(earlier, {slow});
+  EXPECT_EQ(kept.runs, 2);
+  EXPECT_EQ(kept.samples.size(), earlier.samples.size() - 30);
+  for (int64_t id : kept.run_ids) EXPECT_NE(id, slow);
+
+  // Timings over 1.35x their benchmark's quickest go, one by one: the quick run's five noisy ones
+  // (3x the slow run's 1.85x), the slow run's 1.85x ones except where the quick run was noisy,
+  // and all of the last run's (5x). A run left with nothing is no longer counted.
+  std::vector<std::string> dropped;
+  LoggedSamples fast = WithoutSlowTimings(earlier, &dropped);
+  EXPECT_EQ(fast.samples.size() + dropped.size(), earlier.samples.size());
+  EXPECT_EQ(dropped.size(), 5u + 25u + (kMinSharedBenchmarks - 1));
+  EXPECT_EQ(fast.runs, 2);
+  for (size_t i = 0; i < fast.samples.size(); ++i) {
+    EXPECT_NE(fast.run_ids[i], few);
+    EXPECT_EQ(fast.run_ids[i] == slow,
+              fast.samples[i].benchmark < "bench_5" && fast.samples[i].benchmark.size() == 7)
+        << fast.samples[i].benchmark;
+  }
 }
 
 }  // namespace
