@@ -329,6 +329,7 @@ int RunValidate(const ValidateFlags& f) {
     FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
     return to_time(m);
   };
+  SettleHost(3000, "costmodel validate");
   auto before = MeasureMachineCheck(*profile, measure, "before");
   if (!before.ok()) return Fail("costmodel validate", before.status());
   ProgressDisplay progress;

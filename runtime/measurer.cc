@@ -136,9 +136,9 @@ double HighestCv(const std::vector<Measurement>& ms) {
   return cv;
 }
 
-}  // namespace
-
-int64_t CrossCoreProbeNs() {
+// Each of two cores rewrites its half of the buffer, then reads the other half (`cross`) or its
+// own.
+int64_t TwoCoreProbeNs(bool cross) {
   if (omp_get_max_threads() < 2) return 0;
   thread_local std::vector<float> buffer(size_t{1} << 17, 1.0f);
   float* data = buffer.data();
@@ -153,7 +153,8 @@ int64_t CrossCoreProbeNs() {
       const size_t t = static_cast<size_t>(omp_get_thread_num());
       for (size_t i = t * half; i < (t + 1) * half; ++i) data[i] = data[i] * 0.5f + 1.0f;
 #pragma omp barrier
-      for (size_t i = (1 - t) * half; i < (2 - t) * half; ++i) sum += data[i];
+      const size_t read = cross ? 1 - t : t;
+      for (size_t i = read * half; i < (read + 1) * half; ++i) sum += data[i];
     }
     sink = sum;
     ns = NsSince(start);
@@ -161,6 +162,15 @@ int64_t CrossCoreProbeNs() {
   (void)sink;
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];
+}
+
+}  // namespace
+
+int64_t CrossCoreProbeNs() { return TwoCoreProbeNs(true); }
+
+double CrossCoreRatio() {
+  const int64_t same = TwoCoreProbeNs(false);
+  return same > 0 ? static_cast<double>(TwoCoreProbeNs(true)) / static_cast<double>(same) : 1.0;
 }
 
 HostQuietness::HostQuietness(std::function<int64_t()> probe) : probe_(std::move(probe)) {}
@@ -172,6 +182,30 @@ bool HostQuietness::Quiet(double margin) {
   while (ns < best && !quickest_ns_.compare_exchange_weak(best, ns)) {
   }
   return static_cast<double>(ns) <= margin * static_cast<double>(std::min(best, ns));
+}
+
+bool SettleHost(int max_ms, const std::string& what) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(max_ms);
+  double ratio = CrossCoreRatio();
+  while (ratio > kMaxCrossCoreRatio && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ratio = CrossCoreRatio();
+  }
+  if (ratio > kMaxCrossCoreRatio) {
+    spdlog::warn(
+        "{}: the host stayed in a slow state for {} ms (moving data between its cores costs "
+        "{:.1f}x keeping it on one; above {:.1f} plans run up to ~2x slower); timings taken now "
+        "are slow",
+        what, max_ms, ratio, kMaxCrossCoreRatio);
+    return false;
+  }
+  HostQuietness::Default().Quiet(1.0);  // Its quickest, from a quiet host.
+  const int64_t waited_ms = NsSince(start) / 1'000'000;
+  if (waited_ms >= 100) {
+    spdlog::info("{}: the host left a slow state after {} ms", what, waited_ms);
+  }
+  return true;
 }
 
 HostQuietness& HostQuietness::Default() {

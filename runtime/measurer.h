@@ -28,7 +28,9 @@
 namespace fusor {
 
 // Whether the host is as quiet as it has been: a probe (by default CrossCoreProbeNs) within a
-// margin of the quickest it has returned through this object. Thread-safe.
+// margin of the quickest it has returned through this object. Thread-safe. A process that starts
+// in a slow state and stays in it sees only slow probes: SettleHost checks against an absolute
+// ratio instead.
 class HostQuietness {
  public:
   explicit HostQuietness(std::function<int64_t()> probe);
@@ -44,6 +46,23 @@ class HostQuietness {
 // the cost of moving data between the team's cores, which is what a shared host's slow states
 // change. Median of 5 runs, ns (~80 us on an idle 2-vCPU guest); 0 with fewer than 2 threads.
 int64_t CrossCoreProbeNs();
+
+// CrossCoreProbeNs over the same work with each core reading back the half it wrote: 1.0-1.2 on
+// this 2-vCPU guest when its vCPUs sit close on the host, 1.9-2.9 when they do not; every plan
+// then ran ~1.9x slower (SqueezeNet 7.9 ms against 4.1: its kernels hand their outputs from one
+// core to the other), for as long as the process kept the cores busy, while each core alone
+// (integer chain, FMA, reads) ran as fast. 1 with fewer than 2 threads.
+double CrossCoreRatio();
+// Above this CrossCoreRatio the host is in a slow state, whatever the process has seen.
+inline constexpr double kMaxCrossCoreRatio = 1.6;
+
+// Before a series of timings (`what`: "calibrate", ...): while CrossCoreRatio is above
+// kMaxCrossCoreRatio, sleeps in steps of 100 ms, up to `max_ms` (an idle guest's vCPUs are placed
+// afresh by the host when they wake: of 25 processes here 11 were slow, 7 of them left the state
+// within 0.2-2.4 s, but at timing 9 were slow again); then probes HostQuietness::Default() once,
+// so its quickest is a quiet one. Logs a
+// warning naming the ratio when the state did not end. True when the host is quiet.
+bool SettleHost(int max_ms, const std::string& what);
 
 struct TimingOptions {
   int warmup = 2;  // Untimed runs first (page faults, JIT, caches).

@@ -171,6 +171,20 @@ TEST(CrossCoreProbe, TimesDataMovedBetweenTwoThreads) {
   EXPECT_TRUE(quietness.Quiet(1.1));
 }
 
+// The cross-core ratio compares the same work with the data moved between the cores and kept on
+// each: positive and finite with two threads. SettleHost gives up at its limit (plus one probe).
+TEST(CrossCoreProbe, RatioAgainstTheSameWorkOnEachCoreAndSettling) {
+  if (omp_get_max_threads() >= 2) {
+    double ratio = CrossCoreRatio();
+    EXPECT_GT(ratio, 0.2);
+    EXPECT_LT(ratio, 50);
+  }
+  auto start = std::chrono::steady_clock::now();
+  SettleHost(300, "test");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
+}
+
 Graph SmallGraph() {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 8, 16, 16});
