@@ -88,14 +88,16 @@ class MeasurementTable {
   MeasuredTime Recorded(const std::string& key) const {
     const auto& j = table_[key];
     std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
-    return MeasuredTime{j["median_ns"], j["cv"], j["unstable"], chain};
+    return MeasuredTime{j["median_ns"], j["cv"], j["unstable"], chain, j.value("disturbed", false)};
   }
   MeasuredTime Record(const std::string& key, const Measurement& m) {
     table_[key] = {{"median_ns", m.median_ns},
                    {"cv", m.cv},
                    {"unstable", m.unstable},
-                   {"primitive_chain", m.primitive_chain}};
-    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain};
+                   {"primitive_chain", m.primitive_chain},
+                   {"disturbed", m.disturbed}};
+    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
+                        m.disturbed};
   }
 
   std::string path_;

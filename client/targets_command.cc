@@ -361,6 +361,13 @@ int RunValidate(const ValidateFlags& f) {
   } else {
     std::printf("held-out regions %d (%zu alternatives measured, %d skipped as unstable)\n",
                 report->regions, report->items.size(), report->skipped_unstable);
+    if (report->disturbed_rounds > 0) {
+      std::printf(
+          "slow host        %d of %d rounds were measured in one of the host's slow states and "
+          "left "
+          "out (data between cores %.1fx+ dearer than kept on one)\n",
+          report->disturbed_rounds, report->rounds, kMaxCrossCoreRatio);
+    }
     std::printf("MAPE             %.1f%% (median %.1f%%, p90 %.1f%%)   goal <= 20%%\n",
                 report->mape, j["median_ape_percent"].get<double>(),
                 j["p90_ape_percent"].get<double>());

@@ -186,15 +186,17 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.by_gap = GapBuckets();
   double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0, repeat_tau_sum = 0;
   int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0, repeat_pairs = 0,
-      repeat_agree = 0;
+      repeat_agree = 0, repeat_decisions = 0;
   for (size_t ri = 0; ri < regions.size(); ++ri) {
     const HeldOutRegion& r = regions[ri];
     if (progress) progress(ri, regions.size(), r.ops);
     // Alternatives are measured together in rounds and each keeps the median of its rounds, so
-    // one disturbed round does not reorder them.
+    // one odd round does not reorder them. Rounds taken in one of the host's slow states
+    // (MeasuredTime::disturbed) are left out while at least one round was not.
     const size_t n = r.alternatives.size();
     std::vector<std::vector<double>> times(n);
     std::vector<int> unstable_rounds(n, 0);
+    std::vector<int> kept;  // Rounds the medians use.
     for (int round = 0; round < rounds; ++round) {
       auto ms = measure(r);
       if (!ms.ok()) return ms.status().WithContext("region " + r.ops);
@@ -202,20 +204,31 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
         return Status::Internal("region " + r.ops + ": " + std::to_string(ms->size()) +
                                 " times measured for " + std::to_string(n) + " alternatives");
       }
+      bool disturbed = false;
       for (size_t a = 0; a < n; ++a) {
         unstable_rounds[a] += (*ms)[a].unstable ? 1 : 0;
         times[a].push_back((*ms)[a].median_ns);
+        disturbed |= (*ms)[a].disturbed;
       }
+      if (!disturbed) kept.push_back(round);
+    }
+    report.rounds += rounds;
+    report.disturbed_rounds += rounds - static_cast<int>(kept.size());
+    if (kept.empty()) {
+      for (int round = 0; round < rounds; ++round) kept.push_back(round);
     }
     std::vector<double> pred, meas, even, odd;
     bool unstable = false;
     for (size_t a = 0; a < n; ++a) {
       unstable |= 2 * unstable_rounds[a] > rounds;
       pred.push_back(model.Cost(r.graph, r.alternatives[a].second).total.total_ns);
-      meas.push_back(Percentile(times[a], 0.5));
-      std::vector<double> half[2];
-      for (int round = 0; round < rounds; ++round) half[round % 2].push_back(times[a][round]);
-      if (rounds >= 2) {
+      std::vector<double> used, half[2];
+      for (size_t k = 0; k < kept.size(); ++k) {
+        used.push_back(times[a][kept[k]]);
+        half[k % 2].push_back(times[a][kept[k]]);
+      }
+      meas.push_back(Percentile(used, 0.5));
+      if (kept.size() >= 2) {
         even.push_back(Percentile(half[0], 0.5));
         odd.push_back(Percentile(half[1], 0.5));
       }
@@ -238,11 +251,12 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     tau = KendallTau(pred, meas, &pairs, 0.05);
     decisive_tau_sum += tau * pairs;
     decisive_pairs += pairs;
-    if (rounds >= 2) {
+    if (!even.empty()) {
       tau = KendallTau(even, odd, &pairs);
       repeat_tau_sum += tau * pairs;
       repeat_pairs += pairs;
       repeat_agree += (even[0] < even[1]) == (odd[0] < odd[1]);
+      ++repeat_decisions;
     }
     // Alternatives 0 and 1 are "fused" and "unfused".
     bool right = (pred[0] < pred[1]) == (meas[0] < meas[1]);
@@ -262,7 +276,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.repeat_tau = repeat_pairs ? repeat_tau_sum / repeat_pairs : 0;
   FinishGapBuckets(&report.by_gap);
   report.repeat_agreement =
-      rounds >= 2 && report.decisions ? static_cast<double>(repeat_agree) / report.decisions : 0;
+      repeat_decisions ? static_cast<double>(repeat_agree) / repeat_decisions : 0;
   report.decisive_agreement = report.decisive_decisions
                                   ? static_cast<double>(decisive_agree) / report.decisive_decisions
                                   : 0;
@@ -334,6 +348,8 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
           {"decisions", r.decisions},
           {"decisive_decisions", r.decisive_decisions},
           {"skipped_unstable", r.skipped_unstable},
+          {"rounds", r.rounds},
+          {"disturbed_rounds", r.disturbed_rounds},
           {"measurement_repeatability",
            {{"kendall_tau", r.repeat_tau}, {"fuse_decision_agreement", r.repeat_agreement}}},
           {"kendall_tau_by_measured_gap", by_gap},

@@ -71,6 +71,9 @@ struct ValidationReport {
   double repeat_agreement = 0;
   // Measured gaps < 1%, 1-2%, 2-5%, 5-10%, >= 10%.
   std::vector<GapBucket> by_gap;
+  // Rounds measured, and those left out as taken in one of the host's slow states (a region whose
+  // every round was keeps them all).
+  int rounds = 0, disturbed_rounds = 0;
 };
 
 // A fuse-or-not decision the model got wrong: fused against unfused, as measured and predicted.

@@ -342,7 +342,11 @@ std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>
   for (int attempt = 0; attempt <= options.retries; ++attempt) {
     WaitForQuietHost(options);  // Each burst opens with an untimed run anyway.
     std::vector<Measurement> ms = SideBySideOnce(runs, options, burst_ns, &flush);
-    bool disturbed = options.quiet_wait_ms > 0 && !QuietnessOf(options).Quiet(options.quiet_margin);
+    // Slow as the process has seen, or (with the default probe) slow outright: a process can
+    // start in a slow state and stay in it (CrossCoreRatio).
+    bool disturbed = options.quiet_wait_ms > 0 &&
+                     (!QuietnessOf(options).Quiet(options.quiet_margin) ||
+                      (options.quietness == nullptr && CrossCoreRatio() > kMaxCrossCoreRatio));
     for (Measurement& m : ms) {
       m.disturbed = disturbed;
       m.attempts = attempt + 1;

@@ -113,9 +113,10 @@ Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& 
 // burst add up to `burst_ns` (at least one run). Each alternative's result is as TimeRepeated's:
 // min_repeats / min_total_ns / max_repeats count its own timed runs; when one's spread stays
 // above max_cv after the retries, all are timed again and the attempt with the lowest highest
-// spread is kept, its noisy ones flagged unstable. Comparing two plans this way cut the spread of
-// their measured ratio, from one such measurement to the next, by 2-5x on a shared 2-vCPU host
-// (docs/costmodel.md).
+// spread is kept, its noisy ones flagged unstable. With quiet_wait_ms, `disturbed` also when
+// CrossCoreRatio is above kMaxCrossCoreRatio (default quietness only). Comparing two plans this
+// way halved the spread of their measured ratio from one such measurement to the next on a shared
+// 2-vCPU host (docs/costmodel.md).
 std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
                                         const TimingOptions& options, int64_t burst_ns = 2'000'000);
 

@@ -141,6 +141,39 @@ TEST(ValidateCostModel, InterleavedRoundsOutvoteADisturbedMeasurement) {
   for (const auto& [plan, n] : calls) EXPECT_EQ(n, 3);
 }
 
+// Rounds taken in one of the host's slow states are left out while another round was not: two
+// of three rounds disturbed and inverted would outvote the clean one in a median; left out, the
+// clean round orders every region. When every round of a region is disturbed they all count.
+TEST(ValidateCostModel, RoundsInASlowStateAreLeftOut) {
+  std::vector<HeldOutRegion> regions = ResNetRegions();
+  AnalyticalCostModel model{HardwareProfile{}};
+  std::map<const HeldOutRegion*, int> calls;
+  bool all_disturbed = false;
+  MeasureAlternativesFn measure =
+      [&](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
+    bool disturbed = all_disturbed || calls[&r]++ < 2;
+    std::vector<MeasuredTime> out;
+    for (const auto& [name, plan] : r.alternatives) {
+      double t = model.Cost(r.graph, plan).total.total_ns;
+      out.push_back({disturbed ? 1e9 / t : t, 0, false, {}, disturbed});
+    }
+    return out;
+  };
+  auto report = ValidateCostModel(regions, model, measure, {}, 3);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_DOUBLE_EQ(report->kendall_tau, 1.0);
+  EXPECT_NEAR(report->mape, 0, 1e-9);
+  EXPECT_EQ(report->rounds, 3 * report->regions);
+  EXPECT_EQ(report->disturbed_rounds, 2 * report->regions);
+  EXPECT_DOUBLE_EQ(report->repeat_tau, 0.0);  // One round kept: no halves to compare.
+  for (const ValidationItem& i : report->items) EXPECT_EQ(i.rounds_ns.size(), 3u);
+  all_disturbed = true;
+  auto slow = ValidateCostModel(regions, model, measure, {}, 3);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_DOUBLE_EQ(slow->kendall_tau, -1.0);  // Every round inverted, every round kept.
+  EXPECT_EQ(slow->disturbed_rounds, slow->rounds);
+}
+
 // The measurement's repeatability compares its even rounds with its odd ones: a measurement that
 // orders the alternatives one way in even rounds and the other way in odd ones repeats nothing
 // (tau -1, no fuse-or-not decision the same), whatever the model scores against its medians.
