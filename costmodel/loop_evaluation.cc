@@ -149,12 +149,31 @@ enum class Operand : uint8_t { kInPlace, kScalar, kStreamed, kTile };
 // The loop's values the runtime compiles as unary or binary arithmetic (IsUnaryOp, CompileBinary;
 // a Pow by a constant 2, 0.5 or 1 is unary) and as views; 0 for anything else.
 enum class ValueKind : uint8_t { kOther, kView, kUnary, kBinary };
+// A Transpose that only moves dims of size 1 reads its input in order: the loop hands it on as
+// a view (runtime: a pass value).
+bool MovesOnlyUnitDims(const Graph& g, const Node& n) {
+  if (n.op_type != "Transpose") return false;
+  const Shape& in = g.tensor(n.inputs[0]).dims;
+  std::vector<int64_t> perm = n.GetInts("perm");
+  if (perm.empty()) {
+    for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  }
+  int64_t last = -1;
+  for (int64_t d : perm) {
+    if (d < 0 || d >= static_cast<int64_t>(in.size())) return false;
+    if (in[d] == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
 ValueKind KindOf(const Graph& g, const Node& n) {
   static const char* kUnaryOps[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh",
                                     "Exp",         "Log",       "Sqrt",    "Erf",
                                     "HardSigmoid", "HardSwish", "Clip",    "Cast"};
   const std::string& op = n.op_type;
-  if (IsView(n)) return ValueKind::kView;
+  if (IsView(n) || MovesOnlyUnitDims(g, n)) return ValueKind::kView;
   if (std::any_of(std::begin(kUnaryOps), std::end(kUnaryOps),
                   [&](const char* o) { return op == o; }))
     return ValueKind::kUnary;
@@ -192,7 +211,7 @@ class StreamRule {
       }
       if (kind == ValueKind::kView || once_.count(t)) continue;
       if (kind == ValueKind::kOther || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
-      if (!InChain(t) && !(outputs_.count(t) && Readers(t).empty())) return false;
+      if (!InChain(t) && !IntoOutput(t)) return false;
       if (!OperandsInPlace(*n, kind)) return false;
     }
     return true;
@@ -210,8 +229,18 @@ class StreamRule {
     }
   }
   bool Internal(TensorId t) const { return producer_.count(t) > 0; }
+  // Computed straight into an output: t is one that nothing in the loop reads, or its readers are
+  // all views that are such outputs (it is computed into one, copied to the others).
+  bool IntoOutput(TensorId t) const {
+    const auto& readers = Readers(t);
+    if (readers.empty()) return outputs_.count(t) > 0;
+    return std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
+      TensorId out = r.first->outputs[0];
+      return kind_.at(out) == ValueKind::kView && outputs_.count(out) && Readers(out).empty();
+    });
+  }
   TensorId ViewSource(TensorId u) const {
-    while (Internal(u) && IsView(*producer_.at(u))) u = producer_.at(u)->inputs[0];
+    while (Internal(u) && kind_.at(u) == ValueKind::kView) u = producer_.at(u)->inputs[0];
     return u;
   }
   // Nodes of the loop that read t, with the input slot.
@@ -445,24 +474,6 @@ class Walk {
     out_.gathered_elements += l.list();
   }
 
-  // A Transpose that only moves dims of size 1 reads its input in order: the loop passes it by.
-  bool MovesOnlyUnitDims(const Node& n) const {
-    if (n.op_type != "Transpose") return false;
-    const Shape& in = g_.tensor(n.inputs[0]).dims;
-    std::vector<int64_t> perm = n.GetInts("perm");
-    if (perm.empty()) {
-      for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-    }
-    int64_t last = -1;
-    for (int64_t d : perm) {
-      if (d < 0 || d >= static_cast<int64_t>(in.size())) return false;
-      if (in[d] == 1) continue;
-      if (d < last) return false;
-      last = d;
-    }
-    return true;
-  }
-
   // Elements per run of the map from `n`'s output to its input `u` when it steps by one along the
   // innermost dim: the trailing output dims (size 1 skipped) it reads as one stretch of `u`, as
   // ForEachRun merges them. A slice keeps whole dims up to the one it cuts; a transpose the dims
@@ -538,7 +549,7 @@ class Walk {
     if (r.total() == 0) return;
     size_t rank = g_.tensor(out).dims.size();
     const std::string& op = n.op_type;
-    if (IsView(n) || MovesOnlyUnitDims(n)) out_.passed_through.insert(out);
+    if (IsView(n) || MovesOnlyUnitDims(g_, n)) out_.passed_through.insert(out);
     if (IsView(n)) return Identity(n.inputs[0], r);
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
     if (op == "Resize") return VisitResize(n, r, rank);
@@ -558,7 +569,7 @@ class Walk {
       bool identity =
           !per_channel &&
           ((in.dims == g_.tensor(out).dims && (c != OpClass::kInjective || op == "Expand")) ||
-           MovesOnlyUnitDims(n));
+           MovesOnlyUnitDims(g_, n));
       if (scalar) {
         if (Internal(u)) Ask(u, {1, 0});
       } else if (identity) {

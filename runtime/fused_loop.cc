@@ -1182,6 +1182,14 @@ std::unordered_set<const Value*> EvaluatedOnce(const ValueMap& values) {
 // in step with the cost model's LoopEvaluation::streams.
 bool StreamsInPlace(const ValueMap& values) {
   const std::unordered_set<const Value*> once = EvaluatedOnce(values);
+  // Reads of each value by pass values (views, unit-dim transposes) that are outputs nothing in the
+  // loop reads: the value is computed into one of those outputs (or its own) and copied to the
+  // others, with no tile of its own.
+  std::unordered_map<const Value*, int> passed_out;
+  for (const auto& [t, v] : values) {
+    if (v->kind == LoopKind::kPass && v->output && v->uses == 0)
+      ++passed_out[values.at(v->inputs[0]).get()];
+  }
   for (const auto& [t, v] : values) {
     if (v->kind == LoopKind::kLeaf) {
       if (v->is_int && v->uses > 0) return false;  // Converted to floats in a tile.
@@ -1189,7 +1197,10 @@ bool StreamsInPlace(const ValueMap& values) {
     }
     if (v->kind == LoopKind::kPass || once.count(v.get())) continue;
     if ((v->kind != LoopKind::kUnary && v->kind != LoopKind::kBinary) || v->is_int) return false;
-    if (!v->in_chain && !(v->output && v->uses == 0)) return false;
+    const auto out_only = passed_out.find(v.get());
+    const int uses = v->uses - (out_only == passed_out.end() ? 0 : out_only->second);
+    const bool into_output = uses == 0 && (v->output || out_only != passed_out.end());
+    if (!v->in_chain && !into_output) return false;
     const bool unary = v->kind == LoopKind::kUnary;
     const Operand a = OperandOf(values, *v, 0), b = unary ? a : OperandOf(values, *v, 1);
     const size_t source =
@@ -1318,6 +1329,12 @@ Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) 
     coef = strides;
   }
   v->maps = {StridedMap(coef, base, in, v->dims)};
+  // A transpose that moves only dims of size 1 reads its input at the same flat indices: handed on
+  // like a view, so the value it reads can be computed straight into its output (StreamsInPlace).
+  if (n.op_type == "Transpose" && v->maps[0].identity) {
+    v->kind = LoopKind::kPass;
+    v->maps.clear();
+  }
   return Status::Ok();
 }
 

@@ -334,6 +334,46 @@ TEST(PlanFeatures, AValueHandedToTheOutputThroughViewsHasNoTileBuffer) {
   }
 }
 
+// Two outputs of a loop that hold one value (layer norm's result and its unit-dim transpose, both
+// read after the group): the loop computes it into one and copies each tile to the other, reading
+// the tile back from L2 when the loop streams in 64 KiB tiles ([1,128,768]), from L1 when its
+// tiles fit there ([1,4,768]: 3072 elements, 12 KiB). With the transposed output alone the value
+// is computed straight into it: no copy.
+TEST(PlanFeatures, OutputsThatHoldOneValueCopyItOnce) {
+  for (int64_t rows : {128, 4}) {
+    SCOPED_TRACE(rows);
+    auto features = [&](bool both) {
+      IrBuilder b;
+      TensorId a = b.Act("a", {1, rows, 768}), t = b.Act("t", {rows, 1, 768});
+      b.Op("Add", {b.Input("x", {1, rows, 768}), b.Weight("bias", {768})}, {a});
+      b.Op("Transpose", {a}, {t}, {Ints("perm", {1, 0, 2})});
+      if (both) b.Output(a);
+      b.Output(t);
+      Graph g = b.Build();
+      FusionPlan plan{{FusionGroup{GroupKind::kLoop, {0, 1}, {}}}};
+      EXPECT_TRUE(CheckPlan(g, plan).ok());
+      TargetFingerprint target;
+      target.cores = 2;
+      return PlanFeatures(g, plan, target)[0];
+    };
+    auto reads = [](const GroupFeatures& f) {
+      double sum = 0;
+      for (double r : f.read_bytes) sum += r;
+      return sum;
+    };
+    const GroupFeatures one = features(false), two = features(true);
+    const double bytes = rows * 768 * 4;
+    EXPECT_DOUBLE_EQ(one.tile_read_bytes, 0);
+    if (rows == 128) {
+      EXPECT_DOUBLE_EQ(two.tile_read_bytes, 0);
+      EXPECT_DOUBLE_EQ(reads(two) - reads(one), bytes);
+    } else {
+      EXPECT_DOUBLE_EQ(two.tile_read_bytes, bytes);
+      EXPECT_DOUBLE_EQ(reads(two), reads(one));
+    }
+  }
+}
+
 // A loop output that a later node of the loop reads is computed straight into the output and
 // read back from there: no tile buffer is written for it (layer norm's Sub, squared by the Pow and
 // also read by a later Div).

@@ -356,6 +356,12 @@ TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
 // The model's rule for a loop that streams (no tile buffers, longer tiles) must be the runtime's:
 // over every plain loop group of the bundled models under several plans, the two agree, and both
 // answers occur.
+std::string GroupOps(const Graph& g, const FusionGroup& group) {
+  std::string ops;
+  for (NodeId id : group.nodes) ops += (ops.empty() ? "" : "+") + g.node(id).op_type;
+  return ops;
+}
+
 TEST(EvaluateLoop, StreamsExactlyWhenTheRuntimesLoopDoes) {
   int streams = 0, buffered = 0;
   for (const char* name :
@@ -387,7 +393,8 @@ TEST(EvaluateLoop, StreamsExactlyWhenTheRuntimesLoopDoes) {
         const bool model = EvaluateLoop(*g, group, materialized[i], 2).streams;
         EXPECT_EQ(model, (*loop)->streams())
             << name << " group " << i << " of " << plan.groups.size() << ": "
-            << g->node(group.nodes[0]).name << " (" << group.nodes.size() << " nodes)";
+            << g->node(group.nodes[0]).name << " (" << GroupOps(*g, group) << ", "
+            << materialized[i].size() << " outputs)";
         ++((*loop)->streams() ? streams : buffered);
       }
     }

@@ -369,6 +369,48 @@ TEST(LoopKernel, MappedValuesAreWrittenStraightIntoTheOutput) {
                                         FusionGroup{GroupKind::kLoop, {4, 5}, {}}}});
 }
 
+// A transpose that moves only unit dims (BERT's [1,128,768] <-> [128,1,768] around each layer) is
+// handed on like a view: a layer norm's tail computed into both its own output and the transposed
+// one, a tail computed only into the transposed output, and a residual Add that reads a transposed
+// leaf in place all stream (no tile buffers, longer tiles), and match the reference. A transpose
+// that moves a dim longer than 1 still goes through a map, in a tile.
+TEST(LoopKernel, UnitDimTransposesAreHandedOnLikeViews) {
+  IrBuilder b;
+  const Shape dims = {1, 97, 150}, moved = {97, 1, 150};
+  TensorId m = b.Act("m", dims), a = b.Act("a", dims), t = b.Act("t", moved);
+  b.Op("Mul", {b.Input("x", dims), b.Weight("w", {150})}, {m});
+  b.Op("Add", {m, b.Weight("bias", {150})}, {a});
+  b.Op("Transpose", {a}, {t}, {Ints("perm", {1, 0, 2})});
+  TensorId a2 = b.Act("a2", dims), t2 = b.Act("t2", moved);
+  b.Op("Add", {b.Input("y", dims), b.Input("z", dims)}, {a2});
+  b.Op("Transpose", {a2}, {t2}, {Ints("perm", {1, 0, 2})});
+  TensorId t3 = b.Act("t3", dims), r = b.Act("r", dims);
+  b.Op("Transpose", {b.Input("q", moved)}, {t3}, {Ints("perm", {1, 0, 2})});
+  b.Op("Add", {t3, b.Input("s", dims)}, {r});
+  TensorId a4 = b.Act("a4", dims), t4 = b.Act("t4", {150, 97, 1});
+  b.Op("Add", {b.Input("u", dims), b.Input("v", dims)}, {a4});
+  b.Op("Transpose", {a4}, {t4}, {Ints("perm", {2, 1, 0})});
+  b.Output(a);
+  b.Output(t);
+  b.Output(t2);
+  b.Output(r);
+  b.Output(t4);
+  Graph g = b.Build();
+  std::string description;
+  ExpectMatchesReference(
+      g,
+      FusionPlan{
+          {FusionGroup{GroupKind::kLoop, {0, 1, 2}, {}}, FusionGroup{GroupKind::kLoop, {3, 4}, {}},
+           FusionGroup{GroupKind::kLoop, {5, 6}, {}}, FusionGroup{GroupKind::kLoop, {7, 8}, {}}}},
+      ChainBackend::kFusedLoop, &description);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = description.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(description.substr(at, end - at));
+  ASSERT_EQ(lines.size(), 4u) << description;
+  for (int i = 0; i < 3; ++i) EXPECT_NE(lines[i].find("streams"), std::string::npos) << lines[i];
+  EXPECT_EQ(lines[3].find("streams"), std::string::npos) << lines[3];
+}
+
 // A computed value read through a map that keeps long runs (BERT's bias Add, sliced to the query
 // third, split into heads of 64, heads moved outward) is evaluated run by run straight into place;
 // heads of 24 are too short and go through an index list. The Add is also an output of its own,
