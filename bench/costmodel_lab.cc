@@ -6,10 +6,17 @@
 // `fusor costmodel validate`), worst items first.
 //
 //   costmodel_lab --table T.json [--remeasure] [--worst N] models/*.onnx
+//
+// To judge a change of the model alone, hold both the measurements and the calibration fixed:
+// --fit-db D fits over the calibration log `fusor calibrate --db D` kept (as the server does,
+// --pool served; or all, quickest, latest samples), and --replay R answers with the times a
+// `fusor costmodel validate --db D --json` report R measured. The figures then reproduce R's and
+// differ only by the model's code.
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -18,11 +25,13 @@
 
 #include "costmodel/calibration.h"
 #include "costmodel/validation.h"
+#include "db/sqlite_plan_store.h"
 #include "graph/onnx_import.h"
 #include "runtime/executor.h"
 #include "runtime/host_tensor.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
+#include "server/calibration_log.h"
 
 namespace fusor {
 namespace {
@@ -210,12 +219,106 @@ void PrintValidation(const ValidationReport& r, int worst) {
       100 * r.decisive_agreement, r.decisive_decisions);
 }
 
+// Answers a region's alternatives with the times a validation report measured for them (matched
+// by model, place, ops and alternative, in order: two regions can start at one node); a region the
+// report lacks is unstable, so left out. Regions are asked for in the report's order.
+StatusOr<MeasureAlternativesFn> ReplayReport(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read " + path);
+  nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+  if (report.is_discarded() || !report.contains("items")) {
+    return Status::InvalidArgument(path + ": not a `fusor costmodel validate --json` report");
+  }
+  using Times = std::map<std::string, std::vector<double>>;  // Per alternative, region by region.
+  auto regions = std::make_shared<std::map<std::string, std::vector<Times>>>();
+  int last_region = -1;
+  for (const auto& item : report["items"]) {
+    std::string key = item["model"].get<std::string>() + "|" + item["where"].get<std::string>() +
+                      "|" + item["ops"].get<std::string>();
+    auto& list = (*regions)[key];
+    if (item["region"].get<int>() != last_region) list.emplace_back();
+    last_region = item["region"].get<int>();
+    list.back()[item["alternative"].get<std::string>()].push_back(item["measured_ns"]);
+  }
+  auto next = std::make_shared<std::map<std::string, size_t>>();
+  return MeasureAlternativesFn(
+      [regions, next](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
+        std::string key = r.model + "|" + r.where + "|" + r.ops;
+        const Times* times = nullptr;
+        if (auto it = regions->find(key); it != regions->end() && (*next)[key] < it->second.size())
+          times = &it->second[(*next)[key]++];
+        std::vector<MeasuredTime> out;
+        for (const auto& [name, plan] : r.alternatives) {
+          MeasuredTime m;
+          auto t = times ? times->find(name) : Times::const_iterator();
+          m.unstable = !times || t == times->end();
+          m.median_ns = m.unstable ? 1 : t->second.front();
+          out.push_back(m);
+        }
+        return out;
+      });
+}
+
+// The profile fitted over the calibration log of `db_path` (this target, this cost model), the
+// samples chosen as `pool` says: "all" of them, "served" as `fusor calibrate` chooses (slow runs,
+// then slow timings left out), "quickest" (each benchmark's quickest timing alone), "latest" (the
+// newest run alone). Lets one held-out table judge fits over several calibration runs.
+StatusOr<HardwareProfile> FitFromLog(const std::string& db_path, const std::string& pool,
+                                     const TargetFingerprint& target, int max_runs,
+                                     bool print_profile) {
+  FUSOR_ASSIGN_OR_RETURN(auto store, db::SqlitePlanStore::Open(db_path, {.read_only = true}));
+  FUSOR_ASSIGN_OR_RETURN(LoggedSamples logged,
+                         LoadCalibrationLog(*store, {target.Id(), kCostModelVersion, max_runs}));
+  if (logged.samples.empty()) return Status::NotFound("no calibration samples in " + db_path);
+  LoggedSamples used = logged;
+  if (pool == "served") {
+    std::vector<int64_t> slow;
+    int64_t newest = logged.run_ids.front();
+    LoggedSamples earlier = WithoutRuns(logged, {newest});
+    std::vector<CalibrationSample> run;
+    for (size_t i = 0; i < logged.samples.size(); ++i)
+      if (logged.run_ids[i] == newest) run.push_back(logged.samples[i]);
+    for (const RunSlowdown& r : CompareCalibrationRuns(earlier, run, newest)) {
+      std::printf("run %lld %.3fx\n", static_cast<long long>(r.run_id), r.slowdown);
+      if (r.slowdown > kSlowCalibrationRun) slow.push_back(r.run_id);
+    }
+    std::vector<std::string> dropped;
+    used = WithoutSlowTimings(WithoutRuns(logged, slow), &dropped);
+  } else if (pool == "quickest") {
+    std::map<std::string, size_t> quickest;
+    for (size_t i = 0; i < logged.samples.size(); ++i) {
+      auto [it, inserted] = quickest.emplace(logged.samples[i].benchmark, i);
+      if (!inserted && logged.samples[i].measured_ns < logged.samples[it->second].measured_ns)
+        it->second = i;
+    }
+    used = {};
+    for (const auto& [name, i] : quickest) used.samples.push_back(logged.samples[i]);
+  } else if (pool == "latest") {
+    used = WithoutRuns(logged, {});
+    used.samples.clear();
+    for (size_t i = 0; i < logged.samples.size(); ++i)
+      if (logged.run_ids[i] == logged.run_ids.front()) used.samples.push_back(logged.samples[i]);
+  } else if (pool != "all") {
+    return Status::InvalidArgument("--pool: one of all, served, quickest, latest; got " + pool);
+  }
+  HardwareProfile profile;
+  profile.target = target;
+  FUSOR_ASSIGN_OR_RETURN(FitReport report, FitProfile(used.samples, &profile));
+  if (print_profile) std::cout << ProfileToJson(profile).dump(1) << "\n";
+  std::printf("fit over %zu of %zu samples (%d runs, pool %s): rms %.3f, conv %.1f GFLOP/s\n",
+              used.samples.size(), logged.samples.size(), logged.runs, pool.c_str(),
+              report.rms_rel_error, profile.conv_gflops.value);
+  return profile;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"Develop the cost model against recorded measurements"};
   std::string table_path = "costmodel_lab.json";
   std::vector<std::string> models;
   bool remeasure = false, quiet_samples = false, describe = false, one_after_another = false;
-  std::string explain, dump;
+  std::string explain, dump, fit_db, pool = "served", replay;
+  int fit_runs = 8;
+  bool print_profile = false;
   int worst = 30, max_ops = 6, regions = 40, rounds = 1;
   uint64_t seed = 1;
   app.add_option("--table", table_path, "Recorded measurements (JSON)");
@@ -233,6 +336,14 @@ int Main(int argc, char** argv) {
   app.add_flag("--one-after-another", one_after_another,
                "Measure a region's alternatives each alone in turn, not side by side");
   app.add_option("--explain", explain, "Print features of regions whose ops contain this");
+  app.add_option("--fit-db", fit_db,
+                 "Judge the profile fitted over this database's calibration log, not the table's");
+  app.add_option("--pool", pool, "With --fit-db: all, served, quickest or latest samples");
+  app.add_option("--fit-runs", fit_runs, "With --fit-db: newest runs loaded");
+  app.add_flag("--print-profile", print_profile, "With --fit-db: print the fitted profile (JSON)");
+  app.add_option("--replay", replay,
+                 "Judge against the measured times of a `fusor costmodel validate --json` report "
+                 "(one round each; regions it lacks count as unstable), not the table's");
   app.add_option("models", models, "ONNX models to draw held-out groups from");
   CLI11_PARSE(app, argc, argv);
 
@@ -259,14 +370,26 @@ int Main(int argc, char** argv) {
   }
   if (held_out.empty()) return 0;
   OneDnnMeasurer validation_measurer = MakeMeasurer(30, 1, 0.08);
-  AnalyticalCostModel model(cal->profile);
-  auto report = ValidateCostModel(
-      held_out, model, table.Alternatives(&validation_measurer, remeasure, one_after_another), {},
-      rounds);
+  HardwareProfile profile = cal->profile;
+  if (!fit_db.empty()) {
+    auto fitted = FitFromLog(fit_db, pool, *target, fit_runs, print_profile);
+    if (!fitted.ok()) return std::cerr << fitted.status().ToString() << "\n", 1;
+    profile = *fitted;
+  }
+  AnalyticalCostModel model(profile);
+  MeasureAlternativesFn measure =
+      table.Alternatives(&validation_measurer, remeasure, one_after_another);
+  if (!replay.empty()) {
+    auto replayed = ReplayReport(replay);
+    if (!replayed.ok()) return std::cerr << replayed.status().ToString() << "\n", 1;
+    measure = *replayed;
+    rounds = 1;
+  }
+  auto report = ValidateCostModel(held_out, model, measure, {}, rounds);
   table.Save();
   if (!report.ok()) return std::cerr << report.status().ToString() << "\n", 1;
   if (!explain.empty()) {
-    Explain(held_out, cal->profile, explain, table.Fn(&validation_measurer, false));
+    Explain(held_out, profile, explain, table.Fn(&validation_measurer, false));
   }
   if (!dump.empty()) std::ofstream(dump) << ReportToJson(*report).dump(1);
   PrintValidation(*report, worst);
