@@ -221,6 +221,15 @@ std::string Measurement::ToString() const {
   return buf;
 }
 
+// Whether a timing that just ended was taken in one of the host's slow states: slow as the process
+// has seen, or (with the default probe) slow outright, since a process can start in a slow state
+// and stay in it (CrossCoreRatio). Only when the options wait for a quiet host.
+bool TimedInSlowState(const TimingOptions& options) {
+  if (options.quiet_wait_ms <= 0) return false;
+  if (!QuietnessOf(options).Quiet(options.quiet_margin)) return true;
+  return options.quietness == nullptr && CrossCoreRatio() > kMaxCrossCoreRatio;
+}
+
 Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& options) {
   std::vector<char> flush(options.flush_cache ? static_cast<size_t>(options.flush_bytes) : 0);
   for (int i = 0; i < options.warmup; ++i) run();
@@ -228,7 +237,7 @@ Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& 
   for (int attempt = 0; attempt <= options.retries; ++attempt) {
     if (WaitForQuietHost(options)) run();
     Measurement m = TimeOnce(run, options, &flush);
-    m.disturbed = options.quiet_wait_ms > 0 && !QuietnessOf(options).Quiet(options.quiet_margin);
+    m.disturbed = TimedInSlowState(options);
     m.attempts = attempt + 1;
     if (attempt == 0 || m.cv < best.cv) best = m;
     if (m.cv <= options.max_cv) return best;
@@ -342,11 +351,7 @@ std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>
   for (int attempt = 0; attempt <= options.retries; ++attempt) {
     WaitForQuietHost(options);  // Each burst opens with an untimed run anyway.
     std::vector<Measurement> ms = SideBySideOnce(runs, options, burst_ns, &flush);
-    // Slow as the process has seen, or (with the default probe) slow outright: a process can
-    // start in a slow state and stay in it (CrossCoreRatio).
-    bool disturbed = options.quiet_wait_ms > 0 &&
-                     (!QuietnessOf(options).Quiet(options.quiet_margin) ||
-                      (options.quietness == nullptr && CrossCoreRatio() > kMaxCrossCoreRatio));
+    const bool disturbed = TimedInSlowState(options);
     for (Measurement& m : ms) {
       m.disturbed = disturbed;
       m.attempts = attempt + 1;

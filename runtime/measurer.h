@@ -79,7 +79,10 @@ struct TimingOptions {
   // while single-core arithmetic did not change. The spread within an attempt stays low, so the
   // spread check cannot see it. Before each attempt the probe must come within `quiet_margin` of
   // the quickest it has been in this process (waiting up to `quiet_wait_ms`), and the probe after
-  // it sets Measurement::disturbed. 0 (the default: tests, and the tuner's confirmations, which
+  // it sets Measurement::disturbed, as does (with the default probe) a CrossCoreRatio above
+  // kMaxCrossCoreRatio: a process that started in a slow state has seen only slow probes, and a
+  // first calibration timed there fitted conv at 130 GFLOP/s against 230 and validated at 38-44%
+  // MAPE. 0 (the default: tests, and the tuner's confirmations, which
   // compare alternatives side by side) turns both off; calibration and validation, whose times
   // are compared with a profile, turn it on.
   int quiet_wait_ms = 0;
@@ -113,10 +116,9 @@ Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& 
 // burst add up to `burst_ns` (at least one run). Each alternative's result is as TimeRepeated's:
 // min_repeats / min_total_ns / max_repeats count its own timed runs; when one's spread stays
 // above max_cv after the retries, all are timed again and the attempt with the lowest highest
-// spread is kept, its noisy ones flagged unstable. With quiet_wait_ms, `disturbed` also when
-// CrossCoreRatio is above kMaxCrossCoreRatio (default quietness only). Comparing two plans this
-// way halved the spread of their measured ratio from one such measurement to the next on a shared
-// 2-vCPU host (docs/costmodel.md).
+// spread is kept, its noisy ones flagged unstable; `disturbed` as for TimeRepeated. Comparing two
+// plans this way halved the spread of their measured ratio from one such measurement to the next
+// on a shared 2-vCPU host (docs/costmodel.md).
 std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
                                         const TimingOptions& options, int64_t burst_ns = 2'000'000);
 
