@@ -187,12 +187,14 @@ void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& p
         std::printf(" tile rd %.3g wr %.3g ch %.3g", f.tile_read_bytes, f.tile_write_bytes,
                     f.chain_steps);
         std::printf(
-            " k %g lk %g po %g sp %g ro %.3g rt %.3g ix %.3g ga %.3g rm %.3g ec %.3g rc %.3g fk %g "
+            " k %g lk %g po %g sp %g ro %.3g rt %.3g ix %.3g ga %.3g rm %.3g st %.3g ec %.3g rc "
+            "%.3g "
+            "fk %g "
             "th %g ho %g hb %.3g alt %zu\n",
             f.kernels, f.loop_kernels, f.post_ops, f.spilled_value_vectors, f.reorder_bytes,
             f.transposed_bytes, f.indexed_elements, f.gathered_elements, f.remapped_elements,
-            f.eval_calls, f.run_calls, f.forks, f.threads, f.handoffs, f.handoff_bytes,
-            f.or_else.size());
+            f.strided_elements, f.eval_calls, f.run_calls, f.forks, f.threads, f.handoffs,
+            f.handoff_bytes, f.or_else.size());
       }
     }
   }

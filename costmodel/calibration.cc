@@ -268,6 +268,11 @@ void IndexingFamily(Suite* s) {
   SuiteGraph t3("transpose_leaf_inner_moved");
   const std::vector<int64_t> swap = {1, 0};
   Keep(t3.Finish(t3.Op("Transpose", {t3.Input({768, 512})}, {512, 768}, {{"perm", swap}})), s);
+  // Rows of 128 (BERT's K^T): a row's cache lines stay in L1 for the next rows.
+  SuiteGraph t5("transpose_leaf_inner_moved_short_rows");
+  Keep(t5.Finish(t5.Op("Transpose", {t5.Input(heads)}, {1, 12, 64, 128},
+                       {{"perm", std::vector<int64_t>{0, 2, 3, 1}}})),
+       s);
   SuiteGraph t4("transpose_computed_inner_moved");
   TensorId r4 = t4.Op("Relu", {t4.Input({768, 512})}, {768, 512});
   Keep(t4.Finish(t4.Op("Transpose", {r4}, {512, 768}, {{"perm", swap}})), s);
@@ -487,6 +492,7 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
           {"loop_kernels", f.loop_kernels},
           {"indexed_elements", f.indexed_elements},
           {"remapped_elements", f.remapped_elements},
+          {"strided_elements", f.strided_elements},
           {"gathered_elements", f.gathered_elements},
           {"eval_calls", f.eval_calls},
           {"run_calls", f.run_calls},
@@ -515,6 +521,7 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.loop_kernels = j.at("loop_kernels").get<double>();
   f.indexed_elements = j.at("indexed_elements").get<double>();
   f.remapped_elements = j.at("remapped_elements").get<double>();
+  f.strided_elements = j.at("strided_elements").get<double>();
   f.gathered_elements = j.at("gathered_elements").get<double>();
   f.eval_calls = j.at("eval_calls").get<double>();
   f.run_calls = j.at("run_calls").get<double>();

@@ -490,6 +490,7 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   for (int c = 0; c < kNumComputeClasses; ++c) t.compute_ns += f.flops[c] / throughput[c]->value;
   t.compute_ns += f.indexed_elements / p.indexed_gelems.value;
   t.compute_ns += f.remapped_elements / p.remap_gelems.value;
+  t.compute_ns += f.strided_elements / p.strided_gelems.value;
   t.compute_ns += f.gathered_elements / p.gather_gelems.value;
   for (int l = 0; l < kNumMemoryLevels; ++l) {
     t.memory_ns += f.read_bytes[l] / read_bw[l]->value + f.write_bytes[l] / write_bw[l]->value;
@@ -586,9 +587,10 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const bool serial = RunsSerially(g, group);
   std::optional<LoopEvaluation> loop;
   if (RunsThroughLoop(g, group)) {
-    loop = EvaluateLoop(g, group, materialized, serial ? 1 : target.cores);
+    loop = EvaluateLoop(g, group, materialized, serial ? 1 : target.cores, target.l1d_bytes);
     f.indexed_elements = loop->indexed_elements;
     f.remapped_elements = loop->remapped_elements;
+    f.strided_elements = loop->strided_elements;
     f.gathered_elements = loop->gathered_elements;
     f.eval_calls = loop->eval_calls;
     f.run_calls = loop->run_calls;

@@ -5,6 +5,7 @@
 //   compute = sum_c flops_c / throughput_c            (per class; oneDNN's JIT transcendentals
 //             + indexed / indexed_gelems                and our loops' apart)
 //             + gathered / gather_gelems + remapped / remap_gelems     (fused-loop index work)
+//             + strided / strided_gelems
 //   memory  = sum_level read_bytes / read_bw + write_bytes / write_bw
 //   handoff = handoffs * handoff_ns + handoff_bytes / handoff_gbps      (counted as memory)
 //   tiles   = tile_read_bytes / l1_read_gbps + tile_write_bytes / l1_write_gbps   (as memory)
@@ -102,6 +103,7 @@ struct GroupFeatures {
   double indexed_elements = 0;   // Elements fused loops read through index maps, run by run.
   double gathered_elements = 0;  // Elements fused loops index one at a time.
   double remapped_elements = 0;  // Element-dimensions re-indexed through index lists.
+  double strided_elements = 0;   // Strided reads whose cache lines stay in L1 (loop_evaluation.h).
   double eval_calls = 0;         // Values a fused loop pulls, times its tiles (or row chunks).
   double run_calls = 0;          // Calls on one run of a broadcast operand or a Concat input.
   double forks = 0;              // Thread teams woken (one per kernel of a parallel group).

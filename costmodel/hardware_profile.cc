@@ -153,7 +153,7 @@ Bounds PlausibleBounds(const std::string& name) {
   if (name.find("_gflops") != std::string::npos) return {0.05, 100000};
   if (name.find("_gbps") != std::string::npos) return {1, 10000};
   if (name == "indexed_gelems" || name == "remap_gelems" || name == "gather_gelems" ||
-      name == "chain_gsteps") {
+      name == "chain_gsteps" || name == "strided_gelems") {
     return {0.01, 10000};
   }
   if (name == "loop_call_ns" || name == "run_call_ns") return {0.1, 1e4};
@@ -228,7 +228,8 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"handoff_ns", &handoff_ns},
           {"handoff_gbps", &handoff_gbps},
           {"transpose_gbps", &transpose_gbps},
-          {"chain_gsteps", &chain_gsteps}};
+          {"chain_gsteps", &chain_gsteps},
+          {"strided_gelems", &strided_gelems}};
 }
 
 std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters() const {

@@ -25,7 +25,7 @@ namespace fusor {
 // Bump when the features or equations of cost_model.cc change, or the runtime's kernels get
 // faster or slower (analytical-23: AVX-512 clones of our loops): plans scored, and calibration
 // samples featurised or measured, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-28";
+inline constexpr const char* kCostModelVersion = "analytical-29";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -95,6 +95,7 @@ struct HardwareProfile {
   Fitted handoff_ns{1000};         // Per tensor a group reads that another core partly wrote.
   Fitted handoff_gbps{20};         // Bytes of it moved from another core's cache, GB/s.
   Fitted transpose_gbps{10};       // Reorders between plain and channels-last (transposes).
+  Fitted strided_gelems{1};        // Strided reads whose lines stay in L1, G elements/s.
   Fitted chain_gsteps{20};         // Steps of fused loops' single-pass chains, G element-steps/s.
 
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).

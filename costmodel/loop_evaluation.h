@@ -46,6 +46,9 @@ struct LoopEvaluation {
   double indexed_elements = 0;   // Indices walked from ranges, run by run (copies, fills).
   double gathered_elements = 0;  // Elements handled one by one: gathers, lists stepped along.
   double remapped_elements = 0;  // Element-dimensions of maps applied to index lists.
+  // Elements read from a leaf with a stride whose cache lines stay in L1 from one output row to
+  // the next: one indexed load each, no line fill (strided reads over longer rows are remapped).
+  double strided_elements = 0;
   double eval_calls = 0;  // Values pulled, times the tiles or row chunks they are pulled for.
   // Kernel calls per run of a streamed broadcast operand or of a Concat's inputs: short calls
   // that copy or combine one run (a 7x7 plane of a squeeze-and-excite scale is 49 elements).
@@ -65,8 +68,9 @@ struct LoopEvaluation {
 };
 
 // `leaving` are the group's values that are written to memory (the loop's roots); `threads` the
-// loop's team (1 for a group that runs serially).
+// loop's team (1 for a group that runs serially); `l1d_bytes` a core's L1 data cache.
 LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
-                            const std::vector<TensorId>& leaving, int threads);
+                            const std::vector<TensorId>& leaving, int threads,
+                            int64_t l1d_bytes = int64_t{32} << 10);
 
 }  // namespace fusor

@@ -44,6 +44,7 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     if (i % 7 == 3) f.indexed_elements = size;
     if (i % 41 == 4) f.gathered_elements = size / 2;
     if (i % 17 == 5) f.remapped_elements = size / 3;
+    if (i % 47 == 12) f.strided_elements = size / 2;
     if (i % 19 == 6) f.eval_calls = size / 100;
     if (i % 29 == 8) f.run_calls = size / 50;
     if (i % 43 == 11) f.chain_steps = size * 2;

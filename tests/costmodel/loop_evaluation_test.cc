@@ -31,6 +31,28 @@ GateGraph Gate(int64_t c, const Shape& dims) {
   return {b.Build(), gate, y};
 }
 
+// A transpose that moves a leaf's innermost dim reads it with a stride. With output rows of 128
+// (BERT's K^T: 128 lines of 64 B, 8 KiB) the lines stay in a 32 KiB L1 for the next rows: strided;
+// with rows of 768 (48 KiB of lines) every read misses L1: remapped, one per element. A smaller L1
+// (8 KiB) turns the short rows into remapped reads too.
+TEST(EvaluateLoop, StridedReadsAreRemappedUnlessARowsLinesStayInL1) {
+  for (int64_t rows : {128, 768}) {
+    for (int64_t l1 : {int64_t{32} << 10, int64_t{8} << 10}) {
+      SCOPED_TRACE(std::to_string(rows) + " " + std::to_string(l1));
+      IrBuilder b;
+      TensorId x = b.Input("x", {rows, 512}), t = b.Act("t", {512, rows});
+      b.Op("Transpose", {x}, {t}, {testing::Ints("perm", {1, 0})});
+      b.Output(t);
+      Graph g = b.Build();
+      LoopEvaluation e = EvaluateLoop(g, Loop({0}), {t}, 2, l1);
+      const double n = static_cast<double>(rows * 512);
+      const bool stays = rows == 128 && l1 == (int64_t{32} << 10);
+      EXPECT_DOUBLE_EQ(e.strided_elements, stays ? n : 0);
+      EXPECT_DOUBLE_EQ(e.remapped_elements, stays ? 0 : n);
+    }
+  }
+}
+
 // Squeeze-and-excite with a gate longer than a tile: gate = Sigmoid(s[1,8192,1,1]);
 // y = x[1,8192,h,w] * gate. Over 4x4 (32 tiles of 4096) the Mul streams the gate run by run (8192
 // runs of 16, one call each), evaluating it once per tile over the span of channels the tile
