@@ -74,9 +74,19 @@ Status RunModel(const RunOptions& o) {
                                     : o.plan_path.c_str(),
               exec->memory().ToString().c_str());
   exec->Run();
+  // A process can start in one of the host's slow states (runtime/measurer.h, CrossCoreRatio),
+  // where every plan runs up to ~2x slower: give it a few seconds to end before timing, and say
+  // so when it is there after the timing.
+  SettleHost(3000, "run");
   PrintGroups(*exec, o);
   Measurement total = TimeRepeated([&] { exec->Run(); }, Timing(o, o.min_time_ms));
   std::printf("total: %s\n", total.ToString().c_str());
+  if (double ratio = CrossCoreRatio(); ratio > kMaxCrossCoreRatio) {
+    std::printf(
+        "note: the host was in a slow state when timing ended (moving data between cores cost "
+        "%.1fx keeping it on one); these times may be up to ~2x the quiet host's\n",
+        ratio);
+  }
   return Status::Ok();
 }
 
