@@ -226,7 +226,7 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group,
 // against 5.0 (analytical-28).
 void AddOutputCopies(const Graph& g, const FusionGroup& group,
                      const std::vector<TensorId>& materialized, const LoopEvaluation* loop,
-                     const TargetFingerprint& target, GroupFeatures* f) {
+                     const TargetFingerprint& target, int threads, GroupFeatures* f) {
   if (loop == nullptr || group.kind != GroupKind::kLoop || materialized.size() < 2) return;
   auto in_group = [&](TensorId t) {
     NodeId p = g.tensor(t).producer;
@@ -240,13 +240,12 @@ void AddOutputCopies(const Graph& g, const FusionGroup& group,
       source = g.node(g.tensor(source).producer).inputs[0];
     if (in_group(source)) ++outputs_of[source];
   }
-  const int64_t elements = g.tensor(materialized.front()).num_elements();
-  const double tile_bytes =
-      4.0 * static_cast<double>(loop->streams
-                                    ? StreamingTileElements(elements, static_cast<int>(f->threads))
-                                    : kLoopTileElements);
   for (const auto& [source, outputs] : outputs_of) {
     if (outputs < 2) continue;
+    const int64_t elements = g.tensor(source).num_elements();  // Its outputs' pass over tiles.
+    const double tile_bytes =
+        4.0 * static_cast<double>(loop->streams ? StreamingTileElements(elements, threads)
+                                                : kLoopTileElements);
     double bytes = static_cast<double>(g.tensor(source).bytes()) * (outputs - 1);
     if (tile_bytes <= static_cast<double>(target.l1d_bytes)) {
       f->tile_read_bytes += bytes;
@@ -601,8 +600,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   AddTileTraffic(g, group, materialized, lp, &f);
-  f.threads = serial ? 1 : target.cores;
-  AddOutputCopies(g, group, materialized, lp, target, &f);
+  AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);
   AddHandoffs(g, group, inputs, materialized, residency, target, &f);
   AddSpill(g, group, target, &f);
   const int64_t block = ChannelBlockForIsa(target.isa);
