@@ -187,10 +187,8 @@ void Explain(const std::vector<HeldOutRegion>& regions, const HardwareProfile& p
         std::printf(" tile rd %.3g wr %.3g ch %.3g", f.tile_read_bytes, f.tile_write_bytes,
                     f.chain_steps);
         std::printf(
-            " k %g lk %g po %g sp %g ro %.3g rt %.3g ix %.3g ga %.3g rm %.3g st %.3g ec %.3g rc "
-            "%.3g "
-            "fk %g "
-            "th %g ho %g hb %.3g alt %zu\n",
+            " k %g lk %g po %g sp %g ro %.3g rt %.3g ix %.3g ga %.3g rm %.3g st %.3g ec %.3g "
+            "rc %.3g fk %g th %g ho %g hb %.3g alt %zu\n",
             f.kernels, f.loop_kernels, f.post_ops, f.spilled_value_vectors, f.reorder_bytes,
             f.transposed_bytes, f.indexed_elements, f.gathered_elements, f.remapped_elements,
             f.strided_elements, f.eval_calls, f.run_calls, f.forks, f.threads, f.handoffs,
@@ -273,19 +271,12 @@ StatusOr<HardwareProfile> FitFromLog(const std::string& db_path, const std::stri
                          LoadCalibrationLog(*store, {target.Id(), kCostModelVersion, max_runs}));
   if (logged.samples.empty()) return Status::NotFound("no calibration samples in " + db_path);
   LoggedSamples used = logged;
+  const int64_t newest = logged.run_ids.front();
   if (pool == "served") {
-    std::vector<int64_t> slow;
-    int64_t newest = logged.run_ids.front();
-    LoggedSamples earlier = WithoutRuns(logged, {newest});
-    std::vector<CalibrationSample> run;
-    for (size_t i = 0; i < logged.samples.size(); ++i)
-      if (logged.run_ids[i] == newest) run.push_back(logged.samples[i]);
-    for (const RunSlowdown& r : CompareCalibrationRuns(earlier, run, newest)) {
+    FitSamples chosen = ChooseFitSamples(logged, newest);
+    for (const RunSlowdown& r : chosen.compared)
       std::printf("run %lld %.3fx\n", static_cast<long long>(r.run_id), r.slowdown);
-      if (r.slowdown > kSlowCalibrationRun) slow.push_back(r.run_id);
-    }
-    std::vector<std::string> dropped;
-    used = WithoutSlowTimings(WithoutRuns(logged, slow), &dropped);
+    used = std::move(chosen.used);
   } else if (pool == "quickest") {
     std::map<std::string, size_t> quickest;
     for (size_t i = 0; i < logged.samples.size(); ++i) {
@@ -296,10 +287,11 @@ StatusOr<HardwareProfile> FitFromLog(const std::string& db_path, const std::stri
     used = {};
     for (const auto& [name, i] : quickest) used.samples.push_back(logged.samples[i]);
   } else if (pool == "latest") {
-    used = WithoutRuns(logged, {});
-    used.samples.clear();
-    for (size_t i = 0; i < logged.samples.size(); ++i)
-      if (logged.run_ids[i] == logged.run_ids.front()) used.samples.push_back(logged.samples[i]);
+    std::vector<int64_t> older;
+    for (int64_t id : logged.run_ids) {
+      if (id != newest && (older.empty() || older.back() != id)) older.push_back(id);
+    }
+    used = WithoutRuns(logged, older);
   } else if (pool != "all") {
     return Status::InvalidArgument("--pool: one of all, served, quickest, latest; got " + pool);
   }

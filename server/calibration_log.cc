@@ -114,6 +114,23 @@ LoggedSamples WithoutSlowTimings(const LoggedSamples& logged, std::vector<std::s
   });
 }
 
+FitSamples ChooseFitSamples(const LoggedSamples& all, int64_t run_id) {
+  FitSamples out;
+  std::vector<CalibrationSample> run;
+  for (size_t i = 0; i < all.samples.size(); ++i) {
+    if (all.run_ids[i] == run_id) run.push_back(all.samples[i]);
+  }
+  out.compared = CompareCalibrationRuns(WithoutRuns(all, {run_id}), run, run_id);
+  std::vector<int64_t> slow_ids;
+  for (const RunSlowdown& r : out.compared) {
+    if (r.slowdown <= kSlowCalibrationRun) continue;
+    out.slow.push_back(r);
+    slow_ids.push_back(r.run_id);
+  }
+  out.used = WithoutSlowTimings(WithoutRuns(all, slow_ids), &out.slow_timings);
+  return out;
+}
+
 db::CalibrationRun RunToAppend(const std::string& target_id, const std::string& cost_model_version,
                                std::span<const CalibrationSample> samples,
                                const std::map<std::string, double>& cv_by_benchmark) {

@@ -75,6 +75,17 @@ LoggedSamples WithoutRuns(const LoggedSamples& logged, const std::vector<int64_t
 // names, one per timing dropped, in `dropped`.
 LoggedSamples WithoutSlowTimings(const LoggedSamples& logged, std::vector<std::string>* dropped);
 
+// What a calibration fits: `all` (run `run_id`, just measured, and the earlier runs loaded) less a
+// run over kSlowCalibrationRun times slower than the quickest (this one or an earlier one), then
+// less any timing over that times its benchmark's quickest.
+struct FitSamples {
+  LoggedSamples used;
+  std::vector<RunSlowdown> compared;      // CompareCalibrationRuns: every run compared.
+  std::vector<RunSlowdown> slow;          // The runs left out.
+  std::vector<std::string> slow_timings;  // The benchmark of each timing left out.
+};
+FitSamples ChooseFitSamples(const LoggedSamples& all, int64_t run_id);
+
 // A sample the fit used, with what the fitted profile predicts for it.
 v1::FittedSample FittedSampleOf(const CalibrationSample& sample, int64_t run_id,
                                 const HardwareProfile& fitted);

@@ -447,19 +447,17 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   // ...less a run much slower than the quickest (this one or an earlier one), and then any timing
   // much slower than its benchmark's quickest; if that leaves anything out, the profile is fitted
   // again, from the defaults as MeasureAndFit does.
-  std::vector<RunSlowdown> slow;
+  FitSamples chosen = ChooseFitSamples(all, run_id);
   std::string compared;
-  for (const RunSlowdown& r : CompareCalibrationRuns(earlier, run_samples, run_id)) {
-    if (r.slowdown > kSlowCalibrationRun) slow.push_back(r);
+  for (const RunSlowdown& r : chosen.compared) {
     compared += fmt::format(" run {} {:.2f}x", r.run_id, r.slowdown);
   }
   if (!compared.empty()) {
     spdlog::info("calibrate: runs against the quickest (median benchmark):{}", compared);
   }
-  std::vector<int64_t> slow_ids;
-  for (const RunSlowdown& r : slow) slow_ids.push_back(r.run_id);
-  std::vector<std::string> slow_timings;
-  LoggedSamples used = WithoutSlowTimings(WithoutRuns(all, slow_ids), &slow_timings);
+  const std::vector<RunSlowdown>& slow = chosen.slow;
+  const std::vector<std::string>& slow_timings = chosen.slow_timings;
+  const LoggedSamples& used = chosen.used;
   if (used.samples.size() < all.samples.size()) {
     HardwareProfile refit;
     refit.target = state_->local;
