@@ -7,7 +7,7 @@
 // the compiler vectorises (AVX-512 and AVX2 clones where the CPU has them); integer values travel
 // as floats, which is exact below 2^24 (Build refuses a Gather whose axis is longer). Four things
 // keep the passes over a tile few and in L1: a value that only one arithmetic node reads, at the
-// same elements, is computed inside that node's single-pass chain (blocks of 32 elements carried
+// same elements, is computed inside that node's single-pass chain (blocks of 8 vectors carried
 // through every step in vector registers, no tile of its own); a binary node reads a broadcast
 // leaf operand (bias, layer-norm weights, per-row or per-channel scale) in place, run by run,
 // instead of copying it into a tile; a node overwrites the tile of a value only it reads; and the
@@ -41,6 +41,13 @@ namespace fusor {
 
 // Element-index buffers and value buffers reused across tiles by one thread.
 class LoopScratch;
+
+// The instruction set the single-pass chains are compiled for and run with: the best the CPU has,
+// unless a caller picks a lower one (tests check that every build computes the same values).
+enum class ChainIsa : uint8_t { kSse, kAvx2, kAvx512 };
+ChainIsa BestChainIsa();
+// Chains run at `isa`, or the best the CPU has if that is lower. Not safe while a loop runs.
+void UseChainIsa(ChainIsa isa);
 
 class FusedLoop {
  public:

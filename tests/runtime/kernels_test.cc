@@ -6,6 +6,7 @@
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "runtime/executor.h"
+#include "runtime/fused_loop.h"
 #include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
 
@@ -602,14 +603,21 @@ TEST(LoopKernel, SinglePassChainsMatchTheReference) {
   Graph g = b.Build();
   std::vector<NodeId> nodes(g.num_nodes());
   for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = static_cast<NodeId>(i);
-  std::string described;
-  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, nodes), ChainBackend::kFusedLoop,
-                         &described);
-  // Chained: the first Sub, Mul and Div (under the Sigmoid); the 15 values under the Relu down to
-  // the Tanh and, past the cut, the Div under the Erf that heads the rest; the Mul, Sub, Pow and
-  // Sub under the last Add.
-  EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
-  EXPECT_NE(described.find(", 23 values only in registers"), std::string::npos) << described;
+  // Each build of the chains the CPU can run (AVX-512, AVX2 and SSE registers), then the best.
+  for (ChainIsa isa : {ChainIsa::kSse, ChainIsa::kAvx2, ChainIsa::kAvx512}) {
+    if (isa > BestChainIsa()) continue;
+    SCOPED_TRACE("chain ISA " + std::to_string(static_cast<int>(isa)));
+    UseChainIsa(isa);
+    std::string described;
+    ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, nodes), ChainBackend::kFusedLoop,
+                           &described);
+    // Chained: the first Sub, Mul and Div (under the Sigmoid); the 15 values under the Relu down
+    // to the Tanh and, past the cut, the Div under the Erf that heads the rest; the Mul, Sub, Pow
+    // and Sub under the last Add.
+    EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
+    EXPECT_NE(described.find(", 23 values only in registers"), std::string::npos) << described;
+  }
+  UseChainIsa(BestChainIsa());
 }
 
 // graph/plan.h's HasPrimitiveChainForm (what the cost model prices) against what the runtime
