@@ -319,8 +319,8 @@ class StreamRule {
 
 class Walk {
  public:
-  Walk(const Graph& g, const FusionGroup& group, int64_t l1d_bytes)
-      : g_(g), group_(group), l1d_bytes_(l1d_bytes) {}
+  Walk(const Graph& g, const FusionGroup& group, int threads, int64_t l1d_bytes)
+      : g_(g), group_(group), threads_(threads), l1d_bytes_(l1d_bytes) {}
 
   void SetChains(std::unordered_map<TensorId, TensorId> head_of) {
     for (const auto& [t, head] : head_of) {
@@ -635,7 +635,7 @@ class Walk {
   }
 
   // A computed broadcast operand is streamed too when all of it is at most a tile, evaluated whole
-  // once per thread (in parallel, so once in time), or when the span of its elements a tile reads
+  // once by each thread that runs a tile, or when the span of its elements a tile reads
   // is at most a quarter of the tile, evaluated once per tile over that span (runtime:
   // StreamedOperand); then read run by run. The span: the tile's share of u, plus one element when
   // u is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all
@@ -657,7 +657,9 @@ class Walk {
     AddStreamCalls(n, StreamCalls(n, u, r));
     const double tile = std::min(kLoopTile, r.range), whole = Elements(g_, u);
     if (whole <= tile) hoisted_.insert(u);
-    Ask(u, {whole <= tile ? whole : std::ceil(r.range / kLoopTile) * span, 0, 0});
+    // Every thread that runs a tile hoists its own copy (a loop of one tile runs on one thread).
+    const double hoisting = r.range > kLoopTile ? threads_ : 1;
+    Ask(u, {whole <= tile ? whole * hoisting : std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
     if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
   }
@@ -729,6 +731,7 @@ class Walk {
   static constexpr int64_t kLineBytes = 64;
   const Graph& g_;
   const FusionGroup& group_;
+  const int threads_;
   const int64_t l1d_bytes_;
   std::unordered_map<TensorId, Requests> asked_;
   std::unordered_set<TensorId> hoisted_;
@@ -744,7 +747,7 @@ class Walk {
 
 LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
                             const std::vector<TensorId>& leaving, int threads, int64_t l1d_bytes) {
-  Walk walk(g, group, l1d_bytes);
+  Walk walk(g, group, threads, l1d_bytes);
   std::vector<NodeId> nodes;
   double pulls = 0;
   for (NodeId id : group.nodes) {

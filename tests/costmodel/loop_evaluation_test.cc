@@ -79,8 +79,8 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
 }
 
 // A gate of 32 over 1x32x112x112 (98 tiles): all of it is at most a tile, so each thread
-// evaluates it whole once and keeps it (runtime: StreamedOperand). Only x and y are
-// pulled per tile; the gate and s, which only the gate reads, once. A per-row layer-norm divisor
+// evaluates it whole once and keeps it (runtime: StreamedOperand): 32 elements for each of the two
+// threads. Only x and y are pulled per tile; the gate and s, which only the gate reads, once. A per-row layer-norm divisor
 // Sqrt(var + eps) over 128 rows of 768 likewise: var, the Add and the Sqrt once. All three loops
 // stream (no tile buffers), so their tiles are longer: at most 16384 elements, at least four
 // per thread of two (StreamingTileElements).
@@ -102,12 +102,12 @@ TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   b.Output(q);
   Graph g = b.Build();
   LoopEvaluation se = EvaluateLoop(g, Loop({0, 1}), {y}, 2);
-  EXPECT_DOUBLE_EQ(se.evaluated.at(gate), 32);
+  EXPECT_DOUBLE_EQ(se.evaluated.at(gate), 2 * 32);
   EXPECT_TRUE(se.streams);
   EXPECT_DOUBLE_EQ(se.eval_calls, 25 * 2 + 2);  // 401408 elements in tiles of 16384.
   LoopEvaluation ln = EvaluateLoop(g, Loop({2, 3, 4}), {q}, 2);
-  EXPECT_DOUBLE_EQ(ln.evaluated.at(root), 128);
-  EXPECT_DOUBLE_EQ(ln.evaluated.at(eps), 128);
+  EXPECT_DOUBLE_EQ(ln.evaluated.at(root), 2 * 128);
+  EXPECT_DOUBLE_EQ(ln.evaluated.at(eps), 2 * 128);
   EXPECT_DOUBLE_EQ(ln.eval_calls, 8 * 2 + 3);  // 98304 in tiles of 12288.
 
   // EfficientNet's last gate, 1152 over 1x1152x7x7 (8 tiles of 7168): more than a quarter of a
@@ -115,11 +115,14 @@ TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   // whole, measured).
   GateGraph last_gate = Gate(1152, {1, 1152, 7, 7});
   LoopEvaluation last = EvaluateLoop(last_gate.g, Loop({0, 1}), {last_gate.y}, 2);
-  EXPECT_DOUBLE_EQ(last.evaluated.at(last_gate.gate), 1152);
+  EXPECT_DOUBLE_EQ(last.evaluated.at(last_gate.gate), 2 * 1152);
+  LoopEvaluation serial = EvaluateLoop(last_gate.g, Loop({0, 1}), {last_gate.y}, 1);
+  EXPECT_DOUBLE_EQ(serial.evaluated.at(last_gate.gate), 1152);
   EXPECT_DOUBLE_EQ(last.eval_calls, 8 * 2 + 2);
   EXPECT_DOUBLE_EQ(last.indexed_elements + last.gathered_elements, 0);
   // A gate of 2048 over 1x2048x2x1 (one tile of 4096): its span is half the tile, but all of it
-  // fits the tile, so it is still evaluated whole once and streamed, not pulled per element.
+  // fits the tile, so it is still evaluated whole once and streamed, not pulled per element; by
+  // one thread, as a loop of one tile runs on the calling thread.
   GateGraph half_gate = Gate(2048, {1, 2048, 2, 1});
   LoopEvaluation half = EvaluateLoop(half_gate.g, Loop({0, 1}), {half_gate.y}, 2);
   EXPECT_DOUBLE_EQ(half.evaluated.at(half_gate.gate), 2048);
