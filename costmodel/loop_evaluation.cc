@@ -86,6 +86,21 @@ bool ChainsNode(const Graph& g, const Node& n) {
 // once by the loop and not an output, at the same elements; that input is computed inside the
 // node's chain, in registers. Chains are cut every kMaxChain values. Returns each value of a chain
 // of two or more with the chain's last value (its head, which maps to itself).
+// The input of a chain's first node the chain walks (runtime: ChainSource): its one input, or
+// the binary operand read at the node's own elements (the second when the first is a scalar or
+// a broadcast and the second is not).
+int ChainSource(const Graph& g, const Node& n) {
+  if (n.inputs.size() < 2) return 0;
+  const Shape& out = g.tensor(n.outputs[0]).dims;
+  auto same = [&](size_t j) {
+    const Tensor& t = g.tensor(n.inputs[j]);
+    return t.dims == out || t.num_elements() == g.tensor(n.outputs[0]).num_elements();
+  };
+  const Tensor& a = g.tensor(n.inputs[0]);
+  const bool scalar = a.dims != out && a.num_elements() == 1;
+  return scalar || (!same(0) && same(1)) ? 1 : 0;
+}
+
 std::unordered_map<TensorId, TensorId> Chains(const Graph& g, const std::vector<NodeId>& nodes,
                                               const std::unordered_set<TensorId>& outputs) {
   constexpr int kMaxChain = 16;
@@ -137,6 +152,37 @@ std::unordered_map<TensorId, TensorId> Chains(const Graph& g, const std::vector<
   std::unordered_map<TensorId, int> size;
   for (const auto& [t, head] : head_of) ++size[head];
   std::erase_if(head_of, [&](const auto& entry) { return size[entry.second] < 2; });
+  // A chain's source read only by the chain's own nodes, at the same elements, joins it as its
+  // first value (kept in registers for the later reads), when it is in no chain and the chain has
+  // room.
+  std::unordered_map<TensorId, std::vector<TensorId>> members;
+  for (const auto& [t, head] : head_of) members[head].push_back(t);
+  auto elements = [&](TensorId t) { return g.tensor(t).num_elements(); };
+  for (const auto& [head, values] : members) {
+    if (values.size() >= kMaxChain) continue;
+    TensorId first = kNoId;  // The value whose link leaves the chain, or that has none.
+    for (TensorId v : values) {
+      auto l = link.find(v);
+      auto lh = l == link.end() ? head_of.end() : head_of.find(l->second);
+      if (lh == head_of.end() || lh->second != head) first = v;
+    }
+    const TensorId u = producer.at(first)->inputs[ChainSource(g, *producer.at(first))];
+    auto p = producer.find(u);
+    if (p == producer.end() || !ChainsNode(g, *p->second) || outputs.count(u) || head_of.count(u) ||
+        link.count(u)) {
+      continue;
+    }
+    int reads = 0;
+    bool same_elements = true;
+    for (TensorId v : values) {
+      for (TensorId in : producer.at(v)->inputs) {
+        if (in != u) continue;
+        ++reads;
+        same_elements = same_elements && elements(u) == elements(v);
+      }
+    }
+    if (reads == uses[u] && same_elements) head_of[u] = head;
+  }
   return head_of;
 }
 
@@ -254,14 +300,18 @@ class StreamRule {
     auto h = head_of_.find(t);
     return h != head_of_.end() && h->second != t;
   }
-  // The input v's chain continues through, if any.
-  int ChainLink(const Node& n) const {
+  // Whether input j of n is a value of n's own chain: the one the chain continues through, or
+  // the chain's first value read again (kept in registers).
+  bool InSameChain(const Node& n, size_t j) const {
     auto h = head_of_.find(n.outputs[0]);
-    if (h == head_of_.end()) return -1;
+    auto u = head_of_.find(n.inputs[j]);
+    return h != head_of_.end() && u != head_of_.end() && u->second == h->second &&
+           Internal(n.inputs[j]);
+  }
+  // Whether n continues a chain through one of its inputs.
+  int ChainLink(const Node& n) const {
     for (size_t j = 0; j < Inputs(n); ++j) {
-      auto u = head_of_.find(n.inputs[j]);
-      if (u != head_of_.end() && u->second == h->second && Internal(n.inputs[j]))
-        return static_cast<int>(j);
+      if (InSameChain(n, j)) return static_cast<int>(j);
     }
     return -1;
   }
@@ -284,7 +334,7 @@ class StreamRule {
     const size_t source =
         a == Operand::kScalar || (a == Operand::kStreamed && b == Operand::kInPlace);
     for (size_t j = 0; j < Inputs(n); ++j) {
-      if (static_cast<int>(j) == link) continue;
+      if (InSameChain(n, j)) continue;  // The link, or the chain's first value in registers.
       const Operand o = j == 0 ? a : b;
       const bool side = !unary && (link >= 0 || j != source);
       if (side ? o == Operand::kTile : o != Operand::kInPlace) return false;

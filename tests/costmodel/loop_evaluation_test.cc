@@ -80,10 +80,10 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
 
 // A gate of 32 over 1x32x112x112 (98 tiles): all of it is at most a tile, so each thread
 // evaluates it whole once and keeps it (runtime: StreamedOperand): 32 elements for each of the two
-// threads. Only x and y are pulled per tile; the gate and s, which only the gate reads, once. A per-row layer-norm divisor
-// Sqrt(var + eps) over 128 rows of 768 likewise: var, the Add and the Sqrt once. All three loops
-// stream (no tile buffers), so their tiles are longer: at most 16384 elements, at least four
-// per thread of two (StreamingTileElements).
+// threads. Only x and y are pulled per tile; the gate and s, which only the gate reads, once. A
+// per-row layer-norm divisor Sqrt(var + eps) over 128 rows of 768 likewise: var, the Add and the
+// Sqrt once. All three loops stream (no tile buffers), so their tiles are longer: at most 16384
+// elements, at least four per thread of two (StreamingTileElements).
 TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   IrBuilder b;
   const Shape dims = {1, 32, 112, 112};
@@ -376,6 +376,49 @@ TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
   for (int i = 2; i < 17; ++i) want.insert(relus[i]);
   want.insert(relus[0]);
   EXPECT_EQ(e.chained, want);
+}
+
+// A chain's source that only the chain reads joins it (runtime: MarkChains keeps it in registers
+// for the later read): GELU with its bias Add, x = bias + mm read by the Div that starts the Erf
+// chain and by the Mul that ends it. x is then chained, has no tile and the loop streams, as the
+// runtime's loop does; not when x is also an output, nor when a node outside the chain reads it.
+TEST(EvaluateLoop, AChainsSourceReadOnlyByTheChainJoinsIt) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    IrBuilder b;
+    const Shape dims = {1, 128, 3072};
+    TensorId mm = b.Input("mm", dims), x = b.Act("x", dims), d = b.Act("d", dims);
+    TensorId e = b.Act("e", dims), a = b.Act("a", dims), y = b.Act("y", dims);
+    b.Op("Add", {b.Weight("bias", {3072}), mm}, {x});
+    b.Op("Div", {x, b.FloatScalar("root_two", 1.4142135f)}, {d});
+    b.Op("Erf", {d}, {e});
+    b.Op("Add", {e, b.FloatScalar("one", 1)}, {a});
+    b.Op("Mul", {x, a}, {y});
+    b.Output(y);
+    std::vector<NodeId> nodes = {0, 1, 2, 3, 4};
+    std::vector<TensorId> outputs = {y};
+    if (variant == 1) outputs.push_back(x);
+    if (variant == 2) {
+      TensorId r = b.Act("r", dims);
+      nodes.push_back(b.Op("Relu", {x}, {r}));
+      outputs.push_back(r);
+    }
+    for (TensorId t : outputs) {
+      if (t != y) b.Output(t);
+    }
+    Graph g = b.Build();
+    LoopEvaluation model = EvaluateLoop(g, Loop(nodes), outputs, 2);
+    std::unordered_set<TensorId> want = {d, e, a};
+    if (variant == 0) want.insert(x);
+    EXPECT_EQ(model.chained, want);
+    EXPECT_EQ(model.streams, variant == 0);
+    auto loop = FusedLoop::Build(
+        g, nodes, outputs, [](TensorId) { return nullptr; },
+        FusedLoop::Tiles::kLongerWhenStreaming);
+    ASSERT_TRUE(loop.ok()) << loop.status().ToString();
+    EXPECT_EQ((*loop)->chained_values(), static_cast<int>(model.chained.size()));
+    EXPECT_EQ((*loop)->streams(), model.streams);
+  }
 }
 
 // The model's rule for a loop that streams (no tile buffers, longer tiles) must be the runtime's:

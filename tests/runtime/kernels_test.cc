@@ -620,6 +620,46 @@ TEST(LoopKernel, SinglePassChainsMatchTheReference) {
   UseChainIsa(BestChainIsa());
 }
 
+// GELU with its bias Add: x = bias + mm is read by the Div that starts the Erf chain and by the
+// Mul that ends it, so it joins the chain as its first value, kept in registers for the Mul, and
+// the loop streams. Also x read twice by the chain's first node (x * x), and, as a control, x an
+// output too: then it is computed into its output and read back through a tile.
+TEST(LoopKernel, AValueReadAgainByItsChainIsKeptInRegisters) {
+  for (bool x_out : {false, true}) {
+    for (bool square : {false, true}) {
+      SCOPED_TRACE(std::string(x_out ? "x an output" : "x internal") + (square ? ", x * x" : ""));
+      IrBuilder b;
+      const Shape dims = {2, 3, 100};
+      TensorId mm = b.Input("mm", dims), x = b.Act("x", dims), d = b.Act("d", dims);
+      TensorId e = b.Act("e", dims), a = b.Act("a", dims), y = b.Act("y", dims);
+      b.Op("Add", {b.Weight("bias", {100}), mm}, {x});
+      if (square) {
+        b.Op("Mul", {x, x}, {d});
+      } else {
+        b.Op("Div", {x, b.FloatScalar("root_two", 1.4142135f)}, {d});
+      }
+      b.Op("Erf", {d}, {e});
+      b.Op("Add", {e, b.FloatScalar("one", 1)}, {a});
+      b.Op("Mul", {x, a}, {y});
+      b.Output(y);
+      if (x_out) b.Output(x);
+      Graph g = b.Build();
+      for (ChainIsa isa : {ChainIsa::kSse, ChainIsa::kAvx2, ChainIsa::kAvx512}) {
+        if (isa > BestChainIsa()) continue;
+        SCOPED_TRACE("chain ISA " + std::to_string(static_cast<int>(isa)));
+        UseChainIsa(isa);
+        std::string described;
+        ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4}),
+                               ChainBackend::kFusedLoop, &described);
+        const std::string chained = x_out ? ", 3 values" : ", 4 values";
+        EXPECT_NE(described.find(chained + " only in registers"), std::string::npos) << described;
+        EXPECT_EQ(described.find("streams") != std::string::npos, !x_out) << described;
+      }
+      UseChainIsa(BestChainIsa());
+    }
+  }
+}
+
 // graph/plan.h's HasPrimitiveChainForm (what the cost model prices) against what the runtime
 // builds with the oneDNN backend forced, for two-node chains: an eltwise head (unary, or a binary
 // node with a scalar constant) takes no post-op but an affine map it merges; a binary head takes
