@@ -235,9 +235,11 @@ void AddOutputCopies(const Graph& g, const FusionGroup& group,
   std::map<TensorId, int> outputs_of;  // Source value -> outputs that hand it on.
   for (TensorId t : materialized) {
     TensorId source = t;
-    while (loop->passed_through.count(source) &&
-           in_group(g.node(g.tensor(source).producer).inputs[0]))
-      source = g.node(g.tensor(source).producer).inputs[0];
+    while (loop->passed_through.count(source)) {
+      const TensorId in = g.node(g.tensor(source).producer).inputs[0];
+      if (!in_group(in)) break;
+      source = in;
+    }
     if (in_group(source)) ++outputs_of[source];
   }
   for (const auto& [source, outputs] : outputs_of) {

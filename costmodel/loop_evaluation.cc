@@ -81,11 +81,6 @@ bool ChainsNode(const Graph& g, const Node& n) {
                      [&](const char* o) { return n.op_type == o; });
 }
 
-// The runtime's single-pass chains (runtime/fused_loop.cc, MarkChains): each chainable node
-// links to the first of its value inputs that is computed by a chainable node of the loop, read
-// once by the loop and not an output, at the same elements; that input is computed inside the
-// node's chain, in registers. Chains are cut every kMaxChain values. Returns each value of a chain
-// of two or more with the chain's last value (its head, which maps to itself).
 // The input of a chain's first node the chain walks (runtime: ChainSource): its one input, or
 // the binary operand read at the node's own elements (the second when the first is a scalar or
 // a broadcast and the second is not).
@@ -101,6 +96,12 @@ int ChainSource(const Graph& g, const Node& n) {
   return scalar || (!same(0) && same(1)) ? 1 : 0;
 }
 
+// The runtime's single-pass chains (runtime/fused_loop.cc, MarkChains): each chainable node
+// links to the first of its value inputs that is computed by a chainable node of the loop, read
+// once by the loop and not an output, at the same elements; that input is computed inside the
+// node's chain, in registers. Chains are cut every kMaxChain values. Returns each value of a chain
+// of two or more with the chain's last value (its head, which maps to itself). A chain's source
+// that only the chain reads joins it.
 std::unordered_map<TensorId, TensorId> Chains(const Graph& g, const std::vector<NodeId>& nodes,
                                               const std::unordered_set<TensorId>& outputs) {
   constexpr int kMaxChain = 16;

@@ -494,7 +494,7 @@ ChainFn ChainFor(ChainIsa isa) {
   return &ChainSse;
 }
 
-std::atomic<ChainFn> chain_in_use{nullptr};
+std::atomic<ChainFn> chain_in_use{ChainFor(BestChainIsa())};
 
 }  // namespace
 
@@ -503,12 +503,7 @@ std::atomic<ChainFn> chain_in_use{nullptr};
 // before it is written).
 void Chain(const ChainOp* ops, int k, const float* src, const float* const* side, float* out,
            int64_t n) {
-  ChainFn f = chain_in_use.load(std::memory_order_relaxed);
-  if (f == nullptr) {
-    f = ChainFor(BestChainIsa());
-    chain_in_use.store(f, std::memory_order_relaxed);
-  }
-  f(ops, k, src, side, out, n);
+  chain_in_use.load(std::memory_order_relaxed)(ops, k, src, side, out, n);
 }
 }  // namespace loop_kernels
 
