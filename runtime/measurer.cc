@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
-#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -20,15 +19,13 @@
 namespace fusor {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+const Clock& ClockOf(const TimingOptions& o) {
+  return o.clock != nullptr ? *o.clock : Clock::Real();
+}
 
 // Writes a buffer larger than the last-level cache so the next run starts cold.
 void FlushCache(std::vector<char>* buffer) {
   for (size_t i = 0; i < buffer->size(); i += 64) (*buffer)[i] = static_cast<char>(i);
-}
-
-int64_t NsSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
 }
 
 // Waits until the host is quiet or the wait is over; true when it slept (caches may be cold).
@@ -38,10 +35,11 @@ HostQuietness& QuietnessOf(const TimingOptions& o) {
 
 bool WaitForQuietHost(const TimingOptions& o) {
   if (o.quiet_wait_ms <= 0) return false;
-  auto deadline = Clock::now() + std::chrono::milliseconds(o.quiet_wait_ms);
+  const Clock& clock = ClockOf(o);
+  const int64_t deadline = clock.NowNs() + int64_t{o.quiet_wait_ms} * 1'000'000;
   bool slept = false;
-  while (!QuietnessOf(o).Quiet(o.quiet_margin) && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (!QuietnessOf(o).Quiet(o.quiet_margin) && clock.NowNs() < deadline) {
+    clock.SleepFor(std::chrono::milliseconds(20));
     slept = true;
   }
   return slept;
@@ -74,14 +72,15 @@ Measurement Summarize(std::vector<int64_t> samples) {
 
 Measurement TimeOnce(const std::function<void()>& run, const TimingOptions& o,
                      std::vector<char>* flush) {
+  const Clock& clock = ClockOf(o);
   std::vector<int64_t> samples;
   int64_t total = 0;
   while (static_cast<int>(samples.size()) < o.max_repeats &&
          (static_cast<int>(samples.size()) < o.min_repeats || total < o.min_total_ns)) {
     if (o.flush_cache) FlushCache(flush);
-    auto start = Clock::now();
+    const int64_t start = clock.NowNs();
     run();
-    int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+    const int64_t ns = clock.NowNs() - start;
     samples.push_back(ns);
     total += ns;
   }
@@ -100,6 +99,7 @@ std::string GroupString(const FusionGroup& group) {
 std::vector<Measurement> SideBySideOnce(const std::vector<std::function<void()>>& runs,
                                         const TimingOptions& o, int64_t burst_ns,
                                         std::vector<char>* flush) {
+  const Clock& clock = ClockOf(o);
   const size_t n = runs.size();
   std::vector<std::vector<int64_t>> samples(n);
   std::vector<int64_t> total(n, 0);
@@ -115,9 +115,9 @@ std::vector<Measurement> SideBySideOnce(const std::vector<std::function<void()>>
       int64_t burst = 0;
       while (needs_more(a) && (burst == 0 || burst < burst_ns)) {
         if (o.flush_cache) FlushCache(flush);
-        auto start = Clock::now();
+        const int64_t start = clock.NowNs();
         runs[a]();
-        int64_t ns = NsSince(start);
+        const int64_t ns = clock.NowNs() - start;
         samples[a].push_back(ns);
         total[a] += ns;
         burst += ns;
@@ -146,7 +146,7 @@ int64_t TwoCoreProbeNs(bool cross) {
   std::array<int64_t, 5> runs{};
   volatile float sink = 0;
   for (int64_t& ns : runs) {
-    auto start = Clock::now();
+    const int64_t start = Clock::Real().NowNs();
     float sum = 0;
 #pragma omp parallel num_threads(2) reduction(+ : sum)
     {
@@ -157,7 +157,7 @@ int64_t TwoCoreProbeNs(bool cross) {
       for (size_t i = read * half; i < (read + 1) * half; ++i) sum += data[i];
     }
     sink = sum;
-    ns = NsSince(start);
+    ns = Clock::Real().NowNs() - start;
   }
   (void)sink;
   std::sort(runs.begin(), runs.end());
@@ -184,13 +184,16 @@ bool HostQuietness::Quiet(double margin) {
   return static_cast<double>(ns) <= margin * static_cast<double>(std::min(best, ns));
 }
 
-bool SettleHost(int max_ms, const std::string& what) {
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(max_ms);
-  double ratio = CrossCoreRatio();
-  while (ratio > kMaxCrossCoreRatio && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ratio = CrossCoreRatio();
+bool SettleHost(int max_ms, const std::string& what, const std::function<double()>& ratio_fn,
+                const Clock* clock_or_null) {
+  auto measure_ratio = [&] { return ratio_fn ? ratio_fn() : CrossCoreRatio(); };
+  const Clock& clock = clock_or_null != nullptr ? *clock_or_null : Clock::Real();
+  const int64_t start = clock.NowNs();
+  const int64_t deadline = start + int64_t{max_ms} * 1'000'000;
+  double ratio = measure_ratio();
+  while (ratio > kMaxCrossCoreRatio && clock.NowNs() < deadline) {
+    clock.SleepFor(std::chrono::milliseconds(100));
+    ratio = measure_ratio();
   }
   if (ratio > kMaxCrossCoreRatio) {
     spdlog::warn(
@@ -201,7 +204,7 @@ bool SettleHost(int max_ms, const std::string& what) {
     return false;
   }
   HostQuietness::Default().Quiet(1.0);  // Its quickest, from a quiet host.
-  const int64_t waited_ms = NsSince(start) / 1'000'000;
+  const int64_t waited_ms = (clock.NowNs() - start) / 1'000'000;
   if (waited_ms >= 100) {
     spdlog::info("{}: the host left a slow state after {} ms", what, waited_ms);
   }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
@@ -62,7 +63,9 @@ inline constexpr double kMaxCrossCoreRatio = 1.6;
 // within 0.2-2.4 s, but at timing 9 were slow again); then probes HostQuietness::Default() once,
 // so its quickest is a quiet one. Logs a
 // warning naming the ratio when the state did not end. True when the host is quiet.
-bool SettleHost(int max_ms, const std::string& what);
+// `ratio` and `clock` are seams for tests (null: CrossCoreRatio and Clock::Real()).
+bool SettleHost(int max_ms, const std::string& what, const std::function<double()>& ratio = {},
+                const Clock* clock = nullptr);
 
 struct TimingOptions {
   int warmup = 2;  // Untimed runs first (page faults, JIT, caches).
@@ -88,6 +91,7 @@ struct TimingOptions {
   int quiet_wait_ms = 0;
   double quiet_margin = 1.10;
   HostQuietness* quietness = nullptr;  // Null: HostQuietness::Default().
+  const Clock* clock = nullptr;        // Times the runs and the waits. Null: Clock::Real().
 };
 
 struct Measurement {

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <thread>
+#include <limits>
 #include <vector>
 
 #include "tests/graph/ir_builder.h"
@@ -18,36 +18,44 @@ namespace {
 
 using testing::IrBuilder;
 
-void SpinFor(std::chrono::microseconds d) {
-  auto end = std::chrono::steady_clock::now() + d;
-  while (std::chrono::steady_clock::now() < end) {
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// Timing runs on a virtual clock: a "run" advances it by the time it is meant to take, so the
+// assertions are on what the timing discipline did, whatever else the machine is doing.
+struct VirtualTiming {
+  ManualClock clock;
+  TimingOptions options;
+  VirtualTiming() { options.clock = &clock; }
+  std::function<void()> RunOf(microseconds d) {
+    return [this, d] { clock.Advance(d); };
   }
-}
+};
 
 TEST(TimeRepeated, MedianOfASteadyRunAndSampleCount) {
-  TimingOptions o;
-  o.min_total_ns = 20'000'000;
-  o.max_cv = 0.5;
-  Measurement m = TimeRepeated([] { SpinFor(std::chrono::microseconds(500)); }, o);
-  EXPECT_GE(m.median_ns, 500'000);
-  EXPECT_LT(m.median_ns, 5'000'000);
-  EXPECT_GE(m.samples, o.min_repeats);
-  EXPECT_GE(static_cast<int64_t>(m.samples) * m.median_ns, o.min_total_ns / 2);
-  // Steady by construction, but ctest runs another test binary on the other core: a preempted
-  // repeat may still spread the samples. Whatever happened, the flag must agree with the spread.
-  EXPECT_EQ(m.unstable, m.cv > o.max_cv) << m.ToString();
+  VirtualTiming t;
+  t.options.min_total_ns = 20'000'000;
+  t.options.max_cv = 0.5;
+  Measurement m = TimeRepeated(t.RunOf(microseconds(500)), t.options);
+  EXPECT_EQ(m.median_ns, 500'000);
+  EXPECT_EQ(m.min_ns, 500'000);
+  EXPECT_EQ(m.max_ns, 500'000);
+  EXPECT_EQ(m.samples, 40);  // 20 ms of 0.5 ms runs.
+  EXPECT_EQ(m.cv, 0);
+  EXPECT_FALSE(m.unstable);
+  EXPECT_EQ(m.attempts, 1);
 }
 
 TEST(TimeRepeated, NoisyRunIsFlaggedUnstableAfterRetries) {
-  TimingOptions o;
-  o.min_total_ns = 0;
-  o.min_repeats = 6;
-  o.retries = 1;
-  o.max_cv = 0.01;
+  VirtualTiming t;
+  t.options.min_total_ns = 0;
+  t.options.min_repeats = 6;
+  t.options.retries = 1;
+  t.options.max_cv = 0.01;
   int calls = 0;
   // Alternating 0.1 ms and 2 ms runs: the spread never gets under 1%.
   Measurement m =
-      TimeRepeated([&] { SpinFor(std::chrono::microseconds(++calls % 2 ? 100 : 2000)); }, o);
+      TimeRepeated([&] { t.clock.Advance(microseconds(++calls % 2 ? 100 : 2000)); }, t.options);
   EXPECT_TRUE(m.unstable);
   EXPECT_EQ(m.attempts, 2);
   EXPECT_GT(m.cv, 0.01);
@@ -58,43 +66,44 @@ TEST(TimeRepeated, NoisyRunIsFlaggedUnstableAfterRetries) {
 // is disturbed: a measurement waits (up to its limit) for a quiet probe and is marked disturbed
 // when the probe after it is slow; with the gate off nothing is probed or marked.
 TEST(TimeRepeated, WaitsForAQuietHostAndMarksADisturbedOne) {
-  std::atomic<bool> disturbed{false};
+  VirtualTiming t;
+  int64_t quiet_from_ns = 0;  // The host is disturbed until the virtual clock reaches this.
   std::atomic<int> probes{0};
   HostQuietness quietness([&] {
     ++probes;
-    return disturbed ? 250'000 : 100'000;
+    return t.clock.NowNs() < quiet_from_ns ? 250'000 : 100'000;
   });
-  TimingOptions o;
+  TimingOptions& o = t.options;
   o.min_total_ns = 1'000'000;
-  o.max_cv = 1e9;  // One attempt whatever the spread: a preempted spin must not add probes.
+  o.max_cv = 1e9;  // One attempt whatever the spread.
   o.quiet_wait_ms = 60;
   o.quietness = &quietness;
-  auto run = [] { SpinFor(std::chrono::microseconds(100)); };
+  auto run = t.RunOf(microseconds(100));
   Measurement quiet = TimeRepeated(run, o);
   EXPECT_FALSE(quiet.disturbed) << quiet.ToString();
   EXPECT_EQ(probes, 2);  // Before and after the one attempt.
 
-  disturbed = true;
-  auto start = std::chrono::steady_clock::now();
+  // Disturbed throughout: it waits its whole limit, then times, and marks the result.
+  quiet_from_ns = std::numeric_limits<int64_t>::max();
+  int64_t start = t.clock.NowNs();
+  probes = 0;
   Measurement busy = TimeRepeated(run, o);
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(o.quiet_wait_ms));
+  EXPECT_GE(t.clock.NowNs() - start, int64_t{o.quiet_wait_ms} * 1'000'000);
+  EXPECT_GE(probes, o.quiet_wait_ms / 20);
   EXPECT_TRUE(busy.disturbed);
   EXPECT_NE(busy.ToString().find("host disturbed"), std::string::npos);
 
-  // The host quietens while the measurement waits: it times then, undisturbed.
-  std::thread quieten([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    disturbed = false;
-  });
+  // The host quietens 30 ms into a wait of up to 2 s: it times then, undisturbed.
   o.quiet_wait_ms = 2000;
-  start = std::chrono::steady_clock::now();
+  start = t.clock.NowNs();
+  quiet_from_ns = start + 30'000'000;
   Measurement later = TimeRepeated(run, o);
-  quieten.join();
   EXPECT_FALSE(later.disturbed);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  // Two 20 ms sleeps, then the warm-up (two runs), the run after the wait and 10 timed runs.
+  EXPECT_EQ(t.clock.NowNs() - start, 40'000'000 + 13 * 100'000);
 
   probes = 0;
-  disturbed = true;
+  quiet_from_ns = std::numeric_limits<int64_t>::max();
   o.quiet_wait_ms = 0;
   EXPECT_FALSE(TimeRepeated(run, o).disturbed);
   EXPECT_EQ(probes, 0);
@@ -103,7 +112,8 @@ TEST(TimeRepeated, WaitsForAQuietHostAndMarksADisturbedOne) {
 // Side by side, alternatives take turns in bursts, each opened by an untimed run that puts the
 // alternative's data back in cache; with bursts of one timed run the order of calls is exact.
 TEST(TimeSideBySide, TakesTurnsInBurstsEachOpenedByAnUntimedRun) {
-  TimingOptions o;
+  VirtualTiming t;
+  TimingOptions& o = t.options;
   o.warmup = 1;
   o.min_repeats = 4;
   o.min_total_ns = 0;
@@ -111,9 +121,9 @@ TEST(TimeSideBySide, TakesTurnsInBurstsEachOpenedByAnUntimedRun) {
   std::vector<int> log;
   std::vector<std::function<void()>> runs;
   for (int a = 0; a < 3; ++a) {
-    runs.push_back([a, &log] {
+    runs.push_back([a, &log, &t] {
       log.push_back(a);
-      SpinFor(std::chrono::microseconds(100 * (a + 1)));
+      t.clock.Advance(microseconds(100 * (a + 1)));
     });
   }
   std::vector<Measurement> ms = TimeSideBySide(runs, o, /*burst_ns=*/1);
@@ -125,7 +135,7 @@ TEST(TimeSideBySide, TakesTurnsInBurstsEachOpenedByAnUntimedRun) {
   ASSERT_EQ(ms.size(), 3u);
   for (int a = 0; a < 3; ++a) {
     EXPECT_EQ(ms[a].samples, o.min_repeats);
-    EXPECT_GE(ms[a].median_ns, 100'000 * (a + 1));
+    EXPECT_EQ(ms[a].median_ns, 100'000 * (a + 1));
   }
   // Longer bursts: each alternative still gets its own total, in several turns.
   log.clear();
@@ -141,24 +151,23 @@ TEST(TimeSideBySide, TakesTurnsInBurstsEachOpenedByAnUntimedRun) {
 
 // A host that slows down 4x during the measurement slows one alternative alone when they are
 // timed one after the other, both alike side by side: the second (twice as long) is measured at
-// ~2x the first side by side, ~8x when its turn came after the slowdown. Counted in calls (a fixed
-// number of runs each, bursts of one), so the slowdown falls where it does whatever else runs.
+// ~2x the first side by side, ~8x when its turn came after the slowdown.
 TEST(TimeSideBySide, AHostSlowdownFallsOnAllAlternativesAlike) {
-  TimingOptions o;
+  VirtualTiming t;
+  TimingOptions& o = t.options;
   o.warmup = 0;
   o.min_total_ns = 0;
   o.min_repeats = o.max_repeats = 20;
   o.max_cv = 10;
   int calls = 0;
-  auto run = [&](int us) { SpinFor(std::chrono::microseconds(calls++ >= 20 ? 4 * us : us)); };
+  auto run = [&](int us) { t.clock.Advance(microseconds(calls++ >= 20 ? 4 * us : us)); };
   std::vector<std::function<void()>> runs = {[&] { run(100); }, [&] { run(200); }};
   double a = TimeRepeated(runs[0], o).median_ns, b = TimeRepeated(runs[1], o).median_ns;
-  EXPECT_GT(b / a, 4.0);
+  EXPECT_EQ(b / a, 8.0);
   calls = 0;
   std::vector<Measurement> ms = TimeSideBySide(runs, o, /*burst_ns=*/1);
   double ratio = static_cast<double>(ms[1].median_ns) / static_cast<double>(ms[0].median_ns);
-  EXPECT_GT(ratio, 1.5);
-  EXPECT_LT(ratio, 2.7);
+  EXPECT_DOUBLE_EQ(ratio, 2.0);
 }
 
 // The real probe moves data between two threads: a positive time when there are two, and the
@@ -172,17 +181,30 @@ TEST(CrossCoreProbe, TimesDataMovedBetweenTwoThreads) {
 }
 
 // The cross-core ratio compares the same work with the data moved between the cores and kept on
-// each: positive and finite with two threads. SettleHost gives up at its limit (plus one probe).
-TEST(CrossCoreProbe, RatioAgainstTheSameWorkOnEachCoreAndSettling) {
-  if (omp_get_max_threads() >= 2) {
-    double ratio = CrossCoreRatio();
-    EXPECT_GT(ratio, 0.2);
-    EXPECT_LT(ratio, 50);
-  }
-  auto start = std::chrono::steady_clock::now();
-  SettleHost(300, "test");
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 5.0);
+// each: positive and finite with two threads.
+TEST(CrossCoreProbe, RatioAgainstTheSameWorkOnEachCore) {
+  if (omp_get_max_threads() < 2) GTEST_SKIP() << "one OpenMP thread";
+  double ratio = CrossCoreRatio();
+  EXPECT_GT(ratio, 0.2);
+  EXPECT_LT(ratio, 50);
+}
+
+// SettleHost waits in 100 ms steps while the host is slow: it gives up at its limit on a host
+// that stays slow, and stops waiting as soon as the host leaves the slow state.
+TEST(SettleHost, GivesUpAtItsLimitAndStopsWhenTheHostQuietens) {
+  ManualClock clock;
+  int checks = 0;
+  EXPECT_FALSE(SettleHost(
+      300, "test", [&] { return ++checks, 2.5; }, &clock));
+  EXPECT_EQ(clock.NowNs(), 300'000'000);
+  EXPECT_EQ(checks, 4);  // At 0, 100, 200 and 300 ms.
+
+  checks = 0;
+  const int64_t start = clock.NowNs();
+  EXPECT_TRUE(SettleHost(
+      3000, "test", [&] { return ++checks < 3 ? 2.5 : 1.1; }, &clock));
+  EXPECT_EQ(clock.NowNs() - start, 200'000'000);
+  EXPECT_EQ(checks, 3);
 }
 
 Graph SmallGraph() {

@@ -421,9 +421,7 @@ TEST(Shutdown, InFlightTuneIsCancelledAfterTheGrace) {
   grpc::Status s;
   std::thread th([&] { s = RunTune(t.stub.get(), TuneRequestFor(ChainGraph(2)), kTuneToken); });
   WaitUntil([&] { return t.tuner.tune_calls.load() == 1; });
-  auto start = std::chrono::steady_clock::now();
-  t.server->Shutdown(200ms);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  t.server->Shutdown(200ms);  // Returns once the held Tune is cancelled (a hang fails by timeout).
   th.join();
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(t.tuner.tune_cancelled.load(), 1);

