@@ -2,6 +2,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
+
+#include "base/net_address.h"
 
 #include "client/remote_tuner.h"
 #include "db/default_path.h"
@@ -38,11 +41,23 @@ StatusOr<std::unique_ptr<TunerApi>> ConnectRemote(const ConnectionOptions& o) {
   RemoteTunerOptions r;
   r.address = o.server;
   FUSOR_ASSIGN_OR_RETURN(r.token, TokenOf(o));
-  r.tls = o.tls || !o.tls_ca.empty();
-  if (!o.tls_ca.empty()) {
-    auto pem = ReadFile(o.tls_ca);
-    if (!pem.ok()) return pem.status().WithContext("--tls-ca");
-    r.tls_ca_pem = std::move(pem).value();
+  r.tls = o.tls || !o.tls_ca.empty() || !o.tls_cert.empty();
+  if (!r.token.empty() && !r.tls && !o.allow_insecure_remote && !IsLoopbackAddress(o.server)) {
+    return Status::FailedPrecondition(
+        "refusing to send the bearer token in plaintext to " + o.server +
+        ": anyone on the network path could read and reuse it. Connect with --tls (or --tls-ca "
+        "FILE), or pass --allow-insecure-remote on a trusted network");
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return Status::InvalidArgument("--tls-cert and --tls-key go together (mutual TLS)");
+  }
+  for (auto [flag, path, pem] : {std::tuple{"--tls-ca", &o.tls_ca, &r.tls_ca_pem},
+                                 std::tuple{"--tls-cert", &o.tls_cert, &r.tls_cert_pem},
+                                 std::tuple{"--tls-key", &o.tls_key, &r.tls_key_pem}}) {
+    if (path->empty()) continue;
+    auto text = ReadFile(*path);
+    if (!text.ok()) return text.status().WithContext(flag);
+    *pem = std::move(text).value();
   }
   r.timeout_s = o.timeout_s;
   return std::unique_ptr<TunerApi>(std::make_unique<RemoteTuner>(r));
@@ -72,6 +87,10 @@ void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o) {
       ->envname("FUSOR_TOKEN_FILE");
   cmd->add_flag("--tls", o->tls, "Connect with TLS (system root certificates)");
   cmd->add_option("--tls-ca", o->tls_ca, "Connect with TLS, trusting these roots (PEM)");
+  cmd->add_option("--tls-cert", o->tls_cert, "Client certificate for mutual TLS (PEM)");
+  cmd->add_option("--tls-key", o->tls_key, "Client certificate's private key (PEM)");
+  cmd->add_flag("--allow-insecure-remote", o->allow_insecure_remote,
+                "Send the token without TLS to a non-loopback server (trusted networks only)");
   cmd->add_option("--timeout", o->timeout_s, "Deadline per call, seconds");
   auto* db = cmd->add_option("--db", o->db_path, "Local database (default: per-user)");
   db->excludes(server);

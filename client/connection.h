@@ -9,6 +9,10 @@
 //   --token-file FILE [FUSOR_TOKEN_FILE]  file holding the token (surrounding whitespace ignored)
 //   --tls                            use TLS with the system's root certificates
 //   --tls-ca FILE                    use TLS with these root certificates (PEM)
+//   --tls-cert FILE, --tls-key FILE  client certificate and key (PEM), for a fusord that
+//                                    requires mutual TLS; imply TLS
+//   --allow-insecure-remote          send the token without TLS to a non-loopback server
+//                                    (refused otherwise: anyone on the path could reuse it)
 //   --timeout SECONDS                deadline per call (default: none for tune and calibrate,
 //                                    60 s for the rest)
 //   --db PATH                        local mode's database (default db/default_path.h);
@@ -32,6 +36,9 @@ struct ConnectionOptions {
   std::string token_file;
   bool tls = false;
   std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool allow_insecure_remote = false;
   double timeout_s = 0;
   std::string db_path;
 
@@ -41,8 +48,10 @@ struct ConnectionOptions {
 void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o);
 
 // Remote when o.server is set, local otherwise. Fails with Unauthenticated when the token file
-// cannot be read, IOError for an unreadable CA file, and whatever opening the local database
-// fails with. Reaching a remote server is not tried here: the first call reports UNAVAILABLE.
+// cannot be read, IOError for an unreadable CA, certificate or key file, FailedPrecondition for a
+// token that would travel in plaintext to another machine, and whatever opening the local
+// database fails with. Reaching a remote server is not tried here: the first call reports
+// UNAVAILABLE.
 StatusOr<std::unique_ptr<TunerApi>> Connect(const ConnectionOptions& o);
 
 }  // namespace fusor

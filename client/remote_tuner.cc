@@ -18,6 +18,8 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const RemoteTunerOp
   if (!o.tls && o.tls_ca_pem.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = o.tls_ca_pem;
+  ssl.pem_cert_chain = o.tls_cert_pem;
+  ssl.pem_private_key = o.tls_key_pem;
   return grpc::SslCredentials(ssl);
 }
 
@@ -129,9 +131,11 @@ StatusOr<v1::ListTargetsResponse> RemoteTuner::ListTargets(const v1::ListTargets
   return response;
 }
 
-StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateRequest& request) {
+StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateRequest& request,
+                                                       const std::atomic<bool>* cancelled) {
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kLong);
+  CancelWatch watch(&ctx, cancelled);
   v1::CalibrateResponse response;
   FUSOR_RETURN_IF_ERROR(Convert(stub_->Calibrate(&ctx, request, &response)));
   return response;

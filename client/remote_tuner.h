@@ -17,11 +17,13 @@
 namespace fusor {
 
 struct RemoteTunerOptions {
-  std::string address;     // host:port or unix:PATH of the fusord.
-  std::string token;       // Bearer token; empty sends none.
-  bool tls = false;        // TLS (implied by tls_ca_pem).
-  std::string tls_ca_pem;  // Root certificates in PEM; empty: the system's.
-  double timeout_s = 0;    // Deadline per call; 0: none for Tune and Calibrate, 60 s for others.
+  std::string address;       // host:port or unix:PATH of the fusord.
+  std::string token;         // Bearer token; empty sends none.
+  bool tls = false;          // TLS (implied by tls_ca_pem).
+  std::string tls_ca_pem;    // Root certificates in PEM; empty: the system's.
+  std::string tls_cert_pem;  // Client certificate chain (mutual TLS); empty: none.
+  std::string tls_key_pem;   // Its private key.
+  double timeout_s = 0;      // Deadline per call; 0: none for Tune and Calibrate, 60 s for others.
   int max_message_bytes = 64 << 20;  // Largest response accepted.
 };
 
@@ -36,7 +38,9 @@ class RemoteTuner final : public TunerApi {
   StatusOr<v1::RegisterTargetResponse> RegisterTarget(
       const v1::RegisterTargetRequest& request) override;
   StatusOr<v1::ListTargetsResponse> ListTargets(const v1::ListTargetsRequest& request) override;
-  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) override;
+  using TunerApi::Calibrate;
+  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request,
+                                            const std::atomic<bool>* cancelled) override;
 
  private:
   enum class CallKind { kQuick, kLong };

@@ -24,7 +24,11 @@ StatusOr<std::string> DefaultDatabasePath(bool create_directories) {
   std::filesystem::path dir = data_home / "fusor";
   if (create_directories) {
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
+    // Owner-only when Fusor creates it: the database holds every model's structure.
+    if (std::filesystem::create_directories(dir, ec) && !ec) {
+      std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
+    }
     if (ec) {
       return Status::IOError(fmt::format("cannot create directory '{}' for the tuning database: {}",
                                          dir.string(), ec.message()));

@@ -1,5 +1,6 @@
 #include "db/sqlite_plan_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,7 +175,18 @@ Status CheckFile(const std::string& path, bool read_only) {
                       "exist",
                       path, parent.string()));
     }
+    // Created here, owner-only: SQLite gives its -wal and -shm files the database file's mode.
+    int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) {
+      return Status::IOError(
+          fmt::format("cannot create database '{}': {}", path, std::strerror(errno)));
+    }
+    if (fd >= 0) close(fd);
     return Status::Ok();
+  }
+  if (!read_only && (st.st_mode & S_IRWXO)) {
+    spdlog::warn("database '{}' is readable by others (mode {:04o}); chmod 600 it", path,
+                 st.st_mode & 07777);
   }
   if (S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument(fmt::format("'{}' is a directory, not a database file", path));

@@ -37,10 +37,23 @@ std::string_view TensorKindName(TensorKind k) {
 }
 
 const Attribute* Node::FindAttr(std::string_view attr_name) const {
-  for (const Attribute& a : attributes) {
-    if (a.name == attr_name) return &a;
+  auto it = std::lower_bound(attributes.begin(), attributes.end(), attr_name,
+                             [](const Attribute& a, std::string_view n) { return a.name < n; });
+  return it != attributes.end() && it->name == attr_name ? &*it : nullptr;
+}
+
+StatusOr<std::vector<Attribute>> SortedAttributes(std::vector<Attribute> attributes,
+                                                  std::string_view node) {
+  std::stable_sort(attributes.begin(), attributes.end(),
+                   [](const Attribute& a, const Attribute& b) { return a.name < b.name; });
+  auto twice =
+      std::adjacent_find(attributes.begin(), attributes.end(),
+                         [](const Attribute& a, const Attribute& b) { return a.name == b.name; });
+  if (twice != attributes.end()) {
+    return Status::InvalidArgument(std::string(node) + " has attribute '" + twice->name +
+                                   "' twice");
   }
-  return nullptr;
+  return attributes;
 }
 
 int64_t Node::GetInt(std::string_view attr_name, int64_t fallback) const {

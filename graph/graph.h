@@ -99,6 +99,12 @@ struct Node {
   TensorId input(size_t i) const { return i < inputs.size() ? inputs[i] : kNoId; }
 };
 
+// `attributes` sorted by name, as Node::attributes keeps them; InvalidArgument naming `node` and
+// the first name given twice. O(n log n): converting a node attribute by attribute with SetAttr
+// is quadratic in their number.
+StatusOr<std::vector<Attribute>> SortedAttributes(std::vector<Attribute> attributes,
+                                                  std::string_view node);
+
 class Graph {
  public:
   std::string model_name;

@@ -113,7 +113,7 @@ StatusOr<TensorId> Resolve(const Graph& g, const std::string& name, const std::s
   return *id;
 }
 
-StatusOr<Node> NodeFromProto(const Graph& g, const v1::Node& p) {
+StatusOr<Node> NodeFromProto(const Graph& g, const v1::Node& p, const ValidationLimits& limits) {
   Node n;
   n.name = p.name();
   n.op_type = p.op_type();
@@ -132,13 +132,18 @@ StatusOr<Node> NodeFromProto(const Graph& g, const v1::Node& p) {
     FUSOR_ASSIGN_OR_RETURN(TensorId id, Resolve(g, out, context));
     n.outputs.push_back(id);
   }
-  for (const v1::Attribute& a : p.attributes()) {
-    if (n.FindAttr(a.name())) {
-      return Status::InvalidArgument(context + " has attribute '" + a.name() + "' twice");
-    }
-    FUSOR_ASSIGN_OR_RETURN(Attribute attr, AttributeFromProto(a, p.name()));
-    n.SetAttr(std::move(attr.name), std::move(attr.value));
+  if (p.attributes_size() > limits.max_node_attributes) {
+    return Status::InvalidArgument(context + " has " + std::to_string(p.attributes_size()) +
+                                   " attributes, the limit is " +
+                                   std::to_string(limits.max_node_attributes));
   }
+  std::vector<Attribute> attributes;
+  attributes.reserve(static_cast<size_t>(p.attributes_size()));
+  for (const v1::Attribute& a : p.attributes()) {
+    FUSOR_ASSIGN_OR_RETURN(Attribute attr, AttributeFromProto(a, p.name()));
+    attributes.push_back(std::move(attr));
+  }
+  FUSOR_ASSIGN_OR_RETURN(n.attributes, SortedAttributes(std::move(attributes), context));
   return n;
 }
 
@@ -182,7 +187,7 @@ StatusOr<Graph> FromProto(const v1::Graph& p, const ValidationLimits& limits) {
     g.AddTensor(std::move(t));
   }
   for (const v1::Node& pn : p.nodes()) {
-    FUSOR_ASSIGN_OR_RETURN(Node n, NodeFromProto(g, pn));
+    FUSOR_ASSIGN_OR_RETURN(Node n, NodeFromProto(g, pn, limits));
     g.AddNode(std::move(n));
   }
   for (const std::string& name : p.inputs()) {

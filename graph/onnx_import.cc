@@ -462,13 +462,15 @@ class IrBuilder {
       FUSOR_ASSIGN_OR_RETURN(TensorId id, Declare(out, TensorKind::kActivation, who));
       n.outputs.push_back(id);
     }
+    std::vector<Attribute> attributes;
     for (const auto& a : p.attribute()) {
       if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
         continue;  // Sub-graphs are not carried; such nodes are opaque.
       }
       FUSOR_ASSIGN_OR_RETURN(AttrValue v, ConvertAttribute(a, who));
-      n.SetAttr(a.name(), std::move(v));
+      attributes.push_back(Attribute{a.name(), std::move(v)});
     }
+    FUSOR_ASSIGN_OR_RETURN(n.attributes, SortedAttributes(std::move(attributes), who));
     graph_.AddNode(std::move(n));
     return Status::Ok();
   }

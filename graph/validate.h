@@ -13,6 +13,7 @@ namespace fusor {
 struct ValidationLimits {
   int64_t max_nodes = 1'000'000;                   // More nodes than this is refused.
   int64_t max_tensor_elements = int64_t{1} << 32;  // Any one tensor above this is refused.
+  int64_t max_node_attributes = 1024;              // ONNX's ops have a few dozen at most.
 };
 
 // Checks, in order: node and tensor counts; duplicate tensor names; tensor references in range;

@@ -90,9 +90,15 @@ StatusOr<AccessTokens> AccessTokens::Load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IOError("cannot read token file '" + path + "'");
   struct stat st {};
-  // Anyone who can read the file can act as any principal in it.
-  if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO))) {
-    spdlog::warn("token file {} is readable by group or others; chmod 600 it", path);
+  // Anyone who can read the file can act as any principal in it. Group read is the documented
+  // set-up (root owns it, fusord's group reads it: deploy/README.md); others, or a group that may
+  // write it, are not.
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IWGRP | S_IRWXO))) {
+    spdlog::warn(
+        "token file {} is {} (mode {:04o}); chmod 600 it, or 640 with a group only fusord's user "
+        "is in",
+        path, (st.st_mode & S_IRWXO) ? "open to others" : "writable by its group",
+        st.st_mode & 07777);
   }
   std::stringstream text;
   text << in.rdbuf();

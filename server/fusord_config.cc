@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
@@ -13,6 +14,17 @@ namespace {
 
 using json = nlohmann::json;
 
+// An integer that fits T: a value beyond T's range is an error, never wrapped or truncated.
+template <typename T>
+bool FitsIn(const json& v) {
+  if (v.is_number_unsigned()) {
+    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  const int64_t i = v.get<int64_t>();
+  return i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+         i <= static_cast<int64_t>(std::numeric_limits<T>::max());
+}
+
 template <typename T>
 Status Read(const json& v, const std::string& key, T* out) {
   bool ok;
@@ -20,6 +32,11 @@ Status Read(const json& v, const std::string& key, T* out) {
     ok = v.is_boolean();
   } else if constexpr (std::is_integral_v<T>) {
     ok = v.is_number_integer();
+    if (ok && !FitsIn<T>(v)) {
+      return Status::InvalidArgument("key '" + key + "' is out of range: " + v.dump() +
+                                     " (at most " + std::to_string(std::numeric_limits<T>::max()) +
+                                     ")");
+    }
   } else if constexpr (std::is_floating_point_v<T>) {
     ok = v.is_number();
   } else {
@@ -55,11 +72,23 @@ const std::vector<Setting>& Settings() {
                  [](C* c) { return &c->server.max_rpc_threads; }),
       Field<int>("max_message_bytes", "--max-message-bytes",
                  [](C* c) { return &c->server.max_message_bytes; }),
+      Field<int64_t>("max_memory_bytes", "--max-memory-bytes",
+                     [](C* c) { return &c->server.max_memory_bytes; }),
+      Field<int>("max_concurrent_streams", "--max-concurrent-streams",
+                 [](C* c) { return &c->server.max_concurrent_streams; }),
+      Field<int>("max_connection_idle_s", "--max-connection-idle",
+                 [](C* c) { return &c->server.max_connection_idle_s; }),
+      Field<int>("max_connection_age_s", "--max-connection-age",
+                 [](C* c) { return &c->server.max_connection_age_s; }),
+      Field<int>("connection_age_grace_s", "--connection-age-grace",
+                 [](C* c) { return &c->server.connection_age_grace_s; }),
       Field<int64_t>("max_nodes", "--max-nodes", [](C* c) { return &c->server.limits.max_nodes; }),
       Field<int64_t>("max_tensor_elements", "--max-tensor-elements",
                      [](C* c) { return &c->server.limits.max_tensor_elements; }),
       Field<std::string>("tls_cert", "--tls-cert", [](C* c) { return &c->server.tls_cert; }),
       Field<std::string>("tls_key", "--tls-key", [](C* c) { return &c->server.tls_key; }),
+      Field<std::string>("tls_client_ca", "--tls-client-ca",
+                         [](C* c) { return &c->server.tls_client_ca; }),
       Field<std::string>("token_file", "--token-file", [](C* c) { return &c->server.token_file; }),
       Field<bool>("allow_insecure_remote", "--allow-insecure-remote",
                   [](C* c) { return &c->server.allow_insecure_remote; }),
@@ -71,8 +100,18 @@ const std::vector<Setting>& Settings() {
                  [](C* c) { return &c->tuning.default_measure_budget; }),
       Field<double>("default_time_limit_s", "--default-time-limit",
                     [](C* c) { return &c->tuning.default_time_limit_s; }),
+      Field<double>("max_time_limit_s", "--max-time-limit",
+                    [](C* c) { return &c->tuning.max_time_limit_s; }),
+      Field<int>("max_measure_budget", "--max-measure-budget",
+                 [](C* c) { return &c->tuning.max_measure_budget; }),
       Field<double>("calibration_time_limit_s", "--calibration-time-limit",
                     [](C* c) { return &c->tuning.calibration_time_limit_s; }),
+      Field<double>("max_calibration_time_limit_s", "--max-calibration-time-limit",
+                    [](C* c) { return &c->tuning.max_calibration_time_limit_s; }),
+      Field<int>("max_jobs_per_principal", "--max-jobs-per-principal",
+                 [](C* c) { return &c->server.max_jobs_per_principal; }),
+      Field<int>("max_joiners_per_job", "--max-joiners-per-job",
+                 [](C* c) { return &c->server.max_joiners_per_job; }),
       Field<std::string>("log_level", "--log-level", [](C* c) { return &c->log_level; }),
   };
   return settings;
@@ -89,14 +128,28 @@ Status CheckValues(const FusordConfig& c) {
     return Status::InvalidArgument("log_level '" + c.log_level +
                                    "' is not one of trace, debug, info, warn, error, off");
   }
-  if (c.shutdown_grace_s < 0) return Status::InvalidArgument("shutdown_grace_s must be >= 0");
+  if (!(c.shutdown_grace_s >= 0 && c.shutdown_grace_s <= 86'400)) {
+    return Status::InvalidArgument("shutdown_grace_s must be in [0, 86400]");
+  }
   if (c.server.limits.max_nodes < 1 || c.server.limits.max_tensor_elements < 1) {
     return Status::InvalidArgument("max_nodes and max_tensor_elements must be at least 1");
   }
-  if (c.tuning.default_measure_budget < 0 || c.tuning.default_time_limit_s <= 0 ||
-      c.tuning.calibration_time_limit_s <= 0) {
+  const TuningServiceOptions& t = c.tuning;
+  if (t.default_measure_budget < 0 || !(t.default_time_limit_s > 0) ||
+      !(t.calibration_time_limit_s > 0)) {
     return Status::InvalidArgument(
         "default_measure_budget must be >= 0 and the time limits positive");
+  }
+  if (t.max_measure_budget < t.default_measure_budget || t.max_measure_budget > 10'000) {
+    return Status::InvalidArgument("max_measure_budget must be in [default_measure_budget, 10000]");
+  }
+  if (!(t.max_time_limit_s >= t.default_time_limit_s) || t.max_time_limit_s > 86'400) {
+    return Status::InvalidArgument("max_time_limit_s must be in [default_time_limit_s, 86400]");
+  }
+  if (!(t.max_calibration_time_limit_s >= t.calibration_time_limit_s) ||
+      t.max_calibration_time_limit_s > 86'400) {
+    return Status::InvalidArgument(
+        "max_calibration_time_limit_s must be in [calibration_time_limit_s, 86400]");
   }
   return Status::Ok();
 }
@@ -111,22 +164,44 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
   app->add_option("--queue-size", c->server.queue_size, "Tuning jobs that may wait");
   app->add_option("--max-rpc-threads", c->server.max_rpc_threads, "Threads serving RPCs");
   app->add_option("--max-message-bytes", c->server.max_message_bytes, "Largest request");
+  app->add_option("--max-memory-bytes", c->server.max_memory_bytes,
+                  "Memory gRPC may use for all calls together");
+  app->add_option("--max-concurrent-streams", c->server.max_concurrent_streams,
+                  "Calls at once on one connection");
+  app->add_option("--max-connection-idle", c->server.max_connection_idle_s,
+                  "Seconds an idle connection stays open");
+  app->add_option("--max-connection-age", c->server.max_connection_age_s,
+                  "Seconds before a connection is asked to reconnect");
+  app->add_option("--connection-age-grace", c->server.connection_age_grace_s,
+                  "Seconds an aged connection's calls get to finish");
   app->add_option("--max-nodes", c->server.limits.max_nodes, "Nodes per graph");
   app->add_option("--max-tensor-elements", c->server.limits.max_tensor_elements,
                   "Elements per tensor");
   app->add_option("--tls-cert", c->server.tls_cert, "PEM certificate chain (enables TLS)");
   app->add_option("--tls-key", c->server.tls_key, "PEM private key");
+  app->add_option("--tls-client-ca", c->server.tls_client_ca,
+                  "PEM roots that must sign client certificates (mutual TLS)");
   app->add_option("--token-file", c->server.token_file, "Lines 'TOKEN ROLES [NAME]'");
   app->add_flag("--allow-insecure-remote", c->server.allow_insecure_remote,
-                "Listen beyond loopback without a token file");
+                "Listen beyond loopback without a token file or TLS (a trusted network only)");
   app->add_option("--shutdown-grace", c->shutdown_grace_s,
                   "Seconds in-flight calls get on SIGTERM");
   app->add_option("--measure-threads", c->tuning.measure_threads, "OpenMP threads; 0: all");
   app->add_option("--default-measure-budget", c->tuning.default_measure_budget,
                   "Plans measured per Tune");
   app->add_option("--default-time-limit", c->tuning.default_time_limit_s, "Seconds per Tune");
+  app->add_option("--max-time-limit", c->tuning.max_time_limit_s,
+                  "Most seconds a Tune may ask for");
+  app->add_option("--max-measure-budget", c->tuning.max_measure_budget,
+                  "Most plans a Tune may ask to measure");
   app->add_option("--calibration-time-limit", c->tuning.calibration_time_limit_s,
                   "Seconds per Calibrate");
+  app->add_option("--max-calibration-time-limit", c->tuning.max_calibration_time_limit_s,
+                  "Most seconds a Calibrate may ask for");
+  app->add_option("--max-jobs-per-principal", c->server.max_jobs_per_principal,
+                  "Tuning jobs one principal may have queued or running");
+  app->add_option("--max-joiners-per-job", c->server.max_joiners_per_job,
+                  "Callers that may share one tuning job");
   app->add_option("--log-level", c->log_level, "trace, debug, info, warn, error");
 }
 

@@ -7,17 +7,29 @@
 //   worker_threads [--worker-threads]    tuning jobs that run at once; default 1
 //   queue_size [--queue-size]            tuning jobs that may wait; default 16
 //   max_rpc_threads [--max-rpc-threads]  threads serving RPCs; default 256
-//   max_message_bytes [--max-message-bytes]  largest request; default 67108864
+//   max_message_bytes [--max-message-bytes]  largest request; default 8388608 (8 MiB)
+//   max_memory_bytes [--max-memory-bytes]    gRPC's memory for all calls; default 536870912
+//   max_concurrent_streams [--max-concurrent-streams]  calls per connection; default 32
+//   max_connection_idle_s [--max-connection-idle]      default 600
+//   max_connection_age_s [--max-connection-age]        default 3600, then GOAWAY...
+//   connection_age_grace_s [--connection-age-grace]    ...and this long to finish; default 3600
 //   max_nodes [--max-nodes]              nodes per graph; default 1000000
 //   max_tensor_elements [--max-tensor-elements]  elements per tensor; default 2^32
 //   tls_cert, tls_key [--tls-cert, --tls-key]    PEM files; TLS when both are set
+//   tls_client_ca [--tls-client-ca]      PEM roots of client certificates: mutual TLS
 //   token_file [--token-file]            bearer tokens and roles (server/access_tokens.h)
-//   allow_insecure_remote [--allow-insecure-remote]  listen beyond loopback with no tokens
+//   allow_insecure_remote [--allow-insecure-remote]  beyond loopback without tokens or TLS
 //   shutdown_grace_s [--shutdown-grace]  seconds in-flight calls get on SIGTERM; default 30
 //   measure_threads [--measure-threads]  OpenMP threads for measurements; 0: all cores
 //   default_measure_budget [--default-measure-budget]  plans measured per Tune; default 7
 //   default_time_limit_s [--default-time-limit]        seconds per Tune; default 120
+//   max_time_limit_s [--max-time-limit]       most seconds a Tune may ask for; default 3600
+//   max_measure_budget [--max-measure-budget] most plans a Tune may ask to measure; default 64
 //   calibration_time_limit_s [--calibration-time-limit]  seconds per Calibrate; default 60
+//   max_calibration_time_limit_s [--max-calibration-time-limit]  most a Calibrate may ask; 600
+//   max_jobs_per_principal [--max-jobs-per-principal]  Tune jobs one principal may have queued
+//                                        or running at once; default 4
+//   max_joiners_per_job [--max-joiners-per-job]        callers sharing one Tune job; default 64
 //   log_level [--log-level]              trace, debug, info, warn, error; default info
 // deploy/fusord.example.json shows them all. Plain data; not shared between threads.
 #pragma once

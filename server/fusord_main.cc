@@ -9,7 +9,11 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
 
+#include "base/net_address.h"
 #include "db/default_path.h"
 #include "server/fusord_config.h"
 #include "server/tuner_server.h"
@@ -60,6 +64,18 @@ Status ResolveDatabasePath(FusordConfig* config) {
   return Status::Ok();
 }
 
+// The paths a client has no business seeing in an error message.
+std::vector<std::string> PrivateStrings(const FusordConfig& config) {
+  std::vector<std::string> out = {config.tuning.db_path};
+  std::string dir = std::filesystem::path(config.tuning.db_path).parent_path().string();
+  if (dir.size() > 1) out.push_back(dir);
+  for (const std::string& path : {config.config_file, config.server.token_file,
+                                  config.server.tls_cert, config.server.tls_key}) {
+    if (!path.empty()) out.push_back(path);
+  }
+  return out;
+}
+
 int Serve(FusordConfig config, const sigset_t& signals) {
   config.tuning.limits = config.server.limits;
   if (Status s = CheckTunerServerOptions(config.server); !s.ok()) {
@@ -70,6 +86,7 @@ int Serve(FusordConfig config, const sigset_t& signals) {
     spdlog::error("fusord: {}", s.ToString());
     return kExitStartFailed;
   }
+  config.server.private_strings = PrivateStrings(config);
   auto service = TuningService::Open(config.tuning);
   if (!service.ok()) {
     spdlog::error("fusord: cannot open the tuning service: {}", service.status().ToString());
@@ -84,6 +101,14 @@ int Serve(FusordConfig config, const sigset_t& signals) {
                (*server)->address(), (*server)->tls() ? "on" : "off",
                (*server)->authenticated() ? "tokens" : "off", config.server.worker_threads,
                config.server.queue_size, config.tuning.db_path);
+  if (!IsLoopbackAddress(config.server.listen) &&
+      (config.server.token_file.empty() || config.server.tls_cert.empty())) {
+    spdlog::warn(
+        "fusord: listening on {} with {}: allowed by allow_insecure_remote; use it on a trusted "
+        "network only",
+        config.server.listen,
+        config.server.token_file.empty() ? "no tokens" : "tokens in plaintext");
+  }
   spdlog::default_logger()->flush();  // Scripts and tests wait for this line.
   int sig = 0;
   sigwait(&signals, &sig);

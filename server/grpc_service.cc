@@ -3,48 +3,16 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "server/grpc_status.h"
+#include "server/request_log.h"
 
 namespace fusor {
-
-// Collects what one RPC's log line needs and writes it once, when the RPC ends.
-class RequestLog {
- public:
-  RequestLog(grpc::ServerContext* ctx, const char* method, uint64_t id)
-      : ctx_(ctx), method_(method), id_(id), start_(std::chrono::steady_clock::now()) {}
-
-  const char* method() const { return method_; }
-  void set_principal(std::string name) { principal_ = std::move(name); }
-  void set_graph(std::string hash) { graph_ = std::move(hash); }
-  void set_target(std::string target) { target_ = std::move(target); }
-  void set_shared(bool shared) { shared_ = shared; }
-
-  grpc::Status Finish(const Status& s) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
-                    .count();
-    auto level = s.ok() ? spdlog::level::info : spdlog::level::warn;
-    spdlog::log(level,
-                "rpc id={} method={} peer={} principal={} graph={} target={}{} status={} "
-                "duration_ms={:.2f}{}{}",
-                id_, method_, ctx_->peer(), principal_, graph_.empty() ? "-" : graph_,
-                target_.empty() ? "-" : target_, shared_ ? " joined=1" : "", CodeName(s.code()), ms,
-                s.ok() ? "" : " error=", s.message());
-    return ToGrpcStatus(s);
-  }
-
- private:
-  grpc::ServerContext* ctx_;
-  const char* method_;
-  uint64_t id_;
-  std::chrono::steady_clock::time_point start_;
-  std::string principal_ = "-";
-  std::string graph_;
-  std::string target_;
-  bool shared_ = false;
-};
 
 namespace {
 
@@ -66,6 +34,40 @@ Status StopReason(const grpc::ServerContext* ctx) {
   return Status::Cancelled("the call was cancelled (by the client, or fusord is stopping)");
 }
 
+// Sets a flag once the call is cancelled (by the client, or by fusord's shutdown after its
+// grace) or its deadline passes, for a core call that runs on the RPC thread and checks the flag
+// between steps. Polls: the synchronous API has no cancellation callback.
+class CallWatch {
+ public:
+  explicit CallWatch(grpc::ServerContext* ctx)
+      : thread_([this, ctx] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_) {
+            if (ctx->IsCancelled() || DeadlinePassed(ctx)) {
+              stopped_ = true;
+              return;
+            }
+            wake_.wait_for(lock, kPollInterval);
+          }
+        }) {}
+  ~CallWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  const std::atomic<bool>* stopped() const { return &stopped_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool done_ = false;  // Guarded by mu_.
+  std::atomic<bool> stopped_{false};
+  std::thread thread_;  // Last: starts once the members above exist.
+};
+
 StatusOr<std::string> CheckedGraphHash(const v1::Graph& graph, const ValidationLimits& limits) {
   auto g = FromProto(graph, limits);
   if (!g.ok()) {
@@ -84,8 +86,17 @@ std::string TuneJobKey(const std::string& graph_hash, const v1::TuneRequest& req
 }
 
 GrpcTunerService::GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const AccessTokens* tokens,
-                                   const ValidationLimits& limits)
-    : tuner_(tuner), jobs_(jobs), tokens_(tokens), limits_(limits) {}
+                                   const ValidationLimits& limits,
+                                   std::vector<std::string> private_strings)
+    : tuner_(tuner),
+      jobs_(jobs),
+      tokens_(tokens),
+      limits_(limits),
+      log_policy_(std::make_unique<RequestLogPolicy>()) {
+  log_policy_->private_strings = std::move(private_strings);
+}
+
+GrpcTunerService::~GrpcTunerService() = default;
 
 Status GrpcTunerService::Admit(grpc::ServerContext* ctx, Role needed, RequestLog* log) const {
   if (DeadlinePassed(ctx)) return Status::DeadlineExceeded("the call's deadline had passed");
@@ -110,35 +121,47 @@ Status GrpcTunerService::RunUnary(grpc::ServerContext* ctx, Role needed, Request
 
 grpc::Status GrpcTunerService::GetPlan(grpc::ServerContext* ctx, const v1::GetPlanRequest* request,
                                        v1::GetPlanResponse* response) {
-  RequestLog log(ctx, "GetPlan", next_request_id_++);
-  log.set_graph(request->graph_hash());
-  log.set_target(request->target_id());
+  RequestLog log(ctx, "GetPlan", next_request_id_++, log_policy_.get());
   return log.Finish(RunUnary(
-      ctx, kRoleRead, &log, [&] { return tuner_->GetPlan(*request); }, response));
+      ctx, kRoleRead, &log,
+      [&] {
+        log.set_graph(request->graph_hash());
+        log.set_target(request->target_id());
+        return tuner_->GetPlan(*request);
+      },
+      response));
 }
 
 grpc::Status GrpcTunerService::QueryPlans(grpc::ServerContext* ctx,
                                           const v1::QueryPlansRequest* request,
                                           v1::QueryPlansResponse* response) {
-  RequestLog log(ctx, "QueryPlans", next_request_id_++);
-  log.set_target(request->target_id());
+  RequestLog log(ctx, "QueryPlans", next_request_id_++, log_policy_.get());
   return log.Finish(RunUnary(
-      ctx, kRoleRead, &log, [&] { return tuner_->QueryPlans(*request); }, response));
+      ctx, kRoleRead, &log,
+      [&] {
+        log.set_target(request->target_id());
+        return tuner_->QueryPlans(*request);
+      },
+      response));
 }
 
 grpc::Status GrpcTunerService::RegisterTarget(grpc::ServerContext* ctx,
                                               const v1::RegisterTargetRequest* request,
                                               v1::RegisterTargetResponse* response) {
-  RequestLog log(ctx, "RegisterTarget", next_request_id_++);
-  log.set_target(request->profile().target().id());
+  RequestLog log(ctx, "RegisterTarget", next_request_id_++, log_policy_.get());
   return log.Finish(RunUnary(
-      ctx, kRoleAdmin, &log, [&] { return tuner_->RegisterTarget(*request); }, response));
+      ctx, kRoleAdmin, &log,
+      [&] {
+        log.set_target(request->profile().target().id());
+        return tuner_->RegisterTarget(*request);
+      },
+      response));
 }
 
 grpc::Status GrpcTunerService::ListTargets(grpc::ServerContext* ctx,
                                            const v1::ListTargetsRequest* request,
                                            v1::ListTargetsResponse* response) {
-  RequestLog log(ctx, "ListTargets", next_request_id_++);
+  RequestLog log(ctx, "ListTargets", next_request_id_++, log_policy_.get());
   return log.Finish(RunUnary(
       ctx, kRoleRead, &log, [&] { return tuner_->ListTargets(*request); }, response));
 }
@@ -146,24 +169,30 @@ grpc::Status GrpcTunerService::ListTargets(grpc::ServerContext* ctx,
 grpc::Status GrpcTunerService::Calibrate(grpc::ServerContext* ctx,
                                          const v1::CalibrateRequest* request,
                                          v1::CalibrateResponse* response) {
-  RequestLog log(ctx, "Calibrate", next_request_id_++);
+  RequestLog log(ctx, "Calibrate", next_request_id_++, log_policy_.get());
   return log.Finish(RunUnary(
-      ctx, kRoleAdmin, &log, [&] { return tuner_->Calibrate(*request); }, response));
+      ctx, kRoleAdmin, &log,
+      [&] {
+        CallWatch watch(ctx);
+        return tuner_->Calibrate(*request, watch.stopped());
+      },
+      response));
 }
 
 grpc::Status GrpcTunerService::Tune(grpc::ServerContext* ctx, const v1::TuneRequest* request,
                                     grpc::ServerWriter<v1::TuneEvent>* writer) {
-  RequestLog log(ctx, "Tune", next_request_id_++);
-  log.set_target(request->target_id());
+  RequestLog log(ctx, "Tune", next_request_id_++, log_policy_.get());
   return log.Finish(SubmitTune(ctx, *request, writer, &log));
 }
 
 Status GrpcTunerService::SubmitTune(grpc::ServerContext* ctx, const v1::TuneRequest& request,
                                     grpc::ServerWriter<v1::TuneEvent>* writer, RequestLog* log) {
   FUSOR_RETURN_IF_ERROR(Admit(ctx, kRoleTune, log));
+  log->set_target(request.target_id());
   FUSOR_ASSIGN_OR_RETURN(std::string hash, CheckedGraphHash(request.graph(), limits_));
   log->set_graph(hash);
-  FUSOR_ASSIGN_OR_RETURN(auto job, jobs_->Submit(TuneJobKey(hash, request), request));
+  FUSOR_ASSIGN_OR_RETURN(auto job,
+                         jobs_->Submit(TuneJobKey(hash, request), request, log->principal()));
   log->set_shared(job->joined());
   return ForwardEvents(ctx, job.get(), writer);
 }

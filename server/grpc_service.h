@@ -1,8 +1,9 @@
 // GrpcTunerService: fusor.v1.FusionTuner on the wire, around any TunerApi. Per RPC it
 // authenticates the bearer token and checks the method's role (server/access_tokens.h), honours
 // the deadline, validates what it must look at itself, calls the TunerApi, turns the Status into a
-// grpc::Status (server/grpc_status.h) and writes one log line: request id, method, peer,
-// principal, graph hash and target when there are any, status and duration.
+// grpc::Status (server/grpc_status.h) and writes one log line (server/request_log.h): request id,
+// method, peer, principal, graph hash and target when there are any, status and duration. No
+// field of the request is logged or looked at before the call is authenticated.
 //
 // Tune is not run on the RPC thread: the graph is checked against the limits (FromProto) and
 // hashed canonically here, and the job goes to the TuneJobQueue under the key (graph hash, target,
@@ -14,7 +15,9 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/validate.h"
 #include "proto/tuner.grpc.pb.h"
@@ -25,11 +28,14 @@
 namespace fusor {
 
 class RequestLog;
+struct RequestLogPolicy;
 
 class GrpcTunerService final : public v1::FusionTuner::Service {
  public:
+  // `private_strings` (the database path, ...) never appear in messages sent to clients.
   GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const AccessTokens* tokens,
-                   const ValidationLimits& limits);
+                   const ValidationLimits& limits, std::vector<std::string> private_strings = {});
+  ~GrpcTunerService() override;
 
   grpc::Status Tune(grpc::ServerContext* ctx, const v1::TuneRequest* request,
                     grpc::ServerWriter<v1::TuneEvent>* writer) override;
@@ -58,6 +64,7 @@ class GrpcTunerService final : public v1::FusionTuner::Service {
   TuneJobQueue* const jobs_;
   const AccessTokens* const tokens_;
   const ValidationLimits limits_;
+  const std::unique_ptr<RequestLogPolicy> log_policy_;
   std::atomic<uint64_t> next_request_id_{1};
 };
 

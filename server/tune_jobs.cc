@@ -11,6 +11,8 @@ namespace fusor {
 // from racing.
 struct TuneJob {
   std::string key;
+  std::string principal;  // Who started it; holds one of their job slots until it ends.
+  bool holds_slot = true;
   v1::TuneRequest request;
   std::vector<v1::TuneEvent> events;
   std::condition_variable changed;
@@ -51,12 +53,18 @@ TuneJobQueue::TuneJobQueue(TunerApi* tuner, const TuneJobQueueOptions& options)
 TuneJobQueue::~TuneJobQueue() { Stop(); }
 
 StatusOr<std::unique_ptr<TuneSubscription>> TuneJobQueue::Submit(const std::string& key,
-                                                                 const v1::TuneRequest& request) {
+                                                                 const v1::TuneRequest& request,
+                                                                 const std::string& principal) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) {
     return Status::Unavailable("fusord is shutting down and takes no new tuning jobs; retry");
   }
   if (auto it = live_.find(key); it != live_.end()) {
+    if (it->second->subscribers >= options_.max_subscribers_per_job) {
+      return Status::ResourceExhausted(
+          "an identical tuning job already has " + std::to_string(it->second->subscribers) +
+          " callers waiting on it; retry later, or fetch its plan with GetPlan once it is done");
+    }
     ++it->second->subscribers;
     ++subscribers_;
     return std::make_unique<TuneSubscription>(this, it->second, /*joined=*/true);
@@ -68,8 +76,16 @@ StatusOr<std::unique_ptr<TuneSubscription>> TuneJobQueue::Submit(const std::stri
                                      " jobs waiting, " + std::to_string(running_) +
                                      " running); retry later or raise fusord's queue_size");
   }
+  if (int& mine = jobs_by_principal_[principal]; mine >= options_.max_jobs_per_principal) {
+    return Status::ResourceExhausted("'" + principal + "' already has " + std::to_string(mine) +
+                                     " tuning jobs queued or running (this server's limit); "
+                                     "wait for one to finish");
+  } else {
+    ++mine;
+  }
   auto job = std::make_shared<TuneJob>();
   job->key = key;
+  job->principal = principal;
   job->request = request;
   job->subscribers = 1;
   ++subscribers_;
@@ -91,6 +107,7 @@ void TuneJobQueue::Stop() {
     accepting_ = false;
     stopping_ = true;
     for (auto& job : queued_) {
+      ReleasePrincipalSlot(job.get());
       job->done = true;
       job->status = Status::Unavailable("fusord stopped before this tuning job started; retry");
       job->changed.notify_all();
@@ -141,6 +158,7 @@ void TuneJobQueue::RunJob(const std::shared_ptr<TuneJob>& job) {
 void TuneJobQueue::Finish(const std::shared_ptr<TuneJob>& job, const Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   --running_;
+  ReleasePrincipalSlot(job.get());
   job->done = true;
   job->status = status;
   if (auto it = live_.find(job->key); it != live_.end() && it->second == job) live_.erase(it);
@@ -159,9 +177,17 @@ void TuneJobQueue::Leave(const std::shared_ptr<TuneJob>& job) {
   auto queued = std::find(queued_.begin(), queued_.end(), job);
   if (queued == queued_.end()) return;
   queued_.erase(queued);
+  ReleasePrincipalSlot(job.get());
   job->done = true;
   job->status = Status::Cancelled("every caller left before the job started");
   spdlog::debug("tune job dropped before start: key={}", job->key.substr(0, 16));
+}
+
+void TuneJobQueue::ReleasePrincipalSlot(TuneJob* job) {
+  if (!job->holds_slot) return;
+  job->holds_slot = false;
+  auto it = jobs_by_principal_.find(job->principal);
+  if (it != jobs_by_principal_.end() && --it->second <= 0) jobs_by_principal_.erase(it);
 }
 
 }  // namespace fusor

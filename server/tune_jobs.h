@@ -31,6 +31,11 @@ namespace fusor {
 struct TuneJobQueueOptions {
   int workers = 1;      // Jobs that run at once; tuning measures on this CPU, so 1 is usual.
   int max_queued = 16;  // Jobs that may wait for a worker; more is ResourceExhausted.
+  // Jobs one principal may have queued or running at once (joining another's job is free), so
+  // one caller cannot fill the queue for everyone; more is ResourceExhausted.
+  int max_jobs_per_principal = 4;
+  // Callers that may share one job, each holding an RPC thread; more is ResourceExhausted.
+  int max_subscribers_per_job = 64;
 };
 
 struct TuneJob;
@@ -66,10 +71,13 @@ class TuneJobQueue {
   TuneJobQueue(TunerApi* tuner, const TuneJobQueueOptions& options);
   ~TuneJobQueue();  // Stop().
 
-  // Subscribes to the job for `key`, starting one for `request` unless one is queued or running.
-  // ResourceExhausted when the queue is full; Unavailable once StopAccepting or Stop was called.
+  // Subscribes to the job for `key`, starting one for `request` on behalf of `principal` unless
+  // one is queued or running. ResourceExhausted when the queue is full, the principal has its
+  // quota of jobs, or the job has its most subscribers; Unavailable once StopAccepting or Stop
+  // was called.
   StatusOr<std::unique_ptr<TuneSubscription>> Submit(const std::string& key,
-                                                     const v1::TuneRequest& request);
+                                                     const v1::TuneRequest& request,
+                                                     const std::string& principal = "");
 
   // New jobs are refused from now on; queued and running jobs go on.
   void StopAccepting();
@@ -91,6 +99,7 @@ class TuneJobQueue {
   void RunJob(const std::shared_ptr<TuneJob>& job);
   void Finish(const std::shared_ptr<TuneJob>& job, const Status& status);
   void Leave(const std::shared_ptr<TuneJob>& job);
+  void ReleasePrincipalSlot(TuneJob* job);  // Called under mu_ when a job ends or is dropped.
 
   TunerApi* const tuner_;
   const TuneJobQueueOptions options_;
@@ -100,6 +109,7 @@ class TuneJobQueue {
   std::condition_variable work_ready_;
   std::deque<std::shared_ptr<TuneJob>> queued_;
   std::map<std::string, std::shared_ptr<TuneJob>> live_;  // Queued or running, by key.
+  std::map<std::string, int> jobs_by_principal_;  // Queued or running jobs each principal started.
   int running_ = 0;
   int subscribers_ = 0;
   bool accepting_ = true;

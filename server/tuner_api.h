@@ -29,7 +29,13 @@ class TunerApi {
   virtual StatusOr<v1::RegisterTargetResponse> RegisterTarget(
       const v1::RegisterTargetRequest& request) = 0;
   virtual StatusOr<v1::ListTargetsResponse> ListTargets(const v1::ListTargetsRequest& request) = 0;
-  virtual StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) = 0;
+  // Calibrates the service's own CPU; stops with Cancelled soon after *cancelled (if given)
+  // becomes true, storing nothing.
+  virtual StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request,
+                                                    const std::atomic<bool>* cancelled) = 0;
+  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) {
+    return Calibrate(request, nullptr);
+  }
 };
 
 }  // namespace fusor

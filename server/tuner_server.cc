@@ -9,7 +9,9 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
+#include "base/net_address.h"
 #include "server/access_tokens.h"
 #include "server/grpc_service.h"
 #include "server/tune_jobs.h"
@@ -31,6 +33,10 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TunerServer
     return Status::InvalidArgument("TLS needs both tls_cert and tls_key");
   }
   grpc::SslServerCredentialsOptions ssl;
+  if (!o.tls_client_ca.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(o.tls_client_ca, "client CA"));
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
   FUSOR_ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(o.tls_cert, "certificate"));
   FUSOR_ASSIGN_OR_RETURN(pair.private_key, ReadPem(o.tls_key, "key"));
@@ -38,23 +44,24 @@ StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TunerServer
   return grpc::SslServerCredentials(ssl);
 }
 
-std::string HostOf(const std::string& listen) {
-  size_t colon = listen.rfind(':');
-  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host;
-}
-
 Status CheckExposure(const TunerServerOptions& o) {
-  if (!o.token_file.empty() || o.allow_insecure_remote || IsLoopbackAddress(o.listen)) {
-    return Status::Ok();
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return Status::InvalidArgument("tls_client_ca (mutual TLS) needs tls_cert and tls_key");
   }
-  return Status::FailedPrecondition(
-      "refusing to listen on " + o.listen +
-      " without a token file: anyone who can reach it could tune and calibrate. Give "
-      "--token-file, listen on 127.0.0.1, or pass --allow-insecure-remote");
+  if (o.allow_insecure_remote || IsLoopbackAddress(o.listen)) return Status::Ok();
+  if (o.token_file.empty()) {
+    return Status::FailedPrecondition(
+        "refusing to listen on " + o.listen +
+        " without a token file: anyone who can reach it could tune and calibrate. Give "
+        "--token-file, listen on 127.0.0.1, or pass --allow-insecure-remote");
+  }
+  if (o.tls_cert.empty()) {
+    return Status::FailedPrecondition(
+        "refusing to take bearer tokens in plaintext on " + o.listen +
+        ": anyone on the network path could read and reuse them. Give --tls-cert and --tls-key, "
+        "listen on 127.0.0.1, or pass --allow-insecure-remote (a trusted network only)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -62,17 +69,33 @@ Status CheckExposure(const TunerServerOptions& o) {
 Status CheckTunerServerOptions(const TunerServerOptions& o) {
   if (o.worker_threads < 1) return Status::InvalidArgument("worker_threads must be at least 1");
   if (o.queue_size < 0) return Status::InvalidArgument("queue_size must not be negative");
+  if (o.max_jobs_per_principal < 1 || o.max_joiners_per_job < 1) {
+    return Status::InvalidArgument(
+        "max_jobs_per_principal and max_joiners_per_job must be at least 1");
+  }
   if (o.max_rpc_threads < 4) return Status::InvalidArgument("max_rpc_threads must be at least 4");
   if (o.max_message_bytes < 1024) {
     return Status::InvalidArgument("max_message_bytes must be at least 1024");
   }
+  if (o.max_memory_bytes < 4 * int64_t{o.max_message_bytes}) {
+    return Status::InvalidArgument("max_memory_bytes must be at least 4 times max_message_bytes (" +
+                                   std::to_string(4 * int64_t{o.max_message_bytes}) + ")");
+  }
+  if (o.max_concurrent_streams < 1) {
+    return Status::InvalidArgument("max_concurrent_streams must be at least 1");
+  }
+  constexpr int kMaxSeconds = 1'000'000;  // ~11 days; kept in milliseconds in an int.
+  for (auto [name, value, least] :
+       {std::tuple{"max_connection_idle_s", o.max_connection_idle_s, 1},
+        std::tuple{"max_connection_age_s", o.max_connection_age_s, 1},
+        std::tuple{"connection_age_grace_s", o.connection_age_grace_s, 0}}) {
+    if (value < least || value > kMaxSeconds) {
+      return Status::InvalidArgument(std::string(name) + " must be in [" + std::to_string(least) +
+                                     ", " + std::to_string(kMaxSeconds) + "], not " +
+                                     std::to_string(value));
+    }
+  }
   return CheckExposure(o);
-}
-
-bool IsLoopbackAddress(const std::string& listen) {
-  if (listen.rfind("unix:", 0) == 0) return true;
-  std::string host = HostOf(listen);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 struct TunerServer::State {
@@ -91,16 +114,23 @@ struct TunerServer::State {
 Status TunerServer::State::Build(TunerApi* tuner) {
   FUSOR_ASSIGN_OR_RETURN(auto credentials, Credentials(options));
   jobs = std::make_unique<TuneJobQueue>(
-      tuner, TuneJobQueueOptions{options.worker_threads, options.queue_size});
+      tuner, TuneJobQueueOptions{options.worker_threads, options.queue_size,
+                                 options.max_jobs_per_principal, options.max_joiners_per_job});
   service = std::make_unique<GrpcTunerService>(tuner, jobs.get(), tokens ? &*tokens : nullptr,
-                                               options.limits);
+                                               options.limits, options.private_strings);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   grpc::ResourceQuota quota("fusord");
   quota.SetMaxThreads(options.max_rpc_threads);
+  quota.Resize(static_cast<size_t>(options.max_memory_bytes));
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_s * 1000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, options.max_connection_age_s * 1000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             options.connection_age_grace_s * 1000);
   // gRPC sets SO_REUSEPORT by default, so a second fusord on the same port would start and
   // silently take half the connections; binding must fail instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -36,14 +36,25 @@ v1::TuneEvent Progress(const std::string& stage, double fraction, const std::str
   return e;
 }
 
-StatusOr<SearchOptions> SearchOptionsOf(const v1::TuneOptions& o) {
+StatusOr<SearchOptions> SearchOptionsOf(const v1::TuneOptions& o,
+                                        const TuningServiceOptions& limits) {
   SearchOptions s;
   FUSOR_ASSIGN_OR_RETURN(s.algorithm, ParseAlgorithm(o.algorithm()));
   s.seed = o.seed();
-  if (o.memory_budget_bytes() < 0 || o.measure_budget() < 0 || o.time_limit_s() < 0) {
+  if (o.memory_budget_bytes() < 0 || o.measure_budget() < 0 || !(o.time_limit_s() >= 0)) {
     return Status::InvalidArgument(
         "memory_budget_bytes, measure_budget and time_limit_s must not be negative (0 means the "
         "server's default)");
+  }
+  if (o.measure_budget() > limits.max_measure_budget) {
+    return Status::InvalidArgument(
+        fmt::format("measure_budget {} is above this server's maximum of {}", o.measure_budget(),
+                    limits.max_measure_budget));
+  }
+  if (o.time_limit_s() > limits.max_time_limit_s) {
+    return Status::InvalidArgument(
+        fmt::format("time_limit_s {} is above this server's maximum of {} s", o.time_limit_s(),
+                    limits.max_time_limit_s));
   }
   s.memory_budget_bytes = o.memory_budget_bytes();
   return s;
@@ -147,6 +158,7 @@ struct TuningService::State {
   // machine) until `limit_s` has passed since this call, recording each benchmark's cv; with
   // `backend`, for the benchmarks that pin oneDNN's rates (CalibrationBenchmark::onednn_chain).
   MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark,
+                               const std::atomic<bool>* cancelled,
                                ChainBackend backend = ChainBackend::kAuto) {
     OneDnnMeasurerOptions options = MeasurerOptions(this->options.calibration_benchmark_ms, 2);
     options.executor.chain_backend = backend;
@@ -162,8 +174,11 @@ struct TuningService::State {
     auto start = std::chrono::steady_clock::now();
     auto deadline = start + std::chrono::duration<double>(limit_s);
     auto stop_waiting = start + std::chrono::duration<double>(limit_s / 2);
-    return [patient, hurried, deadline, stop_waiting, limit_s, cv_by_benchmark](
+    return [patient, hurried, deadline, stop_waiting, limit_s, cv_by_benchmark, cancelled](
                const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+      if (cancelled != nullptr && cancelled->load()) {
+        return Status::Cancelled("calibration was cancelled");
+      }
       auto now = std::chrono::steady_clock::now();
       if (now > deadline) {
         return Status::DeadlineExceeded("calibration passed its time limit of " +
@@ -182,11 +197,13 @@ struct TuningService::State {
   // calibration on a loaded machine from dragging every later one into the same bad minimum;
   // refitting over the earlier samples is what makes calibrations add up.
   StatusOr<CalibrationResult> MeasureAndFit(double limit_s, const LoggedSamples& earlier,
-                                            std::map<std::string, double>* cv_by_benchmark) {
+                                            std::map<std::string, double>* cv_by_benchmark,
+                                            const std::atomic<bool>* cancelled = nullptr) {
     HardwareProfile start;
     start.target = local;
-    MeasureFn measure = CalibrationMeasure(limit_s, cv_by_benchmark);
-    MeasureFn onednn = CalibrationMeasure(limit_s, cv_by_benchmark, ChainBackend::kOneDnn);
+    MeasureFn measure = CalibrationMeasure(limit_s, cv_by_benchmark, cancelled);
+    MeasureFn onednn =
+        CalibrationMeasure(limit_s, cv_by_benchmark, cancelled, ChainBackend::kOneDnn);
     StatusOr<CalibrationResult> fitted =
         fusor::Calibrate(CalibrationSuite(local), start, measure, {}, earlier.samples, onednn);
     if (fitted.ok() || earlier.samples.empty()) return fitted;
@@ -262,7 +279,7 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     FUSOR_RETURN_IF_ERROR(Calibrate({}).status().WithContext("calibrating this CPU"));
     profile = state_->LocalProfile();
   }
-  FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options()));
+  FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options(), state_->options));
   int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
                                                       : state_->options.default_measure_budget;
   std::string options_text =
@@ -421,9 +438,16 @@ StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTarge
 
 // Measures the suite, appends this run to the calibration log, and fits over this run and the
 // target's latest earlier runs under this cost model (unless fresh).
-StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequest& request) {
+StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequest& request,
+                                                         const std::atomic<bool>* cancelled) {
   std::lock_guard<std::mutex> lock(state_->measure_mu);
   FUSOR_ASSIGN_OR_RETURN(LoggedSamples earlier, state_->EarlierCalibrations(request.fresh()));
+  if (!(request.time_limit_s() >= 0) ||
+      request.time_limit_s() > state_->options.max_calibration_time_limit_s) {
+    return Status::InvalidArgument(
+        fmt::format("time_limit_s {} is not in [0, {}] (0: the server's default)",
+                    request.time_limit_s(), state_->options.max_calibration_time_limit_s));
+  }
   double limit = request.time_limit_s() > 0 ? request.time_limit_s()
                                             : state_->options.calibration_time_limit_s;
   std::map<std::string, double> cv_by_benchmark;
@@ -431,7 +455,10 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   // busy (runtime/measurer.h, CrossCoreRatio): give it a few seconds to leave it first.
   if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(3000, "calibrate");
   FUSOR_ASSIGN_OR_RETURN(CalibrationResult result,
-                         state_->MeasureAndFit(limit, earlier, &cv_by_benchmark));
+                         state_->MeasureAndFit(limit, earlier, &cv_by_benchmark, cancelled));
+  if (cancelled != nullptr && cancelled->load()) {
+    return Status::Cancelled("calibration was cancelled; nothing was stored");
+  }
   std::span<const CalibrationSample> run_samples =
       std::span(result.samples).subspan(earlier.samples.size());
   FUSOR_ASSIGN_OR_RETURN(int64_t run_id,

@@ -28,7 +28,11 @@ struct TuningServiceOptions {
   int measure_threads = 0;            // OpenMP threads for measurements; 0: all cores.
   int default_measure_budget = 7;     // Measurements per Tune when the request says 0.
   double default_time_limit_s = 120;  // Wall-clock limit per Tune when the request says 0.
+  // What a request may ask for at most; more is InvalidArgument naming the cap.
+  double max_time_limit_s = 3600;
+  int max_measure_budget = 64;
   double calibration_time_limit_s = 60;
+  double max_calibration_time_limit_s = 600;
   // Each calibration benchmark is timed for this long, after waiting up to
   // calibration_quiet_wait_ms for a quiet host (runtime/measurer.h). Shorter only where the fit's
   // accuracy does not matter (tests of the calibration log).
@@ -55,7 +59,9 @@ class TuningService final : public TunerApi {
   StatusOr<v1::RegisterTargetResponse> RegisterTarget(
       const v1::RegisterTargetRequest& request) override;
   StatusOr<v1::ListTargetsResponse> ListTargets(const v1::ListTargetsRequest& request) override;
-  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) override;
+  using TunerApi::Calibrate;
+  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request,
+                                            const std::atomic<bool>* cancelled) override;
 
   // The fingerprint id of the CPU this service runs on.
   std::string local_target_id() const;

@@ -148,5 +148,23 @@ TEST(DbOpenErrors, EmptyFileOpenedReadOnlyIsNotADatabaseYet) {
   EXPECT_TRUE(OpenStatus(path, false).ok());  // Writable: it becomes a new database.
 }
 
+// The database holds every tuned model's structure: a new one, and the files SQLite makes beside
+// it, are the owner's alone, whatever the umask.
+TEST(DbOpenErrors, ANewDatabaseAndItsWalAreOwnerOnly) {
+  testing::TempDir dir;
+  std::string path = dir.File("tuning.db");
+  mode_t old_umask = umask(022);
+  {
+    std::unique_ptr<SqlitePlanStore> store = testing::OpenWritable(path);
+    ASSERT_TRUE(store->PutTarget(Profile("target-a", "cm1", 1)).ok());
+    for (const std::string& p : {path, path + "-wal", path + "-shm"}) {
+      struct stat st {};
+      ASSERT_EQ(stat(p.c_str(), &st), 0) << p;
+      EXPECT_EQ(st.st_mode & 0777, 0600u) << p;
+    }
+  }
+  umask(old_umask);
+}
+
 }  // namespace
 }  // namespace fusor::db

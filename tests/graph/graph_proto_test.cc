@@ -3,6 +3,8 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
 
@@ -104,6 +106,41 @@ TEST(FromProto, NodeCapIsCheckedBeforeBuilding) {
   limits.max_nodes = 0;
   auto g = FromProto(p, limits);
   EXPECT_EQ(g.status().code(), Status::Code::kResourceExhausted);
+}
+
+// 20k attributes on one node took 0.65 s to convert (a linear search and a vector insert each):
+// now the count is capped, and a node at the cap converts in one sort.
+TEST(FromProto, AttributesPerNodeAreCappedAndDuplicatesNamed) {
+  auto with_attributes = [](int n, bool duplicate) {
+    v1::Graph p = TinyProto();
+    for (int i = n - 1; i >= 0; --i) {
+      auto* a = p.mutable_nodes(0)->add_attributes();
+      a->set_name("a" + std::to_string(duplicate ? i / 2 : i));
+      a->set_i(i);
+    }
+    return p;
+  };
+  auto many = FromProto(with_attributes(20'000, false));
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.status().message().find("node 'relu' (Relu) has 20000 attributes, the limit is "
+                                         "1024"),
+            std::string::npos)
+      << many.status().message();
+
+  auto at_cap = FromProto(with_attributes(1024, false));
+  ASSERT_TRUE(at_cap.ok()) << at_cap.status().ToString();
+  const Node& relu = at_cap->node(0);
+  ASSERT_EQ(relu.attributes.size(), 1024u);
+  EXPECT_TRUE(
+      std::is_sorted(relu.attributes.begin(), relu.attributes.end(),
+                     [](const Attribute& a, const Attribute& b) { return a.name < b.name; }));
+  EXPECT_EQ(relu.GetInt("a517", -1), 517);
+  EXPECT_EQ(relu.GetInt("b", -1), -1);
+
+  auto twice = FromProto(with_attributes(10, true));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("has attribute 'a0' twice"), std::string::npos)
+      << twice.status().message();
 }
 
 }  // namespace

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <utility>
+
+#include "tests/server/captured_log.h"
+#include "tests/server/test_tokens.h"
+
 namespace fusor {
 namespace {
 
@@ -65,6 +71,22 @@ TEST(AccessTokens, MissingFileIsAnError) {
   auto t = AccessTokens::Load("/nonexistent/fusord-tokens");
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("/nonexistent/fusord-tokens"), std::string::npos);
+}
+
+// deploy/README.md installs the file 0640 root:fusor: no warning for that, one for a file others
+// can read or its group can write.
+TEST(AccessTokens, WarnsAboutAFileOthersCanReadNotTheDocumentedGroupRead) {
+  auto dir = testing::TempDir("fusor-token-mode");
+  const std::string path = testing::WriteTokenFile(dir);
+  for (auto [mode, warns] : {std::pair{0600, false}, std::pair{0640, false}, std::pair{0644, true},
+                             std::pair{0660, true}}) {
+    std::filesystem::permissions(path, static_cast<std::filesystem::perms>(mode));
+    testing::CapturedLog log;
+    ASSERT_TRUE(AccessTokens::Load(path).ok());
+    EXPECT_EQ(log.text().find("chmod 600") != std::string::npos, warns)
+        << std::oct << mode << ": " << log.text();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Authorize, AdminImpliesEveryRole) {

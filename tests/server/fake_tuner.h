@@ -14,6 +14,8 @@
 
 namespace fusor::testing {
 
+inline constexpr char kFakeDbPath[] = "/srv/secret-dir/tuning.db";
+
 class FakeTuner final : public TunerApi {
  public:
   std::atomic<int> tune_calls{0};
@@ -63,6 +65,14 @@ class FakeTuner final : public TunerApi {
   StatusOr<v1::GetPlanResponse> GetPlan(const v1::GetPlanRequest& request) override {
     ++calls;
     if (request.graph_hash() == "missing") return Status::NotFound("no plan for graph missing");
+    // Errors that name the server's files, as a real store's do.
+    if (request.graph_hash() == "elsewhere") {
+      return Status::NotFound("graph elsewhere is not in database '" + std::string(kFakeDbPath) +
+                              "'");
+    }
+    if (request.graph_hash() == "disk-error") {
+      return Status::IOError("database '" + std::string(kFakeDbPath) + "': disk I/O error");
+    }
     v1::GetPlanResponse r;
     r.mutable_plan()->set_graph_hash(request.graph_hash());
     return r;
@@ -82,7 +92,9 @@ class FakeTuner final : public TunerApi {
     ++calls;
     return v1::ListTargetsResponse{};
   }
-  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest&) override {
+  using TunerApi::Calibrate;
+  StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest&,
+                                            const std::atomic<bool>*) override {
     ++calls;
     return v1::CalibrateResponse{};
   }

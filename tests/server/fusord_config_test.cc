@@ -55,6 +55,33 @@ TEST(FusordConfig, WrongTypeAndBadJsonAreErrors) {
   EXPECT_FALSE(ApplyConfigJson("[1, 2]", "f.json", p.app, &p.config).ok());
 }
 
+// 4294968320 is 2^32 + 1024: read into an int it would wrap to 1024 and silently shrink the limit.
+TEST(FusordConfig, AnIntegerOutOfItsRangeIsAnErrorNotWrapped) {
+  Parsed p({});
+  Status s = ApplyConfigJson(R"({"max_message_bytes": 4294968320})", "f.json", p.app, &p.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'max_message_bytes' is out of range"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(p.config.server.max_message_bytes, 8 << 20) << "left at its default";
+  EXPECT_FALSE(ApplyConfigJson(R"({"queue_size": -3000000000})", "f.json", p.app, &p.config).ok());
+  EXPECT_TRUE(
+      ApplyConfigJson(R"({"max_memory_bytes": 4294968320})", "f.json", p.app, &p.config).ok())
+      << "an int64 key takes it";
+}
+
+TEST(FusordConfig, CapsMustHoldTheirDefaults) {
+  Parsed p({"--max-time-limit", "10"});  // Below default_time_limit_s (120).
+  Status s = ApplyConfigFile(p.app, &p.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("max_time_limit_s"), std::string::npos) << s.message();
+  Parsed grace({"--shutdown-grace", "1e300"});
+  EXPECT_FALSE(ApplyConfigFile(grace.app, &grace.config).ok());
+  Parsed fine({"--max-measure-budget", "20", "--max-jobs-per-principal", "2"});
+  ASSERT_TRUE(ApplyConfigFile(fine.app, &fine.config).ok());
+  EXPECT_EQ(fine.config.tuning.max_measure_budget, 20);
+  EXPECT_EQ(fine.config.server.max_jobs_per_principal, 2);
+}
+
 TEST(FusordConfig, ValuesAreChecked) {
   Parsed p({"--log-level", "loud"});
   EXPECT_FALSE(ApplyConfigFile(p.app, &p.config).ok());
@@ -74,6 +101,7 @@ TEST(FusordConfig, TheExampleConfigParses) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(p.config.server.token_file, "/etc/fusor/tokens");
   EXPECT_EQ(p.config.server.limits.max_tensor_elements, int64_t{1} << 32);
+  EXPECT_TRUE(CheckTunerServerOptions(p.config.server).ok());
 }
 
 }  // namespace

@@ -289,6 +289,11 @@ TEST_F(Fusord, RefusesToListenBeyondLoopbackWithoutTokens) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--allow-insecure-remote"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(db_)) << "refused before opening the database";
+  CommandResult plaintext = RunCommand(
+      {FusordBinary(), "--listen", "0.0.0.0:0", "--db", db_, "--token-file", tokens_}, {}, 20s);
+  EXPECT_EQ(plaintext.exit_code, 1);
+  EXPECT_NE(plaintext.output.find("refusing to take bearer tokens in plaintext"), std::string::npos)
+      << plaintext.output;
   CommandResult bad_config = RunCommand({FusordBinary(), "--config", tokens_}, {}, 20s);
   EXPECT_EQ(bad_config.exit_code, 2) << bad_config.output;
 }

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "base/net_address.h"
 #include "server/grpc_service.h"
 #include "tests/server/test_graphs.h"
 #include "tests/server/test_server.h"
@@ -128,6 +129,30 @@ TEST(Exposure, NoTokenFileMeansLoopbackOnly) {
   EXPECT_NE(refused.status().message().find("--allow-insecure-remote"), std::string::npos);
   o.allow_insecure_remote = true;
   EXPECT_TRUE(TunerServer::Start(&tuner, o).ok());
+}
+
+TEST(Exposure, TokensAreNeverTakenInPlaintextBeyondLoopback) {
+  FakeTuner tuner;
+  TunerServerOptions o;
+  o.listen = "0.0.0.0:0";
+  o.token_file = "/etc/fusor/tokens";  // Not read: the exposure check comes first.
+  Status s = CheckTunerServerOptions(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("refusing to take bearer tokens in plaintext"), std::string::npos)
+      << s.message();
+  o.tls_cert = "/etc/fusor/tls/fusord.crt";
+  o.tls_key = "/etc/fusor/tls/fusord.key";
+  EXPECT_TRUE(CheckTunerServerOptions(o).ok());
+  o.tls_cert.clear();
+  o.allow_insecure_remote = true;
+  EXPECT_TRUE(CheckTunerServerOptions(o).ok()) << "the explicit flag allows it";
+  o.listen = "127.0.0.1:0";
+  o.allow_insecure_remote = false;
+  EXPECT_TRUE(CheckTunerServerOptions(o).ok()) << "loopback needs no TLS";
+  o.tls_client_ca = "/etc/fusor/tls/clients.pem";
+  EXPECT_EQ(CheckTunerServerOptions(o).code(), Status::Code::kInvalidArgument)
+      << "mutual TLS needs TLS";
 }
 
 TEST(Exposure, LoopbackAddresses) {
@@ -274,12 +299,6 @@ TEST(BadInput, GarbageAndMutatedProtosAreRejectedNotFatal) {
 }
 
 // ---- Queue, de-duplication, cancellation ----
-
-void WaitUntil(const std::function<bool()>& condition) {
-  auto end = std::chrono::steady_clock::now() + 10s;
-  while (!condition() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(5ms);
-  ASSERT_TRUE(condition());
-}
 
 TEST(Queue, FullQueueIsResourceExhaustedButIdenticalRequestsStillJoin) {
   TestServer t(true, [](TunerServerOptions* o) {

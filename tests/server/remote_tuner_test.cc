@@ -148,6 +148,29 @@ TEST(Connect, UnreadableTokenFileIsAnAuthError) {
   EXPECT_NE(api.status().message().find("/nonexistent/token"), std::string::npos);
 }
 
+TEST(Connect, ATokenIsNeverSentInPlaintextToAnotherMachine) {
+  Flags f;
+  f.Parse({"--server", "10.11.12.13:7070", "--token", kReadToken});
+  auto api = Connect(f.options);
+  ASSERT_FALSE(api.ok());
+  EXPECT_EQ(api.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(api.status().message().find("refusing to send the bearer token in plaintext"),
+            std::string::npos)
+      << api.status().message();
+  Flags allowed;
+  allowed.Parse({"--server", "10.11.12.13:7070", "--token", kReadToken, "--allow-insecure-remote"});
+  EXPECT_TRUE(Connect(allowed.options).ok());
+  Flags tls;
+  tls.Parse({"--server", "10.11.12.13:7070", "--token", kReadToken, "--tls"});
+  EXPECT_TRUE(Connect(tls.options).ok());
+  Flags loopback;
+  loopback.Parse({"--server", "127.0.0.1:7070", "--token", kReadToken});
+  EXPECT_TRUE(Connect(loopback.options).ok());
+  Flags no_token;
+  no_token.Parse({"--server", "10.11.12.13:7070"});
+  EXPECT_TRUE(Connect(no_token.options).ok()) << "nothing secret to send";
+}
+
 TEST(Connect, DbAndServerTogetherIsAUsageError) {
   Flags f;
   EXPECT_THROW(f.Parse({"--server", "127.0.0.1:1", "--db", "/tmp/x.db"}), CLI::ParseError);
@@ -201,6 +224,51 @@ TEST(Tls, RemoteTunerTrustsTheServersCertificate) {
   plain.token = kReadToken;
   EXPECT_EQ(RemoteTuner(plain).ListTargets({}).status().code(), Status::Code::kUnavailable)
       << "a plaintext client cannot talk to a TLS server";
+  std::filesystem::remove_all(dir);
+}
+
+// A CA, and a client certificate it signs, made with the openssl CLI; false when that fails.
+bool MakeClientCertificate(const std::filesystem::path& dir) {
+  const std::string cmd =
+      "(cd " + dir.string() +
+      " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=fusor-test-ca "
+      "-keyout ca.key -out ca.pem"
+      " && openssl req -newkey rsa:2048 -nodes -subj /CN=build-farm -keyout client.key "
+      "-out client.csr"
+      " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+      "-out client.pem) >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST(Tls, MutualTlsRefusesAClientWithoutACertificateItsCaSigned) {
+  auto dir = TempDir("fusor-mtls-test");
+  auto cert = SelfSignedCertificate(dir);
+  if (cert.empty() || !MakeClientCertificate(dir)) GTEST_SKIP() << "no openssl";
+  TestServer t(true, [&](TunerServerOptions* o) {
+    o->listen = "localhost:0";
+    o->tls_cert = cert.string();
+    o->tls_key = (dir / "key.pem").string();
+    o->tls_client_ca = (dir / "ca.pem").string();
+  });
+  const std::string address = "localhost:" + std::to_string(t.server->port());
+  Flags with_cert;
+  with_cert.Parse({"--server", address, "--tls-ca", cert.string(), "--token", kReadToken,
+                   "--tls-cert", (dir / "client.pem").string(), "--tls-key",
+                   (dir / "client.key").string()});
+  auto api = Connect(with_cert.options);
+  ASSERT_TRUE(api.ok()) << api.status().ToString();
+  auto targets = (*api)->ListTargets({});
+  EXPECT_TRUE(targets.ok()) << targets.status().ToString();
+
+  Flags without_cert;
+  without_cert.Parse({"--server", address, "--tls-ca", cert.string(), "--token", kReadToken});
+  auto refused = Connect(without_cert.options);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ((*refused)->ListTargets({}).status().code(), Status::Code::kUnavailable);
+
+  Flags half;
+  half.Parse({"--server", address, "--tls-cert", (dir / "client.pem").string()});
+  EXPECT_EQ(Connect(half.options).status().code(), Status::Code::kInvalidArgument);
   std::filesystem::remove_all(dir);
 }
 

@@ -3,8 +3,13 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "proto/tuner.grpc.pb.h"
 #include "server/tuner_server.h"
@@ -60,6 +65,15 @@ inline grpc::Status RunTune(v1::FusionTuner::Stub* stub, const v1::TuneRequest& 
     if (events) events->push_back(e);
   }
   return reader->Finish();
+}
+
+// Waits (up to 10 s, a bound on a hang, not a speed check) until `condition` holds; fails if not.
+inline void WaitUntil(const std::function<bool()>& condition) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!condition() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(condition());
 }
 
 }  // namespace fusor::testing

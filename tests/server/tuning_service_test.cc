@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "costmodel/hardware_profile.h"
@@ -34,6 +36,9 @@ class TuningServiceTest : public ::testing::Test {
     o.db_path = dir_ + "/tuning.db";
     o.default_measure_budget = 3;
     o.min_measure_ms = 5;
+    // These tests check what a calibration fits and stores, not how fast: ctest runs another
+    // binary beside this one, and a busy host must not turn the 60 s default into a failure.
+    o.calibration_time_limit_s = 600;
     return o;
   }
   // For tests of the calibration log, not of the fit: short timings, no waiting.
@@ -148,6 +153,23 @@ TEST_F(TuningServiceTest, NamesWhatIsWrongWithARequest) {
   v1::TuneRequest negative = Request();
   negative.mutable_options()->set_measure_budget(-1);
   EXPECT_EQ(Tune(negative).status().code(), Status::Code::kInvalidArgument);
+
+  // Beyond the server's caps (and INT32_MAX, which once overflowed the budget it measures).
+  v1::TuneRequest huge_budget = Request();
+  huge_budget.mutable_options()->set_measure_budget(std::numeric_limits<int32_t>::max());
+  r = Tune(huge_budget);
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("above this server's maximum of 64"), std::string::npos)
+      << r.status().message();
+  v1::TuneRequest forever = Request();
+  forever.mutable_options()->set_time_limit_s(1e12);
+  EXPECT_EQ(Tune(forever).status().code(), Status::Code::kInvalidArgument);
+  v1::TuneRequest nan = Request();
+  nan.mutable_options()->set_time_limit_s(std::nan(""));
+  EXPECT_EQ(Tune(nan).status().code(), Status::Code::kInvalidArgument);
+  v1::CalibrateRequest long_calibration;
+  long_calibration.set_time_limit_s(1e9);
+  EXPECT_EQ(service_->Calibrate(long_calibration).status().code(), Status::Code::kInvalidArgument);
 
   v1::GetPlanRequest short_hash;
   short_hash.set_graph_hash("abc");
@@ -390,6 +412,21 @@ TEST_F(TuningServiceTest, ACancelledJobStopsWithCancelled) {
   std::atomic<bool> cancelled{true};
   auto r = Tune(Request(), nullptr, &cancelled);
   EXPECT_EQ(r.status().code(), Status::Code::kCancelled);
+}
+
+// fusord cancels a Calibrate whose caller left or whose grace ran out at shutdown: it stops before
+// the next benchmark and stores no run.
+TEST_F(TuningServiceTest, ACancelledCalibrationStopsAndStoresNothing) {
+  ReopenForQuickCalibrations();
+  std::atomic<bool> cancelled{true};
+  auto r = service_->Calibrate({}, &cancelled);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCancelled) << r.status().ToString();
+  auto db = db::SqlitePlanStore::Open(dir_ + "/tuning.db", {});
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto runs = (*db)->CalibrationRuns({service_->local_target_id(), kCostModelVersion});
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  EXPECT_TRUE(runs->empty());
 }
 
 }  // namespace

@@ -1,0 +1,125 @@
+#include "server/request_log.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "server/grpc_status.h"
+
+namespace fusor {
+namespace {
+
+bool Plain(unsigned char c) {
+  return c > 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '=' && c != '\'';
+}
+
+bool PlainInQuotes(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
+
+std::string Escaped(std::string_view text, size_t max_bytes, bool (*plain)(unsigned char)) {
+  std::string_view kept = text.substr(0, max_bytes);
+  std::string out;
+  out.reserve(kept.size());
+  for (unsigned char c : kept) {
+    if (plain(c)) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (text.size() > kept.size()) {
+    out += "...(+" + std::to_string(text.size() - kept.size()) + "B)";
+  }
+  return out;
+}
+
+bool IsServerFault(Status::Code code) {
+  return code == Status::Code::kInternal || code == Status::Code::kIOError ||
+         code == Status::Code::kCorruption;
+}
+
+std::string Redacted(std::string message, const std::vector<std::string>& private_strings) {
+  for (const std::string& secret : private_strings) {
+    if (secret.empty()) continue;
+    for (size_t at = message.find(secret); at != std::string::npos; at = message.find(secret, at)) {
+      message.replace(at, secret.size(), "<server path>");
+    }
+  }
+  return message;
+}
+
+bool IsRefusal(const Status& s) {
+  return s.code() == Status::Code::kUnauthenticated || s.code() == Status::Code::kPermissionDenied;
+}
+
+}  // namespace
+
+std::string LogField(std::string_view text, size_t max_bytes) {
+  return text.empty() ? "-" : Escaped(text, max_bytes, Plain);
+}
+
+std::string LogQuoted(std::string_view text, size_t max_bytes) {
+  return "\"" + Escaped(text, max_bytes, PlainInQuotes) + "\"";
+}
+
+grpc::Status ClientStatus(const Status& s, uint64_t request_id,
+                          const std::vector<std::string>& private_strings) {
+  if (s.ok()) return grpc::Status::OK;
+  const grpc::StatusCode code = ToGrpcStatus(s).error_code();
+  if (IsServerFault(s.code())) {
+    return grpc::Status(code, "fusord could not complete the request (" +
+                                  std::string(CodeName(s.code())) + "); request id " +
+                                  std::to_string(request_id) + " in fusord's log has the details");
+  }
+  return grpc::Status(code, Redacted(s.message(), private_strings));
+}
+
+RefusalLogLimiter::RefusalLogLimiter(int per_second, const Clock* clock)
+    : per_second_(per_second), clock_(clock != nullptr ? *clock : Clock::Real()) {}
+
+int64_t RefusalLogLimiter::Admit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = clock_.NowNs();
+  if (now - window_start_ns_ >= 1'000'000'000) {
+    window_start_ns_ = now;
+    in_window_ = 0;
+  }
+  if (in_window_ >= per_second_) {
+    ++held_back_;
+    return -1;
+  }
+  ++in_window_;
+  int64_t held = held_back_;
+  held_back_ = 0;
+  return held;
+}
+
+RequestLog::RequestLog(grpc::ServerContext* ctx, const char* method, uint64_t id,
+                       RequestLogPolicy* policy)
+    : ctx_(ctx),
+      method_(method),
+      id_(id),
+      policy_(policy),
+      start_(std::chrono::steady_clock::now()) {}
+
+grpc::Status RequestLog::Finish(const Status& s) {
+  grpc::Status to_client = ClientStatus(s, id_, policy_->private_strings);
+  std::string held_back;
+  if (IsRefusal(s)) {
+    int64_t held = policy_->refusals.Admit();
+    if (held < 0) return to_client;
+    if (held > 0) held_back = " refusals_not_logged=" + std::to_string(held);
+  }
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  spdlog::log(s.ok() ? spdlog::level::info : spdlog::level::warn,
+              "rpc id={} method={} peer={} principal={} graph={} target={}{} status={} "
+              "duration_ms={:.2f}{}{}{}",
+              id_, method_, LogField(ctx_->peer()), LogField(principal_), graph_, target_,
+              shared_ ? " joined=1" : "", CodeName(s.code()), ms, held_back,
+              s.ok() ? "" : " error=", s.ok() ? "" : LogQuoted(s.message()));
+  return to_client;
+}
+
+}  // namespace fusor
