@@ -1,6 +1,9 @@
-// SHA-256 (FIPS 180-4), used for canonical graph hashes and target ids: those key cached plans, so
-// a collision would serve a wrong plan, which rules out a short non-cryptographic hash. A Sha256
-// object accumulates bytes; it is not safe to share between threads while updating.
+// SHA-256 (FIPS 180-4), used for canonical graph hashes, target ids and token digests: those key
+// cached plans, so a collision would serve a wrong plan, which rules out a short
+// non-cryptographic hash. The digest is OpenSSL's (libcrypto's EVP interface, already linked
+// through gRPC); Sha256 adds the typed, endian-independent updates the hashes are built from and
+// buffers small updates. A Sha256 object owns its digest context, is movable but not copyable,
+// and is not safe to share between threads while updating.
 #pragma once
 
 #include <array>
@@ -8,11 +11,18 @@
 #include <string>
 #include <string_view>
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX.
+
 namespace fusor {
 
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&& other) noexcept;
+  Sha256& operator=(Sha256&& other) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
 
   void Update(const void* data, size_t size);
   void Update(std::string_view s) { Update(s.data(), s.size()); }
@@ -30,12 +40,11 @@ class Sha256 {
   std::string FinishHex();
 
  private:
-  void Compress(const uint8_t* block);
+  void Flush();
 
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_;
+  evp_md_ctx_st* ctx_;               // Owned.
+  std::array<uint8_t, 256> buffer_;  // Small updates gather here before they reach OpenSSL.
   size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
 };
 
 std::string Sha256Hex(std::string_view data);

@@ -17,6 +17,7 @@
 
 #include "client/connection.h"
 #include "client/exit_codes.h"
+#include "client/time_text.h"
 #include "db/default_path.h"
 #include "db/layered_plan_store.h"
 #include "db/plan_order.h"
@@ -72,16 +73,6 @@ int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string UtcText(int64_t unix_ms) {
-  if (unix_ms == 0) return "-";
-  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
-  return text;
 }
 
 std::optional<int64_t> ParseCalendarTime(const std::string& text) {
@@ -280,13 +271,13 @@ db::PlanQuery ToPlanQuery(const QueryOptions& o) {
 
 void PrintPlanTable(const std::vector<db::StoredPlan>& plans) {
   TextTable table({"GRAPH", "MODEL", "TARGET", "COST MODEL", "OPTIONS", "PREDICTED", "MEASURED",
-                   "SPEED-UP", "CREATED (UTC)", "STATUS"});
+                   "SPEED-UP", "CREATED", "STATUS"});
   for (const db::StoredPlan& s : plans) {
     const v1::Plan& p = s.plan;
     table.Add({p.graph_hash().substr(0, 12), s.model_name, p.target_id().substr(0, 12),
                p.cost_model_version(), p.search_options().empty() ? "-" : p.search_options(),
                DurationText(p.predicted_ns()), DurationText(p.measured_ns()), SpeedUpText(p),
-               UtcText(p.created_unix_ms()), s.stale ? "stale" : "current"});
+               LocalIsoTime(p.created_unix_ms()), s.stale ? "stale" : "current"});
   }
   table.Print(std::cout);
 }
@@ -407,7 +398,7 @@ void PrintMeasurements(const std::vector<db::Measurement>& measurements) {
   if (measurements.empty()) return;
   TextTable table({"MEASURED", "OF", "SAMPLES", "MEDIAN", "SPREAD"});
   for (const db::Measurement& m : measurements) {
-    table.Add({UtcText(m.measured_unix_ms),
+    table.Add({LocalIsoTime(m.measured_unix_ms),
                m.group_id ? fmt::format("group {}", *m.group_id) : "plan",
                std::to_string(m.samples_ns.size()), DurationText(m.median_ns),
                fmt::format("{:.1f}%", m.spread * 100)});
@@ -425,9 +416,9 @@ void PrintPlanDetail(const db::StoredPlan& s, const std::vector<db::Measurement>
       DurationText(p.predicted_ns()), DurationText(p.measured_ns()),
       DurationText(p.unfused_predicted_ns()), DurationText(p.unfused_measured_ns()),
       SpeedUpText(p));
-  std::cout << fmt::format("  {} groups, peak memory {}, created {} UTC, from {}\n",
-                           p.groups_size(), BytesText(p.peak_memory_bytes()),
-                           UtcText(p.created_unix_ms()), s.database);
+  std::cout << fmt::format("  {} groups, peak memory {}, created {}, from {}\n", p.groups_size(),
+                           BytesText(p.peak_memory_bytes()), LocalIsoTime(p.created_unix_ms()),
+                           s.database);
   PrintGroups(p);
   PrintMeasurements(measurements);
 }
@@ -435,10 +426,9 @@ void PrintPlanDetail(const db::StoredPlan& s, const std::vector<db::Measurement>
 void PrintHistory(const std::vector<db::HistoryEvent>& events) {
   if (events.empty()) return;
   std::cout << "\nhistory (newest first):\n";
-  TextTable table(
-      {"WHEN (UTC)", "EVENT", "TARGET", "COST MODEL", "PREDICTED", "MEASURED", "DETAIL"});
+  TextTable table({"WHEN", "EVENT", "TARGET", "COST MODEL", "PREDICTED", "MEASURED", "DETAIL"});
   for (const db::HistoryEvent& e : events) {
-    table.Add({UtcText(e.at_unix_ms), e.event, e.key.target_id.substr(0, 12),
+    table.Add({LocalIsoTime(e.at_unix_ms), e.event, e.key.target_id.substr(0, 12),
                e.key.cost_model_version, DurationText(e.predicted_ns), DurationText(e.measured_ns),
                e.detail});
   }
@@ -551,10 +541,9 @@ void PrintStats(const db::DatabaseStats& s) {
   std::cout << fmt::format("  {} calibration samples from {} calibration runs\n",
                            s.calibration_samples, s.calibration_runs);
   if (s.per_target.empty()) return;
-  TextTable table(
-      {"TARGET", "CPU", "ISA", "CALIBRATED (UTC)", "PLANS", "STALE", "CALIBRATION SAMPLES"});
+  TextTable table({"TARGET", "CPU", "ISA", "CALIBRATED", "PLANS", "STALE", "CALIBRATION SAMPLES"});
   for (const db::TargetStats& t : s.per_target) {
-    table.Add({t.target_id, t.cpu_model, t.isa, UtcText(t.calibrated_unix_ms),
+    table.Add({t.target_id, t.cpu_model, t.isa, LocalIsoTime(t.calibrated_unix_ms),
                std::to_string(t.plans), std::to_string(t.stale_plans),
                std::to_string(t.calibration_samples)});
   }

@@ -14,6 +14,7 @@
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/progress_display.h"
+#include "client/time_text.h"
 #include "costmodel/hardware_profile.h"
 #include "costmodel/validation.h"
 #include "graph/onnx_import.h"
@@ -178,7 +179,7 @@ int RunList(const TargetsFlags& f) {
   if (!response.ok()) return Fail("targets list", response.status());
   nlohmann::json all = nlohmann::json::array();
   if (!f.json) {
-    std::printf("%-26s %-12s %5s %-24s %s\n", "id", "isa", "cores", "calibrated", "cpu");
+    std::printf("%-26s %-12s %5s %-25s %s\n", "id", "isa", "cores", "calibrated", "cpu");
   }
   for (const auto& p : response->profiles()) {
     auto profile = ProfileFromProto(p);
@@ -187,10 +188,9 @@ int RunList(const TargetsFlags& f) {
       all.push_back(ProfileToJson(*profile));
       continue;
     }
-    std::string when = profile->calibrated_unix_ms
-                           ? std::to_string(profile->calibrated_unix_ms / 1000) + " (unix s)"
-                           : "never (defaults)";
-    std::printf("%-26s %-12s %5d %-24s %s\n", profile->target.Id().c_str(),
+    std::string when = profile->calibrated_unix_ms ? LocalIsoTime(profile->calibrated_unix_ms)
+                                                   : "never (defaults)";
+    std::printf("%-26s %-12s %5d %-25s %s\n", profile->target.Id().c_str(),
                 profile->target.isa.c_str(), profile->target.cores, when.c_str(),
                 profile->target.cpu_model.c_str());
   }

@@ -14,7 +14,10 @@ PACKAGES=(
   libcli11-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev   # libcrypto's SHA-256 (base/sha256.h); openssl makes the TLS tests' certificates
+  openssl
   gnuplot-nox  # `fusor costmodel validate --plot` (the scatter plot in docs/costmodel.md)
+  graphviz     # `fusor plan show --svg` (dot)
 )
 
 missing=()

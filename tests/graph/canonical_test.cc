@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "graph/onnx_import.h"
+#include "tests/graph/ir_builder.h"
 #include "tests/graph/onnx_builder.h"
 
 namespace fusor {
@@ -93,6 +94,18 @@ TEST_P(SharedModelHash, InvariantToNamesAndNodeOrder) {
 INSTANTIATE_TEST_SUITE_P(AllModels, SharedModelHash,
                          ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
                                            "efficientnet_b0", "bert_base_encoder"));
+
+// Stored plans are keyed by this hash: a change of the hashing (of its SHA-256, or of what it
+// feeds it) would orphan every plan in every tuning database. The value is pinned.
+TEST(CanonicalHash, IsPinnedForAFixedGraph) {
+  testing::IrBuilder b;
+  TensorId x = b.Input("x", {1, 8, 16, 16});
+  TensorId c = b.Act("c", {1, 8, 16, 16}), y = b.Act("y", {1, 8, 16, 16});
+  b.Op("Conv", {x, b.Weight("w", {8, 8, 3, 3})}, {c}, {testing::Ints("pads", {1, 1, 1, 1})});
+  b.Op("Relu", {c}, {y});
+  b.Output(y);
+  EXPECT_EQ(CanonicalHash(b.Build()), "43ea5e2ddf0d54cf49c82667fc626ef27a2d3bb27b6eb6cb4c016547c0c1a92c");
+}
 
 TEST(CanonicalHash, ChangesWithAnInputDim) {
   std::string bytes = ReadModel("resnet18");
