@@ -4,7 +4,12 @@
 // QPS and p50/p99/max latency per phase.
 //   build/bench/grpc_load --server 127.0.0.1:7070 [--token T] [--threads 4] [--seconds 10]
 //                         [--tune-graphs 20] [--tune-threads 2]
+//                         [--soak-seconds 60 [--soak-clients 64] [--server-pid PID]]
 // The token (read and tune roles) may also come from FUSOR_TOKEN.
+// --soak-seconds S runs a soak phase instead: --soak-clients clients (64) mix GetPlan, QueryPlans
+// and Tune (a small set of graphs, so jobs are shared and the queue fills) for S seconds; it
+// prints the calls by status code (RESOURCE_EXHAUSTED is fusord refusing by design, anything else
+// other than OK is an error) and, with --server-pid, fusord's resident memory every 10 s.
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +18,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +189,94 @@ PhaseResult TunePhase(const LoadOptions& o) {
   return r;
 }
 
+int64_t ResidentKiB(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
+}
+
+// Each client picks its next call from a fixed-seed stream: 6 in 10 GetPlan, 3 QueryPlans, 1 Tune.
+int Soak(const LoadOptions& o, const fusor::v1::GetPlanRequest& get, double seconds, int clients,
+         int server_pid) {
+  std::mutex mu;
+  std::map<std::string, int64_t> by_code;  // "Method CODE" -> calls; guarded by mu.
+  std::atomic<bool> stop{false};
+  auto count = [&](const char* method, const grpc::Status& s) {
+    static const char* kNames[] = {"OK",
+                                   "CANCELLED",
+                                   "UNKNOWN",
+                                   "INVALID_ARGUMENT",
+                                   "DEADLINE_EXCEEDED",
+                                   "NOT_FOUND",
+                                   "ALREADY_EXISTS",
+                                   "PERMISSION_DENIED",
+                                   "RESOURCE_EXHAUSTED",
+                                   "FAILED_PRECONDITION",
+                                   "ABORTED",
+                                   "OUT_OF_RANGE",
+                                   "UNIMPLEMENTED",
+                                   "INTERNAL",
+                                   "UNAVAILABLE",
+                                   "DATA_LOSS",
+                                   "UNAUTHENTICATED"};
+    int code = static_cast<int>(s.error_code());
+    std::lock_guard<std::mutex> lock(mu);
+    ++by_code[std::string(method) + " " + (code >= 0 && code <= 16 ? kNames[code] : "?")];
+  };
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto stub = Connect(o.server, 2000 + c);
+      std::mt19937 rng(static_cast<uint32_t>(c));
+      while (!stop) {
+        int pick = static_cast<int>(rng() % 10);
+        grpc::ClientContext ctx;
+        Authorize(&ctx, o.token);
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+        if (pick < 6) {
+          fusor::v1::GetPlanResponse r;
+          count("GetPlan", stub->GetPlan(&ctx, get, &r));
+        } else if (pick < 9) {
+          fusor::v1::QueryPlansRequest q;
+          q.set_page_size(20);
+          fusor::v1::QueryPlansResponse r;
+          count("QueryPlans", stub->QueryPlans(&ctx, q, &r));
+        } else {
+          fusor::v1::Plan plan;
+          count("Tune", RunTune(stub.get(), o.token,
+                                SmallTune(1 + static_cast<int>(rng() % 8),
+                                          /*force=*/false),
+                                &plan));
+        }
+      }
+    });
+  }
+  std::printf("fusord resident memory (KiB):");
+  auto start = Clock::now();
+  for (int tick = 0; Clock::now() - start < std::chrono::duration<double>(seconds); ++tick) {
+    if (server_pid > 0 && tick % 10 == 0)
+      std::printf(" %lld", static_cast<long long>(ResidentKiB(server_pid)));
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  if (server_pid > 0) std::printf(" %lld (after)", static_cast<long long>(ResidentKiB(server_pid)));
+  std::printf("\n| call | status | count |\n|---|---|---|\n");
+  int64_t errors = 0;
+  for (const auto& [key, n] : by_code) {
+    size_t space = key.find(' ');
+    std::string code = key.substr(space + 1);
+    std::printf("| %s | %s | %lld |\n", key.substr(0, space).c_str(), code.c_str(),
+                static_cast<long long>(n));
+    if (code != "OK" && code != "RESOURCE_EXHAUSTED") errors += n;
+  }
+  std::printf("errors other than RESOURCE_EXHAUSTED: %lld\n", static_cast<long long>(errors));
+  return errors == 0 ? 0 : 1;
+}
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   size_t k = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
@@ -209,6 +306,13 @@ int main(int argc, char** argv) {
   app.add_option("--tune-graphs", o.tune_graphs, "Distinct graphs to tune (0: skip the phase)")
       ->check(CLI::Range(0, 511));
   app.add_option("--tune-threads", o.tune_threads, "Tune client threads");
+  double soak_seconds = 0;
+  int soak_clients = 64;
+  int server_pid = 0;
+  app.add_option("--soak-seconds", soak_seconds, "Run the mixed soak phase for this long instead");
+  app.add_option("--soak-clients", soak_clients, "Soak clients, each on its own connection")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--server-pid", server_pid, "fusord's pid, to report its resident memory");
   CLI11_PARSE(app, argc, argv);
 
   // A plan to hit: tune one graph (a cache hit itself if it was tuned before).
@@ -223,6 +327,7 @@ int main(int argc, char** argv) {
   get.set_graph_hash(plan.graph_hash());
   get.set_target_id(plan.target_id());
 
+  if (soak_seconds > 0) return Soak(o, get, soak_seconds, soak_clients, server_pid);
   std::printf(
       "| phase | client threads | requests | errors | QPS | p50 (ms) | p99 (ms) | max (ms) |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
