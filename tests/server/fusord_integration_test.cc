@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -282,6 +284,58 @@ TEST_F(FusordSigterm, InFlightTuneFinishesWithinTheGraceAndIsStored) {
   EXPECT_EQ(PlansAfterRestart(out.in_flight_model), 1);
   EXPECT_EQ(PlansAfterRestart("committed"), 1);
   ExpectIntactDatabase();
+}
+
+// fusord SIGKILLed at random points while clients tune and store: every plan a client was told
+// about survives, the database passes SQLite's integrity check, and the restarted server answers.
+// FUSOR_KILLS sets the number of kills (default 25; docs/reliability.md gives a longer run).
+TEST_F(Fusord, KilledAtRandomPointsNeverLosesAnAcknowledgedPlan) {
+  const char* env = std::getenv("FUSOR_KILLS");
+  const int kills = env != nullptr ? std::atoi(env) : 25;
+  std::mt19937 rng(20261126);
+  std::mutex mu;
+  std::vector<std::string> acknowledged;  // Graph hashes whose Tune returned a plan; guarded by mu.
+  std::atomic<int> next_graph{0};
+  for (int k = 0; k < kills; ++k) {
+    // Prediction only (no measurement), so plans are stored many times a second.
+    auto p = FusordProcess::Start(
+        {"--db", db_, "--token-file", tokens_, "--default-measure-budget", "0"},
+        dir_ / ("killed" + std::to_string(k) + ".log"));
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    fusord_ = std::move(p).value();
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 3; ++c) {
+      clients.emplace_back([&] {
+        while (!stop) {
+          v1::TuneRequest request = TuneRequestFor(ChainGraph(4, 16 + next_graph++));
+          request.mutable_options()->set_measure_budget(0);
+          auto r = Tune(request);
+          if (r.ok()) {
+            std::lock_guard<std::mutex> lock(mu);
+            acknowledged.push_back(r->plan().graph_hash());
+          }
+        }
+      });
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<>(20, 400)(rng)));
+    fusord_->Kill();
+    stop = true;
+    for (auto& t : clients) t.join();
+  }
+  ASSERT_GT(acknowledged.size(), static_cast<size_t>(kills)) << "the clients stored plans";
+  CommandResult check = RunCommand({"/usr/bin/sqlite3", db_, "PRAGMA integrity_check"}, {}, 60s);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_EQ(check.output, "ok\n");
+  StartFusord();
+  RemoteTuner reader = Client(kReadToken);
+  for (const std::string& hash : acknowledged) {
+    v1::GetPlanRequest get;
+    get.set_graph_hash(hash);
+    EXPECT_TRUE(reader.GetPlan(get).ok()) << "acknowledged plan " << hash << " was lost";
+  }
+  std::printf("%d kills, %zu acknowledged plans, all found\n", kills, acknowledged.size());
 }
 
 TEST_F(Fusord, RefusesToListenBeyondLoopbackWithoutTokens) {

@@ -105,10 +105,13 @@ StatusOr<std::unique_ptr<FusordProcess>> FusordProcess::Start(const std::vector<
   return Status::DeadlineExceeded("fusord did not start listening:\n" + p->Log());
 }
 
-FusordProcess::~FusordProcess() {
+FusordProcess::~FusordProcess() { Kill(); }
+
+void FusordProcess::Kill() {
   if (pid_ <= 0) return;
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
+  pid_ = 0;
 }
 
 bool FusordProcess::running() const {

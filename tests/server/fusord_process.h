@@ -30,6 +30,8 @@ class FusordProcess {
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   bool running() const;
+  // SIGKILL, as a crash or the OOM killer would end it; waits for it to be gone.
+  void Kill();
   // Sends SIGTERM and waits; returns the exit code, or -1 when it had to be killed.
   int Terminate(std::chrono::seconds timeout);
   std::string Log() const;
