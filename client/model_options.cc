@@ -1,5 +1,7 @@
 #include "client/model_options.h"
 
+#include "runtime/constant_evaluator.h"
+
 namespace fusor {
 
 void ModelOptions::AddTo(CLI::App* cmd) {
@@ -14,7 +16,7 @@ void ModelOptions::AddTo(CLI::App* cmd) {
 }
 
 StatusOr<Graph> ModelOptions::Import() const {
-  ImportOptions options;
+  ImportOptions options = WithConstantFolding({});
   for (const auto& s : shapes) FUSOR_RETURN_IF_ERROR(ParseShapeBinding(s, &options));
   for (const auto& d : dims) FUSOR_RETURN_IF_ERROR(ParseDimBinding(d, &options));
   options.limits.max_nodes = max_nodes;

@@ -12,7 +12,8 @@ namespace fusor {
 namespace {
 
 using onnx::TensorProto;
-constexpr int64_t kMaxReadElements = 65536;
+constexpr int64_t kMaxReadElements = kMaxConstantElements;
+constexpr int64_t kMaxIntConstantElements = 64;
 
 bool IsFloatType(int32_t t) {
   return t == TensorProto::FLOAT || t == TensorProto::DOUBLE || t == TensorProto::FLOAT16 ||
@@ -612,10 +613,17 @@ std::optional<ConstValue> ReadConstValue(const TensorProto& t) {
   return v;
 }
 
-StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
+bool CarriedAsConstant(const ConstValue& v) {
+  return v.is_float ? v.size() <= 1 : v.size() <= kMaxIntConstantElements;
+}
+
+StatusOr<bool> FoldConstants(onnx::GraphProto* graph,
+                             const std::unordered_set<std::string>& weights) {
   std::unordered_map<std::string, ConstValue> values;
   for (const auto& init : graph->initializer()) {
-    if (auto v = ReadConstValue(init); v && v->size() <= kMaxFoldElements) values[init.name()] = *v;
+    auto v = ReadConstValue(init);
+    if (!v || (weights.count(init.name()) > 0 && !CarriedAsConstant(*v))) continue;
+    if (v->size() <= kMaxConstantElements) values[init.name()] = *v;
   }
   auto shapes = StaticShapes(*graph);
   std::vector<int> folded;
@@ -623,7 +631,9 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
   for (int i = 0; i < graph->node_size(); ++i) {
     const auto& n = graph->node(i);
     auto v = TryFold(n, values, shapes);
-    if (!v || v->size() > kMaxFoldElements) continue;
+    // A Constant node's value is only read; computed values stay small.
+    int64_t cap = n.op_type() == "Constant" ? kMaxConstantElements : kMaxFoldElements;
+    if (!v || v->size() > cap) continue;
     values[n.output(0)] = *v;
     shapes[n.output(0)] = v->dims;
     folded.push_back(i);
@@ -645,6 +655,57 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
   auto* nodes = graph->mutable_node();
   for (auto it = folded.rbegin(); it != folded.rend(); ++it) nodes->DeleteSubrange(*it, 1);
   return true;
+}
+
+namespace {
+
+// Whether node `n` reads only tensors whose values the IR carries.
+bool ReadsOnlyConstants(const Graph& g, const Node& n) {
+  bool any = false;
+  for (TensorId t : n.inputs) {
+    if (t == kNoId) continue;
+    if (g.tensor(t).kind != TensorKind::kConstant) return false;
+    any = true;
+  }
+  return any && !n.outputs.empty();
+}
+
+bool FitsAsConstant(const Tensor& out, const AttrTensor& v) {
+  int64_t n = static_cast<int64_t>(v.int_data.size() + v.float_data.size());
+  return v.dims == out.dims && n == out.num_elements() && n <= kMaxConstantElements;
+}
+
+}  // namespace
+
+StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate) {
+  std::vector<NodeId> keep;
+  int folded = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(g->num_nodes()); ++id) {
+    const Node& n = g->node(id);
+    if (!ReadsOnlyConstants(*g, n) ||
+        g->tensor(n.outputs[0]).num_elements() > kMaxConstantElements) {
+      keep.push_back(id);
+      continue;
+    }
+    StatusOr<std::vector<AttrTensor>> values = evaluate(*g, id);
+    bool fits = values.ok() && values->size() == n.outputs.size();
+    for (size_t i = 0; fits && i < n.outputs.size(); ++i) {
+      fits = FitsAsConstant(g->tensor(n.outputs[i]), (*values)[i]);
+    }
+    if (!fits) {
+      keep.push_back(id);
+      continue;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      Tensor& out = g->mutable_tensor(n.outputs[i]);
+      out.kind = TensorKind::kConstant;
+      out.int_data = std::move((*values)[i].int_data);
+      out.float_data = std::move((*values)[i].float_data);
+    }
+    ++folded;
+  }
+  if (folded > 0) *g = g->Compacted(keep);
+  return folded;
 }
 
 }  // namespace fusor
