@@ -456,6 +456,42 @@ std::optional<ConstValue> EvalWhere(const onnx::NodeProto&, const Inputs& ins) {
                      [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
 }
 
+// ReduceSum / ReduceProd / ReduceMin / ReduceMax over shape vectors (a product of dims, a
+// largest dim), over the given axes or all of them.
+Evaluator Reduce(double init, std::function<double(double, double)> f) {
+  return [init, f](const onnx::NodeProto& n, const Inputs& ins) -> std::optional<ConstValue> {
+    const ConstValue& x = *ins[0];
+    auto axes = Axes(n, ins, 1);
+    int64_t rank = static_cast<int64_t>(x.dims.size());
+    std::vector<bool> reduced(rank, axes->empty() && IntAttr(n, "noop_with_empty_axes", 0) == 0);
+    for (int64_t a : *axes) {
+      if (a < 0) a += rank;
+      if (a < 0 || a >= rank) return std::nullopt;
+      reduced[a] = true;
+    }
+    bool keep = IntAttr(n, "keepdims", 1) != 0;
+    Shape kept = x.dims, out_dims;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (reduced[i]) kept[i] = 1;
+      if (!reduced[i] || keep) out_dims.push_back(kept[i]);
+    }
+    std::vector<double> acc(NumElements(kept), init);
+    std::vector<int64_t> kept_strides = Strides(kept);
+    for (int64_t e = 0; e < x.size(); ++e) {
+      int64_t rem = e, o = 0;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        int64_t c = rem % x.dims[i];
+        rem /= x.dims[i];
+        if (!reduced[i]) o += c * kept_strides[i];
+      }
+      acc[o] = f(acc[o], x.AsDouble(e));
+    }
+    ConstValue out = Empty(x.onnx_type, out_dims);
+    for (double v : acc) Push(&out, v);
+    return out;
+  };
+}
+
 double IntDiv(double a, double b) { return b == 0 ? 0 : std::trunc(a / b); }
 
 const std::unordered_map<std::string, Evaluator>& Evaluators() {
@@ -494,6 +530,14 @@ const std::unordered_map<std::string, Evaluator>& Evaluators() {
       {"Greater", Binary([](double a, double b) { return a > b ? 1.0 : 0.0; }, true)},
       {"And", Binary([](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; }, true)},
       {"Or", Binary([](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; }, true)},
+      {"Xor", Binary([](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; }, true)},
+      {"LessOrEqual", Binary([](double a, double b) { return a <= b ? 1.0 : 0.0; }, true)},
+      {"GreaterOrEqual", Binary([](double a, double b) { return a >= b ? 1.0 : 0.0; }, true)},
+      {"Sign", Unary([](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); })},
+      {"ReduceSum", Reduce(0, [](double a, double b) { return a + b; })},
+      {"ReduceProd", Reduce(1, [](double a, double b) { return a * b; })},
+      {"ReduceMin", Reduce(INFINITY, [](double a, double b) { return std::min(a, b); })},
+      {"ReduceMax", Reduce(-INFINITY, [](double a, double b) { return std::max(a, b); })},
   };
   return *table;
 }
@@ -659,8 +703,12 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph,
 
 namespace {
 
-// Whether node `n` reads only tensors whose values the IR carries.
+// Whether node `n` reads only tensors whose values the IR carries (and writes no graph output,
+// which the runtime must produce).
 bool ReadsOnlyConstants(const Graph& g, const Node& n) {
+  for (TensorId t : n.outputs) {
+    if (g.IsGraphOutput(t)) return false;
+  }
   bool any = false;
   for (TensorId t : n.inputs) {
     if (t == kNoId) continue;

@@ -12,7 +12,8 @@
 //
 // Folded ops: Constant, Shape, Size, Identity, Cast, Gather, Unsqueeze, Squeeze, Reshape, Concat,
 // Slice, Expand, ConstantOfShape, Range, Where, unary Neg/Abs/Sqrt/Reciprocal/Floor/Ceil/Not and
-// binary Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/And/Or with broadcasting.
+// binary Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/LessOrEqual/GreaterOrEqual/And/Or/Xor
+// with broadcasting, Sign, and ReduceSum/ReduceProd/ReduceMin/ReduceMax over shape vectors.
 #pragma once
 
 #include <cstdint>
@@ -70,10 +71,11 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph,
 using ConstantNodeEvaluator =
     std::function<StatusOr<std::vector<AttrTensor>>(const Graph&, NodeId)>;
 
-// Replaces every node whose inputs are all kConstant tensors (and that has at least one input) by
-// kConstant outputs carrying the values `evaluate` computes, in node order so that chains fold;
-// a node whose evaluation fails or whose outputs exceed kMaxConstantElements stays. Returns the
-// number of nodes folded. The graph is compacted and relinked.
+// Replaces every node whose inputs are all kConstant tensors (that has at least one input and
+// writes no graph output) by kConstant outputs carrying the values `evaluate` computes, in node
+// order so that chains fold; a node whose evaluation fails or whose outputs exceed
+// kMaxConstantElements stays. Returns the number of nodes folded. The graph is compacted and
+// relinked.
 StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate);
 
 }  // namespace fusor

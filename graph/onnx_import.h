@@ -1,7 +1,8 @@
 // Imports an ONNX model file into the graph IR with every shape static. Steps: parse (size-capped),
 // bind symbolic dims from the caller, ONNX shape inference with data propagation, folding of
 // constant sub-graphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape and the like) to a
-// fixpoint, removal of Identity and inference-mode Dropout, conversion to the IR, validation,
+// fixpoint, removal of Identity and inference-mode Dropout, a check that every dim is known (else
+// an error naming the node that lost one and why), conversion to the IR, validation,
 // folding of nodes over constants with the caller's evaluator, and reordering into the canonical
 // order. Initializers need dims only: data that is external or missing is fine. Stateless; safe to
 // call from many threads at once.
