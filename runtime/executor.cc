@@ -17,7 +17,6 @@
 #include "runtime/layout_adapter.h"
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
-#include "runtime/reference.h"
 #include "runtime/reference_kernel.h"
 #include "runtime/thread_binding.h"
 
@@ -208,12 +207,15 @@ Status Executor::Compile(const FusionPlan& plan) {
         }
       }
     }
-    // A single node whose lowering fails runs through the reference fallback instead.
-    if (!kernel.ok() && alone && kernel.status().code() == Status::Code::kUnimplemented &&
-        CheckReferenceKernel(g, fg.nodes[0]).ok()) {
-      spdlog::info("executor: {} runs through the reference fallback: {}", group.label,
-                   kernel.status().message());
-      kernel = BuildReferenceKernel(ctx, fg.nodes[0]);
+    // A single node whose lowering fails runs through the reference fallback instead, when the
+    // interpreter runs it; otherwise the lowering's error stands.
+    if (!kernel.ok() && alone && kernel.status().code() == Status::Code::kUnimplemented) {
+      auto fallback = BuildReferenceKernel(ctx, fg.nodes[0]);
+      if (fallback.ok()) {
+        spdlog::info("executor: {} runs through the reference fallback: {}", group.label,
+                     kernel.status().message());
+        kernel = std::move(fallback);
+      }
     }
     if (!kernel.ok()) {
       omp_set_num_threads(threads_);

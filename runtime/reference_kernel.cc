@@ -23,7 +23,8 @@ class ReferenceKernel : public GroupKernel {
     for (TensorId t : n.inputs) {
       if (t == kNoId) continue;
       void* p = tensor(t);
-      if (p == nullptr) return Missing(t);
+      // An empty tensor (Resize's unused roi) has no storage.
+      if (p == nullptr && g_->tensor(t).num_elements() > 0) return Missing(t);
       inputs_.push_back({t, p});
     }
     // An output nothing reads (an LSTM's final state) has no buffer: computed, then dropped.
@@ -62,6 +63,7 @@ class ReferenceKernel : public GroupKernel {
     const Tensor& info = g_->tensor(t);
     HostTensor h = HostTensor::Zeros(info.dtype, info.dims);
     size_t n = static_cast<size_t>(h.num_elements());
+    if (n == 0) return h;
     if (h.is_float()) {
       std::memcpy(h.f.data(), p, n * sizeof(float));
     } else {
@@ -97,10 +99,25 @@ class ReferenceKernel : public GroupKernel {
   bool reported_ = false;
 };
 
+// Runs the node once on its constants and zero activations, so that an attribute or parameter
+// the interpreter does not support (a cubic Resize, a batch-first LSTM) fails the build, naming
+// the node, instead of every run.
+Status TryOnce(const KernelContext& ctx, NodeId id) {
+  const Graph& g = *ctx.g;
+  TensorValues values;
+  for (TensorId t : g.node(id).inputs) {
+    if (t == kNoId) continue;
+    const HostTensor* known = ctx.known ? ctx.known(t) : nullptr;
+    values[t] = known ? *known : HostTensor::Zeros(g.tensor(t).dtype, g.tensor(t).dims);
+  }
+  return RunReferenceNode(g, id, &values);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildReferenceKernel(const KernelContext& ctx, NodeId id) {
   FUSOR_RETURN_IF_ERROR(CheckReferenceKernel(*ctx.g, id));
+  FUSOR_RETURN_IF_ERROR(TryOnce(ctx, id));
   return std::unique_ptr<GroupKernel>(new ReferenceKernel(ctx.g, id));
 }
 

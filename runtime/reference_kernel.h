@@ -17,7 +17,8 @@
 namespace fusor {
 
 // A kernel for node `id`; Unimplemented, naming the node and op, when the reference interpreter
-// has no kernel for the op or a dtype the runtime does not compute in.
+// has no kernel for the op, a dtype the runtime does not compute in, or fails on the node's
+// attributes (it is run once on the node's constants and zero activations to find out).
 StatusOr<std::unique_ptr<GroupKernel>> BuildReferenceKernel(const KernelContext& ctx, NodeId id);
 
 }  // namespace fusor
