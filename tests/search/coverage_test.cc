@@ -49,7 +49,9 @@ TEST_P(Coverage, ImportsTunesAndRuns) {
   auto searched = SearchPlan(*g, model, o);
   ASSERT_TRUE(searched.ok()) << searched.status().ToString();
   for (const FusionGroup& group : searched->plan.groups) {
-    if (group.kind == GroupKind::kOpaque) EXPECT_EQ(group.nodes.size(), 1u);
+    if (group.kind == GroupKind::kOpaque) {
+      EXPECT_EQ(group.nodes.size(), 1u);
+    }
   }
   ExecutorOptions eo;
   eo.chain_backend = ChainBackend::kFusedLoop;  // No timing at Create: values only.
