@@ -18,6 +18,7 @@
 #include "costmodel/hardware_profile.h"
 #include "costmodel/validation.h"
 #include "graph/onnx_import.h"
+#include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
 #include "server/calibration_log.h"
@@ -309,7 +310,7 @@ int RunValidate(const ValidateFlags& f) {
   if (!profile.ok()) return Fail("costmodel validate", profile.status());
   std::vector<HeldOutRegion> regions;
   for (const auto& path : f.models) {
-    auto g = ImportOnnxFile(path);
+    auto g = ImportOnnxFile(path, WithConstantFolding({}));
     if (!g.ok()) return Fail("costmodel validate", g.status());
     for (auto& r : HeldOutRegions(*g, f.max_ops, f.regions, f.seed))
       regions.push_back(std::move(r));

@@ -15,6 +15,7 @@
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
+#include "graph/summary.h"
 
 namespace fusor {
 namespace {
@@ -66,6 +67,8 @@ void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
   }
   std::printf(")%s\n",
               recomputed ? (", " + std::to_string(recomputed) + " recomputed copies").c_str() : "");
+  std::string unfused = UnfusedOpsText(UnfusedOps(g));
+  if (!unfused.empty()) std::printf("unfused          %s (reference fallback)\n", unfused.c_str());
   std::printf("predicted        %s vs %s unfused: %s\n", Ms(plan.predicted_ns()).c_str(),
               Ms(plan.unfused_predicted_ns()).c_str(),
               Ratio(plan.unfused_predicted_ns(), plan.predicted_ns()).c_str());
@@ -88,19 +91,19 @@ Status SavePlan(const Graph& g, const v1::Plan& plan, const std::string& path) {
   return out ? Status::Ok() : Status::IOError("cannot write '" + path + "'");
 }
 
-int RunTune(const TuneFlags& f) {
-  auto g = f.model.Import();
-  if (!g.ok()) {
-    std::cerr << "fusor tune: " << g.status().message() << "\n";
-    return ExitCodeFor(g.status());
-  }
-  auto api = Connect(f.connection);
-  if (!api.ok()) {
-    std::cerr << "fusor tune: " << api.status().message() << "\n";
-    return ExitCodeFor(api.status());
-  }
+// PLAN.json for one binding, PLAN.batch=8.json when several bindings are tuned.
+std::string PlanPathFor(const std::string& path, const std::string& label, bool several) {
+  if (!several || label.empty()) return path;
+  size_t dot = path.rfind('.');
+  size_t slash = path.rfind('/');
+  bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return has_ext ? path.substr(0, dot) + "." + label + path.substr(dot) : path + "." + label;
+}
+
+// Tunes one bound graph and prints its summary; returns an exit code.
+int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string& save_path) {
   v1::TuneRequest request;
-  *request.mutable_graph() = ToProto(*g);
+  *request.mutable_graph() = ToProto(g);
   request.set_target_id(f.target);
   request.set_force(f.force);
   auto* o = request.mutable_options();
@@ -112,7 +115,7 @@ int RunTune(const TuneFlags& f) {
   ProgressDisplay progress;
   v1::TuneEvent::Result result;
   bool got_result = false;
-  Status s = (*api)->Tune(
+  Status s = api.Tune(
       request,
       [&](const v1::TuneEvent& e) {
         if (e.has_progress()) {
@@ -129,8 +132,8 @@ int RunTune(const TuneFlags& f) {
     std::cerr << "fusor tune: " << s.ToString() << "\n";
     return ExitCodeFor(s);
   }
-  if (!f.save_plan.empty()) {
-    Status saved = SavePlan(*g, result.plan(), f.save_plan);
+  if (!save_path.empty()) {
+    Status saved = SavePlan(g, result.plan(), save_path);
     if (!saved.ok()) {
       std::cerr << "fusor tune: " << saved.message() << "\n";
       return ExitCodeFor(saved);
@@ -143,7 +146,30 @@ int RunTune(const TuneFlags& f) {
     (void)google::protobuf::util::MessageToJsonString(result, &text, opts);
     std::cout << text << "\n";
   } else {
-    PrintSummary(result.plan(), result.cache_hit(), *g);
+    PrintSummary(result.plan(), result.cache_hit(), g);
+  }
+  return kExitOk;
+}
+
+// Every binding of the symbolic dims (`--dim batch=1,8,32`) is its own graph and hash, tuned and
+// stored in turn, as a build farm tunes each shape it deploys.
+int RunTune(const TuneFlags& f) {
+  auto bound = f.model.ImportEach();
+  if (!bound.ok()) {
+    std::cerr << "fusor tune: " << bound.status().message() << "\n";
+    return ExitCodeFor(bound.status());
+  }
+  auto api = Connect(f.connection);
+  if (!api.ok()) {
+    std::cerr << "fusor tune: " << api.status().message() << "\n";
+    return ExitCodeFor(api.status());
+  }
+  bool several = bound->size() > 1;
+  for (size_t i = 0; i < bound->size(); ++i) {
+    const ModelOptions::Bound& b = (*bound)[i];
+    if (several && !f.json) std::printf("%sbinding          %s\n", i ? "\n" : "", b.label.c_str());
+    int code = TuneOne(f, **api, b.graph, PlanPathFor(f.save_plan, b.label, several));
+    if (code != kExitOk) return code;
   }
   return kExitOk;
 }
@@ -163,7 +189,9 @@ void AddTuneCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--target", f->target, "Target id to tune for (default: the tuner's own CPU)");
   cmd->add_flag("--force", f->force, "Tune again even if a current plan is stored");
   cmd->add_flag("--json", f->json, "Print the result as JSON");
-  cmd->add_option("--save-plan", f->save_plan, "Write the plan as JSON for `fusor run --plan`");
+  cmd->add_option("--save-plan", f->save_plan,
+                  "Write the plan as JSON for `fusor run --plan` (PLAN.batch=8.json per binding "
+                  "when --dim gives several)");
   cmd->callback([f, exit_code] { *exit_code = RunTune(*f); });
 }
 

@@ -12,7 +12,8 @@ namespace fusor {
 namespace {
 
 using onnx::TensorProto;
-constexpr int64_t kMaxReadElements = 65536;
+constexpr int64_t kMaxReadElements = kMaxConstantElements;
+constexpr int64_t kMaxIntConstantElements = 64;
 
 bool IsFloatType(int32_t t) {
   return t == TensorProto::FLOAT || t == TensorProto::DOUBLE || t == TensorProto::FLOAT16 ||
@@ -455,6 +456,42 @@ std::optional<ConstValue> EvalWhere(const onnx::NodeProto&, const Inputs& ins) {
                      [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; });
 }
 
+// ReduceSum / ReduceProd / ReduceMin / ReduceMax over shape vectors (a product of dims, a
+// largest dim), over the given axes or all of them.
+Evaluator Reduce(double init, std::function<double(double, double)> f) {
+  return [init, f](const onnx::NodeProto& n, const Inputs& ins) -> std::optional<ConstValue> {
+    const ConstValue& x = *ins[0];
+    auto axes = Axes(n, ins, 1);
+    int64_t rank = static_cast<int64_t>(x.dims.size());
+    std::vector<bool> reduced(rank, axes->empty() && IntAttr(n, "noop_with_empty_axes", 0) == 0);
+    for (int64_t a : *axes) {
+      if (a < 0) a += rank;
+      if (a < 0 || a >= rank) return std::nullopt;
+      reduced[a] = true;
+    }
+    bool keep = IntAttr(n, "keepdims", 1) != 0;
+    Shape kept = x.dims, out_dims;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (reduced[i]) kept[i] = 1;
+      if (!reduced[i] || keep) out_dims.push_back(kept[i]);
+    }
+    std::vector<double> acc(NumElements(kept), init);
+    std::vector<int64_t> kept_strides = Strides(kept);
+    for (int64_t e = 0; e < x.size(); ++e) {
+      int64_t rem = e, o = 0;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        int64_t c = rem % x.dims[i];
+        rem /= x.dims[i];
+        if (!reduced[i]) o += c * kept_strides[i];
+      }
+      acc[o] = f(acc[o], x.AsDouble(e));
+    }
+    ConstValue out = Empty(x.onnx_type, out_dims);
+    for (double v : acc) Push(&out, v);
+    return out;
+  };
+}
+
 double IntDiv(double a, double b) { return b == 0 ? 0 : std::trunc(a / b); }
 
 const std::unordered_map<std::string, Evaluator>& Evaluators() {
@@ -493,6 +530,14 @@ const std::unordered_map<std::string, Evaluator>& Evaluators() {
       {"Greater", Binary([](double a, double b) { return a > b ? 1.0 : 0.0; }, true)},
       {"And", Binary([](double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; }, true)},
       {"Or", Binary([](double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; }, true)},
+      {"Xor", Binary([](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; }, true)},
+      {"LessOrEqual", Binary([](double a, double b) { return a <= b ? 1.0 : 0.0; }, true)},
+      {"GreaterOrEqual", Binary([](double a, double b) { return a >= b ? 1.0 : 0.0; }, true)},
+      {"Sign", Unary([](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); })},
+      {"ReduceSum", Reduce(0, [](double a, double b) { return a + b; })},
+      {"ReduceProd", Reduce(1, [](double a, double b) { return a * b; })},
+      {"ReduceMin", Reduce(INFINITY, [](double a, double b) { return std::min(a, b); })},
+      {"ReduceMax", Reduce(-INFINITY, [](double a, double b) { return std::max(a, b); })},
   };
   return *table;
 }
@@ -612,10 +657,17 @@ std::optional<ConstValue> ReadConstValue(const TensorProto& t) {
   return v;
 }
 
-StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
+bool CarriedAsConstant(const ConstValue& v) {
+  return v.is_float ? v.size() <= 1 : v.size() <= kMaxIntConstantElements;
+}
+
+StatusOr<bool> FoldConstants(onnx::GraphProto* graph,
+                             const std::unordered_set<std::string>& weights) {
   std::unordered_map<std::string, ConstValue> values;
   for (const auto& init : graph->initializer()) {
-    if (auto v = ReadConstValue(init); v && v->size() <= kMaxFoldElements) values[init.name()] = *v;
+    auto v = ReadConstValue(init);
+    if (!v || (weights.count(init.name()) > 0 && !CarriedAsConstant(*v))) continue;
+    if (v->size() <= kMaxConstantElements) values[init.name()] = *v;
   }
   auto shapes = StaticShapes(*graph);
   std::vector<int> folded;
@@ -623,7 +675,9 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
   for (int i = 0; i < graph->node_size(); ++i) {
     const auto& n = graph->node(i);
     auto v = TryFold(n, values, shapes);
-    if (!v || v->size() > kMaxFoldElements) continue;
+    // A Constant node's value is only read; computed values stay small.
+    int64_t cap = n.op_type() == "Constant" ? kMaxConstantElements : kMaxFoldElements;
+    if (!v || v->size() > cap) continue;
     values[n.output(0)] = *v;
     shapes[n.output(0)] = v->dims;
     folded.push_back(i);
@@ -645,6 +699,61 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
   auto* nodes = graph->mutable_node();
   for (auto it = folded.rbegin(); it != folded.rend(); ++it) nodes->DeleteSubrange(*it, 1);
   return true;
+}
+
+namespace {
+
+// Whether node `n` reads only tensors whose values the IR carries (and writes no graph output,
+// which the runtime must produce).
+bool ReadsOnlyConstants(const Graph& g, const Node& n) {
+  for (TensorId t : n.outputs) {
+    if (g.IsGraphOutput(t)) return false;
+  }
+  bool any = false;
+  for (TensorId t : n.inputs) {
+    if (t == kNoId) continue;
+    if (g.tensor(t).kind != TensorKind::kConstant) return false;
+    any = true;
+  }
+  return any && !n.outputs.empty();
+}
+
+bool FitsAsConstant(const Tensor& out, const AttrTensor& v) {
+  int64_t n = static_cast<int64_t>(v.int_data.size() + v.float_data.size());
+  return v.dims == out.dims && n == out.num_elements() && n <= kMaxConstantElements;
+}
+
+}  // namespace
+
+StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate) {
+  std::vector<NodeId> keep;
+  int folded = 0;
+  for (NodeId id = 0; id < static_cast<NodeId>(g->num_nodes()); ++id) {
+    const Node& n = g->node(id);
+    if (!ReadsOnlyConstants(*g, n) ||
+        g->tensor(n.outputs[0]).num_elements() > kMaxConstantElements) {
+      keep.push_back(id);
+      continue;
+    }
+    StatusOr<std::vector<AttrTensor>> values = evaluate(*g, id);
+    bool fits = values.ok() && values->size() == n.outputs.size();
+    for (size_t i = 0; fits && i < n.outputs.size(); ++i) {
+      fits = FitsAsConstant(g->tensor(n.outputs[i]), (*values)[i]);
+    }
+    if (!fits) {
+      keep.push_back(id);
+      continue;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      Tensor& out = g->mutable_tensor(n.outputs[i]);
+      out.kind = TensorKind::kConstant;
+      out.int_data = std::move((*values)[i].int_data);
+      out.float_data = std::move((*values)[i].float_data);
+    }
+    ++folded;
+  }
+  if (folded > 0) *g = g->Compacted(keep);
+  return folded;
 }
 
 }  // namespace fusor

@@ -5,13 +5,22 @@
 // inference sees constants and every shape becomes static. Values are small (shape vectors,
 // scalars); outputs above kMaxFoldElements are left alone. Stateless; thread-safe.
 //
+// The folder reads the values of an initializer from the file only when the IR carries them anyway
+// (CarriedAsConstant: small integer vectors, scalars): initializers are weights, and no value
+// derived from a weight may reach the IR, which leaves the machine. Constant nodes are structure
+// (masks, shape constants) and are read up to kMaxConstantElements.
+//
 // Folded ops: Constant, Shape, Size, Identity, Cast, Gather, Unsqueeze, Squeeze, Reshape, Concat,
 // Slice, Expand, ConstantOfShape, Range, Where, unary Neg/Abs/Sqrt/Reciprocal/Floor/Ceil/Not and
-// binary Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/And/Or with broadcasting.
+// binary Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/LessOrEqual/GreaterOrEqual/And/Or/Xor
+// with broadcasting, Sign, and ReduceSum/ReduceProd/ReduceMin/ReduceMax over shape vectors.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -25,6 +34,9 @@ class TensorProto;
 namespace fusor {
 
 inline constexpr int64_t kMaxFoldElements = 4096;
+// The largest constant whose values the IR carries: a Constant node's value, or a value folded
+// from constants (a 128x128 causal mask has 16384).
+inline constexpr int64_t kMaxConstantElements = 65536;
 
 // A known tensor value. Integers and bools live in `ints`, floating point in `floats`.
 struct ConstValue {
@@ -43,7 +55,27 @@ struct ConstValue {
 // than 65536 elements, or of a type Fusor does not read (strings, float16, complex).
 std::optional<ConstValue> ReadConstValue(const onnx::TensorProto& t);
 
-// One pass over the graph in node order; returns whether anything was folded.
-StatusOr<bool> FoldConstants(onnx::GraphProto* graph);
+// Whether the IR carries the values of an initializer from the file (an integer vector of up to
+// 64 elements, or a scalar); other initializers are weights, carried as dims only.
+bool CarriedAsConstant(const ConstValue& v);
+
+// One pass over the graph in node order; returns whether anything was folded. `weights` names the
+// file's own initializers: their values are read only when CarriedAsConstant.
+StatusOr<bool> FoldConstants(onnx::GraphProto* graph,
+                             const std::unordered_set<std::string>& weights);
+
+// Evaluates one node of an IR graph whose inputs are all kConstant tensors: the values of its
+// outputs, in the order of Node::outputs, or an error (Unimplemented for an op it does not
+// evaluate). The import takes it as a parameter because the evaluator, the reference
+// interpreter, lives in runtime/, which graph/ may not depend on.
+using ConstantNodeEvaluator =
+    std::function<StatusOr<std::vector<AttrTensor>>(const Graph&, NodeId)>;
+
+// Replaces every node whose inputs are all kConstant tensors (that has at least one input and
+// writes no graph output) by kConstant outputs carrying the values `evaluate` computes, in node
+// order so that chains fold; a node whose evaluation fails or whose outputs exceed
+// kMaxConstantElements stays. Returns the number of nodes folded. The graph is compacted and
+// relinked.
+StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate);
 
 }  // namespace fusor

@@ -253,13 +253,87 @@ void RemovePassThrough(onnx::GraphProto* g) {
   }
 }
 
-Status FoldToFixpoint(onnx::ModelProto* model) {
+Status FoldToFixpoint(onnx::ModelProto* model, const std::unordered_set<std::string>& weights) {
   for (int round = 0; round < kMaxFoldRounds; ++round) {
     FUSOR_RETURN_IF_ERROR(InferShapes(model));
-    FUSOR_ASSIGN_OR_RETURN(bool changed, FoldConstants(model->mutable_graph()));
+    FUSOR_ASSIGN_OR_RETURN(bool changed, FoldConstants(model->mutable_graph(), weights));
     if (!changed) return Status::Ok();
   }
   return InferShapes(model);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Explaining a dim that stays unknown
+
+bool IsStatic(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return false;
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return false;
+  }
+  return true;
+}
+
+// The inputs whose values (not only shapes) decide an op's output shape.
+std::vector<int> ShapeOperands(const std::string& op) {
+  static const std::unordered_map<std::string, std::vector<int>> kOperands = {
+      {"Reshape", {1}},   {"Expand", {1}},          {"Slice", {1, 2, 3, 4}}, {"Range", {0, 1, 2}},
+      {"Tile", {1}},      {"ConstantOfShape", {0}}, {"Resize", {1, 2, 3}},   {"Upsample", {1}},
+      {"Pad", {1, 3}},    {"Squeeze", {1}},         {"Unsqueeze", {1}},      {"Split", {1}},
+      {"TopK", {1}},      {"OneHot", {1}},          {"ReduceMean", {1}},     {"ReduceSum", {1}},
+      {"ReduceMax", {1}}, {"CenterCropPad", {1}}};
+  auto it = kOperands.find(op);
+  return it == kOperands.end() ? std::vector<int>{} : it->second;
+}
+
+// Why `n`, whose inputs all have static shapes, gives an output of unknown dims: the shape operand
+// that has no constant value and the node computing it, or the op's nature.
+std::string LostDimReason(const onnx::GraphProto& g, const onnx::NodeProto& n,
+                          const std::unordered_set<std::string>& constants) {
+  if (n.op_type() == "NonZero" || n.op_type() == "Unique" || n.op_type() == "NonMaxSuppression") {
+    return "its output size depends on the input values, which Fusor never reads";
+  }
+  for (int i : ShapeOperands(n.op_type())) {
+    if (i >= n.input_size() || n.input(i).empty() || constants.count(n.input(i))) continue;
+    std::string from = "a graph input";
+    for (const auto& p : g.node()) {
+      for (const auto& o : p.output()) {
+        if (o == n.input(i)) from = "node '" + p.name() + "' (" + p.op_type() + ")";
+      }
+    }
+    return "its input '" + n.input(i) + "' decides the output shape but has no constant value (" +
+           from + " computes it from values Fusor does not have or cannot fold)";
+  }
+  return "ONNX shape inference has no rule giving it from the input shapes for this op";
+}
+
+// Fails naming the first node (in topological order) whose inputs all have static shapes but
+// whose output does not: the node that lost the dim. Graph inputs are bound by now, so a dim
+// unknown here cannot be fixed with --dim; the message says why it was lost instead.
+Status CheckEveryDimResolved(const onnx::GraphProto& g) {
+  std::unordered_map<std::string, bool> is_static;
+  std::unordered_set<std::string> constants;
+  for (const auto& v : g.input()) is_static[v.name()] = IsStatic(v);
+  for (const auto& v : g.value_info()) is_static[v.name()] = IsStatic(v);
+  for (const auto& v : g.output()) is_static[v.name()] = IsStatic(v);
+  for (const auto& t : g.initializer()) {
+    is_static[t.name()] = true;
+    constants.insert(t.name());
+  }
+  for (const auto& n : g.node()) {
+    bool inputs_static = true;
+    for (const auto& in : n.input()) inputs_static &= in.empty() || is_static[in];
+    for (const auto& out : n.output()) {
+      if (out.empty() || is_static[out] || !inputs_static) continue;
+      std::string name = n.name().empty() ? n.op_type() : n.name();
+      return Status::InvalidArgument(
+          "node '" + name + "' (" + n.op_type() + ") loses a dim: its inputs have static shapes, " +
+          "its output '" + out + "' does not, because " + LostDimReason(g, n, constants) +
+          ". Every graph input is bound, so --dim cannot help; re-export the model with static "
+          "shapes (for example torch.onnx.export without dynamic_axes, or onnxsim with "
+          "--overwrite-input-shape), or report the op and this message");
+    }
+  }
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,7 +370,8 @@ StatusOr<Shape> StaticShape(const TypeInfo& info, const std::string& tensor,
       std::string sym = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
       return Status::InvalidArgument(who + ": dim " + std::to_string(i) + " of '" + tensor +
                                      "' is not static" + sym +
-                                     "; bind the model's symbolic dims with --dim or --shape");
+                                     "; ONNX shape inference could not compute it from the "
+                                     "bound graph inputs");
     }
     dims.push_back(d.dim_value());
   }
@@ -314,10 +389,13 @@ StatusOr<DType> ConvertDType(int32_t onnx_type, const std::string& tensor) {
 
 // Small integer constants and float scalars parameterise ops; their values are kept, and so are
 // those of small float tensors that parameterise an op (`float_parameter`: Resize's scales and
-// roi). Everything else from an initializer is a weight: dims only.
-constexpr int64_t kMaxIntConstantElements = 64;
+// roi), and every value that comes from a Constant node or was folded from constants
+// (`structural`: masks, fill values) up to kMaxConstantElements. Everything else from an
+// initializer of the file is a weight: dims only.
+constexpr int64_t kMaxFloatParameterElements = 64;
 
-Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype, bool float_parameter) {
+Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype, bool float_parameter,
+                         bool structural) {
   Tensor t;
   t.name = init.name();
   t.dtype = dtype;
@@ -325,11 +403,10 @@ Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype, bool float_
   t.kind = TensorKind::kWeight;
   std::optional<ConstValue> value = ReadConstValue(init);
   if (!value) return t;
-  int64_t elements = static_cast<int64_t>(value->ints.size() + value->floats.size());
-  bool small_int = !value->is_float && elements <= kMaxIntConstantElements;
-  bool float_scalar = value->is_float && elements <= 1;
-  bool small_float = value->is_float && float_parameter && elements <= kMaxIntConstantElements;
-  if (small_int || float_scalar || small_float) {
+  int64_t elements = value->size();
+  bool small_float = value->is_float && float_parameter && elements <= kMaxFloatParameterElements;
+  if (CarriedAsConstant(*value) || small_float ||
+      (structural && elements <= kMaxConstantElements)) {
     t.kind = TensorKind::kConstant;
     t.int_data = value->ints;
     t.float_data = value->floats;
@@ -371,7 +448,10 @@ StatusOr<AttrValue> ConvertAttribute(const onnx::AttributeProto& a, const std::s
 
 class IrBuilder {
  public:
-  IrBuilder(const onnx::ModelProto& model, int64_t opset) : model_(model), opset_(opset) {
+  // `weights`: the initializers of the file (as opposed to those folded from constants).
+  IrBuilder(const onnx::ModelProto& model, int64_t opset,
+            const std::unordered_set<std::string>& weights)
+      : model_(model), opset_(opset), weights_(weights) {
     types_ = CollectTypes(model.graph());
     for (const auto& init : model.graph().initializer()) initializers_[init.name()] = &init;
     for (const auto& node : model.graph().node()) {
@@ -430,8 +510,8 @@ class IrBuilder {
                                      "output of an earlier node");
     }
     FUSOR_ASSIGN_OR_RETURN(DType dtype, ConvertDType(init->second->data_type(), name));
-    TensorId id = graph_.AddTensor(
-        InitializerTensor(*init->second, dtype, float_parameters_.count(name) > 0));
+    TensorId id = graph_.AddTensor(InitializerTensor(
+        *init->second, dtype, float_parameters_.count(name) > 0, weights_.count(name) == 0));
     ids_[name] = id;
     return id;
   }
@@ -489,6 +569,7 @@ class IrBuilder {
   Graph graph_;
   std::unordered_map<std::string, TypeInfo> types_;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
+  const std::unordered_set<std::string>& weights_;
   std::unordered_set<std::string> float_parameters_;  // Float initializers whose values to keep.
   std::unordered_map<std::string, TensorId> ids_;
 };
@@ -580,13 +661,19 @@ StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& opt
   }
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
-  FUSOR_RETURN_IF_ERROR(FoldToFixpoint(&model));
+  std::unordered_set<std::string> weights;
+  for (const auto& init : model.graph().initializer()) weights.insert(init.name());
+  FUSOR_RETURN_IF_ERROR(FoldToFixpoint(&model, weights));
   RemovePassThrough(model.mutable_graph());
+  FUSOR_RETURN_IF_ERROR(CheckEveryDimResolved(model.graph()));
   std::string name = !options.model_name.empty()     ? options.model_name
                      : !model.graph().name().empty() ? model.graph().name()
                                                      : "model";
-  FUSOR_ASSIGN_OR_RETURN(Graph g, IrBuilder(model, opset).Build(name));
+  FUSOR_ASSIGN_OR_RETURN(Graph g, IrBuilder(model, opset, weights).Build(name));
   FUSOR_RETURN_IF_ERROR(Validate(g, options.limits));
+  if (options.evaluate_constants) {
+    FUSOR_RETURN_IF_ERROR(FoldConstantNodes(&g, options.evaluate_constants).status());
+  }
   g = FoldWeightOnlyNodes(std::move(g));
   return Canonicalize(g);
 }

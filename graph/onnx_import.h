@@ -1,9 +1,11 @@
 // Imports an ONNX model file into the graph IR with every shape static. Steps: parse (size-capped),
 // bind symbolic dims from the caller, ONNX shape inference with data propagation, folding of
 // constant sub-graphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape and the like) to a
-// fixpoint, removal of Identity and inference-mode Dropout, conversion to the IR, validation, and
-// reordering into the canonical order. Initializers need dims only: data that is external or
-// missing is fine. Stateless; safe to call from many threads at once.
+// fixpoint, removal of Identity and inference-mode Dropout, a check that every dim is known (else
+// an error naming the node that lost one and why), conversion to the IR, validation,
+// folding of nodes over constants with the caller's evaluator, and reordering into the canonical
+// order. Initializers need dims only: data that is external or missing is fine. Stateless; safe to
+// call from many threads at once.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "graph/constant_folding.h"
 #include "graph/graph.h"
 #include "graph/validate.h"
 
@@ -28,6 +31,10 @@ struct ImportOptions {
   ValidationLimits limits;
   // Files larger than this are refused before parsing.
   int64_t max_file_bytes = int64_t{1} << 31;
+  // Folds every node whose inputs are all constants (Trilu over a mask, Where, Range, ...) after
+  // conversion to the IR; unset, only the shape arithmetic above is folded. Callers that link
+  // runtime/ pass EvaluateConstantNode (runtime/constant_evaluator.h), the reference interpreter.
+  ConstantNodeEvaluator evaluate_constants;
 };
 
 // Parses "--shape input=1x3x224x224" values ("input=1x3x224x224") and "--dim batch=8" values.

@@ -168,6 +168,19 @@ void PowFlops(const Graph& g, const Node& n, OpCost* c) {
   }
 }
 
+// LSTM (layout 0: X [seq, batch, input]): per step, direction and batch entry the four gate
+// products W x and R h (2 * 4H * (I + H)), the bias, peephole and state updates (~10 H), and five
+// transcendentals per hidden unit (three sigmoids, two tanh).
+void LstmFlops(const Graph& g, const Node& n, OpCost* c) {
+  const Shape& x = Input(g, n, 0)->dims;
+  const Shape& w = Input(g, n, 1)->dims;
+  if (x.size() != 3 || w.size() != 3) return;
+  double steps = static_cast<double>(x[0] * x[1] * w[0]);
+  double hidden = static_cast<double>(w[1] / 4), in = static_cast<double>(w[2]);
+  c->flops = steps * (8 * hidden * (in + hidden) + 10 * hidden);
+  c->transcendentals = steps * 5 * hidden;
+}
+
 void LayerNormFlops(const Graph& g, const Node& n, OpCost* c) {
   const Tensor& x = *Input(g, n, 0);
   int64_t axis = NormAxis(n.GetInt("axis", -1), x.dims.size());
@@ -496,6 +509,10 @@ const std::unordered_map<std::string_view, OpInfo>& Table() {
       {"Pad", {OpClass::kInjective, NoFlops, NoCheck}},
       {"Resize", {OpClass::kInjective, ResizeFlops, NoCheck}},
       {"Trilu", {OpClass::kInjective, NoFlops, CheckFirstInput}},
+      // Known but never fused: each runs as a group of its own through the runtime's reference
+      // fallback; the entries give the cost model their FLOPs.
+      {"LSTM", {OpClass::kOpaque, LstmFlops, NoCheck}},
+      {"InstanceNormalization", {OpClass::kOpaque, PerElement(5, 0), CheckFirstInput}},
   };
   return *table;
 }

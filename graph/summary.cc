@@ -40,6 +40,29 @@ std::string CountTable(const std::map<std::string, int64_t>& counts) {
 
 }  // namespace
 
+std::map<std::string, int64_t> UnfusedOps(const Graph& g) {
+  std::map<std::string, int64_t> ops;
+  for (const Node& n : g.nodes()) {
+    if (ClassifyNode(g, n) != OpClass::kOpaque) continue;
+    ++ops[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type];
+  }
+  return ops;
+}
+
+std::string UnfusedOpsText(const std::map<std::string, int64_t>& unfused) {
+  std::vector<std::pair<std::string, int64_t>> rows(unfused.begin(), unfused.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  int64_t total = 0;
+  std::string list;
+  for (const auto& [op, n] : rows) {
+    total += n;
+    list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(n);
+  }
+  if (total == 0) return "";
+  return std::to_string(total) + (total == 1 ? " node runs" : " nodes run") + " unfused: " + list;
+}
+
 GraphSummary Summarize(const Graph& g) {
   GraphSummary s;
   s.model_name = g.model_name;
@@ -60,6 +83,7 @@ GraphSummary Summarize(const Graph& g) {
   for (const Tensor& t : g.tensors()) {
     if (t.kind == TensorKind::kWeight) s.weight_bytes += t.bytes();
   }
+  s.unfused_per_op = UnfusedOps(g);
   for (TensorId id : g.inputs()) s.inputs.emplace_back(g.tensor(id).name, TypeString(g.tensor(id)));
   for (TensorId id : g.outputs())
     s.outputs.emplace_back(g.tensor(id).name, TypeString(g.tensor(id)));
@@ -80,6 +104,7 @@ nlohmann::json SummaryToJson(const GraphSummary& s) {
   j["bytes_read"] = s.bytes_read;
   j["bytes_written"] = s.bytes_written;
   j["weight_bytes"] = s.weight_bytes;
+  j["unfused_per_op"] = s.unfused_per_op;
   for (const auto& [name, type] : s.inputs) j["inputs"].push_back({{"name", name}, {"type", type}});
   for (const auto& [name, type] : s.outputs)
     j["outputs"].push_back({{"name", name}, {"type", type}});
@@ -100,6 +125,8 @@ std::string SummaryToText(const GraphSummary& s) {
          Human(static_cast<double>(s.bytes_written), "B") + " written\n";
   out += "weights         " + Human(static_cast<double>(s.weight_bytes), "B") +
          " (dims only; data not needed)\n";
+  std::string unfused = UnfusedOpsText(s.unfused_per_op);
+  if (!unfused.empty()) out += "unfused         " + unfused + " (reference fallback)\n";
   out += "\nnodes per op class:\n" + CountTable(s.nodes_per_class);
   out += "\nnodes per op:\n" + CountTable(s.nodes_per_op);
   return out;

@@ -7,6 +7,10 @@
 namespace fusor {
 
 bool RunsSerially(const Graph& g, const FusionGroup& group) {
+  // An opaque node runs through the reference fallback, whose loops are written for one core.
+  if (group.nodes.size() == 1 && ClassifyNode(g, g.node(group.nodes[0])) == OpClass::kOpaque) {
+    return true;
+  }
   double flops = 0, bytes = 0;
   for (NodeId id : group.nodes) {
     OpCost c = CostOfNode(g, g.node(id));

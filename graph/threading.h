@@ -4,7 +4,8 @@
 // floats takes 0.5 us on one core and a 16x16x16 matmul 0.3 us. So a group whose work is below the
 // thresholds here runs serially: the runtime sets one OpenMP thread while it builds and runs the
 // group's kernels, and the cost model prices it on one core with no team to wake. One rule for
-// both, so that the model predicts what the runtime does.
+// both, so that the model predicts what the runtime does. An opaque node (run through the
+// reference fallback, runtime/reference_kernel.h) always runs serially.
 //
 // Pure functions; thread-safe.
 #pragma once

@@ -17,6 +17,7 @@
 #include "runtime/layout_adapter.h"
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
+#include "runtime/reference_kernel.h"
 #include "runtime/thread_binding.h"
 
 namespace fusor {
@@ -175,11 +176,9 @@ Status Executor::Compile(const FusionPlan& plan) {
         fg.kind == GroupKind::kAnchor || (fg.kind == GroupKind::kSingle && cls == OpClass::kAnchor);
     bool reduction = fg.kind == GroupKind::kReduction ||
                      (fg.kind == GroupKind::kSingle && cls == OpClass::kReduction);
-    if (fg.kind == GroupKind::kOpaque ||
-        (fg.kind == GroupKind::kSingle && cls == OpClass::kOpaque)) {
-      kernel = Status::Unimplemented(NodeLabel(first) +
-                                     ": op is opaque to Fusor; the runtime "
-                                     "cannot run it");
+    bool alone = fg.nodes.size() == 1;
+    if (fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
+      kernel = BuildReferenceKernel(ctx, fg.nodes[0]);
     } else if (anchor) {
       NodeId center = CenterNode(g, fg, OpClass::kAnchor);
       std::vector<NodeId> chain = AroundNode(fg, center).after;
@@ -206,6 +205,16 @@ Status Executor::Compile(const FusionPlan& plan) {
           kernel = std::move(chain);
           group.primitive_chain = true;
         }
+      }
+    }
+    // A single node whose lowering fails runs through the reference fallback instead, when the
+    // interpreter runs it; otherwise the lowering's error stands.
+    if (!kernel.ok() && alone && kernel.status().code() == Status::Code::kUnimplemented) {
+      auto fallback = BuildReferenceKernel(ctx, fg.nodes[0]);
+      if (fallback.ok()) {
+        spdlog::info("executor: {} runs through the reference fallback: {}", group.label,
+                     kernel.status().message());
+        kernel = std::move(fallback);
       }
     }
     if (!kernel.ok()) {

@@ -87,6 +87,12 @@ std::function<float(float)> UnaryFloat(const Node& n, const std::pair<float, flo
   }
   if (op == "Clip")
     return [clip](float x) { return std::min(std::max(x, clip.first), clip.second); };
+  if (op == "Neg") return [](float x) { return -x; };
+  if (op == "Abs") return [](float x) { return std::fabs(x); };
+  if (op == "Reciprocal") return [](float x) { return 1.0f / x; };
+  if (op == "Floor") return [](float x) { return std::floor(x); };
+  if (op == "Ceil") return [](float x) { return std::ceil(x); };
+  if (op == "Softplus") return [](float x) { return std::log1p(std::exp(x)); };
   return nullptr;
 }
 
@@ -97,6 +103,13 @@ std::function<double(double, double)> Binary(const std::string& op, bool integer
   if (op == "Div" && integer) return [](double a, double b) { return std::trunc(a / b); };
   if (op == "Div") return [](double a, double b) { return a / b; };
   if (op == "Pow") return [](double a, double b) { return std::pow(a, b); };
+  if (op == "Min") return [](double a, double b) { return std::min(a, b); };
+  if (op == "Max") return [](double a, double b) { return std::max(a, b); };
+  if (op == "Equal") return [](double a, double b) { return a == b ? 1.0 : 0.0; };
+  if (op == "Less") return [](double a, double b) { return a < b ? 1.0 : 0.0; };
+  if (op == "Greater") return [](double a, double b) { return a > b ? 1.0 : 0.0; };
+  if (op == "And") return [](double a, double b) { return a != 0 && b != 0 ? 1.0 : 0.0; };
+  if (op == "Or") return [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; };
   return nullptr;
 }
 
@@ -350,6 +363,16 @@ void RunSoftmax(const Graph& g, const Node& n, const HostTensor& x, HostTensor* 
   }
 }
 
+// The mean of `len` values and 1 / sqrt(variance + eps), for a normalisation.
+std::pair<double, double> Moments(const float* src, int64_t len, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t j = 0; j < len; ++j) mean += src[j];
+  mean /= static_cast<double>(len);
+  for (int64_t j = 0; j < len; ++j) var += (src[j] - mean) * (src[j] - mean);
+  var /= static_cast<double>(len);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
 void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
                   const HostTensor* bias, HostTensor* out) {
   int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
@@ -358,12 +381,7 @@ void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
   RowsOf(x.dims, axis, true, &outer, &len, &inner);
   for (int64_t o = 0; o < outer; ++o) {
     const float* src = x.f.data() + o * len;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < len; ++j) mean += src[j];
-    mean /= static_cast<double>(len);
-    for (int64_t j = 0; j < len; ++j) var += (src[j] - mean) * (src[j] - mean);
-    var /= static_cast<double>(len);
-    double inv = 1.0 / std::sqrt(var + eps);
+    auto [mean, inv] = Moments(src, len, eps);
     for (int64_t j = 0; j < len; ++j) {
       double v = (src[j] - mean) * inv * scale.f[j] + (bias ? bias->f[j] : 0.0f);
       out->f[o * len + j] = static_cast<float>(v);
@@ -555,11 +573,128 @@ Status RunTrilu(const Graph& g, const Node& n, const HostTensor& x, HostTensor* 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Normalisation and recurrence (ops Fusor runs only through this interpreter)
+
+// InstanceNormalization: each (image, channel) plane is normalised by its own mean and variance,
+// then scaled and shifted per channel.
+void RunInstanceNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
+                     const HostTensor& bias, HostTensor* out) {
+  int64_t channels = x.dims[1], planes = x.dims[0] * channels;
+  int64_t len = planes == 0 ? 0 : x.num_elements() / planes;
+  double eps = n.GetFloat("epsilon", 1e-5);
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* src = x.f.data() + p * len;
+    auto [mean, inv] = Moments(src, len, eps);
+    int64_t c = p % channels;
+    for (int64_t j = 0; j < len; ++j) {
+      out->f[p * len + j] = static_cast<float>((src[j] - mean) * inv * scale.f[c] + bias.f[c]);
+    }
+  }
+}
+
+// The tensors of one LSTM node (ONNX LSTM-14; layout 0: X [seq, batch, input]).
+struct LstmIo {
+  const HostTensor *x, *w, *r, *b, *lens, *h0, *c0, *p;
+  HostTensor *y, *yh, *yc;
+};
+
+float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+// One direction of an LSTM over every batch entry, from the ONNX definition (gates i, o, f, c):
+//   i = sigmoid(Wi x + Ri h + Pi . c + b_i)    f = sigmoid(Wf x + Rf h + Pf . c + b_f)
+//   c' = f . c + i . tanh(Wc x + Rc h + b_c)   o = sigmoid(Wo x + Ro h + Po . c' + b_o)
+//   h' = o . tanh(c')
+// A batch entry's steps stop at its sequence length (reverse: start there); Y is zero beyond it.
+void RunLstmDirection(const Node& n, const LstmIo& io, int64_t dir, int64_t dirs, bool reverse) {
+  int64_t seq = io.x->dims[0], batch = io.x->dims[1], in = io.x->dims[2];
+  int64_t hid = n.GetInt("hidden_size", io.r->dims.back());
+  float clip = static_cast<float>(n.GetFloat("clip", 0.0));
+  bool couple = n.GetInt("input_forget", 0) != 0;
+  const float* w = io.w->f.data() + dir * 4 * hid * in;
+  const float* r = io.r->f.data() + dir * 4 * hid * hid;
+  std::vector<float> xw(seq * batch * 4 * hid), gates(4 * hid);
+  // X W^T for every step at once: [seq * batch, in] x [in, 4 hid].
+  std::vector<float> wt(in * 4 * hid);
+  for (int64_t g = 0; g < 4 * hid; ++g) {
+    for (int64_t k = 0; k < in; ++k) wt[k * 4 * hid + g] = w[g * in + k];
+  }
+  ReferenceGemm(seq * batch, 4 * hid, in, io.x->f.data(), in, wt.data(), 4 * hid, xw.data(),
+                4 * hid, false);
+  auto clipped = [clip](float v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; };
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t len = io.lens ? std::clamp<int64_t>(io.lens->i[b], 0, seq) : seq;
+    std::vector<float> h(hid, 0.0f), c(hid, 0.0f);
+    for (int64_t j = 0; j < hid; ++j) {
+      if (io.h0) h[j] = io.h0->f[(dir * batch + b) * hid + j];
+      if (io.c0) c[j] = io.c0->f[(dir * batch + b) * hid + j];
+    }
+    for (int64_t s = 0; s < len; ++s) {
+      int64_t t = reverse ? len - 1 - s : s;
+      for (int64_t g = 0; g < 4 * hid; ++g) {
+        double acc = xw[(t * batch + b) * 4 * hid + g];
+        for (int64_t k = 0; k < hid; ++k) acc += static_cast<double>(r[g * hid + k]) * h[k];
+        if (io.b) acc += io.b->f[dir * 8 * hid + g] + io.b->f[dir * 8 * hid + 4 * hid + g];
+        gates[g] = static_cast<float>(acc);
+      }
+      for (int64_t j = 0; j < hid; ++j) {
+        const float* pp = io.p ? io.p->f.data() + dir * 3 * hid : nullptr;
+        float gi = Sigmoid(clipped(gates[j] + (pp ? pp[j] * c[j] : 0.0f)));
+        float gf = couple
+                       ? 1.0f - gi
+                       : Sigmoid(clipped(gates[2 * hid + j] + (pp ? pp[2 * hid + j] * c[j] : 0)));
+        float gc = std::tanh(clipped(gates[3 * hid + j]));
+        c[j] = gf * c[j] + gi * gc;
+        float go = Sigmoid(clipped(gates[hid + j] + (pp ? pp[hid + j] * c[j] : 0.0f)));
+        h[j] = go * std::tanh(c[j]);
+      }
+      if (io.y) {
+        float* dst = io.y->f.data() + ((t * dirs + dir) * batch + b) * hid;
+        std::copy(h.begin(), h.end(), dst);
+      }
+    }
+    for (int64_t j = 0; j < hid; ++j) {
+      if (io.yh) io.yh->f[(dir * batch + b) * hid + j] = h[j];
+      if (io.yc) io.yc->f[(dir * batch + b) * hid + j] = c[j];
+    }
+  }
+}
+
+Status RunLstm(const Node& n, const Lookup& in, TensorValues* values) {
+  if (n.GetInt("layout", 0) != 0) {
+    return Status::Unimplemented(NodeLabel(n) +
+                                 ": LSTM with layout=1 (batch first) is not "
+                                 "supported; export with the default layout 0");
+  }
+  std::vector<std::string> acts;
+  if (const Attribute* a = n.FindAttr("activations")) {
+    acts = std::get<std::vector<std::string>>(a->value);
+  }
+  for (size_t i = 0; i < acts.size(); ++i) {
+    const char* want = i % 3 == 0 ? "Sigmoid" : "Tanh";
+    if (acts[i] != want) {
+      return Status::Unimplemented(NodeLabel(n) + ": LSTM activation '" + acts[i] +
+                                   "' is not supported; only the default Sigmoid, Tanh, Tanh");
+    }
+  }
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  auto out = [&](size_t i) { return i < n.outputs.size() ? &(*values)[n.outputs[i]] : nullptr; };
+  std::string direction = n.GetString("direction", "forward");
+  int64_t dirs = direction == "bidirectional" ? 2 : 1;
+  LstmIo io{opt(0), opt(1), opt(2), opt(3), opt(4), opt(5), opt(6), opt(7), out(0), out(1), out(2)};
+  for (int64_t d = 0; d < dirs; ++d) {
+    RunLstmDirection(n, io, d, dirs, direction == "reverse" || d == 1);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Dispatch
 
 bool IsUnary(const std::string& op) {
-  static const char* kOps[] = {"Sqrt",      "Erf",     "Exp",         "Log",       "Tanh", "Relu",
-                               "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Clip"};
+  static const char* kOps[] = {"Sqrt",     "Erf",      "Exp",     "Log",         "Tanh",
+                               "Relu",     "Clip",     "Neg",     "Abs",         "Reciprocal",
+                               "Floor",    "Ceil",     "Sigmoid", "HardSigmoid", "HardSwish",
+                               "Softplus", "LeakyRelu"};
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
 
@@ -632,6 +767,9 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
   if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
   if (op == "LayerNormalization") return RunLayerNorm(n, x, *opt(1), opt(2), out), Status::Ok();
+  if (op == "InstanceNormalization") {
+    return RunInstanceNorm(n, x, *opt(1), *opt(2), out), Status::Ok();
+  }
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") {
     return RunPool(g, n, x, out);
   }
@@ -644,7 +782,8 @@ bool IsInjectiveOp(const std::string& op) {
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
-  static const char* kIntOk[] = {"Add", "Sub", "Mul", "Div", "Pow", "Cast", "Where"};
+  static const char* kIntOk[] = {"Add",  "Sub",   "Mul",   "Div",  "Pow",     "Min", "Max",
+                                 "Cast", "Where", "Equal", "Less", "Greater", "And", "Or"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -661,7 +800,42 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
   return Status::Ok();
 }
 
+bool IsComputeOp(const std::string& op) {
+  static const char* kOps[] = {"Cast",
+                               "Where",
+                               "BatchNormalization",
+                               "MatMul",
+                               "Gemm",
+                               "Conv",
+                               "ConvTranspose",
+                               "ReduceMean",
+                               "ReduceSum",
+                               "ReduceMax",
+                               "Softmax",
+                               "LayerNormalization",
+                               "InstanceNormalization",
+                               "MaxPool",
+                               "AveragePool",
+                               "GlobalAveragePool",
+                               "LSTM"};
+  return IsUnary(op) || Binary(op, false) ||
+         std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
+}
+
 }  // namespace
+
+Status CheckReferenceKernel(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  bool known = (n.domain.empty() || n.domain == "ai.onnx") &&
+               (IsInjectiveOp(n.op_type) || IsComputeOp(n.op_type));
+  if (!known) {
+    return Status::Unimplemented(NodeLabel(n) + ": Fusor has no implementation of op '" +
+                                 (n.domain.empty() ? "" : n.domain + ".") + n.op_type +
+                                 "' (neither a lowering nor a reference kernel); the model "
+                                 "cannot run until it is replaced or supported");
+  }
+  return CheckFloatOnly(g, n);
+}
 
 void ReferenceGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                    int64_t ldb, float* c, int64_t ldc, bool accumulate) {
@@ -700,7 +874,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
                                         "' has no value");
     }
   }
-  FUSOR_RETURN_IF_ERROR(CheckFloatOnly(g, n));
+  FUSOR_RETURN_IF_ERROR(CheckReferenceKernel(g, id));
   Lookup in = [values](TensorId t) -> const HostTensor* {
     auto it = values->find(t);
     return it == values->end() ? nullptr : &it->second;
@@ -709,6 +883,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
     (*values)[t] = HostTensor::Zeros(g.tensor(t).dtype, g.tensor(t).dims);
   }
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
+  if (n.op_type == "LSTM") return RunLstm(n, in, values);
   return RunCompute(g, n, in, &(*values)[n.outputs[0]]);
 }
 

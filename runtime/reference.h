@@ -12,6 +12,10 @@
 
 namespace fusor {
 
+// Ok when the interpreter has a kernel for node `id`'s op and computes its dtypes; otherwise
+// Unimplemented naming the node and the op.
+Status CheckReferenceKernel(const Graph& g, NodeId id);
+
 // Computes the outputs of node `id` from the values of its inputs in *values and stores them there.
 Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values);
 

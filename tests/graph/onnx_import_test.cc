@@ -304,5 +304,49 @@ TEST(OnnxImport, OpsetsElevenToSeventeenImport) {
   }
 }
 
+// Flattening by the product of the input's dims (Shape -> ReduceProd -> Reshape), as exporters
+// write a flatten: the folder computes the product, so every dim is static.
+TEST(OnnxImport, ShapeArithmeticThroughReduceProdResolves) {
+  OnnxBuilder b(13);
+  b.Input("x", {2, 6}).Output("y");
+  b.Node("Shape", {"x"}, {"s"});
+  b.Node("ReduceProd", {"s"}, {"n"});
+  b.Node("Reshape", {"x", "n"}, {"flat"});
+  b.Node("Relu", {"flat"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{12}));
+}
+
+// A Reshape whose target shape is a graph input's values: every input is bound, yet the output's
+// dims cannot be known. The error names the node that lost them and why, not --dim.
+TEST(OnnxImport, LostDimNamesTheNodeAndTheShapeOperand) {
+  OnnxBuilder b(13);
+  b.Input("x", {2, 6}).Input("target", {2}, "", onnx::TensorProto::INT64).Output("y");
+  b.Node("Reshape", {"x", "target"}, {"r"}, "reshape_by_input");
+  b.Node("Relu", {"r"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  const std::string& m = g.status().message();
+  EXPECT_NE(m.find("node 'reshape_by_input' (Reshape) loses a dim"), std::string::npos) << m;
+  EXPECT_NE(m.find("its input 'target' decides the output shape"), std::string::npos) << m;
+  EXPECT_NE(m.find("a graph input"), std::string::npos) << m;
+  EXPECT_NE(m.find("--dim cannot help"), std::string::npos) << m;
+}
+
+// A NonZero's output length depends on the data, which Fusor never reads.
+TEST(OnnxImport, LostDimOfADataDependentOpSaysSo) {
+  OnnxBuilder b(13);
+  b.Input("x", {2, 6}).Output("y");
+  b.Node("NonZero", {"x"}, {"idx"}, "nz");
+  OnnxBuilder::IntAttr(b.Node("Cast", {"idx"}, {"y"}), "to", onnx::TensorProto::FLOAT);
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 'nz' (NonZero) loses a dim"), std::string::npos)
+      << g.status().message();
+  EXPECT_NE(g.status().message().find("depends on the input values"), std::string::npos)
+      << g.status().message();
+}
+
 }  // namespace
 }  // namespace fusor

@@ -509,6 +509,79 @@ TEST(Reference, MatMulWithOneDimensionalOperandsByHand) {
   ExpectValues(out->at(dot), {5});       // 1*1 + 2*2.
 }
 
+// One LSTM step for hidden size 1 and input size 1, written from the ONNX equations with scalars:
+// w, r and the two biases in gate order i, o, f, c.
+struct ScalarLstm {
+  float w[4], r[4], wb[4], rb[4];
+  std::pair<float, float> Step(float x, float h, float c) const {
+    auto sig = [](float v) { return 1.0f / (1.0f + std::exp(-v)); };
+    auto pre = [&](int g) { return w[g] * x + r[g] * h + wb[g] + rb[g]; };
+    float i = sig(pre(0)), o = sig(pre(1)), f = sig(pre(2)), cc = std::tanh(pre(3));
+    float c2 = f * c + i * cc;
+    return {o * std::tanh(c2), c2};
+  }
+};
+
+TEST(Reference, LstmBidirectionalByHand) {
+  const ScalarLstm fw{{0.5f, -0.3f, 0.2f, 0.7f},
+                      {0.1f, 0.2f, -0.1f, 0.3f},
+                      {0.1f, 0.0f, 0.2f, -0.1f},
+                      {0.0f, 0.05f, 0.0f, 0.1f}};
+  const ScalarLstm bw{{-0.4f, 0.6f, 0.1f, -0.2f},
+                      {0.3f, -0.2f, 0.2f, 0.1f},
+                      {0.0f, 0.1f, -0.1f, 0.2f},
+                      {0.05f, 0.0f, 0.1f, 0.0f}};
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 1, 1});
+  TensorId w = b.Weight("w", {2, 4, 1}), r = b.Weight("r", {2, 4, 1}), bias = b.Weight("b", {2, 8});
+  TensorId h0 = b.Weight("h0", {2, 1, 1}), c0 = b.Weight("c0", {2, 1, 1});
+  TensorId y = b.Act("y", {2, 2, 1, 1}), yh = b.Act("yh", {2, 1, 1}), yc = b.Act("yc", {2, 1, 1});
+  b.Op("LSTM", {x, w, r, bias, kNoId, h0, c0}, {y, yh, yc},
+       {Int("hidden_size", 1), {"direction", std::string("bidirectional")}});
+  b.Output(y);
+  b.Output(yh);
+  b.Output(yc);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 3);
+  ASSERT_TRUE(leaves.ok());
+  auto cat = [](const float* a, const float* b) {
+    std::vector<float> v(a, a + 4);
+    v.insert(v.end(), b, b + 4);
+    return v;
+  };
+  (*leaves)[x] = F({2, 1, 1}, {1.0f, -2.0f});
+  (*leaves)[w] = F({2, 4, 1}, cat(fw.w, bw.w));
+  (*leaves)[r] = F({2, 4, 1}, cat(fw.r, bw.r));
+  std::vector<float> bias_v = cat(fw.wb, fw.rb), bw_bias = cat(bw.wb, bw.rb);
+  bias_v.insert(bias_v.end(), bw_bias.begin(), bw_bias.end());
+  (*leaves)[bias] = F({2, 8}, bias_v);
+  (*leaves)[h0] = F({2, 1, 1}, {0.2f, -0.3f});
+  (*leaves)[c0] = F({2, 1, 1}, {-0.1f, 0.4f});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto [f1, fc1] = fw.Step(1.0f, 0.2f, -0.1f);  // Forward: t = 0, then t = 1.
+  auto [f2, fc2] = fw.Step(-2.0f, f1, fc1);
+  auto [b1, bc1] = bw.Step(-2.0f, -0.3f, 0.4f);  // Reverse: t = 1, then t = 0.
+  auto [b2, bc2] = bw.Step(1.0f, b1, bc1);
+  ExpectValues(out->at(y), {f1, b2, f2, b1});  // Y[t, direction].
+  ExpectValues(out->at(yh), {f2, b2});
+  ExpectValues(out->at(yc), {fc2, bc2});
+}
+
+TEST(Reference, InstanceNormalizationByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 2});
+  TensorId s = b.Weight("s", {2}), bb = b.Weight("bb", {2});
+  TensorId y = b.Act("y", {1, 2, 2});
+  b.Op("InstanceNormalization", {x, s, bb}, {y}, {{"epsilon", 0.0}});
+  b.Output(y);
+  Graph g = b.Build();
+  // Channel 0 holds 1 and 3 (mean 2, deviation 1); channel 1 holds 4 and 8 (mean 6, deviation 2).
+  HostTensor out =
+      RunOne(g, {{x, F({1, 2, 2}, {1, 3, 4, 8})}, {s, F({2}, {2, 0.5f})}, {bb, F({2}, {1, -1})}});
+  ExpectValues(out, {-2 + 1, 2 + 1, -0.5f - 1, 0.5f - 1});
+}
+
 TEST(Reference, UnsupportedOpNamesNodeAndOp) {
   IrBuilder b;
   TensorId x = b.Input("x", {2});

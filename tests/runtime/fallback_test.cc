@@ -1,0 +1,138 @@
+// Nodes over constants fold at import through the reference interpreter, with their values; an
+// opaque node runs through the reference fallback in every plan and gives the reference's
+// values; an op with no implementation at all fails naming the node and op, never crashes.
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <limits>
+
+#include "graph/onnx_import.h"
+#include "graph/plan.h"
+#include "runtime/constant_evaluator.h"
+#include "runtime/executor.h"
+#include "runtime/reference.h"
+#include "tests/graph/ir_builder.h"
+#include "tests/graph/onnx_builder.h"
+
+namespace fusor {
+namespace {
+
+// x [4, 4] + Trilu(Constant mask of -inf, k = 1): a causal attention mask, as GPT exports build it.
+std::string CausalMaskModel() {
+  testing::OnnxBuilder b(14);
+  b.Input("x", {4, 4}).Int64Constant("k", {1}, {});
+  auto& c = b.Node("Constant", {}, {"full"});
+  auto* a = c.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  auto* t = a->mutable_t();
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(4);
+  t->add_dims(4);
+  for (int i = 0; i < 16; ++i) t->add_float_data(-std::numeric_limits<float>::infinity());
+  b.Node("Trilu", {"full", "k"}, {"mask"});
+  b.Node("Add", {"x", "mask"}, {"y"});
+  b.Output("y");
+  return b.Serialize();
+}
+
+TEST(ConstantFolding, CausalMaskFoldsWithItsValues) {
+  auto g = ImportOnnxBytes(CausalMaskModel(), WithConstantFolding({}));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->node(0).op_type, "Add");
+  const Tensor& mask = g->tensor(*g->FindTensor("mask"));
+  ASSERT_EQ(mask.kind, TensorKind::kConstant);
+  ASSERT_EQ(mask.float_data.size(), 16u);
+  for (int r = 0; r < 4; ++r) {
+    for (int col = 0; col < 4; ++col) {
+      double v = mask.float_data[r * 4 + col];
+      if (col - r >= 1) {
+        EXPECT_TRUE(std::isinf(v) && v < 0) << r << "," << col;
+      } else {
+        EXPECT_EQ(v, 0.0) << r << "," << col;
+      }
+    }
+  }
+  // The folded mask reaches the runtime: row 0 keeps only its first element.
+  auto leaves = RandomLeafValues(*g, 5);
+  ASSERT_TRUE(leaves.ok());
+  auto exec = Executor::Create(*g, UnfusedPlan(*g), *leaves);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  (*exec)->Run();
+  auto y = (*exec)->Read(g->outputs()[0]);
+  ASSERT_TRUE(y.ok());
+  EXPECT_TRUE(std::isfinite(y->f[0]));
+  EXPECT_TRUE(std::isinf(y->f[1]));
+}
+
+TEST(ConstantFolding, WithoutAnEvaluatorTheMaskRunsAsANode) {
+  auto g = ImportOnnxBytes(CausalMaskModel());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->num_nodes(), 2u);
+}
+
+// x -> Relu -> InstanceNormalization (opaque) -> Relu -> y.
+Graph InstanceNormGraph() {
+  testing::IrBuilder b;
+  TensorId x = b.Input("x", {1, 3, 4, 4});
+  TensorId s = b.Weight("s", {3}), bias = b.Weight("bias", {3});
+  TensorId a = b.Act("a", {1, 3, 4, 4}), n = b.Act("n", {1, 3, 4, 4}), y = b.Act("y", {1, 3, 4, 4});
+  b.Op("Relu", {x}, {a});
+  b.Op("InstanceNormalization", {a, s, bias}, {n});
+  b.Op("Relu", {n}, {y});
+  b.Output(y);
+  return b.Build();
+}
+
+TEST(ReferenceFallback, OpaqueNodeRunsInEveryPlanAndMatchesTheReference) {
+  Graph g = InstanceNormGraph();
+  auto leaves = RandomLeafValues(g, 9);
+  ASSERT_TRUE(leaves.ok());
+  auto want = RunReference(g, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const FusionPlan& plan : {UnfusedPlan(g), MaxFusionPlan(g), RandomLegalPlan(g, 4)}) {
+    bool fallback = false;
+    for (const FusionGroup& group : plan.groups) {
+      if (group.kind == GroupKind::kOpaque) fallback = group.nodes.size() == 1;
+    }
+    EXPECT_TRUE(fallback) << "the opaque node runs alone";
+    auto exec = Executor::Create(g, plan, *leaves);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    (*exec)->Run();
+    bool described = false;
+    for (size_t i = 0; i < (*exec)->num_groups(); ++i) {
+      described |= (*exec)->DescribeGroup(i).find("reference fallback") != std::string::npos;
+    }
+    EXPECT_TRUE(described);
+    auto got = (*exec)->Read(g.outputs()[0]);
+    ASSERT_TRUE(got.ok());
+    auto c = Compare(want->at(g.outputs()[0]), *got);
+    ASSERT_TRUE(c.ok());
+    EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+  }
+}
+
+TEST(ReferenceFallback, OpWithNoImplementationFailsNamingNodeAndOp) {
+  testing::IrBuilder b;
+  TensorId x = b.Input("x", {4});
+  TensorId y = b.Act("y", {4});
+  NodeId id = b.Op("Frobnicate", {x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  g.mutable_node(id).domain = "com.example";
+  auto leaves = RandomLeafValues(g, 1);
+  ASSERT_TRUE(leaves.ok());
+  auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
+  ASSERT_FALSE(exec.ok());
+  EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(exec.status().message().find("Frobnicate_0"), std::string::npos)
+      << exec.status().message();
+  EXPECT_NE(exec.status().message().find("com.example.Frobnicate"), std::string::npos)
+      << exec.status().message();
+}
+
+}  // namespace
+}  // namespace fusor
