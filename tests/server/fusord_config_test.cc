@@ -55,6 +55,29 @@ TEST(FusordConfig, WrongTypeAndBadJsonAreErrors) {
   EXPECT_FALSE(ApplyConfigJson("[1, 2]", "f.json", p.app, &p.config).ok());
 }
 
+// Found by tests/fuzz (fusord_config): integers were converted with wrap-around, so
+// max_message_bytes 4294968320 became 1024 and max_rpc_threads -2^63 became 0.
+TEST(FusordConfig, IntegerOutOfRangeIsAnErrorNotWrapped) {
+  Parsed p({});
+  Status s = ApplyConfigJson(R"({"max_message_bytes": 4294968320})", "f.json", p.app, &p.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(
+      s.message().find("'max_message_bytes' is 4294968320, outside [-2147483648, 2147483647]"),
+      std::string::npos)
+      << s.message();
+  EXPECT_EQ(p.config.server.max_message_bytes, 64 << 20) << "left at its default";
+  EXPECT_FALSE(
+      ApplyConfigJson(R"({"max_rpc_threads": -9223372036854775808})", "f.json", p.app, &p.config)
+          .ok());
+  EXPECT_FALSE(
+      ApplyConfigJson(R"({"max_nodes": 9223372036854775808})", "f.json", p.app, &p.config).ok());
+  Status edge = ApplyConfigJson(R"({"max_nodes": 9223372036854775807, "queue_size": 2147483647})",
+                                "f.json", p.app, &p.config);
+  ASSERT_TRUE(edge.ok()) << edge.ToString();
+  EXPECT_EQ(p.config.server.limits.max_nodes, INT64_MAX);
+  EXPECT_EQ(p.config.server.queue_size, INT32_MAX);
+}
+
 TEST(FusordConfig, ValuesAreChecked) {
   Parsed p({"--log-level", "loud"});
   EXPECT_FALSE(ApplyConfigFile(p.app, &p.config).ok());
