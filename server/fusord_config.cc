@@ -156,7 +156,7 @@ Status ApplyConfigJson(const std::string& text, const std::string& origin, const
   }
   for (const auto& [key, value] : j.items()) {
     auto it = std::find_if(Settings().begin(), Settings().end(),
-                           [&](const Setting& s) { return key == s.key; });
+                           [&key = key](const Setting& s) { return key == s.key; });
     if (it == Settings().end()) {
       return Status::InvalidArgument(origin + ": unknown key '" + key +
                                      "'; known keys: " + KnownKeys());

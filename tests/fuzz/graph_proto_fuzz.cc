@@ -2,6 +2,7 @@
 // canonical hash, as fusord runs them on every GetPlan and Tune request before anything else
 // sees the graph. Accepted: the graph converts back to the proto it came from up to FromProto's
 // normal form (ToProto(FromProto(ToProto(g))) == ToProto(g)), and its canonical hash is stable.
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/message_differencer.h>
 
 #include <cstddef>
@@ -12,6 +13,9 @@
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Mutated inputs fail to parse all the time; protobuf's log line for each would swamp the run.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
   fusor::fuzz::Accepted() = false;
   fusor::v1::Graph p;
   if (!p.ParseFromArray(data, static_cast<int>(size))) return 0;

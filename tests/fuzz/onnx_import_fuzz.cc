@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/util/message_differencer.h>
 
 #include "graph/graph_proto.h"
@@ -13,6 +14,9 @@
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Mutated inputs fail to parse all the time; protobuf's log line for each would swamp the run.
+  static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
+  (void)quiet;
   fusor::fuzz::Accepted() = false;
   const fusor::ImportOptions options;  // The CLI's defaults.
   auto g =
