@@ -3,7 +3,6 @@
 // sees the graph. Accepted: the graph converts back to the proto it came from up to FromProto's
 // normal form (ToProto(FromProto(ToProto(g))) == ToProto(g)), and its canonical hash is stable.
 #include <google/protobuf/stubs/logging.h>
-#include <google/protobuf/util/message_differencer.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/same_proto.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Mutated inputs fail to parse all the time; protobuf's log line for each would swamp the run.
@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto back = fusor::FromProto(wire, limits);
   FUZZ_CHECK(back.ok(),
              "ToProto of an accepted graph fails FromProto: " + back.status().ToString());
-  FUZZ_CHECK(google::protobuf::util::MessageDifferencer::Equals(fusor::ToProto(*back), wire),
-             "ToProto(FromProto(ToProto(g))) differs from ToProto(g)");
+  const std::string diff = fusor::fuzz::ProtoDifferences(fusor::ToProto(*back), wire);
+  FUZZ_CHECK(diff.empty(), "ToProto(FromProto(ToProto(g))) differs from ToProto(g): " + diff);
   FUZZ_CHECK(fusor::CanonicalHash(*back) == hash, "the canonical hash changed over a round trip");
   fusor::fuzz::Accepted() = true;
   return 0;

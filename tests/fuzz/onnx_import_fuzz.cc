@@ -7,11 +7,11 @@
 #include <string_view>
 
 #include <google/protobuf/stubs/logging.h>
-#include <google/protobuf/util/message_differencer.h>
 
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/same_proto.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Mutated inputs fail to parse all the time; protobuf's log line for each would swamp the run.
@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fusor::v1::Graph wire = fusor::ToProto(*g);
   auto back = fusor::FromProto(wire, options.limits);
   FUZZ_CHECK(back.ok(), "an imported graph fails FromProto: " + back.status().ToString());
-  FUZZ_CHECK(google::protobuf::util::MessageDifferencer::Equals(fusor::ToProto(*back), wire),
-             "ToProto(FromProto(ToProto(imported))) differs");
+  const std::string diff = fusor::fuzz::ProtoDifferences(fusor::ToProto(*back), wire);
+  FUZZ_CHECK(diff.empty(), "ToProto(FromProto(ToProto(imported))) differs: " + diff);
   fusor::fuzz::Accepted() = true;
   return 0;
 }
