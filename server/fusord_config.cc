@@ -9,20 +9,12 @@
 #include <sstream>
 #include <type_traits>
 
+#include "graph/json_integer.h"
+
 namespace fusor {
 namespace {
 
 using json = nlohmann::json;
-
-// Whether the JSON integer `v` is representable as T (nlohmann's get<T> would wrap it).
-template <typename T>
-bool FitsIn(const json& v) {
-  if (v.is_number_unsigned()) {
-    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  }
-  const int64_t x = v.get<int64_t>();
-  return x >= std::numeric_limits<T>::min() && x <= std::numeric_limits<T>::max();
-}
 
 template <typename T>
 Status Read(const json& v, const std::string& key, T* out) {
@@ -38,7 +30,7 @@ Status Read(const json& v, const std::string& key, T* out) {
   }
   if (!ok) return Status::InvalidArgument("key '" + key + "' has the wrong type: " + v.dump());
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (!FitsIn<T>(v)) {
+    if (!JsonInteger<T>(v)) {
       return Status::InvalidArgument("key '" + key + "' is " + v.dump() + ", outside [" +
                                      std::to_string(std::numeric_limits<T>::min()) + ", " +
                                      std::to_string(std::numeric_limits<T>::max()) + "]");
