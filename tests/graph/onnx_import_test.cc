@@ -251,6 +251,35 @@ TEST(OnnxImport, MissingInput) {
   EXPECT_NE(g.status().message().find("'ghost'"), std::string::npos);
 }
 
+// Found by tests/fuzz (onnx_import): constant folding read inputs a malformed node lacks (an Expand
+// with one input read past the end of its input list; an empty input was dereferenced; a Squeeze
+// axis out of range wrote past its flags). Such nodes are left unfolded, and the import fails with
+// an error instead of crashing.
+TEST(OnnxImport, FoldingNodeWithMissingInputsOrBadAxesFailsCleanly) {
+  for (const char* op : {"Expand", "Reshape", "Gather", "Range", "Where", "Add", "Concat"}) {
+    OnnxBuilder b;
+    b.Input("x", {4}).Output("y");
+    b.Int64Constant("c", {2, 2});
+    b.Node(op, {"c"}, {"f"}, "folded");
+    b.Node("Add", {"x", "f"}, {"y"});
+    auto g = ImportOnnxBytes(b.Serialize());
+    EXPECT_FALSE(g.ok()) << op;
+    OnnxBuilder empty_input;
+    empty_input.Input("x", {4}).Output("y");
+    empty_input.Int64Constant("c", {2, 2});
+    empty_input.Node(op, {"c", ""}, {"f"}, "folded");
+    empty_input.Node("Add", {"x", "f"}, {"y"});
+    EXPECT_FALSE(ImportOnnxBytes(empty_input.Serialize()).ok()) << op;
+  }
+  OnnxBuilder squeeze;
+  squeeze.Input("x", {4}).Output("y");
+  squeeze.Int64Constant("c", {2, 2});
+  squeeze.Int64Constant("axes", {7});
+  squeeze.Node("Squeeze", {"c", "axes"}, {"f"}, "squeeze");
+  squeeze.Node("Add", {"x", "f"}, {"y"});
+  EXPECT_FALSE(ImportOnnxBytes(squeeze.Serialize()).ok());
+}
+
 TEST(OnnxImport, HugeTensorIsRefusedByTheCap) {
   OnnxBuilder b;
   b.Input("x", {1 << 20, 1 << 20}).Output("y");  // 2^40 elements.
