@@ -116,7 +116,7 @@ void Push(ConstValue* v, double x) {
   if (v->is_float) {
     v->floats.push_back(x);
   } else {
-    v->ints.push_back(static_cast<int64_t>(x));
+    v->ints.push_back(ToInt64(x));
   }
 }
 

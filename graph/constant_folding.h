@@ -10,7 +10,9 @@
 // binary Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/And/Or with broadcasting.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -26,6 +28,15 @@ namespace fusor {
 
 inline constexpr int64_t kMaxFoldElements = 4096;
 
+// double -> int64 without undefined behaviour: NaN is 0, values beyond int64 saturate. Folding
+// computes in double, and a file's numbers may be anything.
+inline int64_t ToInt64(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (x < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
 // A known tensor value. Integers and bools live in `ints`, floating point in `floats`.
 struct ConstValue {
   int32_t onnx_type = 0;  // ONNX TensorProto.DataType.
@@ -36,7 +47,7 @@ struct ConstValue {
 
   int64_t size() const { return static_cast<int64_t>(is_float ? floats.size() : ints.size()); }
   double AsDouble(int64_t i) const { return is_float ? floats[i] : static_cast<double>(ints[i]); }
-  int64_t AsInt(int64_t i) const { return is_float ? static_cast<int64_t>(floats[i]) : ints[i]; }
+  int64_t AsInt(int64_t i) const { return is_float ? ToInt64(floats[i]) : ints[i]; }
 };
 
 // The data of an initializer or Constant tensor, or nullopt when it is external, missing, larger

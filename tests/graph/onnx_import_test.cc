@@ -4,8 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "graph/canonical.h"
+#include "graph/constant_folding.h"
 #include "graph/op_registry.h"
 #include "tests/graph/onnx_builder.h"
 
@@ -278,6 +280,23 @@ TEST(OnnxImport, FoldingNodeWithMissingInputsOrBadAxesFailsCleanly) {
   squeeze.Node("Squeeze", {"c", "axes"}, {"f"}, "squeeze");
   squeeze.Node("Add", {"x", "f"}, {"y"});
   EXPECT_FALSE(ImportOnnxBytes(squeeze.Serialize()).ok());
+}
+
+// Found by tests/fuzz (onnx_import): folding computes integers in double, and converting a result
+// beyond int64 (or NaN) back was undefined behaviour (UBSan: 7.6e20 "outside the range of
+// representable values"). It saturates now.
+TEST(ConstantFolding, IntegerResultBeyondInt64Saturates) {
+  EXPECT_EQ(ToInt64(7.56317e20), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(ToInt64(-1e300), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(ToInt64(std::nan("")), 0);
+  EXPECT_EQ(ToInt64(-3.9), -3);
+  OnnxBuilder b;
+  b.Input("x", {4}).Output("y");
+  b.Int64Constant("big", {int64_t{1} << 40});
+  b.Node("Mul", {"big", "big"}, {"square"});  // 2^80, folded.
+  b.Node("Reshape", {"x", "square"}, {"y"}, "reshape");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
 }
 
 TEST(OnnxImport, HugeTensorIsRefusedByTheCap) {
