@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
+#include <type_traits>
 
 #include "base/sha256.h"
+#include "graph/json_integer.h"
 
 namespace fusor {
 namespace {
@@ -101,7 +104,16 @@ Status CheckKeys(const nlohmann::json& j, const std::set<std::string>& keys,
 template <typename T>
 Status Read(const nlohmann::json& j, const std::string& key, const std::string& where, T* out) {
   try {
-    *out = j.at(key).get<T>();
+    if constexpr (std::is_integral_v<T>) {
+      std::optional<T> x = JsonInteger<T>(j.at(key));
+      if (!x) {
+        return Status::InvalidArgument(where + ": key '" + key + "' is " + j.at(key).dump() +
+                                       ", not an integer in range");
+      }
+      *out = *x;
+    } else {
+      *out = j.at(key).get<T>();
+    }
   } catch (const nlohmann::json::exception&) {
     return Status::InvalidArgument(where + ": key '" + key + "' has the wrong type");
   }

@@ -2,6 +2,8 @@
 # Installs Fusor's build and test dependencies from Debian 12's apt repositories.
 # Idempotent: when every package is already installed it only checks (dpkg-query) and exits,
 # without touching the network. Must run as root (or via sudo) when something is missing.
+# --fuzz also installs clang and libFuzzer with the sanitizer runtimes, for the fuzz harnesses of
+# tests/fuzz (cmake -DFUSOR_FUZZ=ON; tests/fuzz/README.md).
 set -euo pipefail
 
 PACKAGES=(
@@ -19,6 +21,12 @@ PACKAGES=(
   gnuplot-nox  # `fusor costmodel validate --plot` (the scatter plot in docs/costmodel.md)
   graphviz     # `fusor plan show --svg` (dot)
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--fuzz]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

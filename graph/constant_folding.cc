@@ -117,7 +117,7 @@ void Push(ConstValue* v, double x) {
   if (v->is_float) {
     v->floats.push_back(x);
   } else {
-    v->ints.push_back(static_cast<int64_t>(x));
+    v->ints.push_back(ToInt64(x));
   }
 }
 
@@ -327,7 +327,11 @@ std::optional<ConstValue> EvalSqueeze(const onnx::NodeProto& n, const Inputs& in
   if (!axes) return std::nullopt;
   int64_t rank = static_cast<int64_t>(ins[0]->dims.size());
   std::vector<bool> drop(rank, axes->empty());
-  for (int64_t a : *axes) drop[a < 0 ? a + rank : a] = true;
+  for (int64_t a : *axes) {
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank) return std::nullopt;
+    drop[a] = true;
+  }
   Shape dims;
   for (int64_t i = 0; i < rank; ++i) {
     if (!(drop[i] && ins[0]->dims[i] == 1)) dims.push_back(ins[0]->dims[i]);
@@ -542,10 +546,28 @@ const std::unordered_map<std::string, Evaluator>& Evaluators() {
   return *table;
 }
 
+// The inputs an evaluator reads without checking (ONNX's required inputs). A node with fewer, or
+// with one of them empty, is malformed: it stays unfolded, and shape inference or validation names
+// the problem.
+size_t RequiredInputs(const std::string& op) {
+  if (op == "Constant") return 0;
+  if (op == "Gather" || op == "Reshape" || op == "Expand") return 2;
+  if (op == "Slice" || op == "Range" || op == "Where") return 3;
+  return 1;
+}
+
 // Integer Div in ONNX truncates; the generic evaluator divides in double, so fix it up here.
 std::optional<ConstValue> Evaluate(const onnx::NodeProto& n, const Inputs& ins) {
   auto it = Evaluators().find(n.op_type());
   if (it == Evaluators().end()) return std::nullopt;
+  const size_t required = RequiredInputs(n.op_type());
+  if (ins.size() < required) return std::nullopt;
+  // Only the optional inputs of Slice (axes, steps) and (Un)Squeeze (axes) may be empty.
+  const bool optional_may_be_empty =
+      n.op_type() == "Slice" || n.op_type() == "Squeeze" || n.op_type() == "Unsqueeze";
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (ins[i] == nullptr && (i < required || !optional_may_be_empty)) return std::nullopt;
+  }
   auto out = it->second(n, ins);
   if (out && n.op_type() == "Div" && !out->is_float) {
     for (int64_t i = 0; i < out->size(); ++i) {

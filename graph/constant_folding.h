@@ -16,8 +16,10 @@
 // with broadcasting, Sign, and ReduceSum/ReduceProd/ReduceMin/ReduceMax over shape vectors.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -38,6 +40,15 @@ inline constexpr int64_t kMaxFoldElements = 4096;
 // from constants (a 128x128 causal mask has 16384).
 inline constexpr int64_t kMaxConstantElements = 65536;
 
+// double -> int64 without undefined behaviour: NaN is 0, values beyond int64 saturate. Folding
+// computes in double, and a file's numbers may be anything.
+inline int64_t ToInt64(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (x < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
+}
+
 // A known tensor value. Integers and bools live in `ints`, floating point in `floats`.
 struct ConstValue {
   int32_t onnx_type = 0;  // ONNX TensorProto.DataType.
@@ -48,7 +59,7 @@ struct ConstValue {
 
   int64_t size() const { return static_cast<int64_t>(is_float ? floats.size() : ints.size()); }
   double AsDouble(int64_t i) const { return is_float ? floats[i] : static_cast<double>(ints[i]); }
-  int64_t AsInt(int64_t i) const { return is_float ? static_cast<int64_t>(floats[i]) : ints[i]; }
+  int64_t AsInt(int64_t i) const { return is_float ? ToInt64(floats[i]) : ints[i]; }
 };
 
 // The data of an initializer or Constant tensor, or nullopt when it is external, missing, larger

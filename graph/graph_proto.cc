@@ -34,11 +34,15 @@ void AttributeToProto(const Attribute& a, v1::Attribute* p) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           p->set_s(x);
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          for (int64_t v : x) p->mutable_ints()->add_values(v);
+          // mutable_*() before the loop: an empty list is a value too, and must set the oneof.
+          auto* list = p->mutable_ints();
+          for (int64_t v : x) list->add_values(v);
         } else if constexpr (std::is_same_v<T, std::vector<double>>) {
-          for (double v : x) p->mutable_floats()->add_values(v);
+          auto* list = p->mutable_floats();
+          for (double v : x) list->add_values(v);
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-          for (const auto& v : x) p->mutable_strings()->add_values(v);
+          auto* list = p->mutable_strings();
+          for (const auto& v : x) list->add_values(v);
         } else {
           AttrTensorToProto(x, p->mutable_t());
         }

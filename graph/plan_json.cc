@@ -1,6 +1,9 @@
 #include "graph/plan_json.h"
 
+#include <optional>
 #include <string>
+
+#include "graph/json_integer.h"
 
 namespace fusor {
 namespace {
@@ -24,7 +27,11 @@ StatusOr<std::vector<NodeId>> NodeIds(const nlohmann::json& j, const std::string
   std::vector<NodeId> ids;
   for (const auto& v : j) {
     if (!v.is_number_integer()) return Status::InvalidArgument(where + ": node ids are integers");
-    ids.push_back(v.get<NodeId>());
+    std::optional<NodeId> id = JsonInteger<NodeId>(v);
+    if (!id || *id < 0) {
+      return Status::InvalidArgument(where + ": node id " + v.dump() + " is out of range");
+    }
+    ids.push_back(*id);
   }
   return ids;
 }

@@ -9,21 +9,12 @@
 #include <sstream>
 #include <type_traits>
 
+#include "graph/json_integer.h"
+
 namespace fusor {
 namespace {
 
 using json = nlohmann::json;
-
-// An integer that fits T: a value beyond T's range is an error, never wrapped or truncated.
-template <typename T>
-bool FitsIn(const json& v) {
-  if (v.is_number_unsigned()) {
-    return v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  }
-  const int64_t i = v.get<int64_t>();
-  return i >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-         i <= static_cast<int64_t>(std::numeric_limits<T>::max());
-}
 
 template <typename T>
 Status Read(const json& v, const std::string& key, T* out) {
@@ -32,17 +23,19 @@ Status Read(const json& v, const std::string& key, T* out) {
     ok = v.is_boolean();
   } else if constexpr (std::is_integral_v<T>) {
     ok = v.is_number_integer();
-    if (ok && !FitsIn<T>(v)) {
-      return Status::InvalidArgument("key '" + key + "' is out of range: " + v.dump() +
-                                     " (at most " + std::to_string(std::numeric_limits<T>::max()) +
-                                     ")");
-    }
   } else if constexpr (std::is_floating_point_v<T>) {
     ok = v.is_number();
   } else {
     ok = v.is_string();
   }
   if (!ok) return Status::InvalidArgument("key '" + key + "' has the wrong type: " + v.dump());
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!JsonInteger<T>(v)) {
+      return Status::InvalidArgument("key '" + key + "' is " + v.dump() + ", outside [" +
+                                     std::to_string(std::numeric_limits<T>::min()) + ", " +
+                                     std::to_string(std::numeric_limits<T>::max()) + "]");
+    }
+  }
   *out = v.get<T>();
   return Status::Ok();
 }
@@ -213,7 +206,7 @@ Status ApplyConfigJson(const std::string& text, const std::string& origin, const
   }
   for (const auto& [key, value] : j.items()) {
     auto it = std::find_if(Settings().begin(), Settings().end(),
-                           [&](const Setting& s) { return key == s.key; });
+                           [&key = key](const Setting& s) { return key == s.key; });
     if (it == Settings().end()) {
       return Status::InvalidArgument(origin + ": unknown key '" + key +
                                      "'; known keys: " + KnownKeys());

@@ -48,6 +48,24 @@ TEST(HardwareProfile, MissingKeyIsRejectedByName) {
             "profile parameter 'post_op_ns': missing key 'samples'");
 }
 
+// Found by tests/fuzz (hardware_profile): an integer key given a float beyond its range
+// ("l3_bytes": 1.6e105) was converted with undefined behaviour (UBSan: "outside the range of
+// representable values"), and an integer beyond the field's range wrapped.
+TEST(HardwareProfile, IntegerKeyOutOfRangeOrFloatIsAnError) {
+  nlohmann::json j = ProfileToJson(Sample());
+  j["target"]["l3_bytes"] = 1.6e105;
+  EXPECT_EQ(ProfileFromJson(j).status().message(),
+            "profile target: key 'l3_bytes' is 1.6e+105, not an integer in range");
+  j = ProfileToJson(Sample());
+  j["target"]["cores"] = uint64_t{1} << 32;
+  EXPECT_EQ(ProfileFromJson(j).status().message(),
+            "profile target: key 'cores' is 4294967296, not an integer in range");
+  j = ProfileToJson(Sample());
+  j["parameters"]["conv_gflops"]["samples"] = 2.0;
+  EXPECT_NE(ProfileFromJson(j).status().message().find("key 'samples' is 2.0"), std::string::npos)
+      << ProfileFromJson(j).status().message();
+}
+
 TEST(HardwareProfile, WrongTypesImplausibleValuesAndEditedIds) {
   nlohmann::json j = ProfileToJson(Sample());
   j["parameters"]["dispatch_ns"]["value"] = "fast";

@@ -65,6 +65,31 @@ v1::Graph TinyProto() {
 
 TEST(FromProto, AcceptsAWellFormedGraph) { EXPECT_TRUE(FromProto(TinyProto()).ok()); }
 
+// Found by tests/fuzz (onnx_import): an ONNX attribute holding an empty list imported, but its
+// wire form carried no value, so FromProto (what fusord runs) refused the graph.
+TEST(ToProto, EmptyListAttributesSurviveTheWireForm) {
+  v1::Graph p = TinyProto();
+  v1::Node* relu = p.mutable_nodes(0);
+  relu->add_attributes()->set_name("ints");
+  relu->mutable_attributes(0)->mutable_ints();
+  relu->add_attributes()->set_name("floats");
+  relu->mutable_attributes(1)->mutable_floats();
+  relu->add_attributes()->set_name("strings");
+  relu->mutable_attributes(2)->mutable_strings();
+  auto g = FromProto(p);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  v1::Graph wire = ToProto(*g);
+  ASSERT_EQ(wire.nodes(0).attributes_size(), 3);
+  for (const v1::Attribute& a : wire.nodes(0).attributes()) {
+    EXPECT_NE(a.value_case(), v1::Attribute::VALUE_NOT_SET) << a.name();
+  }
+  v1::Graph parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  auto back = FromProto(parsed);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->node(0).attributes, g->node(0).attributes);
+}
+
 TEST(FromProto, RejectsUntrustedInputWithNamedErrors) {
   struct Case {
     const char* what;

@@ -4,8 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "graph/canonical.h"
+#include "graph/constant_folding.h"
 #include "graph/op_registry.h"
 #include "tests/graph/onnx_builder.h"
 
@@ -249,6 +251,52 @@ TEST(OnnxImport, MissingInput) {
   EXPECT_NE(g.status().message().find("node 'adder' (Add)"), std::string::npos)
       << g.status().message();
   EXPECT_NE(g.status().message().find("'ghost'"), std::string::npos);
+}
+
+// Found by tests/fuzz (onnx_import): constant folding read inputs a malformed node lacks (an Expand
+// with one input read past the end of its input list; an empty input was dereferenced; a Squeeze
+// axis out of range wrote past its flags). Such nodes are left unfolded, and the import fails with
+// an error instead of crashing.
+TEST(OnnxImport, FoldingNodeWithMissingInputsOrBadAxesFailsCleanly) {
+  for (const char* op : {"Expand", "Reshape", "Gather", "Range", "Where", "Add", "Concat"}) {
+    OnnxBuilder b;
+    b.Input("x", {4}).Output("y");
+    b.Int64Constant("c", {2, 2});
+    b.Node(op, {"c"}, {"f"}, "folded");
+    b.Node("Add", {"x", "f"}, {"y"});
+    auto g = ImportOnnxBytes(b.Serialize());
+    EXPECT_FALSE(g.ok()) << op;
+    OnnxBuilder empty_input;
+    empty_input.Input("x", {4}).Output("y");
+    empty_input.Int64Constant("c", {2, 2});
+    empty_input.Node(op, {"c", ""}, {"f"}, "folded");
+    empty_input.Node("Add", {"x", "f"}, {"y"});
+    EXPECT_FALSE(ImportOnnxBytes(empty_input.Serialize()).ok()) << op;
+  }
+  OnnxBuilder squeeze;
+  squeeze.Input("x", {4}).Output("y");
+  squeeze.Int64Constant("c", {2, 2});
+  squeeze.Int64Constant("axes", {7});
+  squeeze.Node("Squeeze", {"c", "axes"}, {"f"}, "squeeze");
+  squeeze.Node("Add", {"x", "f"}, {"y"});
+  EXPECT_FALSE(ImportOnnxBytes(squeeze.Serialize()).ok());
+}
+
+// Found by tests/fuzz (onnx_import): folding computes integers in double, and converting a result
+// beyond int64 (or NaN) back was undefined behaviour (UBSan: 7.6e20 "outside the range of
+// representable values"). It saturates now.
+TEST(ConstantFolding, IntegerResultBeyondInt64Saturates) {
+  EXPECT_EQ(ToInt64(7.56317e20), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(ToInt64(-1e300), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(ToInt64(std::nan("")), 0);
+  EXPECT_EQ(ToInt64(-3.9), -3);
+  OnnxBuilder b;
+  b.Input("x", {4}).Output("y");
+  b.Int64Constant("big", {int64_t{1} << 40});
+  b.Node("Mul", {"big", "big"}, {"square"});  // 2^80, folded.
+  b.Node("Reshape", {"x", "square"}, {"y"}, "reshape");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
 }
 
 TEST(OnnxImport, HugeTensorIsRefusedByTheCap) {

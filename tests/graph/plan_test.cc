@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/onnx_import.h"
+#include "graph/plan_json.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -35,6 +36,26 @@ Graph ResidualBlock() {
 TEST(Plan, UnfusedIsLegal) {
   Graph g = ResidualBlock();
   EXPECT_TRUE(CheckPlan(g, UnfusedPlan(g)).ok());
+}
+
+// Found by tests/fuzz (plan_json): node ids were read with wrap-around, so node 2^32 in a plan
+// file became node 0 and the plan was accepted.
+TEST(PlanJson, NodeIdOutOfRangeIsAnErrorNotWrapped) {
+  Graph g = ResidualBlock();
+  nlohmann::json j = PlanToJson(UnfusedPlan(g));
+  ASSERT_TRUE(PlanFromJson(g, j).ok());
+  j["groups"][0]["nodes"][0] = uint64_t{1} << 32;
+  auto wrapped = PlanFromJson(g, j);
+  ASSERT_FALSE(wrapped.ok()) << "node 2^32 read as node " << wrapped->groups[0].nodes[0];
+  EXPECT_NE(
+      wrapped.status().message().find("plan group 0 nodes: node id 4294967296 is out of range"),
+      std::string::npos)
+      << wrapped.status().message();
+  j["groups"][0]["nodes"][0] = int64_t{-4294967296};
+  EXPECT_FALSE(PlanFromJson(g, j).ok());
+  j["groups"][0]["recomputed"] = {uint64_t{1} << 32 | 1};
+  j["groups"][0]["nodes"][0] = 0;
+  EXPECT_FALSE(PlanFromJson(g, j).ok());
 }
 
 TEST(Plan, MaxFusionMakesConvPostOpChains) {
