@@ -13,13 +13,23 @@ void ModelOptions::AddTo(CLI::App* cmd) {
       ->capture_default_str();
 }
 
-StatusOr<Graph> ModelOptions::Import() const {
+StatusOr<ImportOptions> ModelOptions::Parsed() const {
   ImportOptions options;
   for (const auto& s : shapes) FUSOR_RETURN_IF_ERROR(ParseShapeBinding(s, &options));
   for (const auto& d : dims) FUSOR_RETURN_IF_ERROR(ParseDimBinding(d, &options));
   options.limits.max_nodes = max_nodes;
   options.limits.max_tensor_elements = max_tensor_elements;
+  return options;
+}
+
+StatusOr<Graph> ModelOptions::Import() const {
+  FUSOR_ASSIGN_OR_RETURN(ImportOptions options, Parsed());
   return ImportOnnxFile(path, options);
+}
+
+StatusOr<ImportedModel> ModelOptions::ImportWithWeights() const {
+  FUSOR_ASSIGN_OR_RETURN(ImportOptions options, Parsed());
+  return ImportOnnxFileWithWeights(path, options);
 }
 
 }  // namespace fusor

@@ -23,6 +23,11 @@ struct ModelOptions {
   void AddTo(CLI::App* cmd);
   // Imports the model with the parsed options.
   StatusOr<Graph> Import() const;
+  // Imports it with the data of its weights (graph/onnx_import.h, ImportOnnxFileWithWeights).
+  StatusOr<ImportedModel> ImportWithWeights() const;
+
+ private:
+  StatusOr<ImportOptions> Parsed() const;
 };
 
 }  // namespace fusor
