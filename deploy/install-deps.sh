@@ -15,6 +15,7 @@ PACKAGES=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox  # `fusor costmodel validate --plot` (the scatter plot in docs/costmodel.md)
+  python3 python3-onnx python3-numpy  # tools/fill_weights.py: filled models for the parity tests
 )
 
 missing=()

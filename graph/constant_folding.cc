@@ -612,10 +612,14 @@ std::optional<ConstValue> ReadConstValue(const TensorProto& t) {
   return v;
 }
 
+bool IsConstantInitializer(const ConstValue& v) {
+  return v.is_float ? v.size() <= 1 : v.size() <= kMaxIntConstantElements;
+}
+
 StatusOr<bool> FoldConstants(onnx::GraphProto* graph) {
   std::unordered_map<std::string, ConstValue> values;
   for (const auto& init : graph->initializer()) {
-    if (auto v = ReadConstValue(init); v && v->size() <= kMaxFoldElements) values[init.name()] = *v;
+    if (auto v = ReadConstValue(init); v && IsConstantInitializer(*v)) values[init.name()] = *v;
   }
   auto shapes = StaticShapes(*graph);
   std::vector<int> folded;

@@ -39,6 +39,15 @@ struct ConstValue {
   int64_t AsInt(int64_t i) const { return is_float ? static_cast<int64_t>(floats[i]) : ints[i]; }
 };
 
+// Integer initializers of at most this many elements are constants (shapes, axes, pads, indices).
+inline constexpr int64_t kMaxIntConstantElements = 64;
+
+// Whether an initializer's value is a constant that may shape the graph (integers of at most
+// kMaxIntConstantElements, float scalars) rather than a weight. Folding reads only these, so a
+// weight's data, present, stripped or external, never changes what import makes of a model: with
+// and without its weights a model imports to the same graph and hash.
+bool IsConstantInitializer(const ConstValue& v);
+
 // The data of an initializer or Constant tensor, or nullopt when it is external, missing, larger
 // than 65536 elements, or of a type Fusor does not read (strings, float16, complex).
 std::optional<ConstValue> ReadConstValue(const onnx::TensorProto& t);

@@ -315,8 +315,6 @@ StatusOr<DType> ConvertDType(int32_t onnx_type, const std::string& tensor) {
 // Small integer constants and float scalars parameterise ops; their values are kept, and so are
 // those of small float tensors that parameterise an op (`float_parameter`: Resize's scales and
 // roi). Everything else from an initializer is a weight: dims only.
-constexpr int64_t kMaxIntConstantElements = 64;
-
 Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype, bool float_parameter) {
   Tensor t;
   t.name = init.name();
@@ -326,10 +324,8 @@ Tensor InitializerTensor(const onnx::TensorProto& init, DType dtype, bool float_
   std::optional<ConstValue> value = ReadConstValue(init);
   if (!value) return t;
   int64_t elements = static_cast<int64_t>(value->ints.size() + value->floats.size());
-  bool small_int = !value->is_float && elements <= kMaxIntConstantElements;
-  bool float_scalar = value->is_float && elements <= 1;
   bool small_float = value->is_float && float_parameter && elements <= kMaxIntConstantElements;
-  if (small_int || float_scalar || small_float) {
+  if (IsConstantInitializer(*value) || small_float) {
     t.kind = TensorKind::kConstant;
     t.int_data = value->ints;
     t.float_data = value->floats;
