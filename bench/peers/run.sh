@@ -15,6 +15,12 @@ mkdir -p "$work"
 "$root/deploy/install-peers.sh"
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
+# Calibrate once with a generous time limit: on a busy host the tuner's default 60 s is too short.
+if [ ! -f "$work/tuning.db" ]; then
+  "$root/build/client/fusor" calibrate --db "$work/tuning.db" \
+    --time-limit "${FUSOR_CALIBRATE_SECONDS:-300}" > "$work/calibrate.log" 2>&1 ||
+    echo "calibration failed: $(tail -1 "$work/calibrate.log")"
+fi
 specs=()
 for model in "$@"; do
   name="$(basename "$model" .onnx)"
