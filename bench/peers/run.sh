@@ -34,4 +34,4 @@ for model in "$@"; do
     specs+=("$filled")
   fi
 done
-exec "$root/build/bench/peer_bench" --threads 2 "${specs[@]}"
+exec "$root/build/bench/peer_bench" --threads 2 --rounds "${PEER_ROUNDS:-10}" "${specs[@]}"
