@@ -45,13 +45,18 @@ StatusOr<std::vector<std::pair<std::string, ImportOptions>>> ModelOptions::Bindi
   return out;
 }
 
-StatusOr<Graph> ModelOptions::Import() const {
+StatusOr<ImportOptions> ModelOptions::OneBinding() const {
   FUSOR_ASSIGN_OR_RETURN(auto bindings, Bindings());
   if (bindings.size() > 1) {
     return Status::InvalidArgument("--dim gives " + std::to_string(bindings.size()) +
                                    " bindings; only `fusor tune` takes several values per dim");
   }
-  return ImportOnnxFile(path, bindings[0].second);
+  return bindings[0].second;
+}
+
+StatusOr<Graph> ModelOptions::Import() const {
+  FUSOR_ASSIGN_OR_RETURN(ImportOptions options, OneBinding());
+  return ImportOnnxFile(path, options);
 }
 
 StatusOr<std::vector<ModelOptions::Bound>> ModelOptions::ImportEach() const {
@@ -63,6 +68,11 @@ StatusOr<std::vector<ModelOptions::Bound>> ModelOptions::ImportEach() const {
     out.push_back({label, std::move(g).value()});
   }
   return out;
+}
+
+StatusOr<ImportedModel> ModelOptions::ImportWithWeights() const {
+  FUSOR_ASSIGN_OR_RETURN(ImportOptions options, OneBinding());
+  return ImportOnnxFileWithWeights(path, options);
 }
 
 }  // namespace fusor

@@ -33,10 +33,14 @@ struct ModelOptions {
   // The model imported once per combination of --dim values (`--dim batch=1,8 --dim seq=64,128`
   // gives four), in the order given.
   StatusOr<std::vector<Bound>> ImportEach() const;
+  // Imports it with the data of its weights (graph/onnx_import.h, ImportOnnxFileWithWeights).
+  StatusOr<ImportedModel> ImportWithWeights() const;
 
  private:
   // The import options of every combination of --dim values, with their labels.
   StatusOr<std::vector<std::pair<std::string, ImportOptions>>> Bindings() const;
+  // The import options when the flags give one binding; InvalidArgument for several.
+  StatusOr<ImportOptions> OneBinding() const;
 };
 
 }  // namespace fusor

@@ -1,6 +1,8 @@
 #include "client/run_command.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -9,9 +11,11 @@
 #include "client/model_options.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
+#include "graph/tensor_file.h"
 #include "runtime/executor.h"
 #include "runtime/host_tensor.h"
 #include "runtime/measurer.h"
+#include "runtime/model_weights.h"
 
 namespace fusor {
 namespace {
@@ -26,6 +30,11 @@ struct RunOptions {
   double min_time_ms = 200;
   double group_min_time_ms = 20;
   bool flush_cache = false;
+  bool weights = false;             // The model's own weights instead of seeded ones.
+  std::vector<std::string> inputs;  // "NAME=FILE"
+  std::string output_dir;
+  std::string output_format = "pb";  // pb | npy
+  bool timing = true;
 };
 
 StatusOr<FusionPlan> ChoosePlan(const Graph& g, const RunOptions& o) {
@@ -59,27 +68,76 @@ void PrintGroups(Executor& exec, const RunOptions& o) {
   std::printf("sum of group medians: %.3f ms\n", static_cast<double>(sum) / 1e6);
 }
 
-Status RunModel(const RunOptions& o) {
-  FUSOR_ASSIGN_OR_RETURN(Graph g, o.model.Import());
-  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, ChoosePlan(g, o));
-  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, o.seed));
-  ExecutorOptions eo;
-  eo.threads = o.threads;
-  eo.memory_budget_bytes = o.memory_budget;
-  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
-  std::printf("model %s: %zu nodes, %zu groups (%s), memory %s\n", g.model_name.c_str(),
-              g.num_nodes(), plan.groups.size(),
-              o.unfused             ? "unfused"
-              : o.plan_path.empty() ? "max fusion"
-                                    : o.plan_path.c_str(),
-              exec->memory().ToString().c_str());
-  exec->Run();
+// The graph and its leaf values: the model's weights or seeded ones, then the given inputs.
+StatusOr<std::pair<Graph, TensorValues>> LoadModel(const RunOptions& o) {
+  Graph g;
+  TensorValues leaves;
+  if (o.weights) {
+    FUSOR_ASSIGN_OR_RETURN(ImportedModel m, o.model.ImportWithWeights());
+    g = std::move(m.graph);
+    FUSOR_ASSIGN_OR_RETURN(leaves, ModelLeafValues(g, std::move(m.weights), o.seed));
+  } else {
+    FUSOR_ASSIGN_OR_RETURN(g, o.model.Import());
+    FUSOR_ASSIGN_OR_RETURN(leaves, RandomLeafValues(g, o.seed));
+  }
+  for (const auto& spec : o.inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      return Status::InvalidArgument("--input " + spec + ": expected NAME=FILE (.pb or .npy)");
+    }
+    FUSOR_ASSIGN_OR_RETURN(TensorData value, ReadTensorFile(spec.substr(eq + 1)));
+    Status s = SetInputValue(g, spec.substr(0, eq), std::move(value), &leaves);
+    if (!s.ok()) return s.WithContext("--input " + spec);
+  }
+  return std::make_pair(std::move(g), std::move(leaves));
+}
+
+// "output 'logits': float32 1x1000  min -3.1 max 4.2 mean 0.01  [0.12, -0.5, ...]"
+void PrintOutput(const std::string& name, const HostTensor& v) {
+  double lo = 0, hi = 0, sum = 0;
+  int64_t n = v.num_elements();
+  for (int64_t e = 0; e < n; ++e) {
+    double x = v.at(e);
+    lo = e == 0 ? x : std::min(lo, x);
+    hi = e == 0 ? x : std::max(hi, x);
+    sum += x;
+  }
+  std::printf("output '%s': %s %s  min %.6g max %.6g mean %.6g  [", name.c_str(),
+              std::string(DTypeName(v.dtype)).c_str(), ShapeString(v.dims).c_str(), lo, hi,
+              n > 0 ? sum / static_cast<double>(n) : 0.0);
+  for (int64_t e = 0; e < std::min<int64_t>(n, 5); ++e) {
+    std::printf("%s%.6g", e ? ", " : "", v.at(e));
+  }
+  std::printf("%s]\n", n > 5 ? ", ..." : "");
+}
+
+Status ReportOutputs(const Graph& g, const Executor& exec, const RunOptions& o) {
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec) return Status::IOError("cannot create '" + o.output_dir + "': " + ec.message());
+  }
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    TensorId t = g.outputs()[k];
+    FUSOR_ASSIGN_OR_RETURN(HostTensor value, exec.Read(t));
+    PrintOutput(g.tensor(t).name, value);
+    if (o.output_dir.empty()) continue;
+    std::string path = (std::filesystem::path(o.output_dir) /
+                        ("output_" + std::to_string(k) + "." + o.output_format))
+                           .string();
+    FUSOR_RETURN_IF_ERROR(WriteTensorFile(path, ToTensorData(g.tensor(t).name, value)));
+    std::printf("  written to %s\n", path.c_str());
+  }
+  return Status::Ok();
+}
+
+void PrintTimes(Executor& exec, const RunOptions& o) {
   // A process can start in one of the host's slow states (runtime/measurer.h, CrossCoreRatio),
   // where every plan runs up to ~2x slower: give it a few seconds to end before timing, and say
   // so when it is there after the timing.
   SettleHost(3000, "run");
-  PrintGroups(*exec, o);
-  Measurement total = TimeRepeated([&] { exec->Run(); }, Timing(o, o.min_time_ms));
+  PrintGroups(exec, o);
+  Measurement total = TimeRepeated([&] { exec.Run(); }, Timing(o, o.min_time_ms));
   std::printf("total: %s\n", total.ToString().c_str());
   if (double ratio = CrossCoreRatio(); ratio > kMaxCrossCoreRatio) {
     std::printf(
@@ -87,6 +145,25 @@ Status RunModel(const RunOptions& o) {
         "%.1fx keeping it on one); these times may be up to ~2x the quiet host's\n",
         ratio);
   }
+}
+
+Status RunModel(const RunOptions& o) {
+  FUSOR_ASSIGN_OR_RETURN(auto loaded, LoadModel(o));
+  auto& [g, leaves] = loaded;
+  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, ChoosePlan(g, o));
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  eo.memory_budget_bytes = o.memory_budget;
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
+  std::printf("model %s: %zu nodes, %zu groups (%s), memory %s, %s weights\n", g.model_name.c_str(),
+              g.num_nodes(), plan.groups.size(),
+              o.unfused             ? "unfused"
+              : o.plan_path.empty() ? "max fusion"
+                                    : o.plan_path.c_str(),
+              exec->memory().ToString().c_str(), o.weights ? "the model's" : "seeded random");
+  exec->Run();
+  FUSOR_RETURN_IF_ERROR(ReportOutputs(g, *exec, o));
+  if (o.timing) PrintTimes(*exec, o);
   return Status::Ok();
 }
 
@@ -94,7 +171,9 @@ Status RunModel(const RunOptions& o) {
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
-      "run", "Run a model with oneDNN under a fusion plan and print per-group and total times");
+      "run",
+      "Run a model with oneDNN under a fusion plan: a summary of each output, then per-group "
+      "and total times");
   auto o = std::make_shared<RunOptions>();
   o->model.AddTo(cmd);
   auto* plan = cmd->add_option("--plan", o->plan_path, "Plan JSON (graph/plan_json.h)");
@@ -109,6 +188,18 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--group-min-time-ms", o->group_min_time_ms, "Minimum timed total per group")
       ->capture_default_str();
   cmd->add_flag("--flush-cache", o->flush_cache, "Flush the caches between timed runs");
+  cmd->add_flag("--weights", o->weights,
+                "Run with the model's own weights (initializer data, external data files next "
+                "to the model) instead of seeded random ones");
+  cmd->add_option("--input", o->inputs,
+                  "A graph input's value: NAME=FILE, an ONNX TensorProto .pb or NumPy .npy "
+                  "(repeatable; inputs not given get seeded random values)");
+  cmd->add_option("--output-dir", o->output_dir,
+                  "Write each output as DIR/output_K.pb (ONNX test-data layout) or .npy");
+  cmd->add_option("--output-format", o->output_format, "pb or npy")
+      ->check(CLI::IsMember({"pb", "npy"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-timing{false}", o->timing, "Print the outputs only, no timing");
   cmd->callback([o, exit_code] {
     Status s = RunModel(*o);
     if (!s.ok()) std::cerr << "fusor run: " << s.message() << "\n";

@@ -62,12 +62,17 @@ struct ConstValue {
   int64_t AsInt(int64_t i) const { return is_float ? ToInt64(floats[i]) : ints[i]; }
 };
 
+// Integer initializers of at most this many elements are constants (shapes, axes, pads, indices).
+inline constexpr int64_t kMaxIntConstantElements = 64;
+
 // The data of an initializer or Constant tensor, or nullopt when it is external, missing, larger
 // than 65536 elements, or of a type Fusor does not read (strings, float16, complex).
 std::optional<ConstValue> ReadConstValue(const onnx::TensorProto& t);
 
 // Whether the IR carries the values of an initializer from the file (an integer vector of up to
-// 64 elements, or a scalar); other initializers are weights, carried as dims only.
+// 64 elements, or a scalar); other initializers are weights, carried as dims only. Folding reads
+// only these, so a weight's data, present, stripped or external, never changes what import makes
+// of a model: with and without its weights a model imports to the same graph and hash.
 bool CarriedAsConstant(const ConstValue& v);
 
 // One pass over the graph in node order; returns whether anything was folded. `weights` names the

@@ -577,8 +577,11 @@ class IrBuilder {
 // Nodes that read only weights and constants (slicing a fused QKV weight, transposing a weight) are
 // work a deployed engine does once at load time, not per inference: their outputs become weights
 // (dims only) and the nodes leave the graph, as ONNX Runtime's constant folding would remove them.
-Graph FoldWeightOnlyNodes(Graph g) {
-  std::vector<NodeId> keep;
+// With `folded`, the removed nodes are also returned as a graph of their own (their outputs read by
+// the kept nodes are its outputs), so a caller with the weights' data can compute those values.
+Graph FoldWeightOnlyNodes(Graph g, Graph* folded = nullptr) {
+  std::vector<NodeId> keep, removed;
+  Graph original = folded != nullptr ? g : Graph();
   for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
     const Node& n = g.node(id);
     bool reads_weight = false, weights_only = IsKnownOp(n.domain, n.op_type);
@@ -592,8 +595,10 @@ Graph FoldWeightOnlyNodes(Graph g) {
       keep.push_back(id);
       continue;
     }
+    removed.push_back(id);
     for (TensorId out : n.outputs) g.mutable_tensor(out).kind = TensorKind::kWeight;
   }
+  if (folded != nullptr) *folded = original.ExtractRegion(removed);
   if (keep.size() == g.num_nodes()) return g;
   return g.Compacted(keep);
 }
@@ -644,8 +649,24 @@ Status ParseDimBinding(std::string_view text, ImportOptions* options) {
   return Status::Ok();
 }
 
-// The import pipeline, in order; each step's failure names what is wrong.
-StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options) {
+// The names of the initializers whose data computes every weight of `g`: its weights that the
+// folded nodes do not produce, and the weights those nodes read.
+std::vector<std::string> InitializerNamesToRead(const Graph& g, const Graph& load_time) {
+  std::unordered_set<std::string> computed, names;
+  for (TensorId t : load_time.outputs()) computed.insert(load_time.tensor(t).name);
+  for (const Graph* graph : {&g, &load_time}) {
+    for (const Tensor& t : graph->tensors()) {
+      bool leaf = graph == &g || t.producer == kNoId;
+      if (t.kind == TensorKind::kWeight && leaf && !computed.count(t.name)) names.insert(t.name);
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+// The import pipeline, in order; each step's failure names what is wrong. With `weights`, the data
+// of the weights is read too (from `model_dir` for external data); the graph is the same.
+StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options,
+                            const std::string& model_dir, ModelWeights* weights) {
   if (static_cast<int64_t>(bytes.size()) > options.max_file_bytes) {
     return Status::ResourceExhausted("model is " + std::to_string(bytes.size()) +
                                      " bytes, the limit is " +
@@ -661,24 +682,34 @@ StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& opt
   }
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
-  std::unordered_set<std::string> weights;
-  for (const auto& init : model.graph().initializer()) weights.insert(init.name());
-  FUSOR_RETURN_IF_ERROR(FoldToFixpoint(&model, weights));
+  std::unordered_set<std::string> file_initializers;
+  for (const auto& init : model.graph().initializer()) file_initializers.insert(init.name());
+  FUSOR_RETURN_IF_ERROR(FoldToFixpoint(&model, file_initializers));
   RemovePassThrough(model.mutable_graph());
   FUSOR_RETURN_IF_ERROR(CheckEveryDimResolved(model.graph()));
   std::string name = !options.model_name.empty()     ? options.model_name
                      : !model.graph().name().empty() ? model.graph().name()
                                                      : "model";
-  FUSOR_ASSIGN_OR_RETURN(Graph g, IrBuilder(model, opset, weights).Build(name));
+  FUSOR_ASSIGN_OR_RETURN(Graph g, IrBuilder(model, opset, file_initializers).Build(name));
   FUSOR_RETURN_IF_ERROR(Validate(g, options.limits));
   if (options.evaluate_constants) {
     FUSOR_RETURN_IF_ERROR(FoldConstantNodes(&g, options.evaluate_constants).status());
   }
-  g = FoldWeightOnlyNodes(std::move(g));
+  if (weights == nullptr) return Canonicalize(FoldWeightOnlyNodes(std::move(g)));
+  g = FoldWeightOnlyNodes(std::move(g), &weights->load_time);
+  FUSOR_ASSIGN_OR_RETURN(
+      weights->initializers,
+      ReadInitializers(model.graph(), InitializerNamesToRead(g, weights->load_time), model_dir));
   return Canonicalize(g);
 }
 
-StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
+StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options) {
+  return ImportModel(bytes, options, "", nullptr);
+}
+
+namespace {
+
+StatusOr<std::string> ReadModelFile(const std::string& path, const ImportOptions& options) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     return Status::NotFound("model file '" + path + "' does not exist");
@@ -699,11 +730,32 @@ StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& opt
   if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
     return Status::IOError("cannot read '" + path + "'");
   }
-  ImportOptions opts = options;
-  if (opts.model_name.empty()) opts.model_name = std::filesystem::path(path).stem().string();
-  auto g = ImportOnnxBytes(bytes, opts);
+  return bytes;
+}
+
+ImportOptions NamedAfterFile(const std::string& path, ImportOptions options) {
+  if (options.model_name.empty()) options.model_name = std::filesystem::path(path).stem().string();
+  return options;
+}
+
+}  // namespace
+
+StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
+  FUSOR_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, options));
+  auto g = ImportOnnxBytes(bytes, NamedAfterFile(path, options));
   if (!g.ok()) return g.status().WithContext(path);
   return g;
+}
+
+StatusOr<ImportedModel> ImportOnnxFileWithWeights(const std::string& path,
+                                                  const ImportOptions& options) {
+  FUSOR_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, options));
+  ImportedModel m;
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  auto g = ImportModel(bytes, NamedAfterFile(path, options), dir.empty() ? "." : dir, &m.weights);
+  if (!g.ok()) return g.status().WithContext(path);
+  m.graph = std::move(g).value();
+  return m;
 }
 
 }  // namespace fusor

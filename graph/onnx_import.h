@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "graph/constant_folding.h"
 #include "graph/graph.h"
+#include "graph/initializer_data.h"
 #include "graph/validate.h"
 
 namespace fusor {
@@ -43,5 +44,16 @@ Status ParseDimBinding(std::string_view text, ImportOptions* options);
 
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options = {});
 StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options = {});
+
+// A model imported to run with its own weights: `graph` is exactly what ImportOnnxFile gives for
+// the same file and options (same hash, so stored plans apply), `weights` what computes the values
+// of its weights (graph/initializer_data.h). Fails naming the tensor when a weight's data is
+// missing, stripped, outside the model's directory or of the wrong size.
+struct ImportedModel {
+  Graph graph;
+  ModelWeights weights;
+};
+StatusOr<ImportedModel> ImportOnnxFileWithWeights(const std::string& path,
+                                                  const ImportOptions& options = {});
 
 }  // namespace fusor

@@ -99,11 +99,11 @@ StatusOr<HostTensor> ConstantValue(const Tensor& t) {
   return h;
 }
 
-StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed) {
+StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed, bool weights) {
   TensorValues values;
   for (TensorId id = 0; id < static_cast<TensorId>(g.num_tensors()); ++id) {
     const Tensor& t = g.tensor(id);
-    if (t.kind == TensorKind::kActivation) continue;
+    if (t.kind == TensorKind::kActivation || (!weights && t.kind == TensorKind::kWeight)) continue;
     if (!IsSupportedDType(t.dtype)) {
       return Status::Unimplemented("tensor '" + t.name + "' has dtype " +
                                    std::string(DTypeName(t.dtype)) +

@@ -43,7 +43,9 @@ StatusOr<HostTensor> ConstantValue(const Tensor& t);
 // operand get He-uniform values (so activations keep their scale through deep networks); other
 // weights are uniform in [0.5, 1.5] (safe for Div, Sqrt, Log); float inputs uniform in [-1, 1];
 // integer inputs that index a Gather stay inside the gathered axis, others lie in [0, 10).
-StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed);
+// `weights` false leaves weights out (a caller with the model's own weights adds them); inputs get
+// the same values either way.
+StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed, bool weights = true);
 
 // How far `actual` is from `expected`: the largest |a - e| / (atol + rtol * |e|), where atol is
 // `rel_atol` times the largest |e|. A result <= 1 means within tolerance. Shapes must match.

@@ -746,6 +746,9 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
 Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
   const std::string& op = n.op_type;
   auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  if (opt(0) == nullptr) {  // Every op below reads a first input; one without it is unknown here.
+    return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+  }
   const HostTensor& x = *in(n.inputs[0]);
   if (IsUnary(op)) return RunUnary(g, n, in, x, out);
   if (Binary(op, false)) return RunBinary(n, x, *in(n.inputs[1]), out);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "graph/graph_builder.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -34,6 +35,20 @@ HostTensor RunOne(const Graph& g, TensorValues inputs) {
 void ExpectValues(const HostTensor& h, const std::vector<float>& want, float tol = 1e-5f) {
   ASSERT_EQ(h.num_elements(), static_cast<int64_t>(want.size()));
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(h.at(i), want[i], tol) << "element " << i;
+}
+
+// An op without inputs that the reference does not know (an opaque Constant node that import kept)
+// is an error naming the node, not a read of a missing first input.
+TEST(Reference, UnknownOpWithoutInputsIsUnimplementedNotACrash) {
+  GraphBuilder b;
+  TensorId c = b.Op("Constant", {}, {4});
+  b.Output(b.Op("Relu", {c}, {4}));
+  Graph& g = b.Linked();
+  auto out = RunReference(g, {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(out.status().message().find("(Constant): op is not supported"), std::string::npos)
+      << out.status().message();
 }
 
 TEST(ReferenceGemm, MatchesTripleLoopOnOddSizes) {

@@ -1,0 +1,292 @@
+// The peer bench: Fusor against ONNX Runtime on the same models, weights and inputs.
+//
+//   peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json]...
+//
+// Each MODEL carries its weights (tools/fill_weights.py fills stripped ones); PLAN.json is its
+// tuned plan (`fusor tune MODEL --save-plan PLAN.json`); without one the greedy plan of the
+// default cost model runs and the row says so. Per model:
+//   - parity: the reference interpreter's outputs against Fusor's under the unfused plan and the
+//     plan (runtime/host_tensor.h Compare: every element within 1e-4 * max|ref| + 1e-3 * |ref|);
+//   - peer: ONNX Runtime 1.20.1 (bench/peers/ort_runner.js, all graph optimisations) and Fusor's
+//     executor under the plan, T threads each (default 2), same seeded inputs; the largest
+//     absolute output difference and that difference over the largest |ORT output|; then N rounds
+//     (default 10) alternating an ORT burst and a Fusor burst of ~150 ms each, median latencies
+//     and ORT / Fusor (above 1: Fusor is faster).
+// The OpenMP environment is left as the user has it: OMP_WAIT_POLICY=passive makes every Fusor
+// plan ~2.4x slower on this machine, so the bench warns when it is set.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "graph/onnx_import.h"
+#include "graph/plan_json.h"
+#include "graph/tensor_file.h"
+#include "runtime/executor.h"
+#include "runtime/measurer.h"
+#include "runtime/model_weights.h"
+#include "runtime/reference.h"
+#include "search/plan_search.h"
+
+namespace fusor {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  int rounds = 10;
+  int threads = 2;
+  std::vector<std::string> models;
+};
+
+// A Node.js child running ort_runner.js, spoken to over its stdin and stdout.
+class OrtRunner {
+ public:
+  static StatusOr<std::unique_ptr<OrtRunner>> Start(const std::string& model, const fs::path& in,
+                                                    const fs::path& out, int threads) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return Status::IOError("pipe failed");
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      std::string script = std::string(FUSOR_SOURCE_DIR) + "/bench/peers/ort_runner.js";
+      std::string t = std::to_string(threads);
+      execlp("node", "node", script.c_str(), model.c_str(), in.c_str(), out.c_str(), t.c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    auto r = std::unique_ptr<OrtRunner>(new OrtRunner);
+    r->pid_ = pid;
+    r->in_ = fdopen(to_child[1], "w");
+    r->out_ = fdopen(from_child[0], "r");
+    if (r->ReadLine() != "ready") {
+      return Status::Unavailable("ONNX Runtime did not load the model (its error is above)");
+    }
+    return r;
+  }
+  ~OrtRunner() {
+    std::fputs("quit\n", in_);
+    std::fclose(in_);
+    std::fclose(out_);
+    waitpid(pid_, nullptr, 0);
+  }
+  std::vector<double> Run(int count) {
+    std::fprintf(in_, "run %d\n", count);
+    std::fflush(in_);
+    std::stringstream line(ReadLine());
+    std::vector<double> ms;
+    for (double t; line >> t;) ms.push_back(t);
+    return ms;
+  }
+
+ private:
+  OrtRunner() = default;
+  std::string ReadLine() {
+    std::string s;
+    for (int c; (c = std::fgetc(out_)) != EOF && c != '\n';) s += static_cast<char>(c);
+    return s;
+  }
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+StatusOr<FusionPlan> LoadPlan(const Graph& g, const std::string& path, std::string* name) {
+  if (path.empty()) {
+    *name = "greedy (default profile, untuned)";
+    AnalyticalCostModel model{HardwareProfile{}};
+    SearchOptions o;
+    o.algorithm = SearchAlgorithm::kGreedy;
+    FUSOR_ASSIGN_OR_RETURN(SearchResult r, SearchPlan(g, model, o));
+    return r.plan;
+  }
+  *name = fs::path(path).filename().string();
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("'" + path + "' is not valid JSON");
+  return PlanFromJson(g, j);
+}
+
+// The worst Compare ratio of `plan`'s outputs against the reference's (<= 1: within tolerance).
+StatusOr<double> ParityRatio(const Graph& g, const TensorValues& leaves, const TensorValues& want,
+                             const FusionPlan& plan, int threads) {
+  ExecutorOptions eo;
+  eo.threads = threads;
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
+  exec->Run();
+  double worst = 0;
+  for (const auto& [t, value] : want) {
+    FUSOR_ASSIGN_OR_RETURN(HostTensor got, exec->Read(t));
+    FUSOR_ASSIGN_OR_RETURN(Closeness c, Compare(value, got));
+    worst = std::max(worst, c.worst_ratio);
+  }
+  return worst;
+}
+
+struct PeerDiff {
+  double max_abs = 0, max_rel = 0;
+};
+
+StatusOr<PeerDiff> DiffWithOrt(const Graph& g, const Executor& exec, const fs::path& ort_dir) {
+  PeerDiff d;
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    FUSOR_ASSIGN_OR_RETURN(HostTensor ours, exec.Read(g.outputs()[k]));
+    FUSOR_ASSIGN_OR_RETURN(TensorData theirs,
+                           ReadTensorFile((ort_dir / ("output_" + std::to_string(k) + ".npy"))));
+    if (theirs.dims != ours.dims) {
+      return Status::Internal("output " + std::to_string(k) + ": ORT gives " +
+                              ShapeString(theirs.dims) + ", Fusor " + ShapeString(ours.dims));
+    }
+    double scale = 0, diff = 0;
+    for (int64_t e = 0; e < ours.num_elements(); ++e) {
+      double t = theirs.is_float() ? theirs.f[e] : static_cast<double>(theirs.i[e]);
+      scale = std::max(scale, std::abs(t));
+      diff = std::max(diff, std::abs(t - ours.at(e)));
+    }
+    d.max_abs = std::max(d.max_abs, diff);
+    d.max_rel = std::max(d.max_rel, scale > 0 ? diff / scale : diff);
+  }
+  return d;
+}
+
+// Runs of about `burst_ms` each for both, alternating which goes first; the medians in ms.
+std::pair<double, double> TimeAlternating(OrtRunner& ort, Executor& exec, int rounds) {
+  auto fusor_once = [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    exec.Run();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  constexpr double kBurstMs = 150;
+  double ort_one = Median(ort.Run(3)), fusor_one = std::min({fusor_once(), fusor_once()});
+  int ort_n = std::clamp(static_cast<int>(kBurstMs / ort_one), 2, 200);
+  int fusor_n = std::clamp(static_cast<int>(kBurstMs / fusor_one), 2, 200);
+  std::vector<double> ort_ms, fusor_ms;
+  for (int r = 0; r < rounds; ++r) {
+    auto ort_burst = [&] {
+      auto t = ort.Run(ort_n);
+      ort_ms.insert(ort_ms.end(), t.begin() + 1, t.end());  // The first run re-warms caches.
+    };
+    auto fusor_burst = [&] {
+      fusor_once();
+      for (int i = 1; i < fusor_n; ++i) fusor_ms.push_back(fusor_once());
+    };
+    if (r % 2 == 0) {
+      ort_burst();
+      fusor_burst();
+    } else {
+      fusor_burst();
+      ort_burst();
+    }
+  }
+  return {Median(ort_ms), Median(fusor_ms)};
+}
+
+Status BenchModel(const std::string& spec, const Options& o) {
+  size_t eq = spec.find('=');
+  std::string model = spec.substr(0, eq),
+              plan_path = eq == std::string::npos ? "" : spec.substr(eq + 1);
+  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model));
+  Graph g = std::move(m.graph);
+  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
+  std::string plan_name;
+  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, LoadPlan(g, plan_path, &plan_name));
+  FUSOR_ASSIGN_OR_RETURN(TensorValues want, RunReference(g, leaves));
+  FUSOR_ASSIGN_OR_RETURN(double unfused_ratio,
+                         ParityRatio(g, leaves, want, UnfusedPlan(g), o.threads));
+  FUSOR_ASSIGN_OR_RETURN(double plan_ratio, ParityRatio(g, leaves, want, plan, o.threads));
+  std::printf("%-28s parity vs reference: unfused %.3g %s, %s (%zu groups) %.3g %s\n",
+              g.model_name.c_str(), unfused_ratio, unfused_ratio <= 1 ? "ok" : "DIFFERS",
+              plan_name.c_str(), plan.groups.size(), plan_ratio,
+              plan_ratio <= 1 ? "ok" : "DIFFERS");
+  std::fflush(stdout);
+
+  fs::path dir = fs::temp_directory_path() / ("fusor-peer-" + std::to_string(getpid()));
+  fs::create_directories(dir / "in");
+  fs::create_directories(dir / "out");
+  for (TensorId in : g.inputs()) {
+    FUSOR_RETURN_IF_ERROR(WriteTensorFile((dir / "in" / (g.tensor(in).name + ".npy")).string(),
+                                          ToTensorData(g.tensor(in).name, leaves.at(in))));
+  }
+  ExecutorOptions eo;
+  eo.threads = o.threads;
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
+  exec->Run();
+  auto ort = OrtRunner::Start(model, dir / "in", dir / "out", o.threads);
+  if (!ort.ok()) {
+    fs::remove_all(dir);
+    return ort.status();
+  }
+  auto diff = DiffWithOrt(g, *exec, dir / "out");
+  fs::remove_all(dir);
+  if (!diff.ok()) return diff.status();
+  auto [ort_ms, fusor_ms] = TimeAlternating(**ort, *exec, o.rounds);
+  std::printf(
+      "%-28s vs ORT: max abs diff %.3g, max rel %.3g | ORT %.3f ms, Fusor %.3f ms, "
+      "ORT/Fusor %.2fx\n",
+      g.model_name.c_str(), diff->max_abs, diff->max_rel, ort_ms, fusor_ms, ort_ms / fusor_ms);
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace fusor
+
+int main(int argc, char** argv) {
+  fusor::Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      o.rounds = std::atoi(argv[++i]);
+    } else if (a == "--threads" && i + 1 < argc) {
+      o.threads = std::atoi(argv[++i]);
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr,
+                   "usage: peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json]...\n");
+      return 2;
+    } else {
+      o.models.push_back(a);
+    }
+  }
+  if (o.models.empty() || o.rounds < 1 || o.threads < 1) {
+    std::fprintf(stderr,
+                 "usage: peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json]...\n");
+    return 2;
+  }
+  if (const char* w = std::getenv("OMP_WAIT_POLICY")) {
+    std::printf(
+        "warning: OMP_WAIT_POLICY=%s is set; users do not set it, and it changes Fusor's "
+        "times (passive: ~2.4x slower)\n",
+        w);
+  }
+  fusor::SettleHost(3000, "peer bench");
+  int failed = 0;
+  for (const auto& spec : o.models) {
+    fusor::Status s = fusor::BenchModel(spec, o);
+    if (!s.ok()) {
+      std::printf("%-28s FAILED: %s\n", spec.c_str(), s.message().c_str());
+      ++failed;
+    }
+  }
+  return failed > 0 ? 1 : 0;
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The peer bench end to end: fills each model's stripped weights (tools/fill_weights.py), tunes it
+# on this machine (`fusor tune --save-plan`, a tuning database in WORK_DIR), then runs
+# build/bench/peer_bench on all of them: parity with the reference interpreter, then ONNX Runtime
+# against Fusor's tuned plan in alternating rounds, 2 threads each.
+#
+#   bench/peers/run.sh WORK_DIR MODEL.onnx...      (e.g. ../shared/models/*.onnx)
+#
+# Needs a build (build/client/fusor, build/bench/peer_bench) and deploy/install-peers.sh.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+work="$1"
+shift
+mkdir -p "$work"
+"$root/deploy/install-peers.sh"
+python=/usr/bin/python3
+[ -x "$python" ] || python=python3
+# Calibrate once with a generous time limit: on a busy host the tuner's default 60 s is too short.
+if [ ! -f "$work/tuning.db" ]; then
+  "$root/build/client/fusor" calibrate --db "$work/tuning.db" \
+    --time-limit "${FUSOR_CALIBRATE_SECONDS:-300}" > "$work/calibrate.log" 2>&1 ||
+    echo "calibration failed: $(tail -1 "$work/calibrate.log")"
+fi
+specs=()
+for model in "$@"; do
+  name="$(basename "$model" .onnx)"
+  filled="$work/$name.onnx"
+  [ -f "$filled" ] || "$python" "$root/tools/fill_weights.py" "$model" "$filled" || continue
+  if "$root/build/client/fusor" tune "$filled" --db "$work/tuning.db" \
+       --save-plan "$work/$name.plan.json" > "$work/$name.tune.log" 2>&1; then
+    specs+=("$filled=$work/$name.plan.json")
+  else
+    echo "$name: fusor tune failed: $(tail -1 "$work/$name.tune.log")"
+    specs+=("$filled")
+  fi
+done
+exec "$root/build/bench/peer_bench" --threads 2 --rounds "${PEER_ROUNDS:-10}" "${specs[@]}"

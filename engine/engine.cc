@@ -1,0 +1,116 @@
+#include "fusor/engine.h"
+
+#include <fstream>
+#include <mutex>
+
+#include "graph/onnx_import.h"
+#include "graph/plan.h"
+#include "graph/plan_json.h"
+#include "runtime/executor.h"
+#include "runtime/model_weights.h"
+#include "search/plan_search.h"
+
+namespace fusor {
+
+struct Engine::State {
+  Graph graph;
+  std::string plan_source;
+  std::mutex mu;                   // Serialises runs of the one executor.
+  std::unique_ptr<Executor> exec;  // Guarded by mu.
+};
+
+namespace {
+
+StatusOr<FusionPlan> PlanFromFile(const Graph& g, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read plan file '" + path + "'");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument("'" + path + "' is not valid JSON");
+  return PlanFromJson(g, j);
+}
+
+// The plan to compile and where it came from; the rules plan, with the reason, when the plan JSON
+// is absent or does not apply to this graph.
+FusionPlan ChoosePlan(const Graph& g, const std::string& path, std::string* source) {
+  std::string reason = "no plan JSON given";
+  if (!path.empty()) {
+    auto plan = PlanFromFile(g, path);
+    if (plan.ok()) {
+      *source = "plan JSON " + path + " (" + std::to_string(plan->groups.size()) + " groups)";
+      return *std::move(plan);
+    }
+    reason = plan.status().message();
+  }
+  FusionPlan rules = RulesPlan(g, SearchOptions{}.max_group_nodes);
+  *source = "rules plan (" + std::to_string(rules.groups.size()) + " groups): " + reason;
+  return rules;
+}
+
+EngineTensor Describe(const Tensor& t) {
+  EngineTensor e;
+  e.name = t.name;
+  e.dtype = DTypeName(t.dtype);
+  e.dims = t.dims;
+  return e;
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Engine::~Engine() = default;
+
+StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
+                                               const EngineOptions& options) {
+  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model_path));
+  auto state = std::make_unique<State>();
+  state->graph = std::move(m.graph);
+  const Graph& g = state->graph;
+  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
+  FusionPlan plan = ChoosePlan(g, options.plan_json_path, &state->plan_source);
+  ExecutorOptions eo;
+  eo.threads = options.threads;
+  FUSOR_ASSIGN_OR_RETURN(state->exec, Executor::Create(g, plan, leaves, eo));
+  return std::unique_ptr<Engine>(new Engine(std::move(state)));
+}
+
+const std::string& Engine::plan_source() const { return state_->plan_source; }
+
+std::vector<EngineTensor> Engine::inputs() const {
+  std::vector<EngineTensor> out;
+  for (TensorId t : state_->graph.inputs()) out.push_back(Describe(state_->graph.tensor(t)));
+  return out;
+}
+
+std::vector<EngineTensor> Engine::outputs() const {
+  std::vector<EngineTensor> out;
+  for (TensorId t : state_->graph.outputs()) out.push_back(Describe(state_->graph.tensor(t)));
+  return out;
+}
+
+StatusOr<std::vector<EngineTensor>> Engine::Run(const std::vector<EngineTensor>& inputs) {
+  const Graph& g = state_->graph;
+  TensorValues given;
+  for (const EngineTensor& in : inputs) {
+    // The kind follows the values given; SetInputValue checks it against the model's.
+    DType kind = in.floats.empty() && !in.ints.empty() ? DType::kInt64 : DType::kFloat32;
+    TensorData d{in.name, kind, in.dims, in.floats, in.ints};
+    FUSOR_RETURN_IF_ERROR(SetInputValue(g, in.name, std::move(d), &given));
+  }
+  for (TensorId t : g.inputs()) {
+    if (!given.count(t)) {
+      return Status::InvalidArgument("input '" + g.tensor(t).name + "' is not given");
+    }
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (auto& [t, value] : given) FUSOR_RETURN_IF_ERROR(state_->exec->SetInput(t, value));
+  state_->exec->Run();
+  std::vector<EngineTensor> out;
+  for (TensorId t : g.outputs()) {
+    FUSOR_ASSIGN_OR_RETURN(HostTensor value, state_->exec->Read(t));
+    out.push_back({g.tensor(t).name, std::string(DTypeName(value.dtype)), value.dims,
+                   std::move(value.f), std::move(value.i)});
+  }
+  return out;
+}
+
+}  // namespace fusor

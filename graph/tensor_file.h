@@ -1,0 +1,20 @@
+// Tensor files for model inputs and outputs: ONNX `TensorProto` files (.pb, the layout of ONNX's
+// test data sets: test_data_set_0/input_0.pb) and NumPy arrays (.npy, format version 1-3,
+// little-endian, C order). The format follows the file's extension. Errors name the file and what
+// is wrong with it. Stateless; thread-safe.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "graph/initializer_data.h"
+
+namespace fusor {
+
+// Reads a .pb or .npy file. A .npy file has no tensor name: `name` is left empty.
+StatusOr<TensorData> ReadTensorFile(const std::string& path);
+
+// Writes `t` (its name goes into a .pb file) in the format of the path's extension.
+Status WriteTensorFile(const std::string& path, const TensorData& t);
+
+}  // namespace fusor
