@@ -13,7 +13,6 @@ namespace {
 
 using onnx::TensorProto;
 constexpr int64_t kMaxReadElements = kMaxConstantElements;
-constexpr int64_t kMaxIntConstantElements = 64;
 
 bool IsFloatType(int32_t t) {
   return t == TensorProto::FLOAT || t == TensorProto::DOUBLE || t == TensorProto::FLOAT16 ||
