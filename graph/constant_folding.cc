@@ -417,6 +417,39 @@ std::optional<ConstValue> EvalSlice(const onnx::NodeProto&, const Inputs& ins) {
   return out;
 }
 
+// Transpose of a constant: Swin-style exports permute the pads they compute from the input's
+// shape (Concat -> Reshape -> Slice -> Transpose -> Reshape -> Pad).
+std::optional<ConstValue> EvalTranspose(const onnx::NodeProto& n, const Inputs& ins) {
+  const ConstValue& data = *ins[0];
+  const int64_t rank = static_cast<int64_t>(data.dims.size());
+  std::vector<int64_t> perm(rank);
+  if (const auto* a = Attr(n, "perm")) {
+    perm.assign(a->ints().begin(), a->ints().end());
+  } else {
+    for (int64_t i = 0; i < rank; ++i) perm[i] = rank - 1 - i;
+  }
+  if (static_cast<int64_t>(perm.size()) != rank) return std::nullopt;
+  std::vector<bool> used(rank, false);
+  Shape dims(rank);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= rank || used[perm[i]]) return std::nullopt;
+    used[perm[i]] = true;
+    dims[i] = data.dims[perm[i]];
+  }
+  const std::vector<int64_t> strides = Strides(data.dims);
+  ConstValue out = Empty(data.onnx_type, dims);
+  const int64_t count = NumElements(dims);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    int64_t rem = flat, src = 0;
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      src += (rem % dims[i]) * strides[perm[i]];
+      rem /= dims[i];
+    }
+    PushFrom(&out, data, src);
+  }
+  return out;
+}
+
 std::optional<ConstValue> EvalExpand(const onnx::NodeProto&, const Inputs& ins) {
   ConstValue shape_as_dims =
       Empty(TensorProto::INT64, Shape(ins[1]->ints.begin(), ins[1]->ints.end()));
@@ -509,6 +542,7 @@ const std::unordered_map<std::string, Evaluator>& Evaluators() {
       {"Reshape", EvalReshape},
       {"Concat", EvalConcat},
       {"Slice", EvalSlice},
+      {"Transpose", EvalTranspose},
       {"Expand", EvalExpand},
       {"ConstantOfShape", EvalConstantOfShape},
       {"Range", EvalRange},

@@ -366,6 +366,32 @@ TEST(OnnxImport, ShapeArithmeticThroughReduceProdResolves) {
   EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{12}));
 }
 
+// Swin-style padding: pads computed from the input's shape, laid out as a [2, 2] matrix, transposed
+// and flattened before Pad. The folder transposes the constant, so Pad's output is static.
+TEST(OnnxImport, PadsThroughATransposedConstantResolve) {
+  OnnxBuilder b(13);
+  b.Input("x", {1, 5}).Output("y");
+  b.Int64Constant("idx", {1}, {});
+  b.Int64Constant("idx0", {0}, {1});
+  b.Int64Constant("seven", {7}, {});
+  b.Int64Constant("two_zeros", {0, 0}, {2});
+  b.Int64Constant("one_zero", {0}, {1});
+  b.Int64Constant("two_by_two", {2, 2}, {2});
+  b.Int64Constant("minus_one", {-1}, {1});
+  b.Node("Shape", {"x"}, {"s"});
+  b.Node("Gather", {"s", "idx"}, {"w"});           // 5
+  b.Node("Sub", {"seven", "w"}, {"pad"});          // 2
+  b.Node("Unsqueeze", {"pad", "idx0"}, {"pad1"});  // [2]
+  OnnxBuilder::IntAttr(b.Node("Concat", {"two_zeros", "pad1", "one_zero"}, {"flat"}), "axis", 0);
+  b.Node("Reshape", {"flat", "two_by_two"}, {"m"});                           // [[0, 0], [2, 0]]
+  OnnxBuilder::IntsAttr(b.Node("Transpose", {"m"}, {"mt"}), "perm", {1, 0});  // [[0, 2], [0, 0]]
+  b.Node("Reshape", {"mt", "minus_one"}, {"pads"});  // Begins 0, 2; ends 0, 0.
+  b.Node("Pad", {"x", "pads"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{1, 7})) << "untransposed pads give 3x5";
+}
+
 // A Reshape whose target shape is a graph input's values: every input is bound, yet the output's
 // dims cannot be known. The error names the node that lost them and why, not --dim.
 TEST(OnnxImport, LostDimNamesTheNodeAndTheShapeOperand) {
