@@ -11,9 +11,10 @@
 // (masks, shape constants) and are read up to kMaxConstantElements.
 //
 // Folded ops: Constant, Shape, Size, Identity, Cast, Gather, Unsqueeze, Squeeze, Reshape, Concat,
-// Slice, Transpose, Expand, ConstantOfShape, Range, Where, unary Neg/Abs/Sqrt/Reciprocal/Floor/Ceil/Not and
-// binary Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/LessOrEqual/GreaterOrEqual/And/Or/Xor
-// with broadcasting, Sign, and ReduceSum/ReduceProd/ReduceMin/ReduceMax over shape vectors.
+// Slice, Transpose, Expand, ConstantOfShape, Range, Where, unary
+// Neg/Abs/Sqrt/Reciprocal/Floor/Ceil/Not and binary
+// Add/Sub/Mul/Div/Mod/Pow/Min/Max/Equal/Less/Greater/LessOrEqual/GreaterOrEqual/And/Or/Xor with
+// broadcasting, Sign, and ReduceSum/ReduceProd/ReduceMin/ReduceMax over shape vectors.
 #pragma once
 
 #include <cmath>

@@ -104,7 +104,8 @@ TEST(CanonicalHash, IsPinnedForAFixedGraph) {
   b.Op("Conv", {x, b.Weight("w", {8, 8, 3, 3})}, {c}, {testing::Ints("pads", {1, 1, 1, 1})});
   b.Op("Relu", {c}, {y});
   b.Output(y);
-  EXPECT_EQ(CanonicalHash(b.Build()), "43ea5e2ddf0d54cf49c82667fc626ef27a2d3bb27b6eb6cb4c016547c0c1a92c");
+  EXPECT_EQ(CanonicalHash(b.Build()),
+            "43ea5e2ddf0d54cf49c82667fc626ef27a2d3bb27b6eb6cb4c016547c0c1a92c");
 }
 
 TEST(CanonicalHash, ChangesWithAnInputDim) {

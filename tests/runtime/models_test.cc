@@ -11,6 +11,7 @@
 #include "runtime/executor.h"
 #include "runtime/reference.h"
 #include "tests/graph/onnx_builder.h"
+#include "tests/runtime/expect_plan_matches.h"
 
 namespace fusor {
 namespace {
@@ -21,17 +22,7 @@ void ExpectPlanMatches(const Graph& g, const TensorValues& leaves, const TensorV
                        const FusionPlan& plan, ChainBackend backend, const std::string& what) {
   ExecutorOptions options;
   options.chain_backend = backend;
-  auto exec = Executor::Create(g, plan, leaves, options);
-  ASSERT_TRUE(exec.ok()) << what << ": " << exec.status().ToString();
-  (*exec)->Run();
-  for (const auto& [t, value] : want) {
-    auto got = (*exec)->Read(t);
-    ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-    auto c = Compare(value, *got);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_LE(c->worst_ratio, 1.0)
-        << what << " output '" << g.tensor(t).name << "': " << c->ToString();
-  }
+  testing::ExpectPlanMatches(g, leaves, want, plan, what, options);
 }
 
 TEST_P(ModelsTest, EveryPlanMatchesTheReference) {

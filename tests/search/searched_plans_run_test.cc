@@ -6,6 +6,7 @@
 #include "runtime/executor.h"
 #include "runtime/reference.h"
 #include "search/plan_search.h"
+#include "tests/runtime/expect_plan_matches.h"
 
 namespace fusor {
 namespace {
@@ -28,16 +29,7 @@ TEST_P(SearchedPlansRun, EveryAlgorithmsPlanMatchesTheReference) {
       o.algorithm = a;
       auto r = SearchPlan(*g, model, o);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
-      auto exec = Executor::Create(*g, r->plan, *leaves, {});
-      ASSERT_TRUE(exec.ok()) << AlgorithmName(a) << ": " << exec.status().ToString();
-      (*exec)->Run();
-      for (const auto& [t, value] : *want) {
-        auto got = (*exec)->Read(t);
-        ASSERT_TRUE(got.ok());
-        auto c = Compare(value, *got);
-        ASSERT_TRUE(c.ok());
-        EXPECT_LE(c->worst_ratio, 1.0) << AlgorithmName(a) << ": " << c->ToString();
-      }
+      testing::ExpectPlanMatches(*g, *leaves, *want, r->plan, std::string(AlgorithmName(a)));
     }
   }
 }

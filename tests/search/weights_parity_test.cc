@@ -10,25 +10,12 @@
 #include "runtime/model_weights.h"
 #include "runtime/reference.h"
 #include "search/plan_search.h"
+#include "tests/runtime/expect_plan_matches.h"
 
 namespace fusor {
 namespace {
 
 class WeightsParity : public ::testing::TestWithParam<std::string> {};
-
-void ExpectMatches(const Graph& g, const TensorValues& leaves, const TensorValues& want,
-                   const FusionPlan& plan, const std::string& what) {
-  auto exec = Executor::Create(g, plan, leaves);
-  ASSERT_TRUE(exec.ok()) << what << ": " << exec.status().ToString();
-  (*exec)->Run();
-  for (const auto& [t, value] : want) {
-    auto got = (*exec)->Read(t);
-    ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
-    auto c = Compare(value, *got);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_LE(c->worst_ratio, 1.0) << what << " '" << g.tensor(t).name << "': " << c->ToString();
-  }
-}
 
 TEST_P(WeightsParity, UnfusedAndSearchedPlansGiveTheReferenceOutputs) {
   auto m = ImportOnnxFileWithWeights(std::string(FUSOR_FILLED_DIR) + "/" + GetParam() + ".onnx");
@@ -42,14 +29,14 @@ TEST_P(WeightsParity, UnfusedAndSearchedPlansGiveTheReferenceOutputs) {
   ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
   auto want = RunReference(g, *leaves);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
-  ExpectMatches(g, *leaves, *want, UnfusedPlan(g), "unfused");
+  testing::ExpectPlanMatches(g, *leaves, *want, UnfusedPlan(g), "unfused");
   AnalyticalCostModel model{HardwareProfile{}};
   for (auto a : {SearchAlgorithm::kRules, SearchAlgorithm::kGreedy, SearchAlgorithm::kDefault}) {
     SearchOptions o;
     o.algorithm = a;
     auto r = SearchPlan(g, model, o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ExpectMatches(g, *leaves, *want, r->plan, std::string(AlgorithmName(a)));
+    testing::ExpectPlanMatches(g, *leaves, *want, r->plan, std::string(AlgorithmName(a)));
   }
 }
 
