@@ -2,12 +2,17 @@
 
 #include <fstream>
 #include <mutex>
+#include <optional>
 
+#include "costmodel/hardware_profile.h"
+#include "db/sqlite_plan_store.h"
+#include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "runtime/executor.h"
 #include "runtime/model_weights.h"
+#include "runtime/onednn_info.h"
 #include "search/plan_search.h"
 
 namespace fusor {
@@ -29,17 +34,56 @@ StatusOr<FusionPlan> PlanFromFile(const Graph& g, const std::string& path) {
   return PlanFromJson(g, j);
 }
 
-// The plan to compile and where it came from; the rules plan, with the reason, when the plan JSON
-// is absent or does not apply to this graph.
-FusionPlan ChoosePlan(const Graph& g, const std::string& path, std::string* source) {
-  std::string reason = "no plan JSON given";
-  if (!path.empty()) {
-    auto plan = PlanFromFile(g, path);
+// The best current plan for g's graph hash on the target from the database at path (a tuning
+// database or a snapshot, opened read-only); nullopt with *reason when it holds none. A database
+// that cannot be read, or a stored plan that does not fit the graph of its own hash, is an error.
+StatusOr<std::optional<FusionPlan>> PlanFromDatabase(const Graph& g, const EngineOptions& options,
+                                                     std::string* source, std::string* reason) {
+  const std::string& path = options.plan_database_path;
+  std::string target = options.target_id;
+  if (target.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(TargetFingerprint local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
+    target = local.Id();
+  }
+  auto store = db::SqlitePlanStore::Open(path, {.read_only = true});
+  if (!store.ok()) {
+    return store.status().WithContext("plan database '" + path + "'");
+  }
+  const std::string hash = CanonicalHash(g);
+  auto best = (*store)->BestPlan(hash, target, kCostModelVersion);
+  if (!best.ok()) {
+    if (best.status().code() != Status::Code::kNotFound) return best.status();
+    *reason = "no current plan in '" + path + "' for graph " + hash.substr(0, 16) + " on target " +
+              target + " (tune it there: fusor tune MODEL)";
+    return std::optional<FusionPlan>();
+  }
+  auto plan = PlanFromProto(g, best->plan);
+  if (!plan.ok()) {
+    return Status::Corruption("plan database '" + path + "': the plan for graph " +
+                              hash.substr(0, 16) +
+                              " does not fit that graph: " + plan.status().message());
+  }
+  *source = "tuning database " + path + ", target " + target + " (" +
+            std::to_string(plan->groups.size()) + " groups)";
+  return std::optional<FusionPlan>(*std::move(plan));
+}
+
+// The plan to compile and where it came from: the plan JSON, else the database's plan, else the
+// rules plan with the reason the others did not apply.
+StatusOr<FusionPlan> ChoosePlan(const Graph& g, const EngineOptions& options, std::string* source) {
+  std::string reason = "no plan JSON or plan database given";
+  if (!options.plan_json_path.empty()) {
+    auto plan = PlanFromFile(g, options.plan_json_path);
     if (plan.ok()) {
-      *source = "plan JSON " + path + " (" + std::to_string(plan->groups.size()) + " groups)";
+      *source = "plan JSON " + options.plan_json_path + " (" + std::to_string(plan->groups.size()) +
+                " groups)";
       return *std::move(plan);
     }
     reason = plan.status().message();
+  } else if (!options.plan_database_path.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(std::optional<FusionPlan> plan,
+                           PlanFromDatabase(g, options, source, &reason));
+    if (plan) return *std::move(plan);
   }
   FusionPlan rules = RulesPlan(g, SearchOptions{}.max_group_nodes);
   *source = "rules plan (" + std::to_string(rules.groups.size()) + " groups): " + reason;
@@ -61,12 +105,14 @@ Engine::~Engine() = default;
 
 StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
                                                const EngineOptions& options) {
-  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model_path));
+  ImportOptions io;
+  io.dims = options.dims;
+  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model_path, io));
   auto state = std::make_unique<State>();
   state->graph = std::move(m.graph);
   const Graph& g = state->graph;
   FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
-  FusionPlan plan = ChoosePlan(g, options.plan_json_path, &state->plan_source);
+  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, ChoosePlan(g, options, &state->plan_source));
   ExecutorOptions eo;
   eo.threads = options.threads;
   FUSOR_ASSIGN_OR_RETURN(state->exec, Executor::Create(g, plan, leaves, eo));

@@ -1,18 +1,23 @@
 // Embedding Fusor's engine (docs/embedding.md): load a model with its weights and a tuned plan,
-// compile once, run several times, read the outputs.
+// compile once, run several times, read the outputs. The plan comes from a plan JSON, or from a
+// tuning database or deployment snapshot (by the model's graph hash and this CPU's target).
 //
-//   embed_engine MODEL.onnx [PLAN.json]
+//   embed_engine MODEL.onnx [PLAN.json | --db DATABASE]
 #include <fusor/engine.h>
 
 #include <cstdio>
+#include <string>
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: embed_engine MODEL.onnx [PLAN.json]\n");
+  fusor::EngineOptions options;
+  if (argc == 4 && std::string(argv[2]) == "--db") {
+    options.plan_database_path = argv[3];
+  } else if (argc == 3) {
+    options.plan_json_path = argv[2];
+  } else if (argc != 2) {
+    std::fprintf(stderr, "usage: embed_engine MODEL.onnx [PLAN.json | --db DATABASE]\n");
     return 2;
   }
-  fusor::EngineOptions options;
-  options.plan_json_path = argc > 2 ? argv[2] : "";
   auto engine = fusor::Engine::Load(argv[1], options);
   if (!engine.ok()) {
     std::fprintf(stderr, "embed_engine: %s\n", engine.status().ToString().c_str());

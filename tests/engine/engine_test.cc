@@ -1,7 +1,9 @@
 // The embeddable engine on a model with its weights (bundled SqueezeNet filled by
 // tools/fill_weights.py): a plan JSON that applies is compiled, one that does not falls back to the
-// rules plan naming why, outputs equal the reference interpreter's on the same weights, runs from
-// several threads give the same outputs, and bad inputs are errors naming the input.
+// rules plan naming why, a plan stored in a real tuning database or snapshot for this CPU's target
+// is found by graph hash (never one of another target or a stale one), outputs equal the reference
+// interpreter's on the same weights, runs from several threads give the same outputs, and bad
+// inputs and unreadable databases are errors naming them.
 #include "fusor/engine.h"
 
 #include <gtest/gtest.h>
@@ -11,9 +13,15 @@
 #include <fstream>
 #include <thread>
 
+#include "costmodel/hardware_profile.h"
+#include "db/snapshot.h"
+#include "db/sqlite_plan_store.h"
+#include "graph/canonical.h"
+#include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
 #include "runtime/model_weights.h"
+#include "runtime/onednn_info.h"
 #include "runtime/reference.h"
 
 namespace fusor {
@@ -79,6 +87,129 @@ TEST_F(EngineTest, APlanForAnotherGraphFallsBackToTheRulesPlanWithTheReason) {
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_EQ((*engine)->plan_source().rfind("rules plan (", 0), 0u) << (*engine)->plan_source();
   EXPECT_GT((*engine)->plan_source().size(), std::string("rules plan (10 groups): ").size());
+}
+
+// A real SQLite tuning database holding, for this CPU's target (calibrated at t=1000 ms), the
+// unfused plan of the filled SqueezeNet (created at t=2000 ms): a plan the rules never choose.
+class EngineDatabaseTest : public EngineTest {
+ protected:
+  void SetUp() override {
+    EngineTest::SetUp();
+    dir_ = fs::temp_directory_path() / ("fusor-engine-db-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    auto imported = ImportOnnxFileWithWeights(FilledModel());
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    graph_ = imported->graph;
+    plan_ = UnfusedPlan(graph_);
+    auto local = DetectTarget(OneDnnIsa(), OneDnnVersion());
+    ASSERT_TRUE(local.ok()) << local.status().ToString();
+    profile_.target = *local;
+    profile_.calibrated_unix_ms = 1000;
+    auto store = db::SqlitePlanStore::Open(DbPath(), {});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+    ASSERT_TRUE(PutProfile().ok());
+    v1::Plan p;
+    PlanToProto(plan_, &p);
+    p.set_graph_hash(CanonicalHash(graph_));
+    p.set_target_id(local->Id());
+    p.set_cost_model_version(kCostModelVersion);
+    p.set_created_unix_ms(2000);
+    Status put = store_->PutPlan(p, ToProto(graph_), {});
+    ASSERT_TRUE(put.ok()) << put.ToString();
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(dir_);
+    EngineTest::TearDown();
+  }
+  Status PutProfile() {
+    v1::HardwareProfile proto;
+    ProfileToProto(profile_, &proto);
+    return store_->PutTarget(proto);
+  }
+  std::string DbPath() const { return (dir_ / "tuning.db").string(); }
+  std::string Groups() const { return "(" + std::to_string(plan_.groups.size()) + " groups)"; }
+
+  fs::path dir_;
+  Graph graph_;
+  FusionPlan plan_;
+  HardwareProfile profile_;
+  std::unique_ptr<db::SqlitePlanStore> store_;
+};
+
+TEST_F(EngineDatabaseTest, TheStoredPlanForThisCpuIsFoundByGraphHashAndRunsLikeItsJson) {
+  EngineOptions options;
+  options.plan_database_path = DbPath();
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->plan_source(),
+            "tuning database " + DbPath() + ", target " + profile_.target.Id() + " " + Groups());
+  std::ofstream(plan_path_) << PlanToJson(plan_).dump();
+  EngineOptions json_options;
+  json_options.plan_json_path = plan_path_;
+  auto from_json = Engine::Load(FilledModel(), json_options);
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  EngineTensor x = Ramp((*engine)->inputs()[0]);
+  auto a = (*engine)->Run({x});
+  auto b = (*from_json)->Run({x});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)[0].floats, (*b)[0].floats);
+}
+
+TEST_F(EngineDatabaseTest, ADeploymentSnapshotServesTheSamePlan) {
+  std::string snapshot = (dir_ / "deploy.db").string();
+  auto exported =
+      db::ExportSnapshot(*store_, profile_.target.Id(), kCostModelVersion, snapshot, false);
+  ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+  store_.reset();
+  fs::remove(DbPath());
+  EngineOptions options;
+  options.plan_database_path = snapshot;
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->plan_source(),
+            "tuning database " + snapshot + ", target " + profile_.target.Id() + " " + Groups());
+}
+
+TEST_F(EngineDatabaseTest, APlanOfAnotherTargetIsNeverUsed) {
+  EngineOptions options;
+  options.plan_database_path = DbPath();
+  options.target_id = "0123456789abcdef01234567";
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->plan_source().rfind("rules plan (", 0), 0u) << (*engine)->plan_source();
+  EXPECT_NE((*engine)->plan_source().find("no current plan in '" + DbPath() + "' for graph " +
+                                          CanonicalHash(graph_).substr(0, 16) +
+                                          " on target 0123456789abcdef01234567"),
+            std::string::npos)
+      << (*engine)->plan_source();
+}
+
+TEST_F(EngineDatabaseTest, APlanOlderThanItsTargetsCalibrationIsNeverUsed) {
+  profile_.calibrated_unix_ms = 3000;
+  ASSERT_TRUE(PutProfile().ok());
+  EngineOptions options;
+  options.plan_database_path = DbPath();
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->plan_source().rfind("rules plan (", 0), 0u) << (*engine)->plan_source();
+}
+
+TEST_F(EngineDatabaseTest, AnUnreadableDatabaseIsAnErrorNamingIt) {
+  std::string junk = (dir_ / "junk.db").string();
+  std::ofstream(junk) << "this is not a database, just forty-odd bytes of text";
+  EngineOptions options;
+  options.plan_database_path = junk;
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().message().rfind("plan database '" + junk + "': ", 0), 0u)
+      << engine.status().message();
+  options.plan_database_path = (dir_ / "missing.db").string();
+  auto missing = Engine::Load(FilledModel(), options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing.db"), std::string::npos)
+      << missing.status().message();
 }
 
 TEST_F(EngineTest, RunsFromSeveralThreadsGiveTheSameOutputs) {

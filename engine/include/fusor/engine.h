@@ -1,7 +1,8 @@
 // The embeddable inference engine: what a deployment links to run a model with its own weights
 // under a tuned fusion plan. Load() imports the model and its weights (initializer data or
-// external data files next to it), takes the plan from a plan JSON (`fusor tune --save-plan`),
-// falling back to the rules plan with the reason when none is given or it does not apply, and
+// external data files next to it), takes the plan from a plan JSON (`fusor tune --save-plan`) or
+// from a tuning database or deployment snapshot (`fusor db export`) by the model's graph hash and
+// this CPU's target, falling back to the rules plan with the reason when none applies, and
 // compiles it once (oneDNN primitives, fused loops, one memory arena). Run() then runs it as
 // often as the caller likes.
 //
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,8 +32,18 @@ struct EngineTensor {
 };
 
 struct EngineOptions {
-  // A plan JSON for this model (`fusor tune MODEL --save-plan PLAN.json`); empty: the rules plan.
+  // Where the plan comes from, first match wins: a plan JSON for this model (`fusor tune MODEL
+  // --save-plan PLAN.json`); else the best current plan in a tuning database or a deployment
+  // snapshot (`fusor db export`), opened read-only, for the model's graph hash on `target_id`;
+  // else the rules plan. Plans stored for another CPU or scored by another cost model are never
+  // used.
   std::string plan_json_path;
+  std::string plan_database_path;
+  // The target whose plans are wanted; empty: this CPU's (as `fusor targets list` shows it).
+  std::string target_id;
+  // Values for the model's symbolic dims by name ("batch" -> 8), as `fusor tune --dim`: each
+  // binding is its own graph hash, so bind the dims the plan was tuned for.
+  std::map<std::string, int64_t> dims;
   // OpenMP threads for every kernel; 0 keeps the process default.
   int threads = 0;
 };
@@ -44,7 +56,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Where the plan came from: "plan JSON PATH (N groups)", or "rules plan (N groups): REASON".
+  // Where the plan came from: "plan JSON PATH (N groups)", "tuning database PATH, target T
+  // (N groups)", or "rules plan (N groups): REASON".
   const std::string& plan_source() const;
   // The graph inputs and outputs: names, dtypes and dims, values empty.
   std::vector<EngineTensor> inputs() const;
