@@ -166,12 +166,12 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
 // computed inside the group and consumed inside it is written to, and read back from, L1 (a view
 // or unit-dim transpose hands on its input's tile and has none of its own). A loop's output
 // that its later nodes read too (layer norm's Sub, which the Pow squares and the Div divides) is
-// computed straight into the output and read back from there: its write is the boundary write
-// (analytical-22). oneDNN post-ops of an anchor stay in registers instead.
+// computed straight into the output and read back from there: its write is the boundary write.
+// oneDNN post-ops of an anchor stay in registers instead.
 // The same when a value's one reader in the group is a view (or unit-dim transpose) that hands it
 // on, through more of them, to a loop output: the output's buffer reaches the value through the
 // views and the value is computed into it (FusedLoop::RunTile), unless its kind fills a buffer of
-// its own (pads, gathers, resizes and Trilu do; analytical-27).
+// its own (pads, gathers, resizes and Trilu do).
 bool ComputedIntoOutput(const Graph& g, const FusionGroup& group, TensorId t,
                         const std::vector<TensorId>& materialized, const LoopEvaluation& loop) {
   static const char* kOwnBuffer[] = {"Pad", "Gather", "GatherElements", "Resize", "Trilu"};
@@ -223,7 +223,7 @@ void AddTileTraffic(const Graph& g, const FusionGroup& group,
 // tile to the others (FusedLoop::RunTile), reading it back from where the tile sits: L1 for the
 // default tiles, L2 for a streaming loop's longer ones (64 KiB). BERT's [Add,Transpose] with both
 // outputs ran 9.5 us against 6.0 for [Add] alone; charging the second write alone said 7.0
-// against 5.0 (analytical-28).
+// against 5.0.
 void AddOutputCopies(const Graph& g, const FusionGroup& group,
                      const std::vector<TensorId>& materialized, const LoopEvaluation* loop,
                      const TargetFingerprint& target, int threads, GroupFeatures* f) {
@@ -295,10 +295,10 @@ void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<Ten
     // Both on the whole team: loops and reductions split flat ranges alike, and anchors split by
     // blocks alike. One on the team and one on the calling thread alone share nothing of the
     // split: ResNet's Add+Relu in parallel, then its GlobalAveragePool on one core, took 13 us
-    // run together against 7 us for the two groups timed apart (analytical-19). A tensor of at
+    // run together against 7 us for the two groups timed apart. A tensor of at
     // most half of one core's L1 (layer norm's 128 per-row means, a squeeze-and-excite gate of
     // at most 4.5 KiB) crosses as a few lines whose latency hides: no handoff (measured: no
-    // cost). One that fills L1 does not (analytical-21): SqueezeNet's squeeze Conv to 1x48x13x13
+    // cost). One that fills L1 does not: SqueezeNet's squeeze Conv to 1x48x13x13
     // (31.7 KiB) then a serial Relu measured 4.4-4.9 us over the Conv with its Relu as a post-op,
     // MobileNetV2's 1x160x7x7 (30.6 KiB) residual Add 5.5 us, where no handoff predicted a tie.
     bool split_alike = WrittenLikeAnAnchor(g, info.producer) == anchor;

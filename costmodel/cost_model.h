@@ -39,7 +39,7 @@
 // in the private caches of the cores that wrote it, and the next group's kernel splits its work
 // differently (a conv by channel blocks, an eltwise by flat ranges), so about (cores - 1) / cores
 // of it crosses between cores. On a 2-vCPU EPYC guest that made a Relu over a conv's 43 KiB
-// output cost 13 us after the conv against 3 us on one core (bench/ notes in docs/costmodel.md);
+// output cost 13 us after the conv against 3 us on one core (docs/costmodel.md, handoffs);
 // calibration groups read graph inputs every core already holds, so it is its own term, fitted
 // from benchmarks of two groups (a conv, then an elementwise group reading its output).
 //
@@ -85,12 +85,12 @@ struct GroupFeatures {
   // at the L1 rates. The loop runs pass after pass over a tile (runtime/fused_loop.h), so this
   // traffic overlaps nothing: GELU's Div+Erf+Add+Mul+Mul over 1x128x3072 took 201, 219, 244 and
   // 247 us as each cheap pass joined the Erf (183 us alone), where overlapping it with the Erf's
-  // compute predicted ~+1 us a pass (analytical-20).
+  // compute predicts ~+1 us a pass.
   double tile_read_bytes = 0;
   double tile_write_bytes = 0;
   // Values a fused loop carries through its single-pass chains, times their elements (every value
   // of a chain, its head included): per element and step, the chain kernel dispatches and
-  // computes in registers, and like tile traffic this overlaps nothing (analytical-24).
+  // computes in registers, and like tile traffic this overlaps nothing.
   double chain_steps = 0;
   double kernels = 0;       // oneDNN primitives launched (reorders included).
   double loop_kernels = 0;  // Fused loops launched.

@@ -163,8 +163,8 @@ struct TuningService::State {
     OneDnnMeasurerOptions options = MeasurerOptions(this->options.calibration_benchmark_ms, 2);
     options.executor.chain_backend = backend;
     // The fit should describe the host in its quiet state, not a moment of it (measurer.h): each
-    // attempt waits up to 250 ms for it (50 ms let the handoff benchmarks, which move data between
-    // cores, be timed in a slow state: handoff_ns fitted 21 us instead of 3). On a host that never
+    // attempt waits up to 250 ms for it (at 50 ms the handoff benchmarks, which move data between
+    // cores, get timed in a slow state: handoff_ns fits 21 us instead of 3). On a host that never
     // quiets that is up to 3 x 250 ms per benchmark, so the waiting stops once half the time limit
     // has passed, and the rest is timed as the host is.
     options.timing.quiet_wait_ms = this->options.calibration_quiet_wait_ms;
