@@ -28,6 +28,7 @@
 
 #include "graph/graph_proto.h"
 #include "proto/tuner.grpc.pb.h"
+#include "server/grpc_status.h"
 
 namespace {
 
@@ -204,26 +205,8 @@ int Soak(const LoadOptions& o, const fusor::v1::GetPlanRequest& get, double seco
   std::map<std::string, int64_t> by_code;  // "Method CODE" -> calls; guarded by mu.
   std::atomic<bool> stop{false};
   auto count = [&](const char* method, const grpc::Status& s) {
-    static const char* kNames[] = {"OK",
-                                   "CANCELLED",
-                                   "UNKNOWN",
-                                   "INVALID_ARGUMENT",
-                                   "DEADLINE_EXCEEDED",
-                                   "NOT_FOUND",
-                                   "ALREADY_EXISTS",
-                                   "PERMISSION_DENIED",
-                                   "RESOURCE_EXHAUSTED",
-                                   "FAILED_PRECONDITION",
-                                   "ABORTED",
-                                   "OUT_OF_RANGE",
-                                   "UNIMPLEMENTED",
-                                   "INTERNAL",
-                                   "UNAVAILABLE",
-                                   "DATA_LOSS",
-                                   "UNAUTHENTICATED"};
-    int code = static_cast<int>(s.error_code());
     std::lock_guard<std::mutex> lock(mu);
-    ++by_code[std::string(method) + " " + (code >= 0 && code <= 16 ? kNames[code] : "?")];
+    ++by_code[std::string(method) + " " + std::string(fusor::GrpcCodeName(s.error_code()))];
   };
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {

@@ -12,6 +12,7 @@
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/model_options.h"
+#include "client/plan_explain.h"
 #include "costmodel/cost_model.h"
 #include "graph/canonical.h"
 #include "graph/plan.h"
@@ -64,15 +65,6 @@ StatusOr<Loaded> Load(const PlanFlags& f) {
   return l;
 }
 
-std::string Ops(const Graph& g, const FusionGroup& group) {
-  std::string s;
-  for (NodeId n : group.nodes) {
-    bool copy = std::count(group.recomputed.begin(), group.recomputed.end(), n) > 0;
-    s += (s.empty() ? "" : "+") + g.node(n).op_type + (copy ? "*" : "");
-  }
-  return s;
-}
-
 void PrintTable(const Loaded& l) {
   std::printf("plan for %s on target %s%s\n", l.graph.model_name.c_str(),
               l.proto.target_id().c_str(),
@@ -82,7 +74,7 @@ void PrintTable(const Loaded& l) {
   for (int i = 0; i < l.proto.groups_size(); ++i) {
     const auto& pg = l.proto.groups(i);
     const auto& t = pg.predicted();
-    std::string ops = Ops(l.graph, l.plan.groups[i]);
+    std::string ops = GroupOps(l.graph, l.plan.groups[i]);
     if (ops.size() > 70) ops = ops.substr(0, 67) + "...";
     std::printf("%5d  %-9s %9.1f us %9.1f us %9.1f us %9.1f us  %s\n", i,
                 std::string(GroupKindName(l.plan.groups[i].kind)).c_str(), t.total_ns() / 1e3,
@@ -177,35 +169,16 @@ int RunShow(const PlanFlags& f) {
   return kExitOk;
 }
 
-// For every fused group: its terms against the same ops run alone, and the term that saved most.
+// Every group's predicted time and the named terms it adds up to (client/plan_explain.h).
 int RunExplain(const PlanFlags& f) {
   auto l = Load(f);
   if (!l.ok()) return Fail("explain", l.status());
-  AnalyticalCostModel model(l->profile);
-  PlanCost fused = model.Cost(l->graph, l->plan);
-  std::printf("why each group is fused (times in us; saving = ops alone - fused; profile %s)\n",
-              l->profile.calibrated_unix_ms ? "calibrated" : "UNCALIBRATED defaults");
-  std::printf("%5s %-9s %10s %10s | %9s %9s %9s %9s  %-8s %s\n", "group", "kind", "alone", "fused",
-              "compute", "memory", "launch", "spill", "decided", "ops");
-  for (size_t i = 0; i < l->plan.groups.size(); ++i) {
-    const FusionGroup& group = l->plan.groups[i];
-    if (group.nodes.size() < 2) continue;
-    Graph r = l->graph.ExtractRegion(group.nodes);
-    CostTerms alone = model.Cost(r, UnfusedPlan(r)).total;
-    const CostTerms& t = fused.groups[i];
-    double d[4] = {alone.compute_ns - t.compute_ns, alone.memory_ns - t.memory_ns,
-                   alone.launch_ns - t.launch_ns, alone.spill_ns - t.spill_ns};
-    const char* names[4] = {"compute", "memory", "launch", "spill"};
-    int best = 0;
-    for (int k = 1; k < 4; ++k) {
-      if (d[k] > d[best]) best = k;
-    }
-    std::string ops = Ops(l->graph, group);
-    if (ops.size() > 50) ops = ops.substr(0, 47) + "...";
-    std::printf("%5zu %-9s %10.1f %10.1f | %9.1f %9.1f %9.1f %9.1f  %-8s %s\n", i,
-                std::string(GroupKindName(group.kind)).c_str(), alone.total_ns / 1e3,
-                t.total_ns / 1e3, d[0] / 1e3, d[1] / 1e3, d[2] / 1e3, d[3] / 1e3, names[best],
-                ops.c_str());
+  std::vector<ExplainedGroup> groups =
+      ExplainPlan(l->graph, l->plan, AnalyticalCostModel(l->profile));
+  if (f.json) {
+    std::cout << ExplainJson(groups).dump(2) << "\n";
+  } else {
+    std::cout << ExplainTable(groups, l->profile.calibrated_unix_ms != 0);
   }
   return kExitOk;
 }
@@ -232,7 +205,9 @@ void AddPlanCommands(CLI::App& app, int* exit_code) {
   show_cmd->add_option("--svg", show->svg, "Render the plan to an SVG file (needs graphviz)");
   show_cmd->callback([show, exit_code] { *exit_code = RunShow(*show); });
   auto explain = std::make_shared<PlanFlags>();
-  auto* explain_cmd = AddVerb(plan, "explain", "Which cost terms decided each fusion", explain);
+  auto* explain_cmd = AddVerb(
+      plan, "explain", "Each group's predicted time and the cost terms it adds up to", explain);
+  explain_cmd->add_flag("--json", explain->json, "Print the groups and their terms as JSON");
   explain_cmd->callback([explain, exit_code] { *exit_code = RunExplain(*explain); });
 }
 

@@ -77,8 +77,17 @@ void RemoteTuner::Prepare(grpc::ClientContext* ctx, CallKind kind) const {
   }
 }
 
-Status RemoteTuner::Convert(const grpc::Status& s) const {
-  return FromGrpcStatus(s, "fusord at " + options_.address);
+// The request id fusord returns with every call is added to an error's message (unless the
+// message names it already), so the error a person sees is the one line to find in fusord's log.
+Status RemoteTuner::Convert(const grpc::ClientContext& ctx, const grpc::Status& s) const {
+  const std::string context = "fusord at " + options_.address;
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto id = trailers.find(kRequestIdMetadata);
+  if (s.ok() || id == trailers.end()) return FromGrpcStatus(s, context);
+  std::string request_id = "request id " + std::string(id->second.data(), id->second.size());
+  std::string message = s.error_message();
+  if (message.find(request_id) == std::string::npos) message += " (" + request_id + ")";
+  return FromGrpcStatus(grpc::Status(s.error_code(), message, s.error_details()), context);
 }
 
 Status RemoteTuner::Tune(const v1::TuneRequest& request, const EventSink& on_event,
@@ -93,7 +102,7 @@ Status RemoteTuner::Tune(const v1::TuneRequest& request, const EventSink& on_eve
     have_result = have_result || event.has_result();
     on_event(event);
   }
-  Status s = Convert(reader->Finish());
+  Status s = Convert(ctx, reader->Finish());
   if (s.ok() && !have_result) return Status::Internal("fusord ended Tune without a result");
   return s;
 }
@@ -102,7 +111,7 @@ StatusOr<v1::GetPlanResponse> RemoteTuner::GetPlan(const v1::GetPlanRequest& req
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kQuick);
   v1::GetPlanResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(stub_->GetPlan(&ctx, request, &response)));
+  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->GetPlan(&ctx, request, &response)));
   return response;
 }
 
@@ -110,7 +119,7 @@ StatusOr<v1::QueryPlansResponse> RemoteTuner::QueryPlans(const v1::QueryPlansReq
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kQuick);
   v1::QueryPlansResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(stub_->QueryPlans(&ctx, request, &response)));
+  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->QueryPlans(&ctx, request, &response)));
   return response;
 }
 
@@ -119,7 +128,7 @@ StatusOr<v1::RegisterTargetResponse> RemoteTuner::RegisterTarget(
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kQuick);
   v1::RegisterTargetResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(stub_->RegisterTarget(&ctx, request, &response)));
+  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->RegisterTarget(&ctx, request, &response)));
   return response;
 }
 
@@ -127,7 +136,7 @@ StatusOr<v1::ListTargetsResponse> RemoteTuner::ListTargets(const v1::ListTargets
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kQuick);
   v1::ListTargetsResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(stub_->ListTargets(&ctx, request, &response)));
+  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->ListTargets(&ctx, request, &response)));
   return response;
 }
 
@@ -137,7 +146,7 @@ StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateReques
   Prepare(&ctx, CallKind::kLong);
   CancelWatch watch(&ctx, cancelled);
   v1::CalibrateResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(stub_->Calibrate(&ctx, request, &response)));
+  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->Calibrate(&ctx, request, &response)));
   return response;
 }
 

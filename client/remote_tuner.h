@@ -45,7 +45,7 @@ class RemoteTuner final : public TunerApi {
  private:
   enum class CallKind { kQuick, kLong };
   void Prepare(grpc::ClientContext* ctx, CallKind kind) const;
-  Status Convert(const grpc::Status& s) const;
+  Status Convert(const grpc::ClientContext& ctx, const grpc::Status& s) const;
 
   const RemoteTunerOptions options_;
   std::unique_ptr<v1::FusionTuner::Stub> stub_;

@@ -488,7 +488,8 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
                                               &p.dram_write_gbps};
   CostTerms t;
   // GFLOP/s is FLOP/ns and GB/s is B/ns, so each quotient is already in nanoseconds.
-  for (int c = 0; c < kNumComputeClasses; ++c) t.compute_ns += f.flops[c] / throughput[c]->value;
+  for (int c = 0; c < kNumComputeClasses; ++c) t.flops_ns += f.flops[c] / throughput[c]->value;
+  t.compute_ns = t.flops_ns;
   t.compute_ns += f.indexed_elements / p.indexed_gelems.value;
   t.compute_ns += f.remapped_elements / p.remap_gelems.value;
   t.compute_ns += f.strided_elements / p.strided_gelems.value;
@@ -500,6 +501,9 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   double slowdown = std::max(1.0, static_cast<double>(p.target.cores) / std::max(1.0, f.threads));
   t.compute_ns *= slowdown;
   t.memory_ns *= slowdown;
+  t.flops_ns *= slowdown;
+  t.index_ns = t.compute_ns - t.flops_ns;
+  t.boundary_ns = t.memory_ns;
   t.spill_ns = f.spilled_value_vectors * p.spill_ns_per_value.value * slowdown;
   t.launch_ns =
       f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
@@ -508,14 +512,17 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   t.reorder_ns =
       (f.reorder_bytes / p.reorder_gbps.value + f.transposed_bytes / p.transpose_gbps.value) *
       slowdown;
-  double overlap = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
+  t.overlap_ns = p.overlap_alpha.value * std::min(t.compute_ns, t.memory_ns);
   // The kernel waits for a handed-off tensor before it can overlap anything with it.
-  t.memory_ns += f.handoffs * p.handoff_ns.value + f.handoff_bytes / p.handoff_gbps.value;
-  t.memory_ns +=
+  t.handoff_ns = f.handoffs * p.handoff_ns.value + f.handoff_bytes / p.handoff_gbps.value;
+  t.tile_ns =
       (f.tile_read_bytes / p.l1_read_gbps.value + f.tile_write_bytes / p.l1_write_gbps.value) *
       slowdown;
-  t.compute_ns += f.chain_steps / p.chain_gsteps.value * slowdown;
-  t.total_ns = t.compute_ns + t.memory_ns - overlap + t.spill_ns + t.launch_ns + t.reorder_ns;
+  t.chain_ns = f.chain_steps / p.chain_gsteps.value * slowdown;
+  t.memory_ns += t.handoff_ns;
+  t.memory_ns += t.tile_ns;
+  t.compute_ns += t.chain_ns;
+  t.total_ns = t.compute_ns + t.memory_ns - t.overlap_ns + t.spill_ns + t.launch_ns + t.reorder_ns;
   return t;
 }
 
@@ -527,16 +534,31 @@ CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p) {
     CostTerms t = EvaluateOne(other, p);
     if (t.total_ns < best.total_ns) best = t;
   }
-  for (const GroupFeatures& next : f.then) {
-    CostTerms t = EvaluateFeatures(next, p);
-    best.compute_ns += t.compute_ns;
-    best.memory_ns += t.memory_ns;
-    best.spill_ns += t.spill_ns;
-    best.launch_ns += t.launch_ns;
-    best.reorder_ns += t.reorder_ns;
-    best.total_ns += t.total_ns;
-  }
+  for (const GroupFeatures& next : f.then) best.Add(EvaluateFeatures(next, p));
   return best;
+}
+
+void CostTerms::Add(const CostTerms& o) {
+  compute_ns += o.compute_ns;
+  memory_ns += o.memory_ns;
+  spill_ns += o.spill_ns;
+  launch_ns += o.launch_ns;
+  reorder_ns += o.reorder_ns;
+  total_ns += o.total_ns;
+  flops_ns += o.flops_ns;
+  index_ns += o.index_ns;
+  chain_ns += o.chain_ns;
+  boundary_ns += o.boundary_ns;
+  handoff_ns += o.handoff_ns;
+  tile_ns += o.tile_ns;
+  overlap_ns += o.overlap_ns;
+}
+
+std::vector<NamedTerm> NamedTerms(const CostTerms& t) {
+  return {{"compute", t.flops_ns},    {"index", t.index_ns},     {"chains", t.chain_ns},
+          {"memory", t.boundary_ns},  {"handoff", t.handoff_ns}, {"tiles", t.tile_ns},
+          {"overlap", -t.overlap_ns}, {"spill", t.spill_ns},     {"launch", t.launch_ns},
+          {"reorder", t.reorder_ns}};
 }
 
 // Values are born when first loaded (group inputs) or computed, and die after their last use in
@@ -675,12 +697,7 @@ PlanCost CostModel::Cost(const Graph& g, const FusionPlan& plan) const {
   auto materialized = AllMaterializedOutputs(g, plan);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     CostTerms t = GroupCost(g, plan.groups[i], inputs[i], materialized[i], footprint);
-    cost.total.compute_ns += t.compute_ns;
-    cost.total.memory_ns += t.memory_ns;
-    cost.total.spill_ns += t.spill_ns;
-    cost.total.launch_ns += t.launch_ns;
-    cost.total.reorder_ns += t.reorder_ns;
-    cost.total.total_ns += t.total_ns;
+    cost.total.Add(t);
     cost.groups.push_back(t);
   }
   cost.peak_activation_bytes = PeakActivationBytes(g, plan);

@@ -120,14 +120,36 @@ struct GroupFeatures {
   std::vector<GroupFeatures> then;
 };
 
+// A group's predicted time and the terms it is the sum of. compute_ns and memory_ns are the two
+// sides of the overlap; the named terms below split them as EvaluateFeatures adds them, so that
+//   total = flops + index + chains + boundary + handoff + tiles - overlap + spill + launch +
+//   reorder
+// (to rounding; NamedTerms lists them in this order).
 struct CostTerms {
-  double compute_ns = 0;
-  double memory_ns = 0;
+  double compute_ns = 0;  // flops_ns + index_ns + chain_ns.
+  double memory_ns = 0;   // boundary_ns + handoff_ns + tile_ns.
   double spill_ns = 0;
   double launch_ns = 0;
   double reorder_ns = 0;
   double total_ns = 0;
+  double flops_ns = 0;     // FLOPs at their class's rate (conv, matmul, elementwise, ...).
+  double index_ns = 0;     // A fused loop's index work (indexed, remapped, strided, gathered).
+  double chain_ns = 0;     // A fused loop's single-pass chain steps.
+  double boundary_ns = 0;  // Bytes crossing the group's boundary, at their level's bandwidth.
+  double handoff_ns = 0;   // Tensors handed over from the cores that wrote them.
+  double tile_ns = 0;      // A fused loop's tile-buffer traffic in L1.
+  double overlap_ns = 0;   // Subtracted: alpha * min(flops + index, boundary).
+
+  // Adds every term of `other` (the groups of a calibration benchmark, of a plan).
+  void Add(const CostTerms& other);
 };
+
+// The named terms of a prediction, in the order they add to total_ns (overlap negative).
+struct NamedTerm {
+  std::string_view name;
+  double ns;
+};
+std::vector<NamedTerm> NamedTerms(const CostTerms& t);
 
 struct PlanCost {
   std::vector<CostTerms> groups;

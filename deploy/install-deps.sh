@@ -15,6 +15,7 @@ PACKAGES=(
   libonnx-dev
   libcli11-dev
   nlohmann-json3-dev
+  libcpp-httplib-dev  # fusord's Prometheus /metrics listener (server/metrics_http.h)
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev   # libcrypto's SHA-256 (base/sha256.h); openssl makes the TLS tests' certificates
   openssl

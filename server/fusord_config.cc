@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "graph/json_integer.h"
+#include "server/metrics_http.h"
 
 namespace fusor {
 namespace {
@@ -106,6 +107,9 @@ const std::vector<Setting>& Settings() {
       Field<int>("max_joiners_per_job", "--max-joiners-per-job",
                  [](C* c) { return &c->server.max_joiners_per_job; }),
       Field<std::string>("log_level", "--log-level", [](C* c) { return &c->log_level; }),
+      Field<std::string>("log_format", "--log-format", [](C* c) { return &c->log_format; }),
+      Field<std::string>("metrics_listen", "--metrics-listen",
+                         [](C* c) { return &c->metrics_listen; }),
   };
   return settings;
 }
@@ -120,6 +124,13 @@ Status CheckValues(const FusordConfig& c) {
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off") {
     return Status::InvalidArgument("log_level '" + c.log_level +
                                    "' is not one of trace, debug, info, warn, error, off");
+  }
+  if (c.log_format != "text" && c.log_format != "json") {
+    return Status::InvalidArgument("log_format '" + c.log_format + "' is not one of text, json");
+  }
+  if (!c.metrics_listen.empty()) {
+    FUSOR_RETURN_IF_ERROR(
+        CheckMetricsListen(c.metrics_listen, c.server.allow_insecure_remote).status());
   }
   if (!(c.shutdown_grace_s >= 0 && c.shutdown_grace_s <= 86'400)) {
     return Status::InvalidArgument("shutdown_grace_s must be in [0, 86400]");
@@ -196,6 +207,9 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
   app->add_option("--max-joiners-per-job", c->server.max_joiners_per_job,
                   "Callers that may share one tuning job");
   app->add_option("--log-level", c->log_level, "trace, debug, info, warn, error");
+  app->add_option("--log-format", c->log_format, "text, or json (one JSON object a line)");
+  app->add_option("--metrics-listen", c->metrics_listen,
+                  "HOST:PORT or PORT (loopback) serving Prometheus metrics at /metrics");
 }
 
 Status ApplyConfigJson(const std::string& text, const std::string& origin, const CLI::App& app,

@@ -31,6 +31,9 @@
 //                                        or running at once; default 4
 //   max_joiners_per_job [--max-joiners-per-job]        callers sharing one Tune job; default 64
 //   log_level [--log-level]              trace, debug, info, warn, error; default info
+//   log_format [--log-format]            text (one line per event) or json (JSON lines); text
+//   metrics_listen [--metrics-listen]    HOST:PORT or PORT (127.0.0.1) of the Prometheus /metrics
+//                                        listener (server/metrics_http.h); default none
 // deploy/fusord.example.json shows them all. Plain data; not shared between threads.
 #pragma once
 
@@ -49,6 +52,8 @@ struct FusordConfig {
   TuningServiceOptions tuning;  // db_path empty: the default database path.
   double shutdown_grace_s = 30;
   std::string log_level = "info";
+  std::string log_format = "text";  // "text" or "json".
+  std::string metrics_listen;       // Empty: no metrics listener.
 };
 
 // Registers every flag on `app`, writing into `config`.

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +17,8 @@
 #include "base/net_address.h"
 #include "db/default_path.h"
 #include "server/fusord_config.h"
+#include "server/json_log.h"
+#include "server/metrics_http.h"
 #include "server/tuner_server.h"
 #include "server/tuning_service.h"
 
@@ -27,24 +30,38 @@ constexpr int kExitUsage = 2;
 
 // Log lines to stderr through stdio's buffer. spdlog's own stderr sinks flush after every line,
 // a write(2) per request that cost a fifth of GetPlan throughput (docs/benchmarks.md); here
-// lines are flushed at warnings and above, once a second, and at exit.
+// lines are flushed at warnings and above, once a second, and at exit. Text lines by default,
+// JSON lines (server/json_log.h) once set_json is called.
 class BufferedStderrSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  void set_json(bool json) { json_ = json; }
+
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (json_) {
+      std::string line = JsonLogLine(msg);
+      fwrite(line.data(), 1, line.size(), stderr);
+      return;
+    }
     spdlog::memory_buf_t line;
     formatter_->format(msg, line);
     fwrite(line.data(), 1, line.size(), stderr);
   }
   void flush_() override { fflush(stderr); }
+
+ private:
+  std::atomic<bool> json_{false};
 };
 
-void InstallLogger() {
+std::shared_ptr<BufferedStderrSink> InstallLogger() {
   static char buffer[1 << 16];
   setvbuf(stderr, buffer, _IOFBF, sizeof buffer);
-  auto logger = std::make_shared<spdlog::logger>("fusord", std::make_shared<BufferedStderrSink>());
+  auto sink = std::make_shared<BufferedStderrSink>();
+  auto logger = std::make_shared<spdlog::logger>("fusord", sink);
   logger->flush_on(spdlog::level::warn);
   spdlog::set_default_logger(logger);
   spdlog::flush_every(std::chrono::seconds(1));
+  return sink;
 }
 
 // Blocks the shutdown signals in every thread (they inherit the mask), so that only sigwait in
@@ -97,10 +114,22 @@ int Serve(FusordConfig config, const sigset_t& signals) {
     spdlog::error("fusord: {}", server.status().ToString());
     return kExitStartFailed;
   }
-  spdlog::info("fusord: listening on {} tls={} auth={} workers={} queue={} db={}",
+  std::unique_ptr<MetricsHttpServer> metrics;
+  if (!config.metrics_listen.empty()) {
+    auto started =
+        MetricsHttpServer::Start(config.metrics_listen, config.server.allow_insecure_remote);
+    if (!started.ok()) {
+      spdlog::error("fusord: {}", started.status().ToString());
+      return kExitStartFailed;
+    }
+    metrics = std::move(started).value();
+  }
+  spdlog::info("fusord: listening on {} tls={} auth={} workers={} queue={} metrics={} db={}",
                (*server)->address(), (*server)->tls() ? "on" : "off",
                (*server)->authenticated() ? "tokens" : "off", config.server.worker_threads,
-               config.server.queue_size, config.tuning.db_path);
+               config.server.queue_size,
+               metrics ? "http://" + metrics->address() + "/metrics" : std::string("off"),
+               config.tuning.db_path);
   if (!IsLoopbackAddress(config.server.listen) &&
       (config.server.token_file.empty() || config.server.tls_cert.empty())) {
     spdlog::warn(
@@ -109,6 +138,10 @@ int Serve(FusordConfig config, const sigset_t& signals) {
         config.server.listen,
         config.server.token_file.empty() ? "no tokens" : "tokens in plaintext");
   }
+  if (metrics && !IsLoopbackAddress(metrics->address())) {
+    spdlog::warn("fusord: metrics on {} without tokens or TLS: allowed by allow_insecure_remote",
+                 metrics->address());
+  }
   spdlog::default_logger()->flush();  // Scripts and tests wait for this line.
   int sig = 0;
   sigwait(&signals, &sig);
@@ -116,6 +149,7 @@ int Serve(FusordConfig config, const sigset_t& signals) {
                sig == SIGTERM ? "SIGTERM" : "SIGINT", config.shutdown_grace_s);
   auto grace = std::chrono::milliseconds(static_cast<int64_t>(config.shutdown_grace_s * 1000));
   (*server)->Shutdown(grace);
+  if (metrics) metrics->Stop();
   server->reset();
   service->reset();
   spdlog::info("fusord: stopped; database {} closed", config.tuning.db_path);
@@ -128,7 +162,7 @@ int Serve(FusordConfig config, const sigset_t& signals) {
 
 int main(int argc, char** argv) {
   sigset_t signals = fusor::BlockShutdownSignals();
-  fusor::InstallLogger();
+  auto sink = fusor::InstallLogger();
   CLI::App app{"fusord: the Fusor tuning service (fusor.v1.FusionTuner over gRPC)"};
   app.set_version_flag("--version", "fusord 0.1.0");
   fusor::FusordConfig config;
@@ -143,6 +177,7 @@ int main(int argc, char** argv) {
     spdlog::error("fusord: {}", s.ToString());
     return fusor::kExitUsage;
   }
+  sink->set_json(config.log_format == "json");
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   return fusor::Serve(std::move(config), signals);
 }

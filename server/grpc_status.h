@@ -13,7 +13,14 @@
 
 namespace fusor {
 
+// The trailing metadata key under which fusord returns every call's request id, the id its log
+// line carries; the client names it in the error it reports.
+inline constexpr char kRequestIdMetadata[] = "fusor-request-id";
+
 grpc::Status ToGrpcStatus(const Status& s);
+
+// The canonical name of a gRPC status code ("OK", "NOT_FOUND", "UNAUTHENTICATED").
+std::string_view GrpcCodeName(grpc::StatusCode code);
 
 // `context` (for example "fusord at 10.0.0.5:7070") prefixes the message.
 Status FromGrpcStatus(const grpc::Status& s, std::string_view context = {});

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "server/grpc_status.h"
+#include "server/json_log.h"
+#include "server/service_metrics.h"
 
 namespace fusor {
 namespace {
@@ -105,19 +107,40 @@ RequestLog::RequestLog(grpc::ServerContext* ctx, const char* method, uint64_t id
 
 grpc::Status RequestLog::Finish(const Status& s) {
   grpc::Status to_client = ClientStatus(s, id_, policy_->private_strings);
+  ctx_->AddTrailingMetadata(kRequestIdMetadata, std::to_string(id_));
+  const double seconds = metrics::SecondsSince(start_);
+  const std::string code(GrpcCodeName(to_client.error_code()));
+  Metrics().rpcs.With({method_, code}).Increment();
+  Metrics().rpc_seconds.With({method_, code}).Observe(seconds);
   std::string held_back;
+  int64_t held = 0;
   if (IsRefusal(s)) {
-    int64_t held = policy_->refusals.Admit();
+    held = policy_->refusals.Admit();
     if (held < 0) return to_client;
     if (held > 0) held_back = " refusals_not_logged=" + std::to_string(held);
   }
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  const double ms = seconds * 1000;
+  const std::string peer = LogField(ctx_->peer());
+  const std::string principal = LogField(principal_);
+  // The same event as structured fields, for JSON log lines (server/json_log.h).
+  nlohmann::json fields = {{"request_id", id_},
+                           {"method", method_},
+                           {"peer", peer},
+                           {"principal", principal},
+                           {"graph", graph_},
+                           {"target", target_},
+                           {"status", CodeName(s.code())},
+                           {"grpc_code", code},
+                           {"duration_ms", ms}};
+  if (shared_) fields["joined"] = true;
+  if (held > 0) fields["refusals_not_logged"] = held;
+  if (!s.ok()) fields["error"] = s.message().substr(0, 1024);
+  ScopedLogFields scoped(&fields);
   spdlog::log(s.ok() ? spdlog::level::info : spdlog::level::warn,
               "rpc id={} method={} peer={} principal={} graph={} target={}{} status={} "
               "duration_ms={:.2f}{}{}{}",
-              id_, method_, LogField(ctx_->peer()), LogField(principal_), graph_, target_,
-              shared_ ? " joined=1" : "", CodeName(s.code()), ms, held_back,
+              id_, method_, peer, principal, graph_, target_, shared_ ? " joined=1" : "",
+              CodeName(s.code()), ms, held_back,
               s.ok() ? "" : " error=", s.ok() ? "" : LogQuoted(s.message()));
   return to_client;
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "server/service_metrics.h"
+
 namespace fusor {
 
 // A job's state lives under TuneJobQueue::mu_: events arrive from a worker and are read by every
@@ -67,6 +69,7 @@ StatusOr<std::unique_ptr<TuneSubscription>> TuneJobQueue::Submit(const std::stri
     }
     ++it->second->subscribers;
     ++subscribers_;
+    Metrics().tune_joins.With({}).Increment();
     return std::make_unique<TuneSubscription>(this, it->second, /*joined=*/true);
   }
   // Idle workers take jobs at once, so they add to what may be queued for a moment.

@@ -14,6 +14,7 @@
 #include "base/net_address.h"
 #include "server/access_tokens.h"
 #include "server/grpc_service.h"
+#include "server/service_metrics.h"
 #include "server/tune_jobs.h"
 
 namespace fusor {
@@ -107,6 +108,10 @@ struct TunerServer::State {
   int port = 0;
   std::mutex shutdown_mu;  // Serialises Shutdown; guards shut_down.
   bool shut_down = false;
+  // The queue's gauges; after `jobs`, so they are removed before the queue goes.
+  std::vector<metrics::CallbackRegistration> job_gauges;
+
+  void AddJobGauges();
 
   Status Build(TunerApi* tuner);
 };
@@ -143,7 +148,25 @@ Status TunerServer::State::Build(TunerApi* tuner) {
                                " (address in use, or not an address of this machine?)");
   }
   server->GetHealthCheckService()->SetServingStatus(true);
+  Metrics();  // Every family is listed from the first scrape on.
+  AddJobGauges();
   return Status::Ok();
+}
+
+// Queue depth, running jobs and waiting callers, read from the queue at each scrape.
+void TunerServer::State::AddJobGauges() {
+  metrics::Registry& registry = metrics::Registry::Default();
+  auto gauge = [&](const char* name, const char* help, int TuneJobQueue::Counts::*field) {
+    job_gauges.push_back(registry.AddGaugeCallback(name, help, {}, [queue = jobs.get(), field] {
+      return metrics::GaugeSamples{{{}, static_cast<double>(queue->counts().*field)}};
+    }));
+  };
+  gauge(ServiceMetrics::kJobsQueued, "Tuning jobs waiting for a worker",
+        &TuneJobQueue::Counts::queued);
+  gauge(ServiceMetrics::kJobsRunning, "Tuning jobs a worker is running",
+        &TuneJobQueue::Counts::running);
+  gauge(ServiceMetrics::kJobSubscribers, "Tune calls waiting on queued or running jobs",
+        &TuneJobQueue::Counts::subscribers);
 }
 
 StatusOr<std::unique_ptr<TunerServer>> TunerServer::Start(TunerApi* tuner,

@@ -18,6 +18,8 @@
 #include "search/autotune.h"
 #include "search/plan_search.h"
 #include "server/calibration_log.h"
+#include "server/service_metrics.h"
+#include "server/timed_plan_store.h"
 
 namespace fusor {
 namespace {
@@ -105,6 +107,19 @@ v1::CalibrateResponse CalibrateResponseOf(const CalibrationResult& result,
   return response;
 }
 
+// Seconds since each calibrated target's calibration, for the calibration-age gauge.
+metrics::GaugeSamples CalibrationAges(db::PlanStore& store) {
+  metrics::GaugeSamples out;
+  auto targets = store.ListTargets();
+  if (!targets.ok()) return out;
+  const int64_t now = NowMs();
+  for (const v1::HardwareProfile& p : *targets) {
+    if (p.calibrated_unix_ms() == 0) continue;  // Never calibrated: no age to report.
+    out.push_back({{p.target().id()}, static_cast<double>(now - p.calibrated_unix_ms()) / 1000});
+  }
+  return out;
+}
+
 db::Measurement ToDb(const Measurement& m) {
   db::Measurement d;
   for (int64_t s : m.samples_ns) d.samples_ns.push_back(static_cast<double>(s));
@@ -116,12 +131,14 @@ db::Measurement ToDb(const Measurement& m) {
 
 struct TuningService::State {
   TuningServiceOptions options;
-  std::unique_ptr<db::SqlitePlanStore> store;
+  std::unique_ptr<db::PlanStore> store;  // A TimedPlanStore around the SQLite store.
   TargetFingerprint local;
   mutable std::mutex profile_mu;
   HardwareProfile local_profile;  // Guarded by profile_mu.
   // One measurement at a time: two would share the cores and disturb each other's timings.
   std::mutex measure_mu;
+  // Last, so the callback reading `store` is removed before the store closes.
+  metrics::CallbackRegistration calibration_age;
 
   HardwareProfile LocalProfile() const {
     std::lock_guard<std::mutex> lock(profile_mu);
@@ -230,8 +247,9 @@ TuningService::~TuningService() = default;
 StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningServiceOptions& options) {
   auto state = std::make_unique<State>();
   state->options = options;
-  FUSOR_ASSIGN_OR_RETURN(state->store,
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::SqlitePlanStore> sqlite,
                          db::SqlitePlanStore::Open(options.db_path, db::SqliteOpenOptions{}));
+  state->store = std::make_unique<TimedPlanStore>(std::move(sqlite));
   FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   auto stored = state->store->GetTarget(state->local.Id());
   if (stored.ok() && stored->cost_model_version() != kCostModelVersion) {
@@ -254,6 +272,11 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningService
   } else {
     return stored.status();
   }
+  Metrics();  // Registers every family before a scrape can run the callback below.
+  db::PlanStore* store = state->store.get();
+  state->calibration_age = metrics::Registry::Default().AddGaugeCallback(
+      ServiceMetrics::kCalibrationAge, "Seconds since each calibrated target's calibration",
+      {"target"}, [store] { return CalibrationAges(*store); });
   spdlog::info("tuning service: db={} target={} isa={} calibrated={}", options.db_path,
                state->local.Id(), state->local.isa, state->local_profile.calibrated_unix_ms != 0);
   return std::unique_ptr<TuningService>(new TuningService(std::move(state)));
@@ -288,6 +311,10 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
 
   if (!request.force()) {
     auto cached = state_->store->GetPlan(key, kCostModelVersion);
+    if (cached.ok() || cached.status().code() == Status::Code::kNotFound) {
+      const char* result = !cached.ok() ? "miss" : cached->stale ? "stale" : "hit";
+      Metrics().plan_cache_lookups.With({"Tune", result}).Increment();
+    }
     if (cached.ok() && !cached->stale) {
       spdlog::info("tune: graph={} target={} cache hit", hash.substr(0, 16), target_id);
       v1::TuneEvent e;
@@ -300,7 +327,12 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
 
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
   AnalyticalCostModel model(profile);
-  FUSOR_ASSIGN_OR_RETURN(SearchResult searched, SearchPlan(g, model, search));
+  auto search_start = std::chrono::steady_clock::now();
+  StatusOr<SearchResult> search_result = SearchPlan(g, model, search);
+  Metrics()
+      .search_seconds.With({std::string(AlgorithmName(search.algorithm))})
+      .Observe(metrics::SecondsSince(search_start));
+  FUSOR_ASSIGN_OR_RETURN(SearchResult searched, std::move(search_result));
   const SearchStats& st = searched.stats;
   spdlog::info(
       "search: graph={} algorithm={} nodes={} groups={} candidates={} candidates_ms={:.1f} "
@@ -326,6 +358,7 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
                                                         : state_->options.default_time_limit_s;
     autotune.time_limit_s = limit;
+    ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
     auto tuned = Autotune(
         g, model, profile.target, plan, &measurer, autotune,
         [&](double f, const std::string& d) { on_event(Progress("measure", 0.3 + 0.6 * f, d)); },
@@ -372,6 +405,7 @@ StatusOr<v1::GetPlanResponse> TuningService::GetPlan(const v1::GetPlanRequest& r
   v1::GetPlanResponse response;
   auto best = state_->store->BestPlan(request.graph_hash(), target, kCostModelVersion);
   if (best.ok()) {
+    Metrics().plan_cache_lookups.With({"GetPlan", "hit"}).Increment();
     *response.mutable_plan() = best->plan;
     return response;
   }
@@ -383,6 +417,7 @@ StatusOr<v1::GetPlanResponse> TuningService::GetPlan(const v1::GetPlanRequest& r
   q.current_cost_model_version = kCostModelVersion;
   q.page_size = 1;
   FUSOR_ASSIGN_OR_RETURN(db::PlanPage page, state_->store->QueryPlans(q));
+  Metrics().plan_cache_lookups.With({"GetPlan", page.plans.empty() ? "miss" : "stale"}).Increment();
   if (page.plans.empty()) {
     return Status::NotFound("no plan for graph " + request.graph_hash() + " on target " + target);
   }

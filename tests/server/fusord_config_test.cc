@@ -1,5 +1,7 @@
 #include "server/fusord_config.h"
 
+#include "server/metrics_http.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -111,6 +113,38 @@ TEST(FusordConfig, TheExampleConfigParses) {
   EXPECT_EQ(p.config.server.token_file, "/etc/fusor/tokens");
   EXPECT_EQ(p.config.server.limits.max_tensor_elements, int64_t{1} << 32);
   EXPECT_TRUE(CheckTunerServerOptions(p.config.server).ok());
+  EXPECT_EQ(p.config.metrics_listen, "127.0.0.1:9464");
+  EXPECT_EQ(p.config.log_format, "json");
+}
+
+// The metrics endpoint has no tokens or TLS: like the gRPC port without tokens, it stays on
+// loopback unless allow_insecure_remote says otherwise.
+TEST(FusordConfig, MetricsBeyondLoopbackNeedAllowInsecureRemote) {
+  Parsed remote({"--metrics-listen", "0.0.0.0:9464"});
+  Status s = ApplyConfigFile(remote.app, &remote.config);
+  ASSERT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("0.0.0.0:9464"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--allow-insecure-remote"), std::string::npos) << s.message();
+  Parsed allowed({"--metrics-listen", "0.0.0.0:9464", "--allow-insecure-remote"});
+  EXPECT_TRUE(ApplyConfigFile(allowed.app, &allowed.config).ok());
+  Parsed bare_port({"--metrics-listen", "9464"});
+  EXPECT_TRUE(ApplyConfigFile(bare_port.app, &bare_port.config).ok());
+  EXPECT_EQ(*CheckMetricsListen("9464", false), "127.0.0.1:9464");
+  EXPECT_EQ(*CheckMetricsListen("[::1]:9464", false), "[::1]:9464");
+  EXPECT_EQ(CheckMetricsListen("127.0.0.1:99999", false).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(CheckMetricsListen("unix:/tmp/m.sock", false).status().code(),
+            Status::Code::kInvalidArgument);
+  EXPECT_EQ(CheckMetricsListen(":9464", false).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(FusordConfig, LogFormatIsTextOrJson) {
+  Parsed json({"--log-format", "json"});
+  EXPECT_TRUE(ApplyConfigFile(json.app, &json.config).ok());
+  Parsed xml({"--log-format", "xml"});
+  Status s = ApplyConfigFile(xml.app, &xml.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("log_format 'xml'"), std::string::npos) << s.message();
 }
 
 }  // namespace

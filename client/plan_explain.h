@@ -1,0 +1,45 @@
+// What `fusor plan explain` reports: for each group of a plan, the cost model's predicted time
+// and every named term it is the sum of (costmodel/cost_model.h, NamedTerms: compute, index
+// work, chains, memory, handoffs, tile traffic, overlap, spill, launch, reorders), so the columns
+// add up to the group's time and a conv or matmul group shows its compute where it is. A fused
+// group (two or more ops) is also priced as its ops run alone, and the term that saved the most
+// is named.
+//
+// Plain data and pure functions over a borrowed graph, plan and model; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/cost_model.h"
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+// "Conv+Relu+Add*": the group's ops in order, * marking a recomputed copy.
+std::string GroupOps(const Graph& g, const FusionGroup& group);
+
+struct ExplainedGroup {
+  std::string kind;  // GroupKindName.
+  std::string ops;   // GroupOps.
+  CostTerms fused;   // The group's predicted terms in the plan.
+  // Fused groups only: the same ops each in a group of its own, and the term whose share of the
+  // time dropped the most by fusing them.
+  std::optional<CostTerms> alone;
+  std::string decided;
+};
+
+std::vector<ExplainedGroup> ExplainPlan(const Graph& g, const FusionPlan& plan,
+                                        const CostModel& model);
+
+// The table `fusor plan explain` prints (times in us), one row per group.
+std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated);
+
+// The same as JSON: {"groups": [{"group", "kind", "ops", "total_ns", "terms_ns": {name: ns},
+// "alone_ns", "decided"}], "total_ns"}.
+nlohmann::json ExplainJson(const std::vector<ExplainedGroup>& groups);
+
+}  // namespace fusor

@@ -1,0 +1,72 @@
+#include "server/timed_plan_store.h"
+
+#include "server/service_metrics.h"
+
+namespace fusor {
+namespace {
+
+// Runs `call` and observes its duration under `operation`.
+template <typename Call>
+auto Timed(const char* operation, Call call) {
+  ScopedTimer timer(Metrics().db_seconds.With({operation}));
+  return call();
+}
+
+}  // namespace
+
+TimedPlanStore::TimedPlanStore(std::unique_ptr<db::PlanStore> store) : store_(std::move(store)) {}
+
+Status TimedPlanStore::PutTarget(const v1::HardwareProfile& profile) {
+  return Timed("put_target", [&] { return store_->PutTarget(profile); });
+}
+StatusOr<v1::HardwareProfile> TimedPlanStore::GetTarget(std::string_view target_id) {
+  return Timed("get_target", [&] { return store_->GetTarget(target_id); });
+}
+StatusOr<std::vector<v1::HardwareProfile>> TimedPlanStore::ListTargets() {
+  return Timed("list_targets", [&] { return store_->ListTargets(); });
+}
+StatusOr<v1::Graph> TimedPlanStore::GetGraph(std::string_view graph_hash) {
+  return Timed("get_graph", [&] { return store_->GetGraph(graph_hash); });
+}
+Status TimedPlanStore::PutPlan(const v1::Plan& plan, const v1::Graph& graph,
+                               std::span<const db::Measurement> measurements) {
+  return Timed("put_plan", [&] { return store_->PutPlan(plan, graph, measurements); });
+}
+StatusOr<db::StoredPlan> TimedPlanStore::GetPlan(const db::PlanKey& key,
+                                                 std::string_view current_cost_model_version) {
+  return Timed("get_plan", [&] { return store_->GetPlan(key, current_cost_model_version); });
+}
+StatusOr<db::StoredPlan> TimedPlanStore::BestPlan(std::string_view graph_hash,
+                                                  std::string_view target_id,
+                                                  std::string_view current_cost_model_version) {
+  return Timed("best_plan",
+               [&] { return store_->BestPlan(graph_hash, target_id, current_cost_model_version); });
+}
+StatusOr<db::PlanPage> TimedPlanStore::QueryPlans(const db::PlanQuery& query) {
+  return Timed("query_plans", [&] { return store_->QueryPlans(query); });
+}
+StatusOr<std::vector<db::Measurement>> TimedPlanStore::GetMeasurements(const db::PlanKey& key) {
+  return Timed("get_measurements", [&] { return store_->GetMeasurements(key); });
+}
+StatusOr<std::vector<db::HistoryEvent>> TimedPlanStore::History(const db::HistoryQuery& query) {
+  return Timed("history", [&] { return store_->History(query); });
+}
+Status TimedPlanStore::DeletePlan(const db::PlanKey& key) {
+  return Timed("delete_plan", [&] { return store_->DeletePlan(key); });
+}
+StatusOr<int64_t> TimedPlanStore::ExpirePlans(const db::ExpireRule& rule) {
+  return Timed("expire_plans", [&] { return store_->ExpirePlans(rule); });
+}
+StatusOr<int64_t> TimedPlanStore::AppendCalibrationRun(const db::CalibrationRun& run) {
+  return Timed("append_calibration_run", [&] { return store_->AppendCalibrationRun(run); });
+}
+StatusOr<std::vector<db::CalibrationRun>> TimedPlanStore::CalibrationRuns(
+    const db::CalibrationRunQuery& query) {
+  return Timed("calibration_runs", [&] { return store_->CalibrationRuns(query); });
+}
+StatusOr<std::vector<db::DatabaseStats>> TimedPlanStore::Stats(
+    std::string_view current_cost_model_version) {
+  return Timed("stats", [&] { return store_->Stats(current_cost_model_version); });
+}
+
+}  // namespace fusor

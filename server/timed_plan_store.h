@@ -1,0 +1,43 @@
+// TimedPlanStore: a PlanStore that forwards every call to another and observes how long each
+// took in fusor_db_operation_duration_seconds{operation} (server/service_metrics.h), so the
+// tuning database's latency is measured in one place whatever store is behind it.
+//
+// Owns the store it wraps. Thread-safe when the wrapped store is.
+#pragma once
+
+#include <memory>
+
+#include "db/plan_store.h"
+
+namespace fusor {
+
+class TimedPlanStore final : public db::PlanStore {
+ public:
+  explicit TimedPlanStore(std::unique_ptr<db::PlanStore> store);
+
+  Status PutTarget(const v1::HardwareProfile& profile) override;
+  StatusOr<v1::HardwareProfile> GetTarget(std::string_view target_id) override;
+  StatusOr<std::vector<v1::HardwareProfile>> ListTargets() override;
+  StatusOr<v1::Graph> GetGraph(std::string_view graph_hash) override;
+  Status PutPlan(const v1::Plan& plan, const v1::Graph& graph,
+                 std::span<const db::Measurement> measurements) override;
+  StatusOr<db::StoredPlan> GetPlan(const db::PlanKey& key,
+                                   std::string_view current_cost_model_version) override;
+  StatusOr<db::StoredPlan> BestPlan(std::string_view graph_hash, std::string_view target_id,
+                                    std::string_view current_cost_model_version) override;
+  StatusOr<db::PlanPage> QueryPlans(const db::PlanQuery& query) override;
+  StatusOr<std::vector<db::Measurement>> GetMeasurements(const db::PlanKey& key) override;
+  StatusOr<std::vector<db::HistoryEvent>> History(const db::HistoryQuery& query) override;
+  Status DeletePlan(const db::PlanKey& key) override;
+  StatusOr<int64_t> ExpirePlans(const db::ExpireRule& rule) override;
+  StatusOr<int64_t> AppendCalibrationRun(const db::CalibrationRun& run) override;
+  StatusOr<std::vector<db::CalibrationRun>> CalibrationRuns(
+      const db::CalibrationRunQuery& query) override;
+  StatusOr<std::vector<db::DatabaseStats>> Stats(
+      std::string_view current_cost_model_version) override;
+
+ private:
+  const std::unique_ptr<db::PlanStore> store_;
+};
+
+}  // namespace fusor
