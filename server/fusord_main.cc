@@ -82,13 +82,22 @@ Status ResolveDatabasePath(FusordConfig* config) {
 }
 
 // The paths a client has no business seeing in an error message.
+// The server's file paths, as given and made absolute, hidden from clients' error messages.
 std::vector<std::string> PrivateStrings(const FusordConfig& config) {
-  std::vector<std::string> out = {config.tuning.db_path};
+  std::vector<std::string> out;
+  auto add = [&out](const std::string& path) {
+    if (path.empty()) return;
+    out.push_back(path);
+    std::error_code ec;
+    std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+    if (!ec && absolute != path) out.push_back(absolute);
+  };
+  add(config.tuning.db_path);
   std::string dir = std::filesystem::path(config.tuning.db_path).parent_path().string();
-  if (dir.size() > 1) out.push_back(dir);
+  if (dir.size() > 1) add(dir);
   for (const std::string& path : {config.config_file, config.server.token_file,
                                   config.server.tls_cert, config.server.tls_key}) {
-    if (!path.empty()) out.push_back(path);
+    add(path);
   }
   return out;
 }

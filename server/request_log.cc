@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <cstdio>
 
 #include "server/grpc_status.h"
@@ -41,11 +42,24 @@ bool IsServerFault(Status::Code code) {
          code == Status::Code::kCorruption;
 }
 
+bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Every occurrence of a private string that stands as a path of its own: not inside a longer
+// word or path ("tok" hides "tok" and "tok.bak" but not "token"; "/srv/db" hides "/srv/db-wal").
 std::string Redacted(std::string message, const std::vector<std::string>& private_strings) {
   for (const std::string& secret : private_strings) {
     if (secret.empty()) continue;
     for (size_t at = message.find(secret); at != std::string::npos; at = message.find(secret, at)) {
+      const size_t end = at + secret.size();
+      const bool starts = at == 0 || !(IsWordChar(message[at - 1]) || message[at - 1] == '/' ||
+                                       message[at - 1] == '.' || message[at - 1] == '-');
+      const bool ends = end == message.size() || !IsWordChar(message[end]);
+      if (!starts || !ends) {
+        at = end;
+        continue;
+      }
       message.replace(at, secret.size(), "<server path>");
+      at += std::string_view("<server path>").size();
     }
   }
   return message;

@@ -103,6 +103,20 @@ TEST(Abuse, ServerFaultsAndPathsNeverReachTheClient) {
   EXPECT_NE(missing.error_message().find("graph elsewhere is not in database"), std::string::npos);
 }
 
+TEST(Abuse, APrivatePathIsHiddenOnlyWhereItStandsAsAPath) {
+  const std::vector<std::string> secrets = {"tok", "/srv/fusor/plans.db", "/srv/fusor"};
+  auto sent = [&](const std::string& message) {
+    return ClientStatus(Status::NotFound(message), 7, secrets).error_message();
+  };
+  EXPECT_EQ(sent("unknown token; see tok"), "unknown token; see <server path>");
+  EXPECT_EQ(sent("cannot read 'tok.bak'"), "cannot read '<server path>.bak'");
+  EXPECT_EQ(sent("stock tokens"), "stock tokens");
+  EXPECT_EQ(sent("disk full writing /srv/fusor/plans.db-wal"),
+            "disk full writing <server path>-wal");
+  EXPECT_EQ(sent("no space in /srv/fusor/tmp"), "no space in <server path>/tmp");
+  EXPECT_EQ(sent("/srv/fusorx is fine"), "/srv/fusorx is fine");
+}
+
 TEST(Quota, OnePrincipalCannotFillTheTuningQueue) {
   TestServer t(true, [](TunerServerOptions* o) {
     o->queue_size = 8;
