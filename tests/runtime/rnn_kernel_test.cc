@@ -108,6 +108,36 @@ INSTANTIATE_TEST_SUITE_P(Directions, LstmLowering,
                                   (c.extra_attr.empty() ? "" : "_" + c.extra_attr);
                          });
 
+// initial_h without initial_c (the cell starts at zero), and Y_h read without Y_c.
+TEST(LstmLowering, InitialHiddenAloneAndFinalHiddenAlone) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {kSeq, kBatch, kIn});
+  TensorId w = b.Weight("w", {1, 4 * kHid, kIn}), r = b.Weight("r", {1, 4 * kHid, kHid});
+  TensorId h0 = b.Input("h0", {1, kBatch, kHid});
+  TensorId y = b.Act("y", {kSeq, 1, kBatch, kHid}), yh = b.Act("yh", {1, kBatch, kHid});
+  b.Op("LSTM", {x, w, r, kNoId, kNoId, h0}, {y, yh}, {Int("hidden_size", kHid)});
+  b.Output(yh);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 5);
+  ASSERT_TRUE(leaves.ok());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> weight(-0.5f, 0.5f);
+  for (TensorId t : {w, r}) {
+    for (float& v : (*leaves)[t].f) v = weight(rng);
+  }
+  auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  EXPECT_NE((*exec)->DescribeGroup(0).find("LSTM oneDNN"), std::string::npos);
+  (*exec)->Run();
+  auto want = RunReference(g, *leaves);
+  ASSERT_TRUE(want.ok());
+  auto got = (*exec)->Read(yh);
+  ASSERT_TRUE(got.ok());
+  auto close = Compare(want->at(yh), *got);
+  ASSERT_TRUE(close.ok());
+  EXPECT_LE(close->worst_ratio, 1.0) << (*exec)->DescribeGroup(0) << ": " << close->ToString();
+}
+
 // A sequence_lens shorter than the sequence changes which steps run: oneDNN's LSTM has no such
 // input, so the node runs through the fallback, with the reference's values.
 TEST(LstmLowering, ShortSequenceLensRunsTheFallback) {
