@@ -56,10 +56,14 @@ class LstmKernel : public GroupKernel {
     const Node& n = g_->node(id_);
     ConvertWeights(*ctx.known(n.inputs[1]), *ctx.known(n.inputs[2]),
                    n.input(3) == kNoId ? nullptr : ctx.known(n.inputs[3]));
-    const memory::dims state = {1, s_.dirs, s_.batch, s_.hid};
-    auto state_md = [&](size_t out_or_in, bool is_output) {
-      TensorId t = is_output ? Output(out_or_in) : n.input(out_or_in);
-      return t == kNoId ? memory::desc() : memory::desc(state, memory::data_type::f32, tag::ldnc);
+    // oneDNN takes the hidden and cell states in pairs: with one of initial_h / initial_c the
+    // other is zeros of the kernel's own; with one of Y_h / Y_c read the other goes to scratch.
+    const memory::desc state({1, s_.dirs, s_.batch, s_.hid}, memory::data_type::f32, tag::ldnc);
+    const bool src_state = n.input(5) != kNoId || n.input(6) != kNoId;
+    const bool dst_state = Output(1) != kNoId || Output(2) != kNoId;
+    if (src_state) zero_state_.assign(s_.dirs * s_.batch * s_.hid, 0.0f);
+    auto state_md = [&](size_t, bool is_output) {
+      return (is_output ? dst_state : src_state) ? state : memory::desc();
     };
     try {
       lstm_ = dnnl::lstm_forward::primitive_desc(
@@ -77,7 +81,8 @@ class LstmKernel : public GroupKernel {
       return Unsupported(n, std::string("that oneDNN refuses (") + e.what() + ")");
     }
     y_in_scratch_ = Output(0) == kNoId || s_.dirs == 2;
-    scratchpad_at_ = y_in_scratch_ ? Aligned(lstm_.dst_layer_desc().get_size()) : 0;
+    state_at_ = y_in_scratch_ ? Aligned(lstm_.dst_layer_desc().get_size()) : 0;
+    scratchpad_at_ = state_at_ + (dst_state ? Aligned(state.get_size()) : 0);
     scratch_ = scratchpad_at_ + Aligned(lstm_.scratchpad_desc().get_size());
     return Status::Ok();
   }
@@ -99,14 +104,18 @@ class LstmKernel : public GroupKernel {
           {DNNL_ARG_WEIGHTS_ITER, w_iter_},
           {DNNL_ARG_BIAS, memory(lstm_.bias_desc(), engine_, bias_.data())},
           {DNNL_ARG_SCRATCHPAD, memory(lstm_.scratchpad_desc(), engine_, base + scratchpad_at_)}};
+      void* zeros = zero_state_.data();
+      void* discard = base + state_at_;
       FUSOR_RETURN_IF_ERROR(
-          BindArg(DNNL_ARG_SRC_LAYER, lstm_.src_layer_desc(), tensor, n.input(0)));
-      FUSOR_RETURN_IF_ERROR(BindArg(DNNL_ARG_SRC_ITER, lstm_.src_iter_desc(), tensor, n.input(5)));
+          BindArg(DNNL_ARG_SRC_LAYER, lstm_.src_layer_desc(), tensor, n.input(0), nullptr));
       FUSOR_RETURN_IF_ERROR(
-          BindArg(DNNL_ARG_SRC_ITER_C, lstm_.src_iter_c_desc(), tensor, n.input(6)));
-      FUSOR_RETURN_IF_ERROR(BindArg(DNNL_ARG_DST_ITER, lstm_.dst_iter_desc(), tensor, Output(1)));
+          BindArg(DNNL_ARG_SRC_ITER, lstm_.src_iter_desc(), tensor, n.input(5), zeros));
       FUSOR_RETURN_IF_ERROR(
-          BindArg(DNNL_ARG_DST_ITER_C, lstm_.dst_iter_c_desc(), tensor, Output(2)));
+          BindArg(DNNL_ARG_SRC_ITER_C, lstm_.src_iter_c_desc(), tensor, n.input(6), zeros));
+      FUSOR_RETURN_IF_ERROR(
+          BindArg(DNNL_ARG_DST_ITER, lstm_.dst_iter_desc(), tensor, Output(1), discard));
+      FUSOR_RETURN_IF_ERROR(
+          BindArg(DNNL_ARG_DST_ITER_C, lstm_.dst_iter_c_desc(), tensor, Output(2), discard));
       y_ = Output(0) == kNoId ? nullptr : static_cast<float*>(tensor(Output(0)));
       if (Output(0) != kNoId && y_ == nullptr) return Missing(Output(0));
       y_layer_ = y_in_scratch_ ? reinterpret_cast<float*>(base) : y_;
@@ -152,10 +161,15 @@ class LstmKernel : public GroupKernel {
                             "'");
   }
 
-  // Binds tensor `t` in place; an absent optional input or unread output binds nothing (oneDNN
-  // then starts from zero state / does not write it).
-  Status BindArg(int arg, const memory::desc& md, const TensorBuffer& tensor, TensorId t) {
-    if (t == kNoId || md.is_zero()) return Status::Ok();
+  // Binds tensor `t` in place; an argument the primitive takes without the tensor (the other of
+  // a state pair) binds `instead`; one the primitive does not take binds nothing.
+  Status BindArg(int arg, const memory::desc& md, const TensorBuffer& tensor, TensorId t,
+                 void* instead) {
+    if (md.is_zero()) return Status::Ok();
+    if (t == kNoId) {
+      if (instead != nullptr) args_[arg] = memory(md, engine_, instead);
+      return Status::Ok();
+    }
     void* p = tensor(t);
     if (p == nullptr) return Missing(t);
     args_[arg] = memory(md, engine_, p);
@@ -226,7 +240,8 @@ class LstmKernel : public GroupKernel {
   std::vector<TensorId> materialized_;
   std::unordered_map<int, memory> args_;
   bool y_in_scratch_ = false;
-  int64_t scratchpad_at_ = 0, scratch_ = 0;
+  std::vector<float> zero_state_;  // initial_h or initial_c when the node has only the other.
+  int64_t state_at_ = 0, scratchpad_at_ = 0, scratch_ = 0;
   float* y_ = nullptr;
   float* y_layer_ = nullptr;
 };

@@ -2,7 +2,8 @@
 // instead of the reference fallback. Building it converts the node's known W, R and B to oneDNN's
 // weights (ONNX stores the gates i, o, f, c; oneDNN wants i, f, c, o) and reorders them into the
 // primitive's layout once, at Bind. X, initial_h / initial_c, Y_h and Y_c are read and written in
-// place (ONNX's [seq, batch, input] and [directions, batch, hidden] are oneDNN's tnc and ldnc);
+// place (ONNX's [seq, batch, input] and [directions, batch, hidden] are oneDNN's tnc and ldnc;
+// oneDNN takes each state pair whole, so the missing half of a pair is zeros or scratch);
 // Y goes through scratch when bidirectional (oneDNN concatenates the directions per step, ONNX
 // keeps them apart) or when nothing reads it.
 //
