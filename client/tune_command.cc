@@ -68,7 +68,8 @@ void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
   std::printf(")%s\n",
               recomputed ? (", " + std::to_string(recomputed) + " recomputed copies").c_str() : "");
   std::string unfused = UnfusedOpsText(UnfusedOps(g));
-  if (!unfused.empty()) std::printf("unfused          %s (reference fallback)\n", unfused.c_str());
+  if (!unfused.empty())
+    std::printf("unfused          %s (reference fallback unless marked)\n", unfused.c_str());
   std::printf("predicted        %s vs %s unfused: %s\n", Ms(plan.predicted_ns()).c_str(),
               Ms(plan.unfused_predicted_ns()).c_str(),
               Ratio(plan.unfused_predicted_ns(), plan.predicted_ns()).c_str());

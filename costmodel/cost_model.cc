@@ -15,6 +15,13 @@
 namespace fusor {
 namespace {
 
+// An LSTM that runs as oneDNN's RNN primitive (runtime/rnn_kernel.h): its gate products are
+// GEMMs (X's for every step at once, R's step by step) and its gate activations oneDNN's JIT
+// eltwise. Any other LSTM runs through the reference fallback.
+bool RunsAsRnnPrimitive(const Graph& g, const Node& n) {
+  return n.op_type == "LSTM" && LstmPrimitiveForm(g, n).ok();
+}
+
 ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
   if (n.op_type == "Conv") {
     int64_t group = n.GetInt("group", 1);
@@ -23,7 +30,7 @@ ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
     return depthwise ? ComputeClass::kDepthwiseConv : ComputeClass::kConv;
   }
   if (n.op_type == "ConvTranspose") return ComputeClass::kConv;
-  if (c == OpClass::kAnchor) return ComputeClass::kMatMul;
+  if (c == OpClass::kAnchor || RunsAsRnnPrimitive(g, n)) return ComputeClass::kMatMul;
   if (c == OpClass::kReduction) return ComputeClass::kReduction;
   return ComputeClass::kElementwise;
 }
@@ -61,6 +68,7 @@ void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* 
     ComputeClass c = n.op_type == "Erf"                   ? ComputeClass::kErf
                      : swish && id == group.nodes.front() ? ComputeClass::kJitSwish
                      : jit && n.op_type == "Sigmoid"      ? ComputeClass::kJitSigmoid
+                     : RunsAsRnnPrimitive(g, n)           ? ComputeClass::kJitTranscendental
                                                           : transcendental;
     f->flops[static_cast<int>(c)] += cost.transcendentals * scale;
   }
@@ -121,6 +129,8 @@ class Residency {
     return LevelFor(leaf ? std::max(leaf_footprint_, bytes) : bytes);
   }
   MemoryLevel WriteLevel(double bytes) const { return LevelFor(bytes); }
+  // Where data read again and again by one kernel, and nothing else, stays.
+  MemoryLevel HeldIn(double bytes) const { return LevelFor(bytes); }
 
  private:
   MemoryLevel LevelFor(double bytes) const {
@@ -160,6 +170,17 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
     double bytes = static_cast<double>(g.tensor(t).bytes());
     f->write_bytes[static_cast<int>(residency.WriteLevel(working_set))] += bytes;
   }
+}
+
+// The RNN primitive reads R once per step (one gate product per step, the recurrence), from the
+// level that holds R alone: it stays there through the steps. AddMemory counts its first read.
+void AddRecurrentReads(const Graph& g, const FusionGroup& group, const Residency& residency,
+                       GroupFeatures* f) {
+  if (group.nodes.size() != 1 || !RunsAsRnnPrimitive(g, g.node(group.nodes[0]))) return;
+  const Node& n = g.node(group.nodes[0]);
+  const double r_bytes = static_cast<double>(g.tensor(n.inputs[2]).bytes());
+  const double steps = static_cast<double>(g.tensor(n.inputs[0]).dims[0]);
+  f->read_bytes[static_cast<int>(residency.HeldIn(r_bytes))] += (steps - 1) * r_bytes;
 }
 
 // A fused loop pulls each tile through per-thread buffers (runtime/fused_loop.h): every value
@@ -623,6 +644,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const Residency residency(target, leaf_footprint);
   AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
+  AddRecurrentReads(g, group, residency, &f);
   AddTileTraffic(g, group, materialized, lp, &f);
   AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);
   AddHandoffs(g, group, inputs, materialized, residency, target, &f);

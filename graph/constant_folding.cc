@@ -697,6 +697,18 @@ std::optional<ConstValue> TryFold(const onnx::NodeProto& n,
   return Evaluate(n, ins);
 }
 
+// ONNX shape inference types an initializer from its value_info entry when it has one, so the
+// entry that inference wrote while the tensor was still computed (with symbolic dims such as
+// 'unk__27' where the data was unknown then) would hide the folded value's static shape from every
+// consumer: a Concat of two folded [49, 49, 1] masks stayed [unk, unk, 2].
+void DropValueInfo(onnx::GraphProto* graph, const std::unordered_set<std::string>& names) {
+  if (names.empty()) return;
+  auto* infos = graph->mutable_value_info();
+  for (int i = infos->size() - 1; i >= 0; --i) {
+    if (names.count(infos->Get(i).name())) infos->DeleteSubrange(i, 1);
+  }
+}
+
 }  // namespace
 
 std::optional<ConstValue> ReadConstValue(const TensorProto& t) {
@@ -748,9 +760,13 @@ StatusOr<bool> FoldConstants(onnx::GraphProto* graph,
     for (const auto& in : graph->node(i).input()) needed.insert(in);
   }
   for (const auto& out : graph->output()) needed.insert(out.name());
+  std::unordered_set<std::string> written;
   for (const auto& [name, index] : folded_output) {
-    if (needed.count(name)) WriteTensor(name, values[name], graph->add_initializer());
+    if (!needed.count(name)) continue;
+    WriteTensor(name, values[name], graph->add_initializer());
+    written.insert(name);
   }
+  DropValueInfo(graph, written);
   auto* nodes = graph->mutable_node();
   for (auto it = folded.rbegin(); it != folded.rend(); ++it) nodes->DeleteSubrange(*it, 1);
   return true;

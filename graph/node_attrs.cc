@@ -1,6 +1,7 @@
 #include "graph/node_attrs.h"
 
 #include <algorithm>
+#include <variant>
 
 #include "graph/dtype.h"
 
@@ -91,6 +92,48 @@ RowReduction RowReductionOf(const Graph& g, const Node& n) {
   r.len = 1;
   for (int64_t a : axes) r.len *= x[a];
   return r;
+}
+
+namespace {
+
+Status NoLstmPrimitive(const Node& n, const std::string& why) {
+  return Status::Unimplemented(NodeLabel(n) + ": LSTM " + why +
+                               " has no oneDNN lowering; it runs through the reference fallback");
+}
+
+}  // namespace
+
+Status LstmPrimitiveForm(const Graph& g, const Node& n) {
+  if (n.op_type != "LSTM" || n.input(0) == kNoId || n.input(1) == kNoId || n.input(2) == kNoId) {
+    return Status::InvalidArgument(NodeLabel(n) + ": not an LSTM with X, W and R");
+  }
+  if (g.tensor(n.inputs[0]).dims.size() != 3) return NoLstmPrimitive(n, "over a rank != 3 X");
+  if (n.GetInt("layout", 0) != 0) return NoLstmPrimitive(n, "with layout=1 (batch first)");
+  if (n.GetFloat("clip", 0.0) != 0.0) return NoLstmPrimitive(n, "with clip");
+  if (n.GetInt("input_forget", 0) != 0) return NoLstmPrimitive(n, "with input_forget");
+  if (const Attribute* a = n.FindAttr("activations")) {
+    const auto* acts = std::get_if<std::vector<std::string>>(&a->value);
+    for (size_t i = 0; acts != nullptr && i < acts->size(); ++i) {
+      if ((*acts)[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh")) {
+        return NoLstmPrimitive(n, "with activation '" + (*acts)[i] + "'");
+      }
+    }
+  }
+  if (n.input(7) != kNoId) return NoLstmPrimitive(n, "with peepholes");
+  if (n.input(4) != kNoId) {
+    const int64_t seq = g.tensor(n.inputs[0]).dims[0];
+    StatusOr<std::vector<int64_t>> lens = ConstantInts(g, n, 4);
+    bool full =
+        lens.ok() && std::all_of(lens->begin(), lens->end(), [seq](int64_t v) { return v == seq; });
+    if (!full) return NoLstmPrimitive(n, "with sequence_lens other than the full length");
+  }
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    TensorId t = n.inputs[i];
+    if (i != 4 && t != kNoId && g.tensor(t).dtype != DType::kFloat32) {
+      return NoLstmPrimitive(n, "over " + std::string(DTypeName(g.tensor(t).dtype)));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace fusor

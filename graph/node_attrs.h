@@ -41,4 +41,11 @@ struct RowReduction {
 };
 RowReduction RowReductionOf(const Graph& g, const Node& n);
 
+// Whether an LSTM node has the form oneDNN's LSTM primitive computes (runtime/rnn_kernel.h):
+// layout 0, the default activations, no clip, no input_forget, no peepholes, float32, and
+// sequence_lens absent or a constant of the full length. Unimplemented, naming the node and what
+// stands in the way, otherwise; such a node runs through the reference fallback. The runtime
+// lowers by it and the cost model prices by it.
+Status LstmPrimitiveForm(const Graph& g, const Node& n);
+
 }  // namespace fusor

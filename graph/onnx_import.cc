@@ -21,8 +21,6 @@ namespace {
 
 constexpr int kMinOpset = 11;
 constexpr int kMaxOpset = 17;
-// Folding and shape inference alternate until nothing folds; real exports settle in 2-3 rounds.
-constexpr int kMaxFoldRounds = 16;
 
 Status ParseModel(std::string_view bytes, onnx::ModelProto* model) {
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
@@ -214,12 +212,27 @@ bool IsConsumed(const onnx::GraphProto& g, const std::string& name) {
   return IsGraphOutput(g, name);
 }
 
-// Identity always; Dropout when its training_mode input is absent (inference) and its mask unused.
+// Whether `name` is an initializer holding a single zero (false) value: torch exports Dropout's
+// training_mode as a constant input, and F.dropout(p=0.0) (Swin's attention) as training_mode
+// true with a constant ratio 0, which drops nothing.
+bool IsConstantZero(const onnx::GraphProto& g, const std::string& name) {
+  for (const auto& init : g.initializer()) {
+    if (init.name() != name) continue;
+    std::optional<ConstValue> v = ReadConstValue(init);
+    return v && v->size() == 1 && v->AsDouble(0) == 0;
+  }
+  return false;
+}
+
+// Identity always; Dropout when it drops nothing (its training_mode input absent or constant
+// false, or its ratio constant 0) and its mask is unused.
 bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
   if (n.op_type() == "Identity") return n.input_size() == 1 && n.output_size() == 1;
   if (n.op_type() != "Dropout" || n.input_size() < 1) return false;
-  if (n.input_size() >= 3 && !n.input(2).empty()) return false;
+  const bool training =
+      n.input_size() >= 3 && !n.input(2).empty() && !IsConstantZero(g, n.input(2));
+  if (training && !(n.input_size() >= 2 && IsConstantZero(g, n.input(1)))) return false;
   return n.output_size() < 2 || n.output(1).empty() || !IsConsumed(g, n.output(1));
 }
 
@@ -253,13 +266,16 @@ void RemovePassThrough(onnx::GraphProto* g) {
   }
 }
 
+// Folding and shape inference alternate until nothing folds. Most exports settle in 2-3 rounds;
+// a model whose every block computes its shapes from the previous block's (swin_t: 17 rounds)
+// takes one round per block. A round that changes something removes at least one node, so the
+// loop ends within the node count.
 Status FoldToFixpoint(onnx::ModelProto* model, const std::unordered_set<std::string>& weights) {
-  for (int round = 0; round < kMaxFoldRounds; ++round) {
+  for (bool changed = true; changed;) {
     FUSOR_RETURN_IF_ERROR(InferShapes(model));
-    FUSOR_ASSIGN_OR_RETURN(bool changed, FoldConstants(model->mutable_graph(), weights));
-    if (!changed) return Status::Ok();
+    FUSOR_ASSIGN_OR_RETURN(changed, FoldConstants(model->mutable_graph(), weights));
   }
-  return InferShapes(model);
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ struct GraphSummary {
 
 GraphSummary Summarize(const Graph& g);
 // Opaque nodes (op class kOpaque) per op name: the nodes that never fuse and run as a group of
-// their own through the runtime's reference fallback (runtime/reference_kernel.h).
+// their own, an LSTM of the form oneDNN's RNN primitive computes as "LSTM (oneDNN RNN)"
+// (runtime/rnn_kernel.h), any other through the reference fallback (runtime/reference_kernel.h).
 std::map<std::string, int64_t> UnfusedOps(const Graph& g);
 // "3 nodes run unfused: LSTM x2, InstanceNormalization x1", or "" when there are none.
 std::string UnfusedOpsText(const std::map<std::string, int64_t>& unfused);

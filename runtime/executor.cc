@@ -18,6 +18,7 @@
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
 #include "runtime/reference_kernel.h"
+#include "runtime/rnn_kernel.h"
 #include "runtime/thread_binding.h"
 
 namespace fusor {
@@ -177,7 +178,10 @@ Status Executor::Compile(const FusionPlan& plan) {
     bool reduction = fg.kind == GroupKind::kReduction ||
                      (fg.kind == GroupKind::kSingle && cls == OpClass::kReduction);
     bool alone = fg.nodes.size() == 1;
-    if (fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
+    if ((fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) &&
+        first.op_type == "LSTM" && options_.lower_rnn) {
+      kernel = BuildLstmKernel(ctx, fg.nodes[0]);  // Unimplemented falls back below.
+    } else if (fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
       kernel = BuildReferenceKernel(ctx, fg.nodes[0]);
     } else if (anchor) {
       NodeId center = CenterNode(g, fg, OpClass::kAnchor);

@@ -687,6 +687,51 @@ Status RunLstm(const Node& n, const Lookup& in, TensorValues* values) {
   return Status::Ok();
 }
 
+// ScatterND: a copy of `data` with slices at `indices` replaced by (or combined with) `updates`.
+// Exporters build masks with it from constants (Swin's shifted-window mask), so it is folded.
+Status RunScatterNd(const Node& n, const HostTensor& data, const HostTensor& idx,
+                    const HostTensor& updates, HostTensor* out) {
+  const std::string reduction = n.GetString("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul") {
+    return Status::Unimplemented(NodeLabel(n) + ": reduction '" + reduction +
+                                 "' is not supported (none, add, mul are)");
+  }
+  const int64_t k = idx.dims.empty() ? 0 : idx.dims.back();
+  if (idx.dims.empty() || k > static_cast<int64_t>(data.dims.size())) {
+    return Status::InvalidArgument(NodeLabel(n) +
+                                   ": indices need a last dim of at most the data's rank " +
+                                   std::to_string(data.dims.size()));
+  }
+  out->f = data.f;
+  out->i = data.i;
+  const int64_t slice = NumElements(Shape(data.dims.begin() + k, data.dims.end()));
+  const std::vector<int64_t> strides = RowMajorStrides(data.dims);
+  const int64_t count = k == 0 ? 0 : idx.num_elements() / k;
+  if (updates.num_elements() != count * slice) {
+    return Status::InvalidArgument(
+        NodeLabel(n) + ": updates have " + std::to_string(updates.num_elements()) +
+        " elements, the indices select " + std::to_string(count * slice));
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t base = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t c = idx.i[j * k + d];
+      if (c < 0) c += data.dims[d];
+      if (c < 0 || c >= data.dims[d]) {
+        return Status::InvalidArgument(
+            NodeLabel(n) + ": index " + std::to_string(idx.i[j * k + d]) + " is outside dim " +
+            std::to_string(d) + " of size " + std::to_string(data.dims[d]));
+      }
+      base += c * strides[d];
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      double u = updates.at(j * slice + e), old = out->at(base + e);
+      Store(out, base + e, reduction == "add" ? old + u : reduction == "mul" ? old * u : u);
+    }
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -723,6 +768,7 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
     return RunPad(p, x, &out), Status::Ok();
   }
   if (op == "Resize") return RunResize(g, n, x, &out);
+  if (op == "ScatterND") return RunScatterNd(n, x, *in(n.inputs[1]), *in(n.inputs[2]), &out);
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
   if (op == "Concat") {
     for (size_t j = 0, offset = 0; j < n.inputs.size(); ++j) {
@@ -753,6 +799,10 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (IsUnary(op)) return RunUnary(g, n, in, x, out);
   if (Binary(op, false)) return RunBinary(n, x, *in(n.inputs[1]), out);
   if (op == "Cast") return RunCast(x, out), Status::Ok();
+  if (op == "Not") {
+    for (int64_t e = 0; e < x.num_elements(); ++e) Store(out, e, x.at(e) == 0 ? 1 : 0);
+    return Status::Ok();
+  }
   if (op == "Where") return RunWhere(x, *opt(1), *opt(2), out), Status::Ok();
   if (op == "BatchNormalization") {
     return RunBatchNorm(n, {&x, opt(1), opt(2), opt(3), opt(4)}, out), Status::Ok();
@@ -781,12 +831,13 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
 
 bool IsInjectiveOp(const std::string& op) {
   return IsView(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
-         op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize";
+         op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize" ||
+         op == "ScatterND";
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
-  static const char* kIntOk[] = {"Add",  "Sub",   "Mul",   "Div",  "Pow",     "Min", "Max",
-                                 "Cast", "Where", "Equal", "Less", "Greater", "And", "Or"};
+  static const char* kIntOk[] = {"Add",   "Sub",   "Mul",  "Div",     "Pow", "Min", "Max", "Cast",
+                                 "Where", "Equal", "Less", "Greater", "And", "Or",  "Not"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -805,6 +856,7 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
 
 bool IsComputeOp(const std::string& op) {
   static const char* kOps[] = {"Cast",
+                               "Not",
                                "Where",
                                "BatchNormalization",
                                "MatMul",

@@ -122,6 +122,37 @@ Graph ConvReluExp(int64_t channels) {
   return b.Build();
 }
 
+// An LSTM that runs as oneDNN's RNN primitive is priced as one: its gate products at the matmul
+// rate and R read once per step; one the primitive does not take (clip) keeps the fallback's
+// stated rule, its FLOPs at the elementwise rate.
+TEST(PlanFeatures, LstmOnTheRnnPrimitiveIsPricedAsGemmsWithRecurrentReads) {
+  auto lstm = [](bool clip) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {16, 1, 32});
+    TensorId w = b.Weight("w", {1, 128, 32}), r = b.Weight("r", {1, 128, 32});
+    TensorId y = b.Act("y", {16, 1, 1, 32});
+    std::vector<Attribute> attrs = {Int("hidden_size", 32)};
+    if (clip) attrs.push_back({"clip", 1.0});
+    b.Op("LSTM", {x, w, r}, {y}, attrs);
+    b.Output(y);
+    return b.Build();
+  };
+  TargetFingerprint one;
+  Graph lowered = lstm(false), fallback = lstm(true);
+  GroupFeatures on = PlanFeatures(lowered, UnfusedPlan(lowered), one).at(0);
+  GroupFeatures off = PlanFeatures(fallback, UnfusedPlan(fallback), one).at(0);
+  const double flops = CostOfNode(lowered, lowered.node(0)).flops;
+  EXPECT_DOUBLE_EQ(on.flops[static_cast<int>(ComputeClass::kMatMul)], flops);
+  EXPECT_DOUBLE_EQ(on.flops[static_cast<int>(ComputeClass::kElementwise)], 0);
+  EXPECT_DOUBLE_EQ(off.flops[static_cast<int>(ComputeClass::kElementwise)], flops);
+  double on_reads = 0, off_reads = 0;
+  for (int l = 0; l < kNumMemoryLevels; ++l) {
+    on_reads += on.read_bytes[l];
+    off_reads += off.read_bytes[l];
+  }
+  EXPECT_DOUBLE_EQ(on_reads - off_reads, 15 * 128 * 32 * 4.0);  // R again at 15 more steps.
+}
+
 // A loop reading what a conv just wrote on two cores gets half of it from the other core's cache;
 // a loop reading another loop's output (split alike), a graph input, or anything on one core
 // does not. A group's features depend on the group alone (the search compares groups apart), so

@@ -392,6 +392,62 @@ TEST(OnnxImport, PadsThroughATransposedConstantResolve) {
   EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{1, 7})) << "untransposed pads give 3x5";
 }
 
+// Swin's shifted-window mask: index grids built from the shape of a tensor whose shape is known
+// only after a first fold (Reshape by a Range-derived target), expanded to a shape given through
+// Where (as torch writes `expand`), and stacked by a Concat too large to fold in the ONNX folder
+// (50x50x2: the grids, 2500 elements each, fold there). Shape inference types the grids with symbolic dims before they fold; once folded they
+// are initializers, and their static shapes must reach the Concat, or its output stays
+// [unk, unk, 2] and the import fails there.
+TEST(OnnxImport, ConcatOfFoldedExpandedGridsIsStatic) {
+  OnnxBuilder b(13);
+  b.Input("x", {1, 50}).Output("y").Output("xr");
+  b.Int64Constant("one", {1}, {}).Int64Constant("zero", {0}, {}).Int64Constant("step", {1}, {});
+  b.Int64Constant("axis0", {0}, {1}).Int64Constant("axis1", {1}, {1});
+  b.Int64Constant("axis2", {2}, {1}).Int64Constant("one1", {1}, {1});
+  b.Int64Constant("minus_ones", {-1, -1}, {2}).Int64Constant("ones", {1, 1}, {2});
+  b.Node("Shape", {"x"}, {"s0"});
+  b.Node("Gather", {"s0", "one"}, {"n0"});
+  b.Node("Range", {"zero", "n0", "step"}, {"r0"});
+  b.Node("Shape", {"r0"}, {"len0"});
+  OnnxBuilder::IntAttr(b.Node("Concat", {"one1", "len0"}, {"target"}), "axis", 0);
+  b.Node("Reshape", {"x", "target"}, {"xr"});  // [1, 50], known from the second round on.
+  b.Node("Shape", {"xr"}, {"s"});
+  b.Node("Gather", {"s", "one"}, {"n"});          // 50
+  b.Node("Range", {"zero", "n", "step"}, {"r"});  // [50]
+  b.Node("Unsqueeze", {"n", "axis0"}, {"n1"});
+  OnnxBuilder::IntAttr(b.Node("Concat", {"n1", "n1"}, {"dims"}), "axis", 0);  // [50, 50]
+  b.Node("Equal", {"dims", "minus_ones"}, {"is_free"});
+  b.Node("Where", {"is_free", "ones", "dims"}, {"grid_shape"});
+  b.Node("Unsqueeze", {"r", "axis1"}, {"rows"});  // [50, 1]
+  b.Node("Expand", {"rows", "grid_shape"}, {"row_grid"});
+  b.Node("Expand", {"r", "grid_shape"}, {"col_grid"});
+  b.Node("Unsqueeze", {"row_grid", "axis2"}, {"row3"});
+  b.Node("Unsqueeze", {"col_grid", "axis2"}, {"col3"});
+  OnnxBuilder::IntAttr(b.Node("Concat", {"row3", "col3"}, {"grid"}, "grid_concat"), "axis", 2);
+  OnnxBuilder::IntAttr(b.Node("Cast", {"grid"}, {"gridf"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Relu", {"gridf"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{50, 50, 2}));
+}
+
+// torch exports F.dropout(p=0.0) as a Dropout in training mode with a constant ratio 0 (Swin's
+// attention): it drops nothing, so import removes it like an inference Dropout.
+TEST(OnnxImport, RemovesDropoutWithConstantRatioZero) {
+  OnnxBuilder b;
+  b.Input("x", {4, 8}).Output("y").FloatScalar("ratio", 0.0f);
+  auto* training = b.model().mutable_graph()->add_initializer();
+  training->set_name("training");
+  training->set_data_type(onnx::TensorProto::BOOL);
+  training->add_int32_data(1);
+  b.Node("Dropout", {"x", "ratio", "training"}, {"d"});
+  b.Node("Relu", {"d"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->node(0).op_type, "Relu");
+}
+
 // A Reshape whose target shape is a graph input's values: every input is bound, yet the output's
 // dims cannot be known. The error names the node that lost them and why, not --dim.
 TEST(OnnxImport, LostDimNamesTheNodeAndTheShapeOperand) {

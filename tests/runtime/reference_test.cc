@@ -258,6 +258,52 @@ TEST(Reference, InjectiveOpsByHand) {
   ExpectValues(out->at(rs), {1, 2, 3, 4, 5, 6});
 }
 
+// Swin's shifted-window mask is a ScatterND of region ids into a zero image, then Equal / Not;
+// import folds them with these kernels.
+TEST(Reference, ScatterNdAndNotByHand) {
+  IrBuilder b;
+  TensorId data = b.Input("data", {3, 2});
+  TensorId idx = b.Input("idx", {2, 1}, DType::kInt64);
+  TensorId upd = b.Input("upd", {2, 2});
+  TensorId set = b.Act("set", {3, 2}), add = b.Act("add", {3, 2});
+  TensorId flags = b.Input("flags", {3}, DType::kBool), nots = b.Act("nots", {3}, DType::kBool);
+  b.Op("ScatterND", {data, idx, upd}, {set});
+  b.Op("ScatterND", {data, idx, upd}, {add}, {{"reduction", std::string("add")}});
+  b.Op("Not", {flags}, {nots});
+  for (TensorId t : {set, add, nots}) b.Output(t);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  ASSERT_TRUE(leaves.ok());
+  (*leaves)[data] = F({3, 2}, {1, 2, 3, 4, 5, 6});
+  (*leaves)[idx] = HostTensor::Zeros(DType::kInt64, {2, 1});
+  (*leaves)[idx].i = {2, -3};  // Rows 2 and 0.
+  (*leaves)[upd] = F({2, 2}, {10, 20, 30, 40});
+  (*leaves)[flags] = HostTensor::Zeros(DType::kBool, {3});
+  (*leaves)[flags].i = {1, 0, 1};
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectValues(out->at(set), {30, 40, 3, 4, 10, 20});
+  ExpectValues(out->at(add), {31, 42, 3, 4, 15, 26});
+  ExpectValues(out->at(nots), {0, 1, 0});
+}
+
+TEST(Reference, ScatterNdIndexOutsideTheDataIsNamed) {
+  IrBuilder b;
+  TensorId data = b.Input("data", {3});
+  TensorId idx = b.Input("idx", {1, 1}, DType::kInt64);
+  TensorId upd = b.Input("upd", {1}), y = b.Act("y", {3});
+  b.Op("ScatterND", {data, idx, upd}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  ASSERT_TRUE(leaves.ok());
+  (*leaves)[idx].i = {3};
+  auto out = RunReference(g, *leaves);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("index 3 is outside dim 0 of size 3"), std::string::npos)
+      << out.status().message();
+}
+
 TEST(Reference, GatherWithIntegerIndices) {
   IrBuilder b;
   TensorId table = b.Weight("table", {3, 2});
