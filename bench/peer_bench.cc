@@ -1,10 +1,11 @@
 // The peer bench: Fusor against ONNX Runtime on the same models, weights and inputs.
 //
-//   peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json]...
+//   peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json][@dim=V,...]...
 //
 // Each MODEL carries its weights (tools/fill_weights.py fills stripped ones); PLAN.json is its
 // tuned plan (`fusor tune MODEL --save-plan PLAN.json`); without one the greedy plan of the
-// default cost model runs and the row says so. Per model:
+// default cost model runs and the row says so. A model with symbolic dims runs with the values
+// after '@' (as `fusor tune --dim`; ONNX Runtime takes them from the inputs). Per model:
 //   - parity: the reference interpreter's outputs against Fusor's under the unfused plan and the
 //     plan (runtime/host_tensor.h Compare: every element within 1e-4 * max|ref| + 1e-3 * |ref|);
 //   - peer: ONNX Runtime 1.20.1 (bench/peers/ort_runner.js, all graph optimisations) and Fusor's
@@ -202,11 +203,22 @@ std::pair<double, double> TimeAlternating(OrtRunner& ort, Executor& exec, int ro
   return {Median(ort_ms), Median(fusor_ms)};
 }
 
-Status BenchModel(const std::string& spec, const Options& o) {
+// "MODEL.onnx[=PLAN.json][@name=V,name=V]": the model, its plan, and its symbolic dims' values.
+Status BenchModel(std::string spec, const Options& o) {
+  ImportOptions io;
+  if (size_t at = spec.rfind('@'); at != std::string::npos) {
+    std::string dims = spec.substr(at + 1);
+    spec.resize(at);
+    for (size_t b = 0; b <= dims.size();) {
+      size_t e = std::min(dims.find(',', b), dims.size());
+      FUSOR_RETURN_IF_ERROR(ParseDimBinding(dims.substr(b, e - b), &io));
+      b = e + 1;
+    }
+  }
   size_t eq = spec.find('=');
   std::string model = spec.substr(0, eq),
               plan_path = eq == std::string::npos ? "" : spec.substr(eq + 1);
-  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model));
+  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model, io));
   Graph g = std::move(m.graph);
   FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
   std::string plan_name;
@@ -262,7 +274,8 @@ int main(int argc, char** argv) {
       o.threads = std::atoi(argv[++i]);
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr,
-                   "usage: peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json]...\n");
+                   "usage: peer_bench [--rounds N] [--threads T] "
+                   "MODEL.onnx[=PLAN.json][@dim=V,...]...\n");
       return 2;
     } else {
       o.models.push_back(a);
@@ -270,7 +283,8 @@ int main(int argc, char** argv) {
   }
   if (o.models.empty() || o.rounds < 1 || o.threads < 1) {
     std::fprintf(stderr,
-                 "usage: peer_bench [--rounds N] [--threads T] MODEL.onnx[=PLAN.json]...\n");
+                 "usage: peer_bench [--rounds N] [--threads T] "
+                 "MODEL.onnx[=PLAN.json][@dim=V,...]...\n");
     return 2;
   }
   if (const char* w = std::getenv("OMP_WAIT_POLICY")) {
