@@ -23,29 +23,8 @@
 namespace fusor {
 namespace {
 
-// The values of the graph's constants (the small ones the models carry), for parameters a fused
-// loop decodes once (Pow exponents, Clip bounds); weights read as the loop runs are not needed.
-class Constants {
- public:
-  explicit Constants(const Graph& g) : g_(g) {}
-  const HostTensor* operator()(TensorId t) {
-    if (t == kNoId || g_.tensor(t).kind != TensorKind::kConstant) return nullptr;
-    auto it = values_.find(t);
-    if (it == values_.end()) {
-      auto v = ConstantValue(g_.tensor(t));
-      if (!v.ok()) return nullptr;
-      it = values_.emplace(t, std::move(v).value()).first;
-    }
-    return &it->second;
-  }
-
- private:
-  const Graph& g_;
-  TensorValues values_;
-};
-
 void PrintPlan(const Graph& g, const CostModel& model, const char* name, const FusionPlan& plan) {
-  Constants constants(g);
+  ConstantValues constants(g);
   const PlanCost cost = model.Cost(g, plan);
   std::printf("  plan %s: %zu groups, predicted %a ns\n", name, plan.groups.size(),
               cost.total.total_ns);

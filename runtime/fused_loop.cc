@@ -10,6 +10,8 @@
 
 #include <omp.h>
 
+#include "graph/op_registry.h"
+#include "lowering/loop_lowering.h"
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
 
@@ -84,7 +86,7 @@ struct FusedLoop::Value {
   std::vector<ResizeTable> resize;      // Per dim.
   int uses = 0;         // Reads of this value by the loop's nodes (an input listed twice counts 2).
   bool output = false;  // Written out by the loop (or read by EvalRange's callers).
-  // Single-pass chains (see MarkChains): the input this value continues the chain through, and
+  // Single-pass chains (see TakeChains): the input this value continues the chain through, and
   // whether its own one reader evaluates it inside a chain (so it never has a tile).
   int chain_input = -1;
   bool in_chain = false;
@@ -309,10 +311,8 @@ FUSOR_VECTOR_CLONES void BatchNorm(const float* x, const float* scale, const flo
 // the AVX-512 EPYC host the stores are what binds: x * w + b over 1x128x768 took 15.6 us in two
 // passes and 12.3 us as a chain (a loop hand-written for x * w + b: 9.6 us; oneDNN's two
 // binaries: 18 us).
-constexpr int kMaxChain = 16;
-
 // A step's side: streamed at the step's elements, a scalar, or the value after the chain's first
-// step, which the chain keeps in registers for steps that read it again (MarkChains).
+// step, which the chain keeps in registers for steps that read it again (LoopValue::saved_input).
 enum class ChainSide : uint8_t { kNone, kStream, kConstant, kSaved };
 struct ChainOp {
   bool unary = true;
@@ -1075,15 +1075,15 @@ ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const I
   return in;
 }
 
-// Evaluates the chain that ends at `head` (MarkChains) over a contiguous range in one pass.
+// Evaluates the chain that ends at `head` (TakeChains) over a contiguous range in one pass.
 const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx, LoopScratch* s,
                        float* into) {
   const int k = static_cast<int>(head.chain.size());
   const Value& first = *head.chain[0];
   const size_t src_j = head.chain_source;
   const float* src = EvalInput(values, first, src_j, idx, s);
-  loop_kernels::ChainOp ops[loop_kernels::kMaxChain];
-  ChainInput sides[loop_kernels::kMaxChain];
+  loop_kernels::ChainOp ops[kMaxChain];
+  ChainInput sides[kMaxChain];
   for (int i = 0; i < k; ++i) {
     const Value& w = *head.chain[i];
     ops[i].unary = w.kind == LoopKind::kUnary;
@@ -1103,7 +1103,7 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
   float* out = into != nullptr ? into : Reusable(values, first, src_j, src);
   if (out == nullptr) out = s->Floats(idx.n);
   // Walk the range in pieces over which every side steps evenly: the broadcast sides' runs.
-  const float* ptrs[loop_kernels::kMaxChain];
+  const float* ptrs[kMaxChain];
   for (int64_t e = 0; e < idx.n;) {
     int64_t end = idx.n;
     for (int i = 0; i < k; ++i) {
@@ -1200,8 +1200,9 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
   return out;
 }
 
-// Whether v can be a step of a chain: float arithmetic the chain kernel has (Log, integer casts,
-// Pow and truncating division stay tile kernels).
+// Whether the compiled value v can be a step of a chain: float arithmetic the chain kernel has
+// (Log, integer casts, Pow and truncating division stay tile kernels). The lowering decides which
+// values chain; this is what the compiled loop can run, checked against it.
 bool Chains(const Value& v) {
   if (v.is_int) return false;
   if (v.kind == LoopKind::kUnary) {
@@ -1211,181 +1212,43 @@ bool Chains(const Value& v) {
          v.binary != BinaryOp::kDivTrunc;
 }
 
-// The input of a chain's first value that the chain walks: its one input, or the binary operand
-// read in step with the range (a scalar only when both are: a tile filled with it).
-int ChainSource(const Value& first) {
-  if (first.kind != LoopKind::kBinary) return 0;
-  const bool one_first =
-      first.maps[0].scalar || (!first.maps[0].identity && first.maps[1].identity);
-  return one_first ? 1 : 0;
+// Whether input `slot` of v is one a chain step reads in registers: an input v has, at v's own
+// elements.
+bool ReadsInStep(const Value& v, int slot) {
+  return slot < 0 || (static_cast<size_t>(slot) < v.inputs.size() && v.maps[slot].identity);
 }
 
-// Links each chainable value to the first of its inputs that only it reads, at the same elements
-// (an identity map), that is chainable and not an output: that input is computed inside v's chain
-// and never gets a tile. Chains are cut every kMaxChain values. (The cost model's LoopEvaluation
-// marks the same values as chained; keep the two in step.)
-void MarkChains(ValueMap* values) {
-  for (auto& [t, v] : *values) {
-    if (!Chains(*v)) continue;
-    for (size_t j = 0; j < v->inputs.size(); ++j) {
-      auto it = values->find(v->inputs[j]);
-      if (it == values->end() || !v->maps[j].identity) continue;
-      Value& u = *it->second;
-      if (!Chains(u) || u.uses != 1 || u.output) continue;
-      v->chain_input = static_cast<int>(j);
-      u.in_chain = true;
-      break;
+// Takes the single-pass chains of the lowering (lowering/loop_lowering.h) into the compiled values:
+// each head gets its values from the first to itself. A chain the compiled values cannot run is
+// an error naming the value: the lowering and the compiler disagree.
+Status TakeChains(const Graph& g, const LoopLowering& lowered, ValueMap* values) {
+  for (const auto& [t, lv] : lowered.values) {
+    if (lv.chain_head == kNoId) continue;
+    Value& v = *values->at(t);
+    if (!Chains(v) || !ReadsInStep(v, lv.chain_input) || !ReadsInStep(v, lv.saved_input)) {
+      return Status::Internal("fused loop: the lowering chains '" + g.tensor(t).name +
+                              "', which the compiled loop cannot run as a chain step");
     }
+    v.chain_input = lv.chain_input;
+    v.saved_input = lv.saved_input;
+    v.in_chain = lv.chained;
   }
-  for (auto& [t, head] : *values) {
-    if (head->in_chain || head->chain_input < 0) continue;
-    int length = 1;
-    for (Value* w = head.get(); w->chain_input >= 0; ++length) {
-      Value* u = values->at(w->inputs[w->chain_input]).get();
-      if (length == loop_kernels::kMaxChain) {  // u heads a chain of its own.
-        w->chain_input = -1;
-        u->in_chain = false;
-        length = 0;
-      }
-      w = u;
-    }
-  }
-  // A chain's source may be a value whose every read is by this chain's steps (GELU's x, read
-  // by the Div that starts the Erf chain and by the Mul that ends it): it becomes the chain's
-  // first step, kept in registers for the steps that read it again (ChainSide::kSaved), and gets
-  // no tile. With a tile it was a pass of its own before the chain, a memory-bound one whose loads
-  // the chain's arithmetic could not hide: BERT's GELU with its bias Add took 299 us a run on one
-  // thread against 227 for the same loop without the second read. Only a value that heads no
-  // chain of its own, read at the same elements, into a chain with room.
-  for (auto& [t, head] : *values) {
-    if (head->in_chain || head->chain_input < 0) continue;
-    std::vector<Value*> steps;  // The head first.
-    for (Value* w = head.get();; w = values->at(w->inputs[w->chain_input]).get()) {
-      steps.push_back(w);
+  for (const auto& [t, lv] : lowered.values) {
+    if (lv.chain_head != t) continue;
+    Value& head = *values->at(t);
+    for (const Value* w = &head;; w = values->at(w->inputs[w->chain_input]).get()) {
+      head.chain.push_back(w);
       if (w->chain_input < 0) break;
     }
-    Value& first = *steps.back();
-    const int src = ChainSource(first);
-    const TensorId ut = first.inputs[src];
-    auto it = values->find(ut);
-    if (steps.size() >= loop_kernels::kMaxChain || it == values->end() ||
-        !first.maps[src].identity) {
-      continue;
-    }
-    Value& u = *it->second;
-    if (!Chains(u) || u.output || u.in_chain || u.chain_input >= 0) continue;
-    int reads = 0;
-    bool same_elements = true;
-    for (const Value* w : steps) {
-      for (size_t j = 0; j < w->inputs.size(); ++j) {
-        if (w->inputs[j] != ut) continue;
-        ++reads;
-        same_elements = same_elements && w->maps[j].identity;
-      }
-    }
-    if (reads != u.uses || !same_elements) continue;
-    first.chain_input = src;
-    u.in_chain = true;
-    for (Value* w : steps) {
-      for (size_t j = 0; j < w->inputs.size(); ++j) {
-        if (w->inputs[j] == ut && static_cast<int>(j) != w->chain_input) {
-          w->saved_input = static_cast<int>(j);
-        }
-      }
+    std::reverse(head.chain.begin(), head.chain.end());
+    head.chain_source = lv.chain_source;
+    if (head.chain.size() > static_cast<size_t>(kMaxChain) ||
+        static_cast<size_t>(head.chain_source) >= head.chain[0]->inputs.size()) {
+      return Status::Internal("fused loop: the lowering's chain ending at '" + g.tensor(t).name +
+                              "' does not fit the chain kernel");
     }
   }
-  for (auto& [t, head] : *values) {
-    if (head->in_chain || head->chain_input < 0) continue;
-    for (const Value* w = head.get();; w = values->at(w->inputs[w->chain_input]).get()) {
-      head->chain.push_back(w);
-      if (w->chain_input < 0) break;
-    }
-    std::reverse(head->chain.begin(), head->chain.end());
-    head->chain_source = ChainSource(*head->chain[0]);
-  }
-}
-
-// How a binary or unary value reads input j over a contiguous range of its elements.
-enum class Operand : uint8_t { kInPlace, kScalar, kStreamed, kTile };
-
-Operand OperandOf(const ValueMap& values, const Value& v, size_t j) {
-  const Value& u = *ThroughViews(values, v.inputs[j]);
-  if (u.is_int) return Operand::kTile;
-  const Affine& m = v.maps[j];
-  if (m.scalar) return Operand::kScalar;
-  if (m.identity) return u.kind == LoopKind::kLeaf ? Operand::kInPlace : Operand::kTile;
-  // StreamedOperand: a leaf in place, or a computed value hoisted whole (at most a tile).
-  const int64_t step = RunStep(m, v.dims);
-  const bool hoisted = NumElements(u.dims) <= FusedLoop::kDefaultTile;
-  return (step == 0 || step == 1) && (u.kind == LoopKind::kLeaf || hoisted) ? Operand::kStreamed
-                                                                            : Operand::kTile;
-}
-
-// Values evaluated once per thread and run, not per tile: computed values of at most a tile that
-// binary nodes read only as streamed broadcast operands (StreamedOperand hoists them), values of
-// one element, and whatever only such values read.
-std::unordered_set<const Value*> EvaluatedOnce(const ValueMap& values) {
-  std::unordered_map<const Value*, std::vector<std::pair<const Value*, size_t>>> readers;
-  for (const auto& [t, v] : values) {
-    for (size_t j = 0; j < v->inputs.size(); ++j) {
-      if (v->inputs[j] != kNoId) readers[values.at(v->inputs[j]).get()].push_back({v.get(), j});
-    }
-  }
-  std::unordered_set<const Value*> once;
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& [t, v] : values) {
-      if (v->kind == LoopKind::kLeaf || v->output || once.count(v.get())) continue;
-      bool only = NumElements(v->dims) == 1 || !readers[v.get()].empty();
-      for (const auto& [r, j] : readers[v.get()]) {
-        only = only && (once.count(r) || (r->kind == LoopKind::kBinary &&
-                                          OperandOf(values, *r, j) == Operand::kStreamed));
-      }
-      if (only) grew = once.insert(v.get()).second;
-    }
-  }
-  return once;
-}
-
-// Whether no tile of the loop takes a buffer (FusedLoop::streams): every value it computes per tile
-// is float unary or binary arithmetic (or a view) that is carried inside a chain or written
-// straight into an output nothing in the loop reads, and each operand outside a chain's own link
-// is a leaf read in place at the same elements, a scalar, or a streamed broadcast operand; a
-// binary's source (the operand its kernel walks, EvalBinary and EvalChain) must be in place. Keep
-// in step with the cost model's LoopEvaluation::streams.
-bool StreamsInPlace(const ValueMap& values) {
-  const std::unordered_set<const Value*> once = EvaluatedOnce(values);
-  // Reads of each value by pass values (views, unit-dim transposes) that are outputs nothing in the
-  // loop reads: the value is computed into one of those outputs (or its own) and copied to the
-  // others, with no tile of its own.
-  std::unordered_map<const Value*, int> passed_out;
-  for (const auto& [t, v] : values) {
-    if (v->kind == LoopKind::kPass && v->output && v->uses == 0)
-      ++passed_out[values.at(v->inputs[0]).get()];
-  }
-  for (const auto& [t, v] : values) {
-    if (v->kind == LoopKind::kLeaf) {
-      if (v->is_int && v->uses > 0) return false;  // Converted to floats in a tile.
-      continue;
-    }
-    if (v->kind == LoopKind::kPass || once.count(v.get())) continue;
-    if ((v->kind != LoopKind::kUnary && v->kind != LoopKind::kBinary) || v->is_int) return false;
-    const auto out_only = passed_out.find(v.get());
-    const int uses = v->uses - (out_only == passed_out.end() ? 0 : out_only->second);
-    const bool into_output = uses == 0 && (v->output || out_only != passed_out.end());
-    if (!v->in_chain && !into_output) return false;
-    const bool unary = v->kind == LoopKind::kUnary;
-    const Operand a = OperandOf(values, *v, 0), b = unary ? a : OperandOf(values, *v, 1);
-    const size_t source =
-        a == Operand::kScalar || (a == Operand::kStreamed && b == Operand::kInPlace);
-    for (size_t j = 0; j < v->inputs.size(); ++j) {
-      if (static_cast<int>(j) == v->chain_input || static_cast<int>(j) == v->saved_input) continue;
-      const Operand o = j == 0 ? a : b;
-      const bool side = !unary && (v->chain_input >= 0 || j != source);
-      if (side ? o == Operand::kTile : o != Operand::kInPlace) return false;
-    }
-  }
-  return true;
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1503,7 +1366,8 @@ Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) 
   }
   v->maps = {StridedMap(coef, base, in, v->dims)};
   // A transpose that moves only dims of size 1 reads its input at the same flat indices: handed on
-  // like a view, so the value it reads can be computed straight into its output (StreamsInPlace).
+  // like a view, so the value it reads can be computed straight into its output
+  // (LoopLowering::streams).
   if (n.op_type == "Transpose" && v->maps[0].identity) {
     v->kind = LoopKind::kPass;
     v->maps.clear();
@@ -1630,7 +1494,7 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
     return CompileBinary(g, n, known, v);
   }
   if (op == "BatchNormalization") return CompileBatchNorm(g, n, v);
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+  if (IsViewOp(op)) {
     v->kind = LoopKind::kPass;
     v->inputs = {n.inputs[0]};
     return Status::Ok();
@@ -1707,8 +1571,9 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
       if (in != kNoId) ++loop->values_.at(in)->uses;
     }
   }
-  MarkChains(&loop->values_);
-  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && StreamsInPlace(loop->values_);
+  const LoopLowering lowered = LowerLoop(g, nodes, outputs);
+  FUSOR_RETURN_IF_ERROR(TakeChains(g, lowered, &loop->values_));
+  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && lowered.streams;
   return loop;
 }
 
@@ -1722,6 +1587,29 @@ int FusedLoop::chained_values() const {
   int n = 0;
   for (const auto& [t, v] : values_) n += v->in_chain ? 1 : 0;
   return n;
+}
+
+LoopValue FusedLoop::Lowered(TensorId t) const {
+  LoopValue out;
+  const Value& v = *values_.at(t);
+  switch (v.kind) {
+    case LoopKind::kPass:
+      out.kind = LoopValueKind::kView;
+      break;
+    case LoopKind::kUnary:
+      out.kind = LoopValueKind::kUnary;
+      break;
+    case LoopKind::kBinary:
+      out.kind = LoopValueKind::kBinary;
+      break;
+    default:
+      out.kind = LoopValueKind::kOther;
+      break;
+  }
+  out.chain_input = v.chain_input;
+  out.saved_input = v.saved_input;
+  out.chained = v.in_chain;
+  return out;
 }
 
 bool FusedLoop::IsBound() const {
@@ -1752,8 +1640,7 @@ void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_
 }
 
 void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) const {
-  const int64_t tile =
-      streams_ ? StreamingTileElements(total, omp_get_max_threads()) : kDefaultTile;
+  const int64_t tile = LoopTileElements(streams_, total, omp_get_max_threads());
   int64_t tiles = (total + tile - 1) / tile;
   // Waking the thread team costs microseconds (more with passive waiting); one tile is not worth
   // it. Nor is entering a parallel region that will not fork (`if (false)`): libgomp still sets
