@@ -51,15 +51,7 @@ void PrintPlan(const Graph& g, const CostModel& model, const char* name, const F
 }
 
 Status Dump(const std::string& path, ImportOptions options) {
-  StatusOr<Graph> g = ImportOnnxFile(path, options);
-  // A dim the model lacks is dropped and the model imported again.
-  const std::string unused = "--dim names '";
-  for (size_t at; !g.ok() && (at = g.status().message().find(unused)) != std::string::npos;) {
-    const std::string& m = g.status().message();
-    const size_t begin = at + unused.size();
-    if (options.dims.erase(m.substr(begin, m.find('\'', begin) - begin)) == 0) break;
-    g = ImportOnnxFile(path, options);
-  }
+  StatusOr<Graph> g = ImportOnnxFileWithDimsItHas(path, std::move(options));
   if (!g.ok()) return g.status();
   AnalyticalCostModel model{HardwareProfile{}};
   PrintPlan(*g, model, "unfused", UnfusedPlan(*g));

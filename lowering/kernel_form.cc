@@ -67,6 +67,9 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
   }
   const Node& head = g.node(nodes[0]);
   if (!IsPostOp(g, head) || head.op_type == "BatchNormalization") return false;
+  // HardSigmoid is eltwise_linear then eltwise_clip_v2: an eltwise primitive with a post-op of its
+  // own, which oneDNN 2.6's JIT eltwise kernel does not take (see below).
+  if (head.op_type == "HardSigmoid") return false;
   if (head.outputs.size() != 1 || head.inputs.empty()) return false;
   const Shape& out = g.tensor(head.outputs[0]).dims;
   if (g.tensor(head.inputs[0]).dims != out) return false;

@@ -24,20 +24,12 @@ inline std::vector<std::string> BundledModels() {
   return names;
 }
 
-// A dim the model lacks is dropped and the model imported again.
+// Imported with batch 1 and sequence 128 where the model has those dims.
 inline StatusOr<Graph> ImportBundledModel(const std::string& name) {
   ImportOptions options = WithConstantFolding({});
   options.dims = {{"batch", 1}, {"seq", 128}};
-  const std::string path = std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx";
-  StatusOr<Graph> g = ImportOnnxFile(path, options);
-  const std::string unused = "--dim names '";
-  for (size_t at; !g.ok() && (at = g.status().message().find(unused)) != std::string::npos;) {
-    const std::string& m = g.status().message();
-    const size_t begin = at + unused.size();
-    if (options.dims.erase(m.substr(begin, m.find('\'', begin) - begin)) == 0) break;
-    g = ImportOnnxFile(path, options);
-  }
-  return g;
+  return ImportOnnxFileWithDimsItHas(std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx",
+                                     std::move(options));
 }
 
 // The plans each model is checked under: unfused, most fused, and two random legal ones.
