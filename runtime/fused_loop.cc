@@ -12,6 +12,7 @@
 
 #include "graph/op_registry.h"
 #include "lowering/loop_lowering.h"
+#include "runtime/loop_simd.h"
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
 
@@ -31,24 +32,6 @@ enum class LoopKind : uint8_t {
   kTrilu,
   kResize
 };
-enum class UnaryOp : uint8_t {
-  kCopy,
-  kRelu,
-  kLeakyRelu,
-  kSigmoid,
-  kTanh,
-  kExp,
-  kLog,
-  kSqrt,
-  kErf,
-  kHardSigmoid,
-  kHardSwish,
-  kClip,
-  kTrunc,
-  kBool,
-  kSquare
-};
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kDivTrunc, kPow };
 
 // out element e of the consumer's index space reads flat index base + sum_d coord_d(e) * coef[d].
 struct Affine {
@@ -159,365 +142,6 @@ class LoopScratch {
   int next_token_ = 0;
   std::vector<std::pair<TensorId, std::vector<float>>> hoisted_;
 };
-
-namespace loop_kernels {
-
-// op applied to x, a float or a vector of 16 (the chains): one formula for both kernels. Log,
-// Trunc and Bool exist as floats only (they never chain).
-template <typename T>
-FUSOR_INLINE T UnaryValue(UnaryOp op, float a, float b, T x) {
-  using vector_math::Max;
-  using vector_math::Min;
-  using vector_math::Select;
-  using vector_math::Splat;
-  const T zero = Splat<T>(0.0f), one = Splat<T>(1.0f);
-  switch (op) {
-    case UnaryOp::kRelu:
-      return Select<T>(x > zero, x, zero);
-    case UnaryOp::kLeakyRelu:
-      return Select<T>(x >= zero, x, a * x);
-    case UnaryOp::kSigmoid:
-      return vector_math::Sigmoid(x);
-    case UnaryOp::kTanh:
-      return 2.0f * vector_math::Sigmoid(2.0f * x) - 1.0f;
-    case UnaryOp::kExp:
-      return vector_math::Exp(x);
-    case UnaryOp::kSqrt:
-      return vector_math::Sqrt(x);
-    case UnaryOp::kErf:
-      return vector_math::Erf(x);
-    case UnaryOp::kHardSigmoid:
-      return Min(Max(a * x + b, zero), one);
-    case UnaryOp::kHardSwish:
-      return x * Min(Max(x * (1.0f / 6) + 0.5f, zero), one);
-    case UnaryOp::kClip:
-      return Min(Max(x, Splat<T>(a)), Splat<T>(b));
-    case UnaryOp::kSquare:
-      return x * x;
-    default:
-      break;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::kLog) return std::log(x);
-    if (op == UnaryOp::kTrunc) return std::trunc(x);
-    if (op == UnaryOp::kBool) return x != 0 ? 1.0f : 0.0f;
-  }
-  return x;  // kCopy.
-}
-
-// y[i] = kOp(x[i]): the op a constant, so each loop is the op's formula alone, vectorised.
-template <UnaryOp kOp>
-FUSOR_INLINE void UnaryLoop(float a, float b, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = UnaryValue(kOp, a, b, x[i]);
-}
-
-FUSOR_VECTOR_CLONES void Unary(UnaryOp op, float a, float b, const float* x, float* y, int64_t n) {
-  switch (op) {
-#define FUSOR_UNARY_CASE(k) \
-  case UnaryOp::k:          \
-    return UnaryLoop<UnaryOp::k>(a, b, x, y, n);
-    FUSOR_UNARY_CASE(kCopy)
-    FUSOR_UNARY_CASE(kRelu)
-    FUSOR_UNARY_CASE(kLeakyRelu)
-    FUSOR_UNARY_CASE(kSigmoid)
-    FUSOR_UNARY_CASE(kTanh)
-    FUSOR_UNARY_CASE(kExp)
-    FUSOR_UNARY_CASE(kLog)
-    FUSOR_UNARY_CASE(kSqrt)
-    FUSOR_UNARY_CASE(kErf)
-    FUSOR_UNARY_CASE(kHardSigmoid)
-    FUSOR_UNARY_CASE(kHardSwish)
-    FUSOR_UNARY_CASE(kClip)
-    FUSOR_UNARY_CASE(kTrunc)
-    FUSOR_UNARY_CASE(kBool)
-    FUSOR_UNARY_CASE(kSquare)
-#undef FUSOR_UNARY_CASE
-  }
-}
-
-FUSOR_VECTOR_CLONES void Binary(BinaryOp op, const float* x, const float* y, float* z, int64_t n) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
-      break;
-    case BinaryOp::kSub:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] - y[i];
-      break;
-    case BinaryOp::kMul:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] * y[i];
-      break;
-    case BinaryOp::kDiv:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] / y[i];
-      break;
-    case BinaryOp::kDivTrunc:
-      for (int64_t i = 0; i < n; ++i) z[i] = std::trunc(x[i] / y[i]);
-      break;
-    case BinaryOp::kPow:
-      for (int64_t i = 0; i < n; ++i) z[i] = std::pow(x[i], y[i]);
-      break;
-  }
-}
-
-// z = x op c (or c op x when `scalar_first`): a binary node with one scalar operand, without
-// filling a tile with copies of the scalar first.
-FUSOR_VECTOR_CLONES void BinaryScalar(BinaryOp op, const float* x, float c, bool scalar_first,
-                                      float* z, int64_t n) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] + c;
-      return;
-    case BinaryOp::kMul:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] * c;
-      return;
-    case BinaryOp::kSub:
-      if (scalar_first) {
-        for (int64_t i = 0; i < n; ++i) z[i] = c - x[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) z[i] = x[i] - c;
-      }
-      return;
-    case BinaryOp::kDiv:
-      if (scalar_first) {
-        for (int64_t i = 0; i < n; ++i) z[i] = c / x[i];
-      } else {
-        // A multiply by the reciprocal, as oneDNN's eltwise_linear does: a vector divide has a
-        // fraction of a multiply's throughput (GELU's x / sqrt(2) in our loop cost 24 us over
-        // 393K elements, against 12 us as a separate oneDNN primitive). Within 1.5 ulp of x / c.
-        const float r = 1.0f / c;
-        for (int64_t i = 0; i < n; ++i) z[i] = x[i] * r;
-      }
-      return;
-    default: {  // Truncating division and Pow: rare with a scalar, keep one code path.
-      for (int64_t i = 0; i < n; ++i) {
-        float a = scalar_first ? c : x[i], b = scalar_first ? x[i] : c;
-        Binary(op, &a, &b, &z[i], 1);
-      }
-      return;
-    }
-  }
-}
-
-FUSOR_VECTOR_CLONES void BatchNorm(const float* x, const float* scale, const float* bias,
-                                   const float* mean, const float* var, float eps, float* y,
-                                   int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = (x[i] - mean[i]) / std::sqrt(var[i] + eps) * scale[i] + bias[i];
-  }
-}
-
-// A chain of unary and binary arithmetic nodes evaluated in one pass: each block of 8 vectors
-// is loaded once, carried through every step in vector registers and stored once. Evaluating the
-// nodes pass by pass over a tile stores every intermediate to an L1 buffer and loads it back; on
-// the AVX-512 EPYC host the stores are what binds: x * w + b over 1x128x768 took 15.6 us in two
-// passes and 12.3 us as a chain (a loop hand-written for x * w + b: 9.6 us; oneDNN's two
-// binaries: 18 us).
-// A step's side: streamed at the step's elements, a scalar, or the value after the chain's first
-// step, which the chain keeps in registers for steps that read it again (LoopValue::saved_input).
-enum class ChainSide : uint8_t { kNone, kStream, kConstant, kSaved };
-struct ChainOp {
-  bool unary = true;
-  UnaryOp u = UnaryOp::kCopy;
-  BinaryOp b = BinaryOp::kAdd;
-  bool side_first = false;  // side op acc rather than acc op side.
-  float p = 0, q = 0;       // Unary parameters.
-  ChainSide side = ChainSide::kNone;
-};
-
-namespace {
-
-template <typename V>
-[[gnu::always_inline]] inline V ApplyBinary(const ChainOp& op, V a, V b) {
-  switch (op.b) {
-    case BinaryOp::kAdd:
-      return a + b;
-    case BinaryOp::kSub:
-      return op.side_first ? b - a : a - b;
-    case BinaryOp::kMul:
-      return a * b;
-    default:  // kDiv; a constant divisor was turned into its reciprocal.
-      if (op.side == ChainSide::kConstant && !op.side_first) return a * b;
-      return op.side_first ? b / a : a / b;
-  }
-}
-
-// The step `op` applied to each of the W vectors in `a` (the switch taken once for all of them).
-// The loops over the W vectors are unrolled so that `a` lives in registers, not on the stack.
-template <typename V, int W>
-FUSOR_INLINE void UnaryEach(const ChainOp& op, V* a) {
-  switch (op.u) {
-#define FUSOR_UNARY_EACH(k)                                \
-  case UnaryOp::k:                                         \
-    _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { \
-      a[w] = UnaryValue(UnaryOp::k, op.p, op.q, a[w]);     \
-    }                                                      \
-    return;
-    FUSOR_UNARY_EACH(kRelu)
-    FUSOR_UNARY_EACH(kLeakyRelu)
-    FUSOR_UNARY_EACH(kSigmoid)
-    FUSOR_UNARY_EACH(kTanh)
-    FUSOR_UNARY_EACH(kExp)
-    FUSOR_UNARY_EACH(kSqrt)
-    FUSOR_UNARY_EACH(kErf)
-    FUSOR_UNARY_EACH(kHardSigmoid)
-    FUSOR_UNARY_EACH(kHardSwish)
-    FUSOR_UNARY_EACH(kClip)
-    FUSOR_UNARY_EACH(kSquare)
-#undef FUSOR_UNARY_EACH
-    default:
-      return;  // kCopy (the others never chain).
-  }
-}
-
-// W vectors of V at offset i: src[i..], streamed sides at side[s][i..]. The vectors are
-// independent, so a step's latency (a sigmoid is ~20 dependent instructions) overlaps across
-// them: with two, a chain of 16 Tanh/Sigmoid steps over 128K floats took 615 us, 1.7x the time
-// of 16 passes of the vectorised one-op loop, whose iterations the core overlaps.
-template <typename V, int W, bool kSaves>
-FUSOR_INLINE void ChainBlock(const ChainOp* ops, int k, const V* constants, const float* src,
-                             const float* const* side, int64_t i, float* out) {
-  constexpr int kL = vector_math::kLanes<V>;
-  V a[W], saved[W];
-  _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) {
-    std::memcpy(&a[w], src + i + kL * w, sizeof(V));
-    if constexpr (kSaves) saved[w] = a[w];  // Set again after the first step, which no side reads.
-  }
-  for (int s = 0; s < k; ++s) {
-    const ChainOp& op = ops[s];
-    if (op.unary) {
-      UnaryEach<V, W>(op, a);
-    } else {
-      V b[W];
-      _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { b[w] = constants[s]; }
-      if (op.side == ChainSide::kStream) {
-        _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) {
-          std::memcpy(&b[w], side[s] + i + kL * w, sizeof(V));
-        }
-      }
-      if constexpr (kSaves) {
-        if (op.side == ChainSide::kSaved) {
-          _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { b[w] = saved[w]; }
-        }
-      }
-      _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { a[w] = ApplyBinary(op, a[w], b[w]); }
-    }
-    if constexpr (kSaves) {
-      if (s == 0) {
-        _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { saved[w] = a[w]; }
-      }
-    }
-  }
-  _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) {
-    std::memcpy(out + i + kL * w, &a[w], sizeof(V));
-  }
-}
-
-// Chain (below) in blocks of W vectors of V, then single vectors, then a tail through buffers.
-// kSaves: a step reads the value after the first step again (kSaved).
-template <typename V, int W, bool kSaves>
-FUSOR_INLINE void ChainWith(const ChainOp* ops, int k, const float* src, const float* const* side,
-                            float* out, int64_t n) {
-  constexpr int kL = vector_math::kLanes<V>;
-  V constants[kMaxChain];
-  for (int s = 0; s < k; ++s) {
-    if (ops[s].side != ChainSide::kConstant) continue;
-    float c = side[s][0];
-    if (ops[s].b == BinaryOp::kDiv && !ops[s].side_first) c = 1.0f / c;
-    constants[s] = vector_math::Splat<V>(c);
-  }
-  int64_t i = 0;
-  for (; i + kL * W <= n; i += kL * W) {
-    ChainBlock<V, W, kSaves>(ops, k, constants, src, side, i, out);
-  }
-  for (; i + kL <= n; i += kL) ChainBlock<V, 1, kSaves>(ops, k, constants, src, side, i, out);
-  if (i == n) return;
-  // The unused lanes of the tail compute on zeros (and ones for streamed sides), harmlessly.
-  const int64_t r = n - i;
-  float in[kL] = {}, res[kL];
-  float tails[kMaxChain][kL];
-  const float* tail_side[kMaxChain];
-  std::memcpy(in, src + i, r * sizeof(float));
-  for (int s = 0; s < k; ++s) {
-    tail_side[s] = side[s];
-    if (ops[s].side != ChainSide::kStream) continue;
-    std::fill(tails[s], tails[s] + kL, 1.0f);
-    std::memcpy(tails[s], side[s] + i, r * sizeof(float));
-    tail_side[s] = tails[s];
-  }
-  ChainBlock<V, 1, kSaves>(ops, k, constants, in, tail_side, 0, res);
-  std::memcpy(out + i, res, r * sizeof(float));
-}
-
-template <typename V, int W>
-FUSOR_INLINE void ChainOf(const ChainOp* ops, int k, const float* src, const float* const* side,
-                          float* out, int64_t n) {
-  bool saves = false;
-  for (int s = 0; s < k; ++s) saves = saves || ops[s].side == ChainSide::kSaved;
-  if (saves) {
-    ChainWith<V, W, true>(ops, k, src, side, out, n);
-  } else {
-    ChainWith<V, W, false>(ops, k, src, side, out, n);
-  }
-}
-
-// Chain at each ISA level, in its own register width, with 8 vectors in flight. On the AVX-512
-// EPYC host, 8 zmm vectors took a chain of 16 Tanh/Sigmoid steps over 128K floats from 615 us (2
-// vectors) to 310, and 16 Relu steps from 39 to 32 (16 vectors were no quicker). The AVX2 build,
-// timed on the same host, had carried 16-float vectors it cannot hold in registers: 185 us a
-// Tanh/Sigmoid step and 57 a Relu step, now 38 and 3.9 with 8 ymm vectors (4 vectors: 39 and 4.9).
-constexpr int kChainVectors = 8;
-
-[[gnu::target("arch=x86-64-v4")]] void ChainAvx512(const ChainOp* ops, int k, const float* src,
-                                                   const float* const* side, float* out,
-                                                   int64_t n) {
-  ChainOf<vector_math::F16, kChainVectors>(ops, k, src, side, out, n);
-}
-[[gnu::target("arch=x86-64-v3")]] void ChainAvx2(const ChainOp* ops, int k, const float* src,
-                                                 const float* const* side, float* out, int64_t n) {
-  ChainOf<vector_math::F8, kChainVectors>(ops, k, src, side, out, n);
-}
-void ChainSse(const ChainOp* ops, int k, const float* src, const float* const* side, float* out,
-              int64_t n) {
-  ChainOf<vector_math::F4, kChainVectors>(ops, k, src, side, out, n);
-}
-
-using ChainFn = void (*)(const ChainOp*, int, const float*, const float* const*, float*, int64_t);
-
-ChainFn ChainFor(ChainIsa isa) {
-  switch (isa) {
-    case ChainIsa::kAvx512:
-      return &ChainAvx512;
-    case ChainIsa::kAvx2:
-      return &ChainAvx2;
-    case ChainIsa::kSse:
-      break;
-  }
-  return &ChainSse;
-}
-
-std::atomic<ChainFn> chain_in_use{ChainFor(BestChainIsa())};
-
-}  // namespace
-
-// out[e] = the chain `ops` applied to src[e], e < n. A step's side is read at side[s][e] (kStream)
-// or is the scalar side[s][0] (kConstant). out may be src or a streamed side (each block is read
-// before it is written).
-void Chain(const ChainOp* ops, int k, const float* src, const float* const* side, float* out,
-           int64_t n) {
-  chain_in_use.load(std::memory_order_relaxed)(ops, k, src, side, out, n);
-}
-}  // namespace loop_kernels
-
-ChainIsa BestChainIsa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return ChainIsa::kAvx512;
-  if (__builtin_cpu_supports("x86-64-v3")) return ChainIsa::kAvx2;
-  return ChainIsa::kSse;
-}
-
-void UseChainIsa(ChainIsa isa) {
-  loop_kernels::chain_in_use.store(loop_kernels::ChainFor(std::min(isa, BestChainIsa())),
-                                   std::memory_order_relaxed);
-}
 
 namespace {
 
@@ -1007,7 +631,7 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
     float c = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
     const float* x = EvalInput(values, v, 1 - j, idx, s);
     float* out = OutputTile(values, v, 1 - j, x, into, idx, s);
-    loop_kernels::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
+    loop_simd::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
     return out;
   }
   for (size_t j = 0; j < 2; ++j) {
@@ -1020,11 +644,11 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
                [&](int64_t e, int64_t at, int64_t run, int64_t step) {
                  const int64_t off = at - first;
                  if (step == 0) {
-                   loop_kernels::BinaryScalar(v.binary, x + e, src[off], j == 0, out + e, run);
+                   loop_simd::BinaryScalar(v.binary, x + e, src[off], j == 0, out + e, run);
                  } else if (j == 1) {
-                   loop_kernels::Binary(v.binary, x + e, src + off, out + e, run);
+                   loop_simd::Binary(v.binary, x + e, src + off, out + e, run);
                  } else {
-                   loop_kernels::Binary(v.binary, src + off, x + e, out + e, run);
+                   loop_simd::Binary(v.binary, src + off, x + e, out + e, run);
                  }
                });
     return out;
@@ -1033,7 +657,7 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
   const float* y = EvalInput(values, v, 1, idx, s);
   float* out = into != nullptr ? into : Reusable(values, v, 0, x);
   if (out == nullptr) out = OutputTile(values, v, 1, y, nullptr, idx, s);
-  loop_kernels::Binary(v.binary, x, y, out, idx.n);
+  loop_simd::Binary(v.binary, x, y, out, idx.n);
   return out;
 }
 
@@ -1082,7 +706,7 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
   const Value& first = *head.chain[0];
   const size_t src_j = head.chain_source;
   const float* src = EvalInput(values, first, src_j, idx, s);
-  loop_kernels::ChainOp ops[kMaxChain];
+  loop_simd::ChainOp ops[kMaxChain];
   ChainInput sides[kMaxChain];
   for (int i = 0; i < k; ++i) {
     const Value& w = *head.chain[i];
@@ -1095,7 +719,7 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
     const size_t j = i == 0 ? 1 - src_j : 1 - static_cast<size_t>(w.chain_input);
     ops[i].side_first = j == 0;
     if (static_cast<int>(j) == w.saved_input) {
-      ops[i].side = loop_kernels::ChainSide::kSaved;
+      ops[i].side = loop_simd::ChainSide::kSaved;
       continue;
     }
     sides[i] = ChainSideOf(values, w, j, idx, s);
@@ -1108,23 +732,22 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
     int64_t end = idx.n;
     for (int i = 0; i < k; ++i) {
       ChainInput& in = sides[i];
-      if (ops[i].unary || ops[i].side == loop_kernels::ChainSide::kSaved) continue;
+      if (ops[i].unary || ops[i].side == loop_simd::ChainSide::kSaved) continue;
       if (in.p == nullptr) {
-        ops[i].side = loop_kernels::ChainSide::kConstant;
+        ops[i].side = loop_simd::ChainSide::kConstant;
         ptrs[i] = &in.scalar;
       } else if (in.runs == nullptr) {
-        ops[i].side = loop_kernels::ChainSide::kStream;
+        ops[i].side = loop_simd::ChainSide::kStream;
         ptrs[i] = in.p + e;
       } else {
         const int64_t* r = in.runs + 4 * in.at;
         while (r[0] + r[2] <= e) r = in.runs + 4 * ++in.at;
         end = std::min(end, r[0] + r[2]);
-        ops[i].side =
-            r[3] == 0 ? loop_kernels::ChainSide::kConstant : loop_kernels::ChainSide::kStream;
+        ops[i].side = r[3] == 0 ? loop_simd::ChainSide::kConstant : loop_simd::ChainSide::kStream;
         ptrs[i] = in.p + r[1] + (e - r[0]) * r[3];
       }
     }
-    loop_kernels::Chain(ops, k, src + e, ptrs, out + e, end - e);
+    loop_simd::Chain(ops, k, src + e, ptrs, out + e, end - e);
     e = end;
   }
   return out;
@@ -1137,7 +760,7 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
     case LoopKind::kUnary: {
       const float* x = EvalInput(values, v, 0, idx, s);
       float* out = OutputTile(values, v, 0, x, into, idx, s);
-      loop_kernels::Unary(v.unary, v.a, v.b, x, out, idx.n);
+      loop_simd::Unary(v.unary, v.a, v.b, x, out, idx.n);
       return out;
     }
     case LoopKind::kBinary:
@@ -1154,7 +777,7 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
       float* out = into != nullptr ? into : s->Floats(idx.n);
       const float* p[5];
       for (size_t j = 0; j < 5; ++j) p[j] = EvalInput(values, v, j, idx, s);
-      loop_kernels::BatchNorm(p[0], p[1], p[2], p[3], p[4], v.a, out, idx.n);
+      loop_simd::BatchNorm(p[0], p[1], p[2], p[3], p[4], v.a, out, idx.n);
       return out;
     }
   }

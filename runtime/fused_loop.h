@@ -37,18 +37,12 @@
 #include "lowering/loop_lowering.h"
 #include "lowering/threading.h"
 #include "runtime/host_tensor.h"
+#include "runtime/loop_simd.h"
 
 namespace fusor {
 
 // Element-index buffers and value buffers reused across tiles by one thread.
 class LoopScratch;
-
-// The instruction set the single-pass chains are compiled for and run with: the best the CPU has,
-// unless a caller picks a lower one (tests check that every build computes the same values).
-enum class ChainIsa : uint8_t { kSse, kAvx2, kAvx512 };
-ChainIsa BestChainIsa();
-// Chains run at `isa`, or the best the CPU has if that is lower. Not safe while a loop runs.
-void UseChainIsa(ChainIsa isa);
 
 class FusedLoop {
  public:
