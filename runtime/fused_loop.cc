@@ -12,6 +12,7 @@
 
 #include "graph/op_registry.h"
 #include "lowering/loop_lowering.h"
+#include "runtime/affine_map.h"
 #include "runtime/loop_simd.h"
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
@@ -31,14 +32,6 @@ enum class LoopKind : uint8_t {
   kGather,
   kTrilu,
   kResize
-};
-
-// out element e of the consumer's index space reads flat index base + sum_d coord_d(e) * coef[d].
-struct Affine {
-  bool identity = false;
-  bool scalar = false;
-  int64_t base = 0;
-  std::vector<int64_t> coef;
 };
 
 // Resize along one dim: output coordinate x reads input indices i0[x] and i1[x], blended with
@@ -148,158 +141,10 @@ namespace {
 using Value = FusedLoop::Value;
 using ValueMap = std::unordered_map<TensorId, std::unique_ptr<Value>>;
 
-// A set of element indices in some tensor's flat index space: a range, or an explicit list.
-struct Idx {
-  int64_t begin = 0;
-  int64_t n = 0;
-  const int64_t* list = nullptr;
-  int token = 0;
-};
-
-// True when reading through `coef` from `out` coordinates is reading the same flat index: the
-// coefficients of all dims longer than 1 are the row-major strides (size-1 dims never move).
-bool IsIdentity(const std::vector<int64_t>& coef, int64_t base, const Shape& in, const Shape& out) {
-  if (base != 0 || NumElements(in) != NumElements(out)) return false;
-  std::vector<int64_t> strides = RowMajorStrides(out);
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] > 1 && coef[d] != strides[d]) return false;
-  }
-  return true;
-}
-
-Affine BroadcastMap(const Shape& in, const Shape& out) {
-  Affine m;
-  if (in == out) {
-    m.identity = true;
-    return m;
-  }
-  if (NumElements(in) == 1) {
-    m.scalar = true;
-    return m;
-  }
-  std::vector<int64_t> strides = RowMajorStrides(in);
-  m.coef.assign(out.size(), 0);
-  size_t lead = out.size() - in.size();
-  for (size_t i = 0; i < in.size(); ++i) m.coef[lead + i] = in[i] == 1 ? 0 : strides[i];
-  m.identity = IsIdentity(m.coef, 0, in, out);
-  return m;
-}
-
-Affine CoordMap(size_t rank, size_t dim) {
-  Affine m;
-  m.coef.assign(rank, 0);
-  m.coef[dim] = 1;
-  return m;
-}
-
-// Walks the elements [begin, begin + n) of `dims` (rank >= 1) in runs along the innermost dims:
-// fn(e, off, run, step) for elements e .. e + run - 1, which read flat indices off + j * step.
-// Trailing dims the map reads as one (a [C,1,1] scale over H x W, a row of weights over [N, W])
-// make one run: fewer, longer runs.
-// Up to 16 integers in place, more on the heap: ForEachRun is called once per run when a value is
-// evaluated run by run (a 64-element head of BERT's query split), where three heap allocations
-// per call cost more than the run's copy.
-class SmallInts {
- public:
-  explicit SmallInts(size_t n) {
-    if (n > kInline) heap_.resize(n);
-  }
-  int64_t* data() { return heap_.empty() ? inline_ : heap_.data(); }
-
- private:
-  static constexpr size_t kInline = 16;
-  int64_t inline_[kInline];
-  std::vector<int64_t> heap_;
-};
-
-template <typename Fn>
-void ForEachRun(const Affine& m, const Shape& full_dims, int64_t begin, int64_t n, Fn&& fn) {
-  SmallInts dims_buf(full_dims.size() + 1), coefs_buf(full_dims.size() + 1),
-      coord_buf(full_dims.size() + 1);
-  int64_t* dims = dims_buf.data();
-  int64_t* coefs = coefs_buf.data();
-  int64_t* coord = coord_buf.data();
-  size_t rank = 0;
-  for (size_t d = full_dims.size(); d-- > 0;) {
-    if (full_dims[d] == 1) continue;  // Its coordinate is always 0.
-    if (rank > 0 && m.coef[d] == coefs[rank - 1] * dims[rank - 1]) {
-      dims[rank - 1] *= full_dims[d];
-      continue;
-    }
-    dims[rank] = full_dims[d];
-    coefs[rank] = m.coef[d];
-    ++rank;
-  }
-  if (rank == 0) {
-    dims[0] = 1;
-    coefs[0] = 0;
-    rank = 1;
-  }
-  std::reverse(dims, dims + rank);
-  std::reverse(coefs, coefs + rank);
-  int64_t off = m.base;
-  for (size_t d = rank, flat = begin; d-- > 0;) {
-    coord[d] = static_cast<int64_t>(flat) % dims[d];
-    flat /= dims[d];
-    off += coord[d] * coefs[d];
-  }
-  int64_t inner = dims[rank - 1], step = coefs[rank - 1];
-  for (int64_t e = 0; e < n;) {
-    int64_t run = std::min(n - e, inner - coord[rank - 1]);
-    fn(e, off, run, step);
-    e += run;
-    coord[rank - 1] += run;
-    off += run * step;
-    for (size_t d = rank - 1; d > 0 && coord[d] == dims[d]; --d) {
-      off += coefs[d - 1] - coord[d] * coefs[d];
-      coord[d] = 0;
-      ++coord[d - 1];
-    }
-  }
-}
-
-// The step of the runs ForEachRun walks: the coefficient of the innermost dim longer than 1.
-int64_t RunStep(const Affine& m, const Shape& dims) {
-  for (size_t d = dims.size(); d-- > 0;) {
-    if (dims[d] > 1) return m.coef[d];
-  }
-  return 0;
-}
-
-// out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in `dims`.
-void AffineIndices(const Affine& m, const Shape& dims, const Idx& idx, int64_t* out) {
-  size_t rank = dims.size();
-  if (rank == 0) {
-    std::fill(out, out + idx.n, m.base);
-    return;
-  }
-  if (idx.list != nullptr) {
-    int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
-    for (int64_t e = 0; e < idx.n; ++e) {
-      int64_t flat = idx.list[e];
-      // Lists mostly hold runs of consecutive indices: step along the row instead of dividing.
-      if (e > 0 && flat == idx.list[e - 1] + 1 && flat % inner != 0) {
-        out[e] = out[e - 1] + step;
-        continue;
-      }
-      int64_t off = m.base;
-      for (size_t d = rank; d-- > 0;) {
-        off += (flat % dims[d]) * m.coef[d];
-        flat /= dims[d];
-      }
-      out[e] = off;
-    }
-    return;
-  }
-  ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
-    for (int64_t j = 0; j < run; ++j) out[e + j] = off + j * step;
-  });
-}
-
-const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s,
+const float* Eval(const ValueMap& values, TensorId t, const IndexSet& idx, LoopScratch* s,
                   float* into = nullptr);
 
-Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
+IndexSet MapIdx(const Affine& m, const Shape& dims, const IndexSet& idx, LoopScratch* s) {
   if (m.identity) return idx;
   int64_t* list = s->Ints(idx.n);
   AffineIndices(m, dims, idx, list);
@@ -310,8 +155,8 @@ Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
 // weight, a transposed or sliced input): one offset per run along the innermost dim, then a copy,
 // a fill or a strided read. Building an index list and gathering through it costs ~1 ns per
 // element; this is a plain copy.
-const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims, const Idx& idx,
-                          LoopScratch* s, float* into = nullptr) {
+const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims,
+                          const IndexSet& idx, LoopScratch* s, float* into = nullptr) {
   const float* src = static_cast<const float*>(leaf.data);
   float* out = into != nullptr ? into : s->Floats(idx.n);
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
@@ -343,7 +188,7 @@ constexpr int64_t kMinEvaluatedRun = 64;
 // element would be re-indexed and the value's inputs gathered (BERT's Add + Slice of the query
 // third of each row took 340 us for 393K elements). Returns nullptr when the runs are shorter.
 const float* EvalComputedRuns(const ValueMap& values, TensorId t, const Affine& m,
-                              const Shape& dims, const Idx& idx, LoopScratch* s, float* into) {
+                              const Shape& dims, const IndexSet& idx, LoopScratch* s, float* into) {
   if (RunStep(m, dims) != 1) return nullptr;
   int64_t runs = 0;
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t, int64_t, int64_t, int64_t) { ++runs; });
@@ -367,7 +212,7 @@ const float* EvalComputedRuns(const ValueMap& values, TensorId t, const Affine& 
 // long as that leaf is not read through a map, which tiles ahead would read after it was
 // overwritten anyway.
 const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, const Shape& dims,
-                        const Idx& idx, LoopScratch* s, float* into = nullptr) {
+                        const IndexSet& idx, LoopScratch* s, float* into = nullptr) {
   const Value* leaf = ThroughViews(values, t);
   bool runs = !leaf->is_int && idx.list == nullptr && !m.identity && !m.scalar && !dims.empty();
   if (runs && leaf->kind == LoopKind::kLeaf) return ReadLeafRuns(*leaf, m, dims, idx, s, into);
@@ -378,7 +223,7 @@ const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, con
 }
 
 // Evaluates input j of v at the elements `idx` of v's index space.
-const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
+const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const IndexSet& idx,
                        LoopScratch* s) {
   const Affine& m = v.maps[j];
   if (!m.scalar) return EvalMapped(values, v.inputs[j], m, v.dims, idx, s);
@@ -388,7 +233,7 @@ const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const I
   return out;
 }
 
-const float* EvalLeaf(const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalLeaf(const Value& v, const IndexSet& idx, LoopScratch* s) {
   if (!v.is_int && idx.list == nullptr) return static_cast<const float*>(v.data) + idx.begin;
   float* out = s->Floats(idx.n);
   for (int64_t e = 0; e < idx.n; ++e) {
@@ -404,7 +249,7 @@ const float* EvalLeaf(const Value& v, const Idx& idx, LoopScratch* s) {
 // into place when it is computed, copied when it is a leaf. Testing the axis coordinate of every
 // element and gathering each input through an index list cost ~2.7 ns per element (SqueezeNet's
 // [1,128,55,55] Concat took 1 ms).
-const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* ConcatRuns(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                         float* into) {
   const int64_t inner = v.axis_stride, block = v.axis_len * inner;
   float* out = into != nullptr ? into : s->Floats(idx.n);
@@ -416,7 +261,7 @@ const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, 
         std::upper_bound(v.offsets.begin(), v.offsets.end(), r / inner) - v.offsets.begin() - 1;
     const int64_t part_begin = v.offsets[j] * inner, part_len = v.lens[j] * inner;
     const int64_t run = std::min(idx.n - e, part_begin + part_len - r);
-    const Idx part{outer * part_len + (r - part_begin), run, nullptr, s->NewToken()};
+    const IndexSet part{outer * part_len + (r - part_begin), run, nullptr, s->NewToken()};
     const float* p = Eval(values, v.inputs[j], part, s, out + e);
     if (run == idx.n && into == nullptr) return p;  // One run: hand on the input's tile.
     if (p != out + e) std::memcpy(out + e, p, run * sizeof(float));
@@ -427,7 +272,7 @@ const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, 
 
 // A Concat at an index list: each element's axis coordinate picks its input, and each input is
 // evaluated at the list of the elements that come from it.
-const float* EvalConcat(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* EvalConcat(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                         float* into) {
   if (idx.list == nullptr) return ConcatRuns(values, v, idx, s, into);
   int64_t* axis_coord = s->Ints(idx.n);
@@ -460,7 +305,7 @@ std::vector<int64_t> PadBegins(const ValueMap& values, const Value& v, LoopScrat
   return std::vector<int64_t>(pads, pads + rank);
 }
 
-const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalPad(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s) {
   size_t rank = v.dims.size();
   std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims), begin = PadBegins(values, v, s);
   float fill = v.a;
@@ -497,7 +342,8 @@ const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, Loo
 // Nearest Resize gathers one input element per output element. Linear Resize blends the 2^k
 // corners around each position (k dims that blend): the input is evaluated once per corner, so
 // producers fused before a linear Resize are computed that many times per element.
-const float* EvalResize(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalResize(const ValueMap& values, const Value& v, const IndexSet& idx,
+                        LoopScratch* s) {
   std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims);
   int64_t* base = s->Ints(idx.n);
   std::fill(base, base + idx.n, 0);
@@ -538,7 +384,8 @@ const float* EvalResize(const ValueMap& values, const Value& v, const Idx& idx, 
   return out;
 }
 
-const float* EvalGather(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalGather(const ValueMap& values, const Value& v, const IndexSet& idx,
+                        LoopScratch* s) {
   const float* ind = Eval(values, v.inputs[1], MapIdx(v.maps[1], v.dims, idx, s), s);
   int64_t* src = s->Ints(idx.n);
   AffineIndices(v.maps[0], v.dims, idx, src);
@@ -550,7 +397,8 @@ const float* EvalGather(const ValueMap& values, const Value& v, const Idx& idx, 
   return Eval(values, v.inputs[0], {0, idx.n, src, s->NewToken()}, s);
 }
 
-const float* EvalTrilu(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalTrilu(const ValueMap& values, const Value& v, const IndexSet& idx,
+                       LoopScratch* s) {
   const float* x = Eval(values, v.inputs[0], idx, s);
   int64_t* row = s->Ints(idx.n);
   int64_t* col = s->Ints(idx.n);
@@ -581,7 +429,7 @@ float* Reusable(const ValueMap& values, const Value& v, size_t j, const float* i
 // Where v's tile goes: `into` when the caller gave one, else input j's tile when reusable, else a
 // new scratch buffer.
 float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float* in, float* into,
-                  const Idx& idx, LoopScratch* s) {
+                  const IndexSet& idx, LoopScratch* s) {
   if (into != nullptr) return into;
   if (float* reuse = Reusable(values, v, j, in)) return reuse;
   return s->Floats(idx.n);
@@ -598,7 +446,7 @@ float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float*
 // whole, took 1x1152x7x7 16 us against 12 (AVX-512 EPYC, side by side). Returns the
 // elements and sets `first` to the flat index of the first; nullptr when the input is not read
 // this way.
-const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
+const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, const IndexSet& idx,
                              LoopScratch* s, int64_t* first) {
   const Affine& m = v.maps[j];
   if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return nullptr;
@@ -624,7 +472,7 @@ const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, c
   return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
 }
 
-const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* EvalBinary(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                         float* into) {
   for (size_t j = 0; j < 2; ++j) {
     if (!v.maps[j].scalar || v.maps[1 - j].scalar) continue;
@@ -671,7 +519,7 @@ struct ChainInput {
   int64_t at = 0;  // The run the walk is in.
 };
 
-ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const Idx& idx,
+ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const IndexSet& idx,
                        LoopScratch* s) {
   ChainInput in;
   if (w.maps[j].scalar) {
@@ -700,8 +548,8 @@ ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const I
 }
 
 // Evaluates the chain that ends at `head` (TakeChains) over a contiguous range in one pass.
-const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx, LoopScratch* s,
-                       float* into) {
+const float* EvalChain(const ValueMap& values, const Value& head, const IndexSet& idx,
+                       LoopScratch* s, float* into) {
   const int k = static_cast<int>(head.chain.size());
   const Value& first = *head.chain[0];
   const size_t src_j = head.chain_source;
@@ -753,7 +601,7 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
   return out;
 }
 
-const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* EvalArith(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                        float* into) {
   if (idx.list == nullptr && v.chain_input >= 0) return EvalChain(values, v, idx, s, into);
   switch (v.kind) {
@@ -786,7 +634,8 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
 // `into`, when set, is where the caller wants the values (idx.n floats): arithmetic values are
 // computed straight into it instead of a scratch buffer; other kinds may ignore it, so the caller
 // copies when the returned pointer differs.
-const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s, float* into) {
+const float* Eval(const ValueMap& values, TensorId t, const IndexSet& idx, LoopScratch* s,
+                  float* into) {
   if (const float* hit = s->Find(t, idx.token)) return hit;
   const Value& v = *values.at(t);
   const float* out = nullptr;
@@ -956,15 +805,6 @@ Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
   v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
   for (size_t j = 1; j < 5; ++j) v->maps.push_back(CoordMap(v->dims.size(), 1));
   return Status::Ok();
-}
-
-Affine StridedMap(const std::vector<int64_t>& coef, int64_t base, const Shape& in,
-                  const Shape& out) {
-  Affine m;
-  m.coef = coef;
-  m.base = base;
-  m.identity = IsIdentity(coef, base, in, out);
-  return m;
 }
 
 Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) {
@@ -1245,7 +1085,7 @@ bool FusedLoop::IsBound() const {
 void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t begin, int64_t n,
                         LoopScratch* s) const {
   s->Reset();
-  Idx idx{begin, std::min(n, total - begin), nullptr, s->NewToken()};
+  IndexSet idx{begin, std::min(n, total - begin), nullptr, s->NewToken()};
   for (TensorId o : outs) {
     void* dst = output_data_.at(o);
     const bool is_int = values_.at(o)->is_int;
