@@ -5,7 +5,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 
 namespace fusor {
