@@ -1,6 +1,6 @@
 // Median latency of each bundled model unfused vs with every legal fusion applied (MaxFusionPlan),
 // and of the fused plan with every tensor stored plain between groups (no blocked-layout
-// propagation, graph/layout.h), measured in one run: the executors are compiled up front, then
+// propagation, lowering/layout.h), measured in one run: the executors are compiled up front, then
 // timed in alternating rounds so that drift in machine load hits all alike. Prints a Markdown
 // table for docs/benchmarks.md.
 //

@@ -140,7 +140,7 @@ void ConvFamily(Suite* s, bool full) {
   }
   // Convs whose channel counts share no block (a 3-channel stem; MobileNetV2's 24 against 144):
   // where oneDNN has brgemm convs they run channels-last, and their plain input and output are
-  // transposed in and out (graph/layout.h), which pins transpose_gbps.
+  // transposed in and out (lowering/layout.h), which pins transpose_gbps.
   struct Mixed {
     int64_t in, out, kernel, hw;
   };

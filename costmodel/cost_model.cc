@@ -7,10 +7,11 @@
 #include <unordered_set>
 
 #include "costmodel/loop_evaluation.h"
-#include "graph/layout.h"
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
-#include "graph/threading.h"
+#include "lowering/kernel_form.h"
+#include "lowering/layout.h"
+#include "lowering/threading.h"
 
 namespace fusor {
 namespace {
@@ -340,14 +341,14 @@ void AddReorder(const Graph& g, TensorId t, GroupFeatures* f, bool transposed = 
 }
 
 // Reorders between plain and oneDNN's channel-blocked layout, each a kernel over the tensor. The
-// runtime keeps some tensors blocked between groups (graph/layout.h) and the rest plain:
+// runtime keeps some tensors blocked between groups (lowering/layout.h) and the rest plain:
 //   - a Conv / ConvTranspose (more than one output pixel) or a 4-D pooling whose channels divide
 //     by 8 runs on blocked data: it reorders a plain input in, a plain output out, and a plain
 //     per-element binary post-op operand of a Conv;
 //   - any other group reads a plain copy of each blocked tensor it reads and writes a blocked
 //     output through a plain copy, except a loop of flat elementwise nodes over blocked tensors
 //     only, which runs on them as they are.
-// Where the conv runs channels-last, or a kept tensor is stored so (graph/layout.h), the reorder
+// Where the conv runs channels-last, or a kept tensor is stored so (lowering/layout.h), the reorder
 // to or from plain is a transpose (`transposed_bytes`).
 void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                  const std::vector<TensorId>& materialized, int64_t block, bool brgemm,
@@ -653,8 +654,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
   f.threads = serial ? 1 : target.cores;
   f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group);
-  if (loop && HasPrimitiveChainForm(g, group.nodes) &&
-      materialized == std::vector<TensorId>{g.node(group.nodes.back()).outputs[0]}) {
+  if (loop && HasPrimitiveChainForm(g, group.nodes, materialized)) {
     GroupFeatures chain =
         ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads);
     chain.kernels += f.kernels;  // The same reorders around it (a loop group has no others).

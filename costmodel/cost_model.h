@@ -18,7 +18,7 @@
 //             + launch + reorder
 //
 // The profile's rates are the whole thread team's; a group small enough to run on one thread
-// (graph/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
+// (lowering/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
 // team. A fused loop evaluates each node at the elements its consumers ask for
 // (costmodel/loop_evaluation.h): FLOPs and tile traffic scale with that, and broadcasts,
 // transposes, concats and gathers add index work. An elementwise group that oneDNN can also run as
@@ -97,7 +97,7 @@ struct GroupFeatures {
   double post_ops = 0;
   double spilled_value_vectors = 0;
   double reorder_bytes = 0;
-  // Reorders between plain and channels-last (graph/layout.h: a conv oneDNN runs channels-last,
+  // Reorders between plain and channels-last (lowering/layout.h: a conv oneDNN runs channels-last,
   // a kept tensor stored so): transposes, several times slower than those of the blocked layout.
   double transposed_bytes = 0;
   double indexed_elements = 0;   // Elements fused loops read through index maps, run by run.
@@ -107,7 +107,7 @@ struct GroupFeatures {
   double eval_calls = 0;         // Values a fused loop pulls, times its tiles (or row chunks).
   double run_calls = 0;          // Calls on one run of a broadcast operand or a Concat input.
   double forks = 0;              // Thread teams woken (one per kernel of a parallel group).
-  double threads = 0;            // Threads the group runs on (1: serial, graph/threading.h).
+  double threads = 0;            // Threads the group runs on (1: serial, lowering/threading.h).
   // Tensors another group of the plan just computed that this one reads from the cores' private
   // caches, and their bytes that sit in another core's cache ((cores - 1) / cores of each).
   double handoffs = 0;

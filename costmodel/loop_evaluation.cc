@@ -5,7 +5,8 @@
 #include <unordered_set>
 
 #include "graph/op_registry.h"
-#include "graph/threading.h"
+#include "lowering/loop_lowering.h"
+#include "lowering/threading.h"
 
 namespace fusor {
 namespace {
@@ -32,11 +33,6 @@ struct Requests {
   double total() const { return range + runs + scattered + pieces; }
 };
 
-bool IsView(const Node& n) {
-  return n.op_type == "Reshape" || n.op_type == "Flatten" || n.op_type == "Squeeze" ||
-         n.op_type == "Unsqueeze";
-}
-
 double Elements(const Graph& g, TensorId t) {
   return static_cast<double>(g.tensor(t).num_elements());
 }
@@ -61,312 +57,14 @@ double RunLength(const Shape& in, const Shape& out, bool* broadcast_run = nullpt
   return run;
 }
 
-// Whether node n is a step the runtime's single-pass chains take (runtime/fused_loop.cc,
-// Chains): float unary and binary arithmetic but Log, integer casts, truncating division and a Pow
-// whose exponent is not a constant 2, 0.5 or 1 (those the runtime compiles as unary ops).
-bool ChainsNode(const Graph& g, const Node& n) {
-  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid",     "Tanh",      "Exp",
-                               "Sqrt", "Erf",       "HardSigmoid", "HardSwish", "Clip",
-                               "Cast", "Add",       "Sub",         "Mul",       "Div"};
-  if (!IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return false;
-  if (n.op_type == "Pow") {
-    const TensorId e = n.input(1);
-    if (e == kNoId || !g.tensor(e).is_constant_data() || g.tensor(e).float_data.size() != 1) {
-      return false;
-    }
-    const double x = g.tensor(e).float_data[0];
-    return x == 2.0 || x == 0.5 || x == 1.0;
-  }
-  return std::any_of(std::begin(kOps), std::end(kOps),
-                     [&](const char* o) { return n.op_type == o; });
-}
-
-// The input of a chain's first node the chain walks (runtime: ChainSource): its one input, or
-// the binary operand read at the node's own elements (the second when the first is a scalar or
-// a broadcast and the second is not).
-int ChainSource(const Graph& g, const Node& n) {
-  if (n.inputs.size() < 2) return 0;
-  const Shape& out = g.tensor(n.outputs[0]).dims;
-  auto same = [&](size_t j) {
-    const Tensor& t = g.tensor(n.inputs[j]);
-    return t.dims == out || t.num_elements() == g.tensor(n.outputs[0]).num_elements();
-  };
-  const Tensor& a = g.tensor(n.inputs[0]);
-  const bool scalar = a.dims != out && a.num_elements() == 1;
-  return scalar || (!same(0) && same(1)) ? 1 : 0;
-}
-
-// The runtime's single-pass chains (runtime/fused_loop.cc, MarkChains): each chainable node
-// links to the first of its value inputs that is computed by a chainable node of the loop, read
-// once by the loop and not an output, at the same elements; that input is computed inside the
-// node's chain, in registers. Chains are cut every kMaxChain values. Returns each value of a chain
-// of two or more with the chain's last value (its head, which maps to itself). A chain's source
-// that only the chain reads joins it.
-std::unordered_map<TensorId, TensorId> Chains(const Graph& g, const std::vector<NodeId>& nodes,
-                                              const std::unordered_set<TensorId>& outputs) {
-  constexpr int kMaxChain = 16;
-  std::unordered_map<TensorId, int> uses;
-  std::unordered_map<TensorId, const Node*> producer;
-  for (NodeId id : nodes) {
-    const Node& n = g.node(id);
-    producer[n.outputs[0]] = &n;
-    for (TensorId t : n.inputs) {
-      if (t != kNoId) ++uses[t];
-    }
-  }
-  std::unordered_map<TensorId, TensorId> link;  // Value -> the input its chain continues through.
-  std::unordered_set<TensorId> linked;
-  for (NodeId id : nodes) {
-    const Node& n = g.node(id);
-    if (!ChainsNode(g, n)) continue;
-    const bool binary =
-        n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div";
-    for (size_t j = 0; j < (binary ? n.inputs.size() : 1); ++j) {
-      const TensorId u = n.inputs[j];
-      auto p = producer.find(u);
-      if (p == producer.end() || !ChainsNode(g, *p->second) || uses[u] != 1 || outputs.count(u) ||
-          g.tensor(u).num_elements() != g.tensor(n.outputs[0]).num_elements()) {
-        continue;
-      }
-      link[n.outputs[0]] = u;
-      linked.insert(u);
-      break;
-    }
-  }
+// Each value of the lowering's chains -> its chain's head.
+std::unordered_map<TensorId, TensorId> ChainHeads(const LoopLowering& lowered) {
   std::unordered_map<TensorId, TensorId> head_of;
-  for (const auto& [top, first] : link) {
-    if (linked.count(top)) continue;
-    TensorId head = top;
-    int length = 1;
-    for (TensorId w = top;; ++length) {
-      if (length > kMaxChain) {  // w heads a chain of its own.
-        head = w;
-        length = 1;
-      }
-      head_of[w] = head;
-      auto next = link.find(w);
-      if (next == link.end()) break;
-      w = next->second;
-    }
-  }
-  // A cut can leave a chain of one value: not a chain.
-  std::unordered_map<TensorId, int> size;
-  for (const auto& [t, head] : head_of) ++size[head];
-  std::erase_if(head_of, [&](const auto& entry) { return size[entry.second] < 2; });
-  // A chain's source read only by the chain's own nodes, at the same elements, joins it as its
-  // first value (kept in registers for the later reads), when it is in no chain and the chain has
-  // room.
-  std::unordered_map<TensorId, std::vector<TensorId>> members;
-  for (const auto& [t, head] : head_of) members[head].push_back(t);
-  auto elements = [&](TensorId t) { return g.tensor(t).num_elements(); };
-  for (const auto& [head, values] : members) {
-    if (values.size() >= kMaxChain) continue;
-    TensorId first = kNoId;  // The value whose link leaves the chain, or that has none.
-    for (TensorId v : values) {
-      auto l = link.find(v);
-      auto lh = l == link.end() ? head_of.end() : head_of.find(l->second);
-      if (lh == head_of.end() || lh->second != head) first = v;
-    }
-    const TensorId u = producer.at(first)->inputs[ChainSource(g, *producer.at(first))];
-    auto p = producer.find(u);
-    if (p == producer.end() || !ChainsNode(g, *p->second) || outputs.count(u) || head_of.count(u) ||
-        link.count(u)) {
-      continue;
-    }
-    int reads = 0;
-    bool same_elements = true;
-    for (TensorId v : values) {
-      for (TensorId in : producer.at(v)->inputs) {
-        if (in != u) continue;
-        ++reads;
-        same_elements = same_elements && elements(u) == elements(v);
-      }
-    }
-    if (reads == uses[u] && same_elements) head_of[u] = head;
+  for (const auto& [t, v] : lowered.values) {
+    if (v.chain_head != kNoId) head_of[t] = v.chain_head;
   }
   return head_of;
 }
-
-// How a unary or binary node of the loop reads input j over a contiguous range of its elements
-// (runtime/fused_loop.cc, OperandOf): a float leaf (or views of one) at the same elements in
-// place, a scalar, a broadcast streamed run by run (a leaf, or a computed value of at most a tile,
-// hoisted), or through a tile.
-enum class Operand : uint8_t { kInPlace, kScalar, kStreamed, kTile };
-
-// The loop's values the runtime compiles as unary or binary arithmetic (IsUnaryOp, CompileBinary;
-// a Pow by a constant 2, 0.5 or 1 is unary) and as views; 0 for anything else.
-enum class ValueKind : uint8_t { kOther, kView, kUnary, kBinary };
-// A Transpose that only moves dims of size 1 reads its input in order: the loop hands it on as
-// a view (runtime: a pass value).
-bool MovesOnlyUnitDims(const Graph& g, const Node& n) {
-  if (n.op_type != "Transpose") return false;
-  const Shape& in = g.tensor(n.inputs[0]).dims;
-  std::vector<int64_t> perm = n.GetInts("perm");
-  if (perm.empty()) {
-    for (size_t d = in.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-  }
-  int64_t last = -1;
-  for (int64_t d : perm) {
-    if (d < 0 || d >= static_cast<int64_t>(in.size())) return false;
-    if (in[d] == 1) continue;
-    if (d < last) return false;
-    last = d;
-  }
-  return true;
-}
-
-ValueKind KindOf(const Graph& g, const Node& n) {
-  static const char* kUnaryOps[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh",
-                                    "Exp",         "Log",       "Sqrt",    "Erf",
-                                    "HardSigmoid", "HardSwish", "Clip",    "Cast"};
-  const std::string& op = n.op_type;
-  if (IsView(n) || MovesOnlyUnitDims(g, n)) return ValueKind::kView;
-  if (std::any_of(std::begin(kUnaryOps), std::end(kUnaryOps),
-                  [&](const char* o) { return op == o; }))
-    return ValueKind::kUnary;
-  if (op == "Pow" && ChainsNode(g, n)) return ValueKind::kUnary;
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow")
-    return ValueKind::kBinary;
-  return ValueKind::kOther;
-}
-
-// The runtime's rule for a loop whose tiles take no buffers (runtime/fused_loop.cc, StreamsInPlace
-// and EvaluatedOnce; keep the two in step): then it walks longer tiles.
-class StreamRule {
- public:
-  StreamRule(const Graph& g, const std::vector<NodeId>& nodes,
-             const std::unordered_set<TensorId>& outputs,
-             const std::unordered_map<TensorId, TensorId>& head_of)
-      : g_(g), outputs_(outputs), head_of_(head_of) {
-    for (NodeId id : nodes) {
-      const Node& n = g.node(id);
-      producer_[n.outputs[0]] = &n;
-      kind_[n.outputs[0]] = KindOf(g, n);
-    }
-    for (const auto& [t, n] : producer_) {
-      for (size_t j = 0; j < Inputs(*n); ++j) readers_[n->inputs[j]].push_back({n, j});
-    }
-  }
-
-  bool Streams() {
-    FindEvaluatedOnce();
-    for (const auto& [t, n] : producer_) {
-      const ValueKind kind = kind_.at(t);
-      for (size_t j = 0; j < Inputs(*n); ++j) {
-        const TensorId u = n->inputs[j];
-        if (!Internal(u) && !IsFloatingPoint(g_.tensor(u).dtype)) return false;
-      }
-      if (kind == ValueKind::kView || once_.count(t)) continue;
-      if (kind == ValueKind::kOther || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
-      if (!InChain(t) && !IntoOutput(t)) return false;
-      if (!OperandsInPlace(*n, kind)) return false;
-    }
-    return true;
-  }
-
- private:
-  size_t Inputs(const Node& n) const {
-    switch (kind_.at(n.outputs[0])) {
-      case ValueKind::kBinary:
-        return 2;
-      case ValueKind::kOther:
-        return n.inputs.size();
-      default:
-        return 1;
-    }
-  }
-  bool Internal(TensorId t) const { return producer_.count(t) > 0; }
-  // Computed straight into an output: t is one that nothing in the loop reads, or its readers are
-  // all views that are such outputs (it is computed into one, copied to the others).
-  bool IntoOutput(TensorId t) const {
-    const auto& readers = Readers(t);
-    if (readers.empty()) return outputs_.count(t) > 0;
-    return std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
-      TensorId out = r.first->outputs[0];
-      return kind_.at(out) == ValueKind::kView && outputs_.count(out) && Readers(out).empty();
-    });
-  }
-  TensorId ViewSource(TensorId u) const {
-    while (Internal(u) && kind_.at(u) == ValueKind::kView) u = producer_.at(u)->inputs[0];
-    return u;
-  }
-  // Nodes of the loop that read t, with the input slot.
-  const std::vector<std::pair<const Node*, size_t>>& Readers(TensorId t) const {
-    static const std::vector<std::pair<const Node*, size_t>> kNone;
-    auto it = readers_.find(t);
-    return it == readers_.end() ? kNone : it->second;
-  }
-  // Computed inside its reader's chain (not the chain's head).
-  bool InChain(TensorId t) const {
-    auto h = head_of_.find(t);
-    return h != head_of_.end() && h->second != t;
-  }
-  // Whether input j of n is a value of n's own chain: the one the chain continues through, or
-  // the chain's first value read again (kept in registers).
-  bool InSameChain(const Node& n, size_t j) const {
-    auto h = head_of_.find(n.outputs[0]);
-    auto u = head_of_.find(n.inputs[j]);
-    return h != head_of_.end() && u != head_of_.end() && u->second == h->second &&
-           Internal(n.inputs[j]);
-  }
-  // Whether n continues a chain through one of its inputs.
-  int ChainLink(const Node& n) const {
-    for (size_t j = 0; j < Inputs(n); ++j) {
-      if (InSameChain(n, j)) return static_cast<int>(j);
-    }
-    return -1;
-  }
-  Operand OperandOf(const Node& n, size_t j) const {
-    const TensorId u = n.inputs[j];
-    const TensorId src = ViewSource(u);
-    if (!IsFloatingPoint(g_.tensor(src).dtype)) return Operand::kTile;
-    const Shape& in = g_.tensor(u).dims;
-    const Shape& out = g_.tensor(n.outputs[0]).dims;
-    if (in != out && g_.tensor(u).num_elements() == 1) return Operand::kScalar;
-    if (in == out || g_.tensor(u).num_elements() == g_.tensor(n.outputs[0]).num_elements()) {
-      return Internal(src) ? Operand::kTile : Operand::kInPlace;
-    }
-    return !Internal(src) || Elements(g_, src) <= kLoopTile ? Operand::kStreamed : Operand::kTile;
-  }
-  bool OperandsInPlace(const Node& n, ValueKind kind) const {
-    const bool unary = kind == ValueKind::kUnary;
-    const int link = ChainLink(n);
-    const Operand a = OperandOf(n, 0), b = unary ? a : OperandOf(n, 1);
-    const size_t source =
-        a == Operand::kScalar || (a == Operand::kStreamed && b == Operand::kInPlace);
-    for (size_t j = 0; j < Inputs(n); ++j) {
-      if (InSameChain(n, j)) continue;  // The link, or the chain's first value in registers.
-      const Operand o = j == 0 ? a : b;
-      const bool side = !unary && (link >= 0 || j != source);
-      if (side ? o == Operand::kTile : o != Operand::kInPlace) return false;
-    }
-    return true;
-  }
-  void FindEvaluatedOnce() {
-    for (bool grew = true; grew;) {
-      grew = false;
-      for (const auto& [t, n] : producer_) {
-        if (outputs_.count(t) || once_.count(t)) continue;
-        const auto& readers = Readers(t);
-        bool only = g_.tensor(t).num_elements() == 1 || !readers.empty();
-        for (const auto& [r, j] : readers) {
-          only = only &&
-                 (once_.count(r->outputs[0]) || (kind_.at(r->outputs[0]) == ValueKind::kBinary &&
-                                                 OperandOf(*r, j) == Operand::kStreamed));
-        }
-        if (only) grew = once_.insert(t).second;
-      }
-    }
-  }
-
-  const Graph& g_;
-  const std::unordered_set<TensorId>& outputs_;
-  const std::unordered_map<TensorId, TensorId>& head_of_;
-  std::unordered_map<TensorId, const Node*> producer_;
-  std::unordered_map<TensorId, ValueKind> kind_;
-  std::unordered_map<TensorId, std::vector<std::pair<const Node*, size_t>>> readers_;
-  std::unordered_set<TensorId> once_;
-};
 
 class Walk {
  public:
@@ -473,7 +171,7 @@ class Walk {
   // What `u` reads its elements from: through views inside the group (a view reads its input at
   // the same flat indices) to the first value that is not one.
   TensorId ViewSource(TensorId u) const {
-    while (Internal(u) && IsView(g_.node(g_.tensor(u).producer))) {
+    while (Internal(u) && IsViewOp(g_.node(g_.tensor(u).producer).op_type)) {
       u = g_.node(g_.tensor(u).producer).inputs[0];
     }
     return u;
@@ -482,7 +180,7 @@ class Walk {
   void MarkThroughViews(TensorId u, std::unordered_set<TensorId>* marked) const {
     for (;; u = g_.node(g_.tensor(u).producer).inputs[0]) {
       marked->insert(u);
-      if (!Internal(u) || !IsView(g_.node(g_.tensor(u).producer))) return;
+      if (!Internal(u) || !IsViewOp(g_.node(g_.tensor(u).producer).op_type)) return;
     }
   }
 
@@ -607,8 +305,8 @@ class Walk {
     if (r.total() == 0) return;
     size_t rank = g_.tensor(out).dims.size();
     const std::string& op = n.op_type;
-    if (IsView(n) || MovesOnlyUnitDims(g_, n)) out_.passed_through.insert(out);
-    if (IsView(n)) return Identity(n.inputs[0], r);
+    if (LoopValueKindOf(g_, n) == LoopValueKind::kView) out_.passed_through.insert(out);
+    if (IsViewOp(op)) return Identity(n.inputs[0], r);
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
     if (op == "Resize") return VisitResize(n, r, rank);
     if (op == "Gather") {
@@ -627,7 +325,7 @@ class Walk {
       bool identity =
           !per_channel &&
           ((in.dims == g_.tensor(out).dims && (c != OpClass::kInjective || op == "Expand")) ||
-           MovesOnlyUnitDims(g_, n));
+           LoopValueKindOf(g_, n) == LoopValueKind::kView);
       if (scalar) {
         if (Internal(u)) Ask(u, {1, 0});
       } else if (identity) {
@@ -820,15 +518,14 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
     nodes.push_back(id);
   }
   // Chains form in the loop, or in a reduction's prologue and in its epilogue apart.
-  const std::unordered_set<TensorId> outputs(leaving.begin(), leaving.end());
-  std::unordered_map<TensorId, TensorId> head_of = Chains(g, nodes, outputs);
+  const LoopLowering lowered = LowerLoop(g, nodes, leaving);
+  std::unordered_map<TensorId, TensorId> head_of = ChainHeads(lowered);
   if (nodes.size() + 1 < group.nodes.size()) {
     std::vector<NodeId> epilogue(group.nodes.begin() + nodes.size() + 1, group.nodes.end());
-    head_of.merge(Chains(g, epilogue, outputs));
+    head_of.merge(ChainHeads(LowerLoop(g, epilogue, leaving)));
   }
   // A plain loop (no reduction) whose tiles take no buffers walks longer ones.
-  const bool streams =
-      nodes.size() == group.nodes.size() && StreamRule(g, nodes, outputs, head_of).Streams();
+  const bool streams = nodes.size() == group.nodes.size() && lowered.streams;
   walk.SetChains(std::move(head_of));
   // Outputs with as many elements share one pass over the same tiles (FusedLoop::Run).
   std::unordered_set<double> passes;
@@ -836,8 +533,7 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
     if (std::find(nodes.begin(), nodes.end(), g.tensor(t).producer) == nodes.end()) continue;
     walk.Ask(t, {Elements(g, t), 0, 0});
     const int64_t elements = g.tensor(t).num_elements();
-    const double tile =
-        static_cast<double>(streams ? StreamingTileElements(elements, threads) : kLoopTileElements);
+    const double tile = static_cast<double>(LoopTileElements(streams, elements, threads));
     if (passes.insert(Elements(g, t)).second) pulls += std::ceil(Elements(g, t) / tile);
   }
   LoopEvaluation e = walk.Run(nodes, pulls);

@@ -56,12 +56,12 @@ struct LoopEvaluation {
   // Values the loop hands on without a tile of their own (views, transposes of unit dims): their
   // consumers read their input's tile.
   std::unordered_set<TensorId> passed_through;
-  // Values computed inside a single-pass chain (runtime/fused_loop.cc, MarkChains): carried in
+  // Values computed inside a single-pass chain (lowering/loop_lowering.h): carried in
   // registers from the value that reads them, with no tile and no evaluation call of their own.
   std::unordered_set<TensorId> chained;
   // Element-steps of those chains: each value of a chain (its head too) times its elements.
   double chain_steps = 0;
-  // No tile takes a buffer (runtime FusedLoop::streams): every value is chained or written straight
+  // No tile takes a buffer (LoopLowering::streams): every value is chained or written straight
   // into an output, operands read in place. The loop then walks longer tiles
   // (StreamingTileElements), so fewer pulls.
   bool streams = false;

@@ -756,6 +756,18 @@ ImportOptions NamedAfterFile(const std::string& path, ImportOptions options) {
 
 }  // namespace
 
+StatusOr<Graph> ImportOnnxFileWithDimsItHas(const std::string& path, ImportOptions options) {
+  StatusOr<Graph> g = ImportOnnxFile(path, options);
+  const std::string unused = "--dim names '";
+  for (size_t at; !g.ok() && (at = g.status().message().find(unused)) != std::string::npos;) {
+    const std::string& m = g.status().message();
+    const size_t begin = at + unused.size();
+    if (options.dims.erase(m.substr(begin, m.find('\'', begin) - begin)) == 0) break;
+    g = ImportOnnxFile(path, options);
+  }
+  return g;
+}
+
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options) {
   FUSOR_ASSIGN_OR_RETURN(std::string bytes, ReadModelFile(path, options));
   auto g = ImportOnnxBytes(bytes, NamedAfterFile(path, options));

@@ -43,6 +43,9 @@ Status ParseShapeBinding(std::string_view text, ImportOptions* options);
 Status ParseDimBinding(std::string_view text, ImportOptions* options);
 
 StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& options = {});
+// ImportOnnxFile with only those of `options.dims` the model has: a binding of a dim it lacks is
+// dropped and the model imported again (tools that import many models with one set of defaults).
+StatusOr<Graph> ImportOnnxFileWithDimsItHas(const std::string& path, ImportOptions options);
 StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options = {});
 
 // A model imported to run with its own weights: `graph` is exactly what ImportOnnxFile gives for

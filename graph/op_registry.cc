@@ -578,6 +578,11 @@ std::vector<std::string_view> KnownOps() {
   return ops;
 }
 
+bool IsViewOp(std::string_view op_type) {
+  auto it = Table().find(op_type);
+  return it != Table().end() && it->second.traffic == Traffic::kView;
+}
+
 OpClass ClassifyNode(const Graph& g, const Node& n) {
   const OpInfo* info = Find(n);
   if (info == nullptr) return OpClass::kOpaque;

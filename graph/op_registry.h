@@ -46,6 +46,10 @@ bool IsKnownOp(std::string_view domain, std::string_view op_type);
 // Every op_type the registry knows, sorted.
 std::vector<std::string_view> KnownOps();
 
+// Views (Reshape, Flatten, Squeeze, Unsqueeze): the output is the input's elements in the same
+// order under another shape, so no bytes move and a kernel reads the input in place.
+bool IsViewOp(std::string_view op_type);
+
 // The op class of a node; elementwise ops whose inputs differ in shape from the output are
 // kBroadcast.
 OpClass ClassifyNode(const Graph& g, const Node& n);

@@ -5,7 +5,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 
 namespace fusor {
@@ -26,7 +25,8 @@ bool IsScalarConstant(const Graph& g, TensorId t) {
   return t != kNoId && g.tensor(t).kind == TensorKind::kConstant && g.tensor(t).num_elements() == 1;
 }
 
-// Ops that oneDNN 2.6 expresses as eltwise / binary post-ops on a primitive's destination.
+}  // namespace
+
 bool IsPostOp(const Graph& g, const Node& n) {
   static const std::unordered_set<std::string_view> kEltwise = {
       "Relu", "LeakyRelu", "Tanh", "Sigmoid", "Exp", "Log", "Sqrt", "HardSwish", "HardSigmoid"};
@@ -43,6 +43,8 @@ bool IsPostOp(const Graph& g, const Node& n) {
   if (n.op_type == "Pow") return IsScalarConstant(g, n.input(1));
   return false;
 }
+
+namespace {
 
 // Inputs of a node that no node of the group produces.
 bool ProducedInside(const Graph& g, const std::vector<NodeId>& group, TensorId t) {
@@ -92,6 +94,15 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Status CheckPostOpChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
+                        const std::vector<NodeId>& chain) {
+  return CheckChain(g, group, head, chain, /*post_ops_only=*/true);
+}
+
+namespace {
 
 Status CheckAnchorGroup(const Graph& g, const std::vector<NodeId>& nodes, NodeId anchor) {
   if (nodes.front() != anchor) {
@@ -409,89 +420,6 @@ std::string_view GroupKindName(GroupKind k) {
       return "opaque";
   }
   return "unknown";
-}
-
-// An operand oneDNN 2.6's JIT binary kernels broadcast: a scalar, the full shape, or one value per
-// channel (dim 1). Other broadcasts fall back to reference kernels.
-bool JitBroadcastable(const Shape& operand, const Shape& out) {
-  if (operand == out) return true;
-  int64_t elements = 1;
-  for (int64_t d : operand) elements *= d;
-  if (elements == 1) return true;
-  size_t lead = out.size() - std::min(out.size(), operand.size());
-  for (size_t i = 0; i < operand.size(); ++i) {
-    if (operand[i] != 1 && lead + i != 1) return false;
-  }
-  return out.size() > 1;
-}
-
-bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul) {
-  if (sigmoid.op_type != "Sigmoid" || mul.op_type != "Mul" || mul.inputs.size() != 2) return false;
-  TensorId x = sigmoid.inputs[0], s = sigmoid.outputs[0];
-  bool reads =
-      (mul.inputs[0] == x && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == x);
-  return reads && g.tensor(s).consumers.size() == 1 && !g.IsGraphOutput(s);
-}
-
-bool RunsAsRowReduction(const Graph& g, const FusionGroup& group) {
-  for (size_t i = 0; i < group.nodes.size(); ++i) {
-    const Node& n = g.node(group.nodes[i]);
-    if (ClassifyNode(g, n) != OpClass::kReduction) continue;
-    RowReduction form = RowReductionOf(g, n);
-    return form.len > 0 && (i > 0 || form.op != RowOp::kSoftmax);
-  }
-  return false;
-}
-
-bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes) {
-  if (nodes.empty()) return false;
-  // The head's second operand is the binary primitive's src1, which broadcasts any way; post-op
-  // operands only as JitBroadcastable says (measured: Mul by a [768] bias over [1,128,768] runs
-  // as one jit:uni binary primitive, and as our loop when it follows another op).
-  for (size_t i = 1; i < nodes.size(); ++i) {
-    const Node& n = g.node(nodes[i]);
-    for (TensorId t : n.inputs) {
-      if (t == kNoId || ProducedInside(g, nodes, t) || IsScalarConstant(g, t)) continue;
-      if (!JitBroadcastable(g.tensor(t).dims, g.tensor(n.outputs[0]).dims)) return false;
-    }
-  }
-  const Node& head = g.node(nodes[0]);
-  if (!IsPostOp(g, head) || head.op_type == "BatchNormalization") return false;
-  if (head.outputs.size() != 1 || head.inputs.empty()) return false;
-  const Shape& out = g.tensor(head.outputs[0]).dims;
-  if (g.tensor(head.inputs[0]).dims != out) return false;
-  bool swish = nodes.size() > 1 && IsSwish(g, head, g.node(nodes[1]));
-  size_t first = swish ? 2 : 1;
-  if (!swish && head.inputs.size() == 2 && head.op_type != "Pow" &&
-      (head.inputs[0] == head.inputs[1] || ProducedInside(g, nodes, head.inputs[1]))) {
-    return false;
-  }
-  std::vector<NodeId> chain(nodes.begin() + static_cast<std::ptrdiff_t>(first), nodes.end());
-  // oneDNN 2.6's JIT eltwise kernel takes no post-ops at all: a chain after an eltwise head
-  // (a unary op, Clip, swish, or a binary node with a scalar constant, which is eltwise_linear or
-  // eltwise_pow) gets a reference kernel, and the runtime runs our loop instead, unless the whole
-  // chain is scalar affine maps, which the runtime merges into the head's one eltwise_linear.
-  // Measured on avx512_core with the oneDNN backend forced: Relu, Tanh, Add(x, 1) and Mul(x, 2)
-  // heads followed by a Mul with a full, per-channel or scalar operand all run as our loop; Add(x,
-  // 1) -> Mul(., 0.5) is one eltwise. A binary head takes any post-op.
-  auto scalar_operand = [&](const Node& n) {
-    return n.inputs.size() == 2 &&
-           (IsScalarConstant(g, n.inputs[0]) || IsScalarConstant(g, n.inputs[1]));
-  };
-  auto affine = [&](const Node& n) {
-    bool either = n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul";
-    return scalar_operand(n) &&
-           (either || (n.op_type == "Div" && IsScalarConstant(g, n.inputs[1])));
-  };
-  bool eltwise_head =
-      swish || head.inputs.size() == 1 || head.op_type == "Clip" || scalar_operand(head);
-  if (eltwise_head && !chain.empty()) {
-    if (!affine(head)) return false;
-    for (NodeId id : chain) {
-      if (!affine(g.node(id))) return false;
-    }
-  }
-  return CheckChain(g, nodes, nodes[first - 1], chain, /*post_ops_only=*/true).ok();
 }
 
 StatusOr<GroupKind> InferGroupKind(const Graph& g, const std::vector<NodeId>& nodes) {

@@ -65,22 +65,15 @@ StatusOr<GroupKind> InferGroupKind(const Graph& g, const std::vector<NodeId>& no
 // convexity.
 Status CheckGroup(const Graph& g, const FusionGroup& group);
 
-// Whether `sigmoid`, `mul` compute x * Sigmoid(x) (SiLU / swish, EfficientNet's activation) with
-// the sigmoid read by nothing else: oneDNN runs the pair as one eltwise_swish, which reads x once.
-bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul);
+// Ops that oneDNN 2.6 expresses as eltwise / binary post-ops on a primitive's destination: the
+// chain nodes an anchor group may take.
+bool IsPostOp(const Graph& g, const Node& n);
 
-// Whether elementwise `nodes` (ascending) also have the form of one oneDNN eltwise or binary
-// primitive with post-ops, which the runtime times against our fused loop and keeps when faster:
-// a head node (an eltwise op, x * Sigmoid(x), or a binary op whose first operand has the output's
-// shape) and then a post-op chain as anchors take.
-bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes);
-
-// Whether a kReduction group (or a single reduction node) runs as our row-reduction loop, which
-// evaluates any prologue inside it, rather than as a oneDNN reduction / softmax primitive: when
-// its reduction reduces rows (graph/node_attrs.h) and it has a prologue or is not a Softmax.
-// oneDNN 2.6 runs a plain-layout reduction with a reference kernel on AVX2 (GlobalAveragePool
-// 1280x7x7: 150 us, against 10 us for our loop with a Relu prologue over 1024x7x7).
-bool RunsAsRowReduction(const Graph& g, const FusionGroup& group);
+// Whether `chain` (nodes of `group` after `head`) is a post-op chain as anchor groups take: each
+// node a post-op reading the running value, its other inputs from outside the group, the value's
+// shape kept. InvalidArgument names the node that breaks it.
+Status CheckPostOpChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
+                        const std::vector<NodeId>& chain);
 
 // Checks the whole plan: every group legal, every node computed, a node in several groups is
 // recomputed everywhere but at most once and recomputable, execution order respects dependencies,

@@ -10,9 +10,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "graph/layout.h"
 #include "graph/op_registry.h"
-#include "graph/threading.h"
+#include "lowering/kernel_form.h"
+#include "lowering/layout.h"
+#include "lowering/threading.h"
 #include "runtime/group_kernel.h"
 #include "runtime/layout_adapter.h"
 #include "runtime/onednn_info.h"
@@ -23,7 +24,7 @@
 
 namespace fusor {
 
-// Materialized tensors stored channel-blocked (graph/layout.h), with their layout.
+// Materialized tensors stored channel-blocked (lowering/layout.h), with their layout.
 using StoredLayouts = std::unordered_map<TensorId, dnnl::memory::desc>;
 
 struct Executor::DnnlState {
@@ -37,7 +38,7 @@ struct Executor::Group {
   std::string label;
   std::unique_ptr<GroupKernel> kernel;
   std::unique_ptr<GroupKernel> alternative;  // The other chain backend, until ChooseBackends.
-  bool serial = false;                       // Built and run on one thread (graph/threading.h).
+  bool serial = false;                       // Built and run on one thread (lowering/threading.h).
   bool residual_choice = false;              // `alternative` takes the residual as a sum post-op.
   bool primitive_chain = false;              // A loop group that runs as oneDNN's primitive chain.
 };
@@ -76,7 +77,7 @@ Split AroundNode(const FusionGroup& group, NodeId center) {
 }
 
 // The one blocked layout every input of `group` is stored in when the group is a loop of flat
-// elementwise nodes that can run on it (graph/layout.h RunsFlatOnBlocked), else null.
+// elementwise nodes that can run on it (lowering/layout.h RunsFlatOnBlocked), else null.
 const dnnl::memory::desc* FlatBlockedLayout(const Graph& g, const StoredLayouts& stored,
                                             const FusionGroup& group,
                                             const std::vector<TensorId>& inputs,
@@ -202,12 +203,17 @@ Status Executor::Compile(const FusionPlan& plan) {
       kernel = BuildReductionKernel(ctx, s.before, center, s.after);
     } else {
       kernel = BuildLoopKernel(ctx, fg.nodes);
-      if (kernel.ok() && options_.chain_backend != ChainBackend::kFusedLoop) {
+      // The primitive form is tried where the lowering says the group has it (as the cost model
+      // prices it); oneDNN may still decline it on this CPU (a reference implementation only).
+      if (kernel.ok() && options_.chain_backend != ChainBackend::kFusedLoop &&
+          HasPrimitiveChainForm(g, fg.nodes, ctx.outputs)) {
         auto chain = BuildChainPrimitiveKernel(ctx, fg.nodes);
         if (chain.ok()) {
           group.alternative = std::move(kernel).value();
           kernel = std::move(chain);
           group.primitive_chain = true;
+        } else {
+          spdlog::debug("executor: {} runs as our loop: {}", group.label, chain.status().message());
         }
       }
     }

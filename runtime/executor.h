@@ -7,7 +7,7 @@
 // The executor owns copies of the graph and of the weight values it was given; the caller's
 // objects may go away after Create. Not thread-safe: one thread runs an executor at a time (each
 // kernel itself uses all of the configured OpenMP threads, except small groups, which run on one:
-// graph/threading.h).
+// lowering/threading.h).
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,7 @@ struct ExecutorOptions {
   int64_t memory_budget_bytes = int64_t{16} << 30;
   ChainBackend chain_backend = ChainBackend::kAuto;
   ResidualAdd residual_add = ResidualAdd::kTimed;
-  // Keep tensors between convolutions in oneDNN's blocked layout (graph/layout.h); false stores
+  // Keep tensors between convolutions in oneDNN's blocked layout (lowering/layout.h); false stores
   // every tensor plain and reorders inside each conv group (for measuring what that saves).
   bool keep_blocked = true;
   // Run LSTM nodes as oneDNN's RNN primitive (runtime/rnn_kernel.h); false runs them through the

@@ -10,6 +10,10 @@
 
 #include <omp.h>
 
+#include "graph/op_registry.h"
+#include "lowering/loop_lowering.h"
+#include "runtime/affine_map.h"
+#include "runtime/loop_simd.h"
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
 
@@ -28,32 +32,6 @@ enum class LoopKind : uint8_t {
   kGather,
   kTrilu,
   kResize
-};
-enum class UnaryOp : uint8_t {
-  kCopy,
-  kRelu,
-  kLeakyRelu,
-  kSigmoid,
-  kTanh,
-  kExp,
-  kLog,
-  kSqrt,
-  kErf,
-  kHardSigmoid,
-  kHardSwish,
-  kClip,
-  kTrunc,
-  kBool,
-  kSquare
-};
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kDivTrunc, kPow };
-
-// out element e of the consumer's index space reads flat index base + sum_d coord_d(e) * coef[d].
-struct Affine {
-  bool identity = false;
-  bool scalar = false;
-  int64_t base = 0;
-  std::vector<int64_t> coef;
 };
 
 // Resize along one dim: output coordinate x reads input indices i0[x] and i1[x], blended with
@@ -84,7 +62,7 @@ struct FusedLoop::Value {
   std::vector<ResizeTable> resize;      // Per dim.
   int uses = 0;         // Reads of this value by the loop's nodes (an input listed twice counts 2).
   bool output = false;  // Written out by the loop (or read by EvalRange's callers).
-  // Single-pass chains (see MarkChains): the input this value continues the chain through, and
+  // Single-pass chains (see TakeChains): the input this value continues the chain through, and
   // whether its own one reader evaluates it inside a chain (so it never has a tile).
   int chain_input = -1;
   bool in_chain = false;
@@ -158,524 +136,15 @@ class LoopScratch {
   std::vector<std::pair<TensorId, std::vector<float>>> hoisted_;
 };
 
-namespace loop_kernels {
-
-// op applied to x, a float or a vector of 16 (the chains): one formula for both kernels. Log,
-// Trunc and Bool exist as floats only (they never chain).
-template <typename T>
-FUSOR_INLINE T UnaryValue(UnaryOp op, float a, float b, T x) {
-  using vector_math::Max;
-  using vector_math::Min;
-  using vector_math::Select;
-  using vector_math::Splat;
-  const T zero = Splat<T>(0.0f), one = Splat<T>(1.0f);
-  switch (op) {
-    case UnaryOp::kRelu:
-      return Select<T>(x > zero, x, zero);
-    case UnaryOp::kLeakyRelu:
-      return Select<T>(x >= zero, x, a * x);
-    case UnaryOp::kSigmoid:
-      return vector_math::Sigmoid(x);
-    case UnaryOp::kTanh:
-      return 2.0f * vector_math::Sigmoid(2.0f * x) - 1.0f;
-    case UnaryOp::kExp:
-      return vector_math::Exp(x);
-    case UnaryOp::kSqrt:
-      return vector_math::Sqrt(x);
-    case UnaryOp::kErf:
-      return vector_math::Erf(x);
-    case UnaryOp::kHardSigmoid:
-      return Min(Max(a * x + b, zero), one);
-    case UnaryOp::kHardSwish:
-      return x * Min(Max(x * (1.0f / 6) + 0.5f, zero), one);
-    case UnaryOp::kClip:
-      return Min(Max(x, Splat<T>(a)), Splat<T>(b));
-    case UnaryOp::kSquare:
-      return x * x;
-    default:
-      break;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (op == UnaryOp::kLog) return std::log(x);
-    if (op == UnaryOp::kTrunc) return std::trunc(x);
-    if (op == UnaryOp::kBool) return x != 0 ? 1.0f : 0.0f;
-  }
-  return x;  // kCopy.
-}
-
-// y[i] = kOp(x[i]): the op a constant, so each loop is the op's formula alone, vectorised.
-template <UnaryOp kOp>
-FUSOR_INLINE void UnaryLoop(float a, float b, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = UnaryValue(kOp, a, b, x[i]);
-}
-
-FUSOR_VECTOR_CLONES void Unary(UnaryOp op, float a, float b, const float* x, float* y, int64_t n) {
-  switch (op) {
-#define FUSOR_UNARY_CASE(k) \
-  case UnaryOp::k:          \
-    return UnaryLoop<UnaryOp::k>(a, b, x, y, n);
-    FUSOR_UNARY_CASE(kCopy)
-    FUSOR_UNARY_CASE(kRelu)
-    FUSOR_UNARY_CASE(kLeakyRelu)
-    FUSOR_UNARY_CASE(kSigmoid)
-    FUSOR_UNARY_CASE(kTanh)
-    FUSOR_UNARY_CASE(kExp)
-    FUSOR_UNARY_CASE(kLog)
-    FUSOR_UNARY_CASE(kSqrt)
-    FUSOR_UNARY_CASE(kErf)
-    FUSOR_UNARY_CASE(kHardSigmoid)
-    FUSOR_UNARY_CASE(kHardSwish)
-    FUSOR_UNARY_CASE(kClip)
-    FUSOR_UNARY_CASE(kTrunc)
-    FUSOR_UNARY_CASE(kBool)
-    FUSOR_UNARY_CASE(kSquare)
-#undef FUSOR_UNARY_CASE
-  }
-}
-
-FUSOR_VECTOR_CLONES void Binary(BinaryOp op, const float* x, const float* y, float* z, int64_t n) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
-      break;
-    case BinaryOp::kSub:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] - y[i];
-      break;
-    case BinaryOp::kMul:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] * y[i];
-      break;
-    case BinaryOp::kDiv:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] / y[i];
-      break;
-    case BinaryOp::kDivTrunc:
-      for (int64_t i = 0; i < n; ++i) z[i] = std::trunc(x[i] / y[i]);
-      break;
-    case BinaryOp::kPow:
-      for (int64_t i = 0; i < n; ++i) z[i] = std::pow(x[i], y[i]);
-      break;
-  }
-}
-
-// z = x op c (or c op x when `scalar_first`): a binary node with one scalar operand, without
-// filling a tile with copies of the scalar first.
-FUSOR_VECTOR_CLONES void BinaryScalar(BinaryOp op, const float* x, float c, bool scalar_first,
-                                      float* z, int64_t n) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] + c;
-      return;
-    case BinaryOp::kMul:
-      for (int64_t i = 0; i < n; ++i) z[i] = x[i] * c;
-      return;
-    case BinaryOp::kSub:
-      if (scalar_first) {
-        for (int64_t i = 0; i < n; ++i) z[i] = c - x[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) z[i] = x[i] - c;
-      }
-      return;
-    case BinaryOp::kDiv:
-      if (scalar_first) {
-        for (int64_t i = 0; i < n; ++i) z[i] = c / x[i];
-      } else {
-        // A multiply by the reciprocal, as oneDNN's eltwise_linear does: a vector divide has a
-        // fraction of a multiply's throughput (GELU's x / sqrt(2) in our loop cost 24 us over
-        // 393K elements, against 12 us as a separate oneDNN primitive). Within 1.5 ulp of x / c.
-        const float r = 1.0f / c;
-        for (int64_t i = 0; i < n; ++i) z[i] = x[i] * r;
-      }
-      return;
-    default: {  // Truncating division and Pow: rare with a scalar, keep one code path.
-      for (int64_t i = 0; i < n; ++i) {
-        float a = scalar_first ? c : x[i], b = scalar_first ? x[i] : c;
-        Binary(op, &a, &b, &z[i], 1);
-      }
-      return;
-    }
-  }
-}
-
-FUSOR_VECTOR_CLONES void BatchNorm(const float* x, const float* scale, const float* bias,
-                                   const float* mean, const float* var, float eps, float* y,
-                                   int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = (x[i] - mean[i]) / std::sqrt(var[i] + eps) * scale[i] + bias[i];
-  }
-}
-
-// A chain of unary and binary arithmetic nodes evaluated in one pass: each block of 8 vectors
-// is loaded once, carried through every step in vector registers and stored once. Evaluating the
-// nodes pass by pass over a tile stores every intermediate to an L1 buffer and loads it back; on
-// the AVX-512 EPYC host the stores are what binds: x * w + b over 1x128x768 took 15.6 us in two
-// passes and 12.3 us as a chain (a loop hand-written for x * w + b: 9.6 us; oneDNN's two
-// binaries: 18 us).
-constexpr int kMaxChain = 16;
-
-// A step's side: streamed at the step's elements, a scalar, or the value after the chain's first
-// step, which the chain keeps in registers for steps that read it again (MarkChains).
-enum class ChainSide : uint8_t { kNone, kStream, kConstant, kSaved };
-struct ChainOp {
-  bool unary = true;
-  UnaryOp u = UnaryOp::kCopy;
-  BinaryOp b = BinaryOp::kAdd;
-  bool side_first = false;  // side op acc rather than acc op side.
-  float p = 0, q = 0;       // Unary parameters.
-  ChainSide side = ChainSide::kNone;
-};
-
-namespace {
-
-template <typename V>
-[[gnu::always_inline]] inline V ApplyBinary(const ChainOp& op, V a, V b) {
-  switch (op.b) {
-    case BinaryOp::kAdd:
-      return a + b;
-    case BinaryOp::kSub:
-      return op.side_first ? b - a : a - b;
-    case BinaryOp::kMul:
-      return a * b;
-    default:  // kDiv; a constant divisor was turned into its reciprocal.
-      if (op.side == ChainSide::kConstant && !op.side_first) return a * b;
-      return op.side_first ? b / a : a / b;
-  }
-}
-
-// The step `op` applied to each of the W vectors in `a` (the switch taken once for all of them).
-// The loops over the W vectors are unrolled so that `a` lives in registers, not on the stack.
-template <typename V, int W>
-FUSOR_INLINE void UnaryEach(const ChainOp& op, V* a) {
-  switch (op.u) {
-#define FUSOR_UNARY_EACH(k)                                \
-  case UnaryOp::k:                                         \
-    _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { \
-      a[w] = UnaryValue(UnaryOp::k, op.p, op.q, a[w]);     \
-    }                                                      \
-    return;
-    FUSOR_UNARY_EACH(kRelu)
-    FUSOR_UNARY_EACH(kLeakyRelu)
-    FUSOR_UNARY_EACH(kSigmoid)
-    FUSOR_UNARY_EACH(kTanh)
-    FUSOR_UNARY_EACH(kExp)
-    FUSOR_UNARY_EACH(kSqrt)
-    FUSOR_UNARY_EACH(kErf)
-    FUSOR_UNARY_EACH(kHardSigmoid)
-    FUSOR_UNARY_EACH(kHardSwish)
-    FUSOR_UNARY_EACH(kClip)
-    FUSOR_UNARY_EACH(kSquare)
-#undef FUSOR_UNARY_EACH
-    default:
-      return;  // kCopy (the others never chain).
-  }
-}
-
-// W vectors of V at offset i: src[i..], streamed sides at side[s][i..]. The vectors are
-// independent, so a step's latency (a sigmoid is ~20 dependent instructions) overlaps across
-// them: with two, a chain of 16 Tanh/Sigmoid steps over 128K floats took 615 us, 1.7x the time
-// of 16 passes of the vectorised one-op loop, whose iterations the core overlaps.
-template <typename V, int W, bool kSaves>
-FUSOR_INLINE void ChainBlock(const ChainOp* ops, int k, const V* constants, const float* src,
-                             const float* const* side, int64_t i, float* out) {
-  constexpr int kL = vector_math::kLanes<V>;
-  V a[W], saved[W];
-  _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) {
-    std::memcpy(&a[w], src + i + kL * w, sizeof(V));
-    if constexpr (kSaves) saved[w] = a[w];  // Set again after the first step, which no side reads.
-  }
-  for (int s = 0; s < k; ++s) {
-    const ChainOp& op = ops[s];
-    if (op.unary) {
-      UnaryEach<V, W>(op, a);
-    } else {
-      V b[W];
-      _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { b[w] = constants[s]; }
-      if (op.side == ChainSide::kStream) {
-        _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) {
-          std::memcpy(&b[w], side[s] + i + kL * w, sizeof(V));
-        }
-      }
-      if constexpr (kSaves) {
-        if (op.side == ChainSide::kSaved) {
-          _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { b[w] = saved[w]; }
-        }
-      }
-      _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { a[w] = ApplyBinary(op, a[w], b[w]); }
-    }
-    if constexpr (kSaves) {
-      if (s == 0) {
-        _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) { saved[w] = a[w]; }
-      }
-    }
-  }
-  _Pragma("GCC unroll 16") for (int w = 0; w < W; ++w) {
-    std::memcpy(out + i + kL * w, &a[w], sizeof(V));
-  }
-}
-
-// Chain (below) in blocks of W vectors of V, then single vectors, then a tail through buffers.
-// kSaves: a step reads the value after the first step again (kSaved).
-template <typename V, int W, bool kSaves>
-FUSOR_INLINE void ChainWith(const ChainOp* ops, int k, const float* src, const float* const* side,
-                            float* out, int64_t n) {
-  constexpr int kL = vector_math::kLanes<V>;
-  V constants[kMaxChain];
-  for (int s = 0; s < k; ++s) {
-    if (ops[s].side != ChainSide::kConstant) continue;
-    float c = side[s][0];
-    if (ops[s].b == BinaryOp::kDiv && !ops[s].side_first) c = 1.0f / c;
-    constants[s] = vector_math::Splat<V>(c);
-  }
-  int64_t i = 0;
-  for (; i + kL * W <= n; i += kL * W) {
-    ChainBlock<V, W, kSaves>(ops, k, constants, src, side, i, out);
-  }
-  for (; i + kL <= n; i += kL) ChainBlock<V, 1, kSaves>(ops, k, constants, src, side, i, out);
-  if (i == n) return;
-  // The unused lanes of the tail compute on zeros (and ones for streamed sides), harmlessly.
-  const int64_t r = n - i;
-  float in[kL] = {}, res[kL];
-  float tails[kMaxChain][kL];
-  const float* tail_side[kMaxChain];
-  std::memcpy(in, src + i, r * sizeof(float));
-  for (int s = 0; s < k; ++s) {
-    tail_side[s] = side[s];
-    if (ops[s].side != ChainSide::kStream) continue;
-    std::fill(tails[s], tails[s] + kL, 1.0f);
-    std::memcpy(tails[s], side[s] + i, r * sizeof(float));
-    tail_side[s] = tails[s];
-  }
-  ChainBlock<V, 1, kSaves>(ops, k, constants, in, tail_side, 0, res);
-  std::memcpy(out + i, res, r * sizeof(float));
-}
-
-template <typename V, int W>
-FUSOR_INLINE void ChainOf(const ChainOp* ops, int k, const float* src, const float* const* side,
-                          float* out, int64_t n) {
-  bool saves = false;
-  for (int s = 0; s < k; ++s) saves = saves || ops[s].side == ChainSide::kSaved;
-  if (saves) {
-    ChainWith<V, W, true>(ops, k, src, side, out, n);
-  } else {
-    ChainWith<V, W, false>(ops, k, src, side, out, n);
-  }
-}
-
-// Chain at each ISA level, in its own register width, with 8 vectors in flight. On the AVX-512
-// EPYC host, 8 zmm vectors took a chain of 16 Tanh/Sigmoid steps over 128K floats from 615 us (2
-// vectors) to 310, and 16 Relu steps from 39 to 32 (16 vectors were no quicker). The AVX2 build,
-// timed on the same host, had carried 16-float vectors it cannot hold in registers: 185 us a
-// Tanh/Sigmoid step and 57 a Relu step, now 38 and 3.9 with 8 ymm vectors (4 vectors: 39 and 4.9).
-constexpr int kChainVectors = 8;
-
-[[gnu::target("arch=x86-64-v4")]] void ChainAvx512(const ChainOp* ops, int k, const float* src,
-                                                   const float* const* side, float* out,
-                                                   int64_t n) {
-  ChainOf<vector_math::F16, kChainVectors>(ops, k, src, side, out, n);
-}
-[[gnu::target("arch=x86-64-v3")]] void ChainAvx2(const ChainOp* ops, int k, const float* src,
-                                                 const float* const* side, float* out, int64_t n) {
-  ChainOf<vector_math::F8, kChainVectors>(ops, k, src, side, out, n);
-}
-void ChainSse(const ChainOp* ops, int k, const float* src, const float* const* side, float* out,
-              int64_t n) {
-  ChainOf<vector_math::F4, kChainVectors>(ops, k, src, side, out, n);
-}
-
-using ChainFn = void (*)(const ChainOp*, int, const float*, const float* const*, float*, int64_t);
-
-ChainFn ChainFor(ChainIsa isa) {
-  switch (isa) {
-    case ChainIsa::kAvx512:
-      return &ChainAvx512;
-    case ChainIsa::kAvx2:
-      return &ChainAvx2;
-    case ChainIsa::kSse:
-      break;
-  }
-  return &ChainSse;
-}
-
-std::atomic<ChainFn> chain_in_use{ChainFor(BestChainIsa())};
-
-}  // namespace
-
-// out[e] = the chain `ops` applied to src[e], e < n. A step's side is read at side[s][e] (kStream)
-// or is the scalar side[s][0] (kConstant). out may be src or a streamed side (each block is read
-// before it is written).
-void Chain(const ChainOp* ops, int k, const float* src, const float* const* side, float* out,
-           int64_t n) {
-  chain_in_use.load(std::memory_order_relaxed)(ops, k, src, side, out, n);
-}
-}  // namespace loop_kernels
-
-ChainIsa BestChainIsa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return ChainIsa::kAvx512;
-  if (__builtin_cpu_supports("x86-64-v3")) return ChainIsa::kAvx2;
-  return ChainIsa::kSse;
-}
-
-void UseChainIsa(ChainIsa isa) {
-  loop_kernels::chain_in_use.store(loop_kernels::ChainFor(std::min(isa, BestChainIsa())),
-                                   std::memory_order_relaxed);
-}
-
 namespace {
 
 using Value = FusedLoop::Value;
 using ValueMap = std::unordered_map<TensorId, std::unique_ptr<Value>>;
 
-// A set of element indices in some tensor's flat index space: a range, or an explicit list.
-struct Idx {
-  int64_t begin = 0;
-  int64_t n = 0;
-  const int64_t* list = nullptr;
-  int token = 0;
-};
-
-// True when reading through `coef` from `out` coordinates is reading the same flat index: the
-// coefficients of all dims longer than 1 are the row-major strides (size-1 dims never move).
-bool IsIdentity(const std::vector<int64_t>& coef, int64_t base, const Shape& in, const Shape& out) {
-  if (base != 0 || NumElements(in) != NumElements(out)) return false;
-  std::vector<int64_t> strides = RowMajorStrides(out);
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] > 1 && coef[d] != strides[d]) return false;
-  }
-  return true;
-}
-
-Affine BroadcastMap(const Shape& in, const Shape& out) {
-  Affine m;
-  if (in == out) {
-    m.identity = true;
-    return m;
-  }
-  if (NumElements(in) == 1) {
-    m.scalar = true;
-    return m;
-  }
-  std::vector<int64_t> strides = RowMajorStrides(in);
-  m.coef.assign(out.size(), 0);
-  size_t lead = out.size() - in.size();
-  for (size_t i = 0; i < in.size(); ++i) m.coef[lead + i] = in[i] == 1 ? 0 : strides[i];
-  m.identity = IsIdentity(m.coef, 0, in, out);
-  return m;
-}
-
-Affine CoordMap(size_t rank, size_t dim) {
-  Affine m;
-  m.coef.assign(rank, 0);
-  m.coef[dim] = 1;
-  return m;
-}
-
-// Walks the elements [begin, begin + n) of `dims` (rank >= 1) in runs along the innermost dims:
-// fn(e, off, run, step) for elements e .. e + run - 1, which read flat indices off + j * step.
-// Trailing dims the map reads as one (a [C,1,1] scale over H x W, a row of weights over [N, W])
-// make one run: fewer, longer runs.
-// Up to 16 integers in place, more on the heap: ForEachRun is called once per run when a value is
-// evaluated run by run (a 64-element head of BERT's query split), where three heap allocations
-// per call cost more than the run's copy.
-class SmallInts {
- public:
-  explicit SmallInts(size_t n) {
-    if (n > kInline) heap_.resize(n);
-  }
-  int64_t* data() { return heap_.empty() ? inline_ : heap_.data(); }
-
- private:
-  static constexpr size_t kInline = 16;
-  int64_t inline_[kInline];
-  std::vector<int64_t> heap_;
-};
-
-template <typename Fn>
-void ForEachRun(const Affine& m, const Shape& full_dims, int64_t begin, int64_t n, Fn&& fn) {
-  SmallInts dims_buf(full_dims.size() + 1), coefs_buf(full_dims.size() + 1),
-      coord_buf(full_dims.size() + 1);
-  int64_t* dims = dims_buf.data();
-  int64_t* coefs = coefs_buf.data();
-  int64_t* coord = coord_buf.data();
-  size_t rank = 0;
-  for (size_t d = full_dims.size(); d-- > 0;) {
-    if (full_dims[d] == 1) continue;  // Its coordinate is always 0.
-    if (rank > 0 && m.coef[d] == coefs[rank - 1] * dims[rank - 1]) {
-      dims[rank - 1] *= full_dims[d];
-      continue;
-    }
-    dims[rank] = full_dims[d];
-    coefs[rank] = m.coef[d];
-    ++rank;
-  }
-  if (rank == 0) {
-    dims[0] = 1;
-    coefs[0] = 0;
-    rank = 1;
-  }
-  std::reverse(dims, dims + rank);
-  std::reverse(coefs, coefs + rank);
-  int64_t off = m.base;
-  for (size_t d = rank, flat = begin; d-- > 0;) {
-    coord[d] = static_cast<int64_t>(flat) % dims[d];
-    flat /= dims[d];
-    off += coord[d] * coefs[d];
-  }
-  int64_t inner = dims[rank - 1], step = coefs[rank - 1];
-  for (int64_t e = 0; e < n;) {
-    int64_t run = std::min(n - e, inner - coord[rank - 1]);
-    fn(e, off, run, step);
-    e += run;
-    coord[rank - 1] += run;
-    off += run * step;
-    for (size_t d = rank - 1; d > 0 && coord[d] == dims[d]; --d) {
-      off += coefs[d - 1] - coord[d] * coefs[d];
-      coord[d] = 0;
-      ++coord[d - 1];
-    }
-  }
-}
-
-// The step of the runs ForEachRun walks: the coefficient of the innermost dim longer than 1.
-int64_t RunStep(const Affine& m, const Shape& dims) {
-  for (size_t d = dims.size(); d-- > 0;) {
-    if (dims[d] > 1) return m.coef[d];
-  }
-  return 0;
-}
-
-// out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in `dims`.
-void AffineIndices(const Affine& m, const Shape& dims, const Idx& idx, int64_t* out) {
-  size_t rank = dims.size();
-  if (rank == 0) {
-    std::fill(out, out + idx.n, m.base);
-    return;
-  }
-  if (idx.list != nullptr) {
-    int64_t inner = dims[rank - 1], step = m.coef[rank - 1];
-    for (int64_t e = 0; e < idx.n; ++e) {
-      int64_t flat = idx.list[e];
-      // Lists mostly hold runs of consecutive indices: step along the row instead of dividing.
-      if (e > 0 && flat == idx.list[e - 1] + 1 && flat % inner != 0) {
-        out[e] = out[e - 1] + step;
-        continue;
-      }
-      int64_t off = m.base;
-      for (size_t d = rank; d-- > 0;) {
-        off += (flat % dims[d]) * m.coef[d];
-        flat /= dims[d];
-      }
-      out[e] = off;
-    }
-    return;
-  }
-  ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
-    for (int64_t j = 0; j < run; ++j) out[e + j] = off + j * step;
-  });
-}
-
-const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s,
+const float* Eval(const ValueMap& values, TensorId t, const IndexSet& idx, LoopScratch* s,
                   float* into = nullptr);
 
-Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
+IndexSet MapIdx(const Affine& m, const Shape& dims, const IndexSet& idx, LoopScratch* s) {
   if (m.identity) return idx;
   int64_t* list = s->Ints(idx.n);
   AffineIndices(m, dims, idx, list);
@@ -686,8 +155,8 @@ Idx MapIdx(const Affine& m, const Shape& dims, const Idx& idx, LoopScratch* s) {
 // weight, a transposed or sliced input): one offset per run along the innermost dim, then a copy,
 // a fill or a strided read. Building an index list and gathering through it costs ~1 ns per
 // element; this is a plain copy.
-const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims, const Idx& idx,
-                          LoopScratch* s, float* into = nullptr) {
+const float* ReadLeafRuns(const Value& leaf, const Affine& m, const Shape& dims,
+                          const IndexSet& idx, LoopScratch* s, float* into = nullptr) {
   const float* src = static_cast<const float*>(leaf.data);
   float* out = into != nullptr ? into : s->Floats(idx.n);
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t e, int64_t off, int64_t run, int64_t step) {
@@ -719,7 +188,7 @@ constexpr int64_t kMinEvaluatedRun = 64;
 // element would be re-indexed and the value's inputs gathered (BERT's Add + Slice of the query
 // third of each row took 340 us for 393K elements). Returns nullptr when the runs are shorter.
 const float* EvalComputedRuns(const ValueMap& values, TensorId t, const Affine& m,
-                              const Shape& dims, const Idx& idx, LoopScratch* s, float* into) {
+                              const Shape& dims, const IndexSet& idx, LoopScratch* s, float* into) {
   if (RunStep(m, dims) != 1) return nullptr;
   int64_t runs = 0;
   ForEachRun(m, dims, idx.begin, idx.n, [&](int64_t, int64_t, int64_t, int64_t) { ++runs; });
@@ -743,7 +212,7 @@ const float* EvalComputedRuns(const ValueMap& values, TensorId t, const Affine& 
 // long as that leaf is not read through a map, which tiles ahead would read after it was
 // overwritten anyway.
 const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, const Shape& dims,
-                        const Idx& idx, LoopScratch* s, float* into = nullptr) {
+                        const IndexSet& idx, LoopScratch* s, float* into = nullptr) {
   const Value* leaf = ThroughViews(values, t);
   bool runs = !leaf->is_int && idx.list == nullptr && !m.identity && !m.scalar && !dims.empty();
   if (runs && leaf->kind == LoopKind::kLeaf) return ReadLeafRuns(*leaf, m, dims, idx, s, into);
@@ -754,7 +223,7 @@ const float* EvalMapped(const ValueMap& values, TensorId t, const Affine& m, con
 }
 
 // Evaluates input j of v at the elements `idx` of v's index space.
-const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
+const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const IndexSet& idx,
                        LoopScratch* s) {
   const Affine& m = v.maps[j];
   if (!m.scalar) return EvalMapped(values, v.inputs[j], m, v.dims, idx, s);
@@ -764,7 +233,7 @@ const float* EvalInput(const ValueMap& values, const Value& v, size_t j, const I
   return out;
 }
 
-const float* EvalLeaf(const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalLeaf(const Value& v, const IndexSet& idx, LoopScratch* s) {
   if (!v.is_int && idx.list == nullptr) return static_cast<const float*>(v.data) + idx.begin;
   float* out = s->Floats(idx.n);
   for (int64_t e = 0; e < idx.n; ++e) {
@@ -780,7 +249,7 @@ const float* EvalLeaf(const Value& v, const Idx& idx, LoopScratch* s) {
 // into place when it is computed, copied when it is a leaf. Testing the axis coordinate of every
 // element and gathering each input through an index list cost ~2.7 ns per element (SqueezeNet's
 // [1,128,55,55] Concat took 1 ms).
-const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* ConcatRuns(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                         float* into) {
   const int64_t inner = v.axis_stride, block = v.axis_len * inner;
   float* out = into != nullptr ? into : s->Floats(idx.n);
@@ -792,7 +261,7 @@ const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, 
         std::upper_bound(v.offsets.begin(), v.offsets.end(), r / inner) - v.offsets.begin() - 1;
     const int64_t part_begin = v.offsets[j] * inner, part_len = v.lens[j] * inner;
     const int64_t run = std::min(idx.n - e, part_begin + part_len - r);
-    const Idx part{outer * part_len + (r - part_begin), run, nullptr, s->NewToken()};
+    const IndexSet part{outer * part_len + (r - part_begin), run, nullptr, s->NewToken()};
     const float* p = Eval(values, v.inputs[j], part, s, out + e);
     if (run == idx.n && into == nullptr) return p;  // One run: hand on the input's tile.
     if (p != out + e) std::memcpy(out + e, p, run * sizeof(float));
@@ -803,7 +272,7 @@ const float* ConcatRuns(const ValueMap& values, const Value& v, const Idx& idx, 
 
 // A Concat at an index list: each element's axis coordinate picks its input, and each input is
 // evaluated at the list of the elements that come from it.
-const float* EvalConcat(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* EvalConcat(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                         float* into) {
   if (idx.list == nullptr) return ConcatRuns(values, v, idx, s, into);
   int64_t* axis_coord = s->Ints(idx.n);
@@ -836,7 +305,7 @@ std::vector<int64_t> PadBegins(const ValueMap& values, const Value& v, LoopScrat
   return std::vector<int64_t>(pads, pads + rank);
 }
 
-const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalPad(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s) {
   size_t rank = v.dims.size();
   std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims), begin = PadBegins(values, v, s);
   float fill = v.a;
@@ -873,7 +342,8 @@ const float* EvalPad(const ValueMap& values, const Value& v, const Idx& idx, Loo
 // Nearest Resize gathers one input element per output element. Linear Resize blends the 2^k
 // corners around each position (k dims that blend): the input is evaluated once per corner, so
 // producers fused before a linear Resize are computed that many times per element.
-const float* EvalResize(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalResize(const ValueMap& values, const Value& v, const IndexSet& idx,
+                        LoopScratch* s) {
   std::vector<int64_t> in_strides = RowMajorStrides(v.in_dims);
   int64_t* base = s->Ints(idx.n);
   std::fill(base, base + idx.n, 0);
@@ -914,7 +384,8 @@ const float* EvalResize(const ValueMap& values, const Value& v, const Idx& idx, 
   return out;
 }
 
-const float* EvalGather(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalGather(const ValueMap& values, const Value& v, const IndexSet& idx,
+                        LoopScratch* s) {
   const float* ind = Eval(values, v.inputs[1], MapIdx(v.maps[1], v.dims, idx, s), s);
   int64_t* src = s->Ints(idx.n);
   AffineIndices(v.maps[0], v.dims, idx, src);
@@ -926,7 +397,8 @@ const float* EvalGather(const ValueMap& values, const Value& v, const Idx& idx, 
   return Eval(values, v.inputs[0], {0, idx.n, src, s->NewToken()}, s);
 }
 
-const float* EvalTrilu(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s) {
+const float* EvalTrilu(const ValueMap& values, const Value& v, const IndexSet& idx,
+                       LoopScratch* s) {
   const float* x = Eval(values, v.inputs[0], idx, s);
   int64_t* row = s->Ints(idx.n);
   int64_t* col = s->Ints(idx.n);
@@ -957,7 +429,7 @@ float* Reusable(const ValueMap& values, const Value& v, size_t j, const float* i
 // Where v's tile goes: `into` when the caller gave one, else input j's tile when reusable, else a
 // new scratch buffer.
 float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float* in, float* into,
-                  const Idx& idx, LoopScratch* s) {
+                  const IndexSet& idx, LoopScratch* s) {
   if (into != nullptr) return into;
   if (float* reuse = Reusable(values, v, j, in)) return reuse;
   return s->Floats(idx.n);
@@ -974,7 +446,7 @@ float* OutputTile(const ValueMap& values, const Value& v, size_t j, const float*
 // whole, took 1x1152x7x7 16 us against 12 (AVX-512 EPYC, side by side). Returns the
 // elements and sets `first` to the flat index of the first; nullptr when the input is not read
 // this way.
-const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, const Idx& idx,
+const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, const IndexSet& idx,
                              LoopScratch* s, int64_t* first) {
   const Affine& m = v.maps[j];
   if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return nullptr;
@@ -1000,14 +472,14 @@ const float* StreamedOperand(const ValueMap& values, const Value& v, size_t j, c
   return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
 }
 
-const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* EvalBinary(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                         float* into) {
   for (size_t j = 0; j < 2; ++j) {
     if (!v.maps[j].scalar || v.maps[1 - j].scalar) continue;
     float c = Eval(values, v.inputs[j], {0, 1, nullptr, s->NewToken()}, s)[0];
     const float* x = EvalInput(values, v, 1 - j, idx, s);
     float* out = OutputTile(values, v, 1 - j, x, into, idx, s);
-    loop_kernels::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
+    loop_simd::BinaryScalar(v.binary, x, c, j == 0, out, idx.n);
     return out;
   }
   for (size_t j = 0; j < 2; ++j) {
@@ -1020,11 +492,11 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
                [&](int64_t e, int64_t at, int64_t run, int64_t step) {
                  const int64_t off = at - first;
                  if (step == 0) {
-                   loop_kernels::BinaryScalar(v.binary, x + e, src[off], j == 0, out + e, run);
+                   loop_simd::BinaryScalar(v.binary, x + e, src[off], j == 0, out + e, run);
                  } else if (j == 1) {
-                   loop_kernels::Binary(v.binary, x + e, src + off, out + e, run);
+                   loop_simd::Binary(v.binary, x + e, src + off, out + e, run);
                  } else {
-                   loop_kernels::Binary(v.binary, src + off, x + e, out + e, run);
+                   loop_simd::Binary(v.binary, src + off, x + e, out + e, run);
                  }
                });
     return out;
@@ -1033,7 +505,7 @@ const float* EvalBinary(const ValueMap& values, const Value& v, const Idx& idx, 
   const float* y = EvalInput(values, v, 1, idx, s);
   float* out = into != nullptr ? into : Reusable(values, v, 0, x);
   if (out == nullptr) out = OutputTile(values, v, 1, y, nullptr, idx, s);
-  loop_kernels::Binary(v.binary, x, y, out, idx.n);
+  loop_simd::Binary(v.binary, x, y, out, idx.n);
   return out;
 }
 
@@ -1047,7 +519,7 @@ struct ChainInput {
   int64_t at = 0;  // The run the walk is in.
 };
 
-ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const Idx& idx,
+ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const IndexSet& idx,
                        LoopScratch* s) {
   ChainInput in;
   if (w.maps[j].scalar) {
@@ -1075,15 +547,15 @@ ChainInput ChainSideOf(const ValueMap& values, const Value& w, size_t j, const I
   return in;
 }
 
-// Evaluates the chain that ends at `head` (MarkChains) over a contiguous range in one pass.
-const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx, LoopScratch* s,
-                       float* into) {
+// Evaluates the chain that ends at `head` (TakeChains) over a contiguous range in one pass.
+const float* EvalChain(const ValueMap& values, const Value& head, const IndexSet& idx,
+                       LoopScratch* s, float* into) {
   const int k = static_cast<int>(head.chain.size());
   const Value& first = *head.chain[0];
   const size_t src_j = head.chain_source;
   const float* src = EvalInput(values, first, src_j, idx, s);
-  loop_kernels::ChainOp ops[loop_kernels::kMaxChain];
-  ChainInput sides[loop_kernels::kMaxChain];
+  loop_simd::ChainOp ops[kMaxChain];
+  ChainInput sides[kMaxChain];
   for (int i = 0; i < k; ++i) {
     const Value& w = *head.chain[i];
     ops[i].unary = w.kind == LoopKind::kUnary;
@@ -1095,7 +567,7 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
     const size_t j = i == 0 ? 1 - src_j : 1 - static_cast<size_t>(w.chain_input);
     ops[i].side_first = j == 0;
     if (static_cast<int>(j) == w.saved_input) {
-      ops[i].side = loop_kernels::ChainSide::kSaved;
+      ops[i].side = loop_simd::ChainSide::kSaved;
       continue;
     }
     sides[i] = ChainSideOf(values, w, j, idx, s);
@@ -1103,41 +575,40 @@ const float* EvalChain(const ValueMap& values, const Value& head, const Idx& idx
   float* out = into != nullptr ? into : Reusable(values, first, src_j, src);
   if (out == nullptr) out = s->Floats(idx.n);
   // Walk the range in pieces over which every side steps evenly: the broadcast sides' runs.
-  const float* ptrs[loop_kernels::kMaxChain];
+  const float* ptrs[kMaxChain];
   for (int64_t e = 0; e < idx.n;) {
     int64_t end = idx.n;
     for (int i = 0; i < k; ++i) {
       ChainInput& in = sides[i];
-      if (ops[i].unary || ops[i].side == loop_kernels::ChainSide::kSaved) continue;
+      if (ops[i].unary || ops[i].side == loop_simd::ChainSide::kSaved) continue;
       if (in.p == nullptr) {
-        ops[i].side = loop_kernels::ChainSide::kConstant;
+        ops[i].side = loop_simd::ChainSide::kConstant;
         ptrs[i] = &in.scalar;
       } else if (in.runs == nullptr) {
-        ops[i].side = loop_kernels::ChainSide::kStream;
+        ops[i].side = loop_simd::ChainSide::kStream;
         ptrs[i] = in.p + e;
       } else {
         const int64_t* r = in.runs + 4 * in.at;
         while (r[0] + r[2] <= e) r = in.runs + 4 * ++in.at;
         end = std::min(end, r[0] + r[2]);
-        ops[i].side =
-            r[3] == 0 ? loop_kernels::ChainSide::kConstant : loop_kernels::ChainSide::kStream;
+        ops[i].side = r[3] == 0 ? loop_simd::ChainSide::kConstant : loop_simd::ChainSide::kStream;
         ptrs[i] = in.p + r[1] + (e - r[0]) * r[3];
       }
     }
-    loop_kernels::Chain(ops, k, src + e, ptrs, out + e, end - e);
+    loop_simd::Chain(ops, k, src + e, ptrs, out + e, end - e);
     e = end;
   }
   return out;
 }
 
-const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, LoopScratch* s,
+const float* EvalArith(const ValueMap& values, const Value& v, const IndexSet& idx, LoopScratch* s,
                        float* into) {
   if (idx.list == nullptr && v.chain_input >= 0) return EvalChain(values, v, idx, s, into);
   switch (v.kind) {
     case LoopKind::kUnary: {
       const float* x = EvalInput(values, v, 0, idx, s);
       float* out = OutputTile(values, v, 0, x, into, idx, s);
-      loop_kernels::Unary(v.unary, v.a, v.b, x, out, idx.n);
+      loop_simd::Unary(v.unary, v.a, v.b, x, out, idx.n);
       return out;
     }
     case LoopKind::kBinary:
@@ -1154,7 +625,7 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
       float* out = into != nullptr ? into : s->Floats(idx.n);
       const float* p[5];
       for (size_t j = 0; j < 5; ++j) p[j] = EvalInput(values, v, j, idx, s);
-      loop_kernels::BatchNorm(p[0], p[1], p[2], p[3], p[4], v.a, out, idx.n);
+      loop_simd::BatchNorm(p[0], p[1], p[2], p[3], p[4], v.a, out, idx.n);
       return out;
     }
   }
@@ -1163,7 +634,8 @@ const float* EvalArith(const ValueMap& values, const Value& v, const Idx& idx, L
 // `into`, when set, is where the caller wants the values (idx.n floats): arithmetic values are
 // computed straight into it instead of a scratch buffer; other kinds may ignore it, so the caller
 // copies when the returned pointer differs.
-const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratch* s, float* into) {
+const float* Eval(const ValueMap& values, TensorId t, const IndexSet& idx, LoopScratch* s,
+                  float* into) {
   if (const float* hit = s->Find(t, idx.token)) return hit;
   const Value& v = *values.at(t);
   const float* out = nullptr;
@@ -1200,8 +672,9 @@ const float* Eval(const ValueMap& values, TensorId t, const Idx& idx, LoopScratc
   return out;
 }
 
-// Whether v can be a step of a chain: float arithmetic the chain kernel has (Log, integer casts,
-// Pow and truncating division stay tile kernels).
+// Whether the compiled value v can be a step of a chain: float arithmetic the chain kernel has
+// (Log, integer casts, Pow and truncating division stay tile kernels). The lowering decides which
+// values chain; this is what the compiled loop can run, checked against it.
 bool Chains(const Value& v) {
   if (v.is_int) return false;
   if (v.kind == LoopKind::kUnary) {
@@ -1211,181 +684,43 @@ bool Chains(const Value& v) {
          v.binary != BinaryOp::kDivTrunc;
 }
 
-// The input of a chain's first value that the chain walks: its one input, or the binary operand
-// read in step with the range (a scalar only when both are: a tile filled with it).
-int ChainSource(const Value& first) {
-  if (first.kind != LoopKind::kBinary) return 0;
-  const bool one_first =
-      first.maps[0].scalar || (!first.maps[0].identity && first.maps[1].identity);
-  return one_first ? 1 : 0;
+// Whether input `slot` of v is one a chain step reads in registers: an input v has, at v's own
+// elements.
+bool ReadsInStep(const Value& v, int slot) {
+  return slot < 0 || (static_cast<size_t>(slot) < v.inputs.size() && v.maps[slot].identity);
 }
 
-// Links each chainable value to the first of its inputs that only it reads, at the same elements
-// (an identity map), that is chainable and not an output: that input is computed inside v's chain
-// and never gets a tile. Chains are cut every kMaxChain values. (The cost model's LoopEvaluation
-// marks the same values as chained; keep the two in step.)
-void MarkChains(ValueMap* values) {
-  for (auto& [t, v] : *values) {
-    if (!Chains(*v)) continue;
-    for (size_t j = 0; j < v->inputs.size(); ++j) {
-      auto it = values->find(v->inputs[j]);
-      if (it == values->end() || !v->maps[j].identity) continue;
-      Value& u = *it->second;
-      if (!Chains(u) || u.uses != 1 || u.output) continue;
-      v->chain_input = static_cast<int>(j);
-      u.in_chain = true;
-      break;
+// Takes the single-pass chains of the lowering (lowering/loop_lowering.h) into the compiled values:
+// each head gets its values from the first to itself. A chain the compiled values cannot run is
+// an error naming the value: the lowering and the compiler disagree.
+Status TakeChains(const Graph& g, const LoopLowering& lowered, ValueMap* values) {
+  for (const auto& [t, lv] : lowered.values) {
+    if (lv.chain_head == kNoId) continue;
+    Value& v = *values->at(t);
+    if (!Chains(v) || !ReadsInStep(v, lv.chain_input) || !ReadsInStep(v, lv.saved_input)) {
+      return Status::Internal("fused loop: the lowering chains '" + g.tensor(t).name +
+                              "', which the compiled loop cannot run as a chain step");
     }
+    v.chain_input = lv.chain_input;
+    v.saved_input = lv.saved_input;
+    v.in_chain = lv.chained;
   }
-  for (auto& [t, head] : *values) {
-    if (head->in_chain || head->chain_input < 0) continue;
-    int length = 1;
-    for (Value* w = head.get(); w->chain_input >= 0; ++length) {
-      Value* u = values->at(w->inputs[w->chain_input]).get();
-      if (length == loop_kernels::kMaxChain) {  // u heads a chain of its own.
-        w->chain_input = -1;
-        u->in_chain = false;
-        length = 0;
-      }
-      w = u;
-    }
-  }
-  // A chain's source may be a value whose every read is by this chain's steps (GELU's x, read
-  // by the Div that starts the Erf chain and by the Mul that ends it): it becomes the chain's
-  // first step, kept in registers for the steps that read it again (ChainSide::kSaved), and gets
-  // no tile. With a tile it was a pass of its own before the chain, a memory-bound one whose loads
-  // the chain's arithmetic could not hide: BERT's GELU with its bias Add took 299 us a run on one
-  // thread against 227 for the same loop without the second read. Only a value that heads no
-  // chain of its own, read at the same elements, into a chain with room.
-  for (auto& [t, head] : *values) {
-    if (head->in_chain || head->chain_input < 0) continue;
-    std::vector<Value*> steps;  // The head first.
-    for (Value* w = head.get();; w = values->at(w->inputs[w->chain_input]).get()) {
-      steps.push_back(w);
+  for (const auto& [t, lv] : lowered.values) {
+    if (lv.chain_head != t) continue;
+    Value& head = *values->at(t);
+    for (const Value* w = &head;; w = values->at(w->inputs[w->chain_input]).get()) {
+      head.chain.push_back(w);
       if (w->chain_input < 0) break;
     }
-    Value& first = *steps.back();
-    const int src = ChainSource(first);
-    const TensorId ut = first.inputs[src];
-    auto it = values->find(ut);
-    if (steps.size() >= loop_kernels::kMaxChain || it == values->end() ||
-        !first.maps[src].identity) {
-      continue;
-    }
-    Value& u = *it->second;
-    if (!Chains(u) || u.output || u.in_chain || u.chain_input >= 0) continue;
-    int reads = 0;
-    bool same_elements = true;
-    for (const Value* w : steps) {
-      for (size_t j = 0; j < w->inputs.size(); ++j) {
-        if (w->inputs[j] != ut) continue;
-        ++reads;
-        same_elements = same_elements && w->maps[j].identity;
-      }
-    }
-    if (reads != u.uses || !same_elements) continue;
-    first.chain_input = src;
-    u.in_chain = true;
-    for (Value* w : steps) {
-      for (size_t j = 0; j < w->inputs.size(); ++j) {
-        if (w->inputs[j] == ut && static_cast<int>(j) != w->chain_input) {
-          w->saved_input = static_cast<int>(j);
-        }
-      }
+    std::reverse(head.chain.begin(), head.chain.end());
+    head.chain_source = lv.chain_source;
+    if (head.chain.size() > static_cast<size_t>(kMaxChain) ||
+        static_cast<size_t>(head.chain_source) >= head.chain[0]->inputs.size()) {
+      return Status::Internal("fused loop: the lowering's chain ending at '" + g.tensor(t).name +
+                              "' does not fit the chain kernel");
     }
   }
-  for (auto& [t, head] : *values) {
-    if (head->in_chain || head->chain_input < 0) continue;
-    for (const Value* w = head.get();; w = values->at(w->inputs[w->chain_input]).get()) {
-      head->chain.push_back(w);
-      if (w->chain_input < 0) break;
-    }
-    std::reverse(head->chain.begin(), head->chain.end());
-    head->chain_source = ChainSource(*head->chain[0]);
-  }
-}
-
-// How a binary or unary value reads input j over a contiguous range of its elements.
-enum class Operand : uint8_t { kInPlace, kScalar, kStreamed, kTile };
-
-Operand OperandOf(const ValueMap& values, const Value& v, size_t j) {
-  const Value& u = *ThroughViews(values, v.inputs[j]);
-  if (u.is_int) return Operand::kTile;
-  const Affine& m = v.maps[j];
-  if (m.scalar) return Operand::kScalar;
-  if (m.identity) return u.kind == LoopKind::kLeaf ? Operand::kInPlace : Operand::kTile;
-  // StreamedOperand: a leaf in place, or a computed value hoisted whole (at most a tile).
-  const int64_t step = RunStep(m, v.dims);
-  const bool hoisted = NumElements(u.dims) <= FusedLoop::kDefaultTile;
-  return (step == 0 || step == 1) && (u.kind == LoopKind::kLeaf || hoisted) ? Operand::kStreamed
-                                                                            : Operand::kTile;
-}
-
-// Values evaluated once per thread and run, not per tile: computed values of at most a tile that
-// binary nodes read only as streamed broadcast operands (StreamedOperand hoists them), values of
-// one element, and whatever only such values read.
-std::unordered_set<const Value*> EvaluatedOnce(const ValueMap& values) {
-  std::unordered_map<const Value*, std::vector<std::pair<const Value*, size_t>>> readers;
-  for (const auto& [t, v] : values) {
-    for (size_t j = 0; j < v->inputs.size(); ++j) {
-      if (v->inputs[j] != kNoId) readers[values.at(v->inputs[j]).get()].push_back({v.get(), j});
-    }
-  }
-  std::unordered_set<const Value*> once;
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& [t, v] : values) {
-      if (v->kind == LoopKind::kLeaf || v->output || once.count(v.get())) continue;
-      bool only = NumElements(v->dims) == 1 || !readers[v.get()].empty();
-      for (const auto& [r, j] : readers[v.get()]) {
-        only = only && (once.count(r) || (r->kind == LoopKind::kBinary &&
-                                          OperandOf(values, *r, j) == Operand::kStreamed));
-      }
-      if (only) grew = once.insert(v.get()).second;
-    }
-  }
-  return once;
-}
-
-// Whether no tile of the loop takes a buffer (FusedLoop::streams): every value it computes per tile
-// is float unary or binary arithmetic (or a view) that is carried inside a chain or written
-// straight into an output nothing in the loop reads, and each operand outside a chain's own link
-// is a leaf read in place at the same elements, a scalar, or a streamed broadcast operand; a
-// binary's source (the operand its kernel walks, EvalBinary and EvalChain) must be in place. Keep
-// in step with the cost model's LoopEvaluation::streams.
-bool StreamsInPlace(const ValueMap& values) {
-  const std::unordered_set<const Value*> once = EvaluatedOnce(values);
-  // Reads of each value by pass values (views, unit-dim transposes) that are outputs nothing in the
-  // loop reads: the value is computed into one of those outputs (or its own) and copied to the
-  // others, with no tile of its own.
-  std::unordered_map<const Value*, int> passed_out;
-  for (const auto& [t, v] : values) {
-    if (v->kind == LoopKind::kPass && v->output && v->uses == 0)
-      ++passed_out[values.at(v->inputs[0]).get()];
-  }
-  for (const auto& [t, v] : values) {
-    if (v->kind == LoopKind::kLeaf) {
-      if (v->is_int && v->uses > 0) return false;  // Converted to floats in a tile.
-      continue;
-    }
-    if (v->kind == LoopKind::kPass || once.count(v.get())) continue;
-    if ((v->kind != LoopKind::kUnary && v->kind != LoopKind::kBinary) || v->is_int) return false;
-    const auto out_only = passed_out.find(v.get());
-    const int uses = v->uses - (out_only == passed_out.end() ? 0 : out_only->second);
-    const bool into_output = uses == 0 && (v->output || out_only != passed_out.end());
-    if (!v->in_chain && !into_output) return false;
-    const bool unary = v->kind == LoopKind::kUnary;
-    const Operand a = OperandOf(values, *v, 0), b = unary ? a : OperandOf(values, *v, 1);
-    const size_t source =
-        a == Operand::kScalar || (a == Operand::kStreamed && b == Operand::kInPlace);
-    for (size_t j = 0; j < v->inputs.size(); ++j) {
-      if (static_cast<int>(j) == v->chain_input || static_cast<int>(j) == v->saved_input) continue;
-      const Operand o = j == 0 ? a : b;
-      const bool side = !unary && (v->chain_input >= 0 || j != source);
-      if (side ? o == Operand::kTile : o != Operand::kInPlace) return false;
-    }
-  }
-  return true;
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1472,15 +807,6 @@ Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
-Affine StridedMap(const std::vector<int64_t>& coef, int64_t base, const Shape& in,
-                  const Shape& out) {
-  Affine m;
-  m.coef = coef;
-  m.base = base;
-  m.identity = IsIdentity(coef, base, in, out);
-  return m;
-}
-
 Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) {
   const Shape& in = g.tensor(n.inputs[0]).dims;
   std::vector<int64_t> strides = RowMajorStrides(in), coef(in.size());
@@ -1503,7 +829,8 @@ Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) 
   }
   v->maps = {StridedMap(coef, base, in, v->dims)};
   // A transpose that moves only dims of size 1 reads its input at the same flat indices: handed on
-  // like a view, so the value it reads can be computed straight into its output (StreamsInPlace).
+  // like a view, so the value it reads can be computed straight into its output
+  // (LoopLowering::streams).
   if (n.op_type == "Transpose" && v->maps[0].identity) {
     v->kind = LoopKind::kPass;
     v->maps.clear();
@@ -1630,7 +957,7 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
     return CompileBinary(g, n, known, v);
   }
   if (op == "BatchNormalization") return CompileBatchNorm(g, n, v);
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+  if (IsViewOp(op)) {
     v->kind = LoopKind::kPass;
     v->inputs = {n.inputs[0]};
     return Status::Ok();
@@ -1707,8 +1034,9 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
       if (in != kNoId) ++loop->values_.at(in)->uses;
     }
   }
-  MarkChains(&loop->values_);
-  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && StreamsInPlace(loop->values_);
+  const LoopLowering lowered = LowerLoop(g, nodes, outputs);
+  FUSOR_RETURN_IF_ERROR(TakeChains(g, lowered, &loop->values_));
+  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && lowered.streams;
   return loop;
 }
 
@@ -1724,6 +1052,29 @@ int FusedLoop::chained_values() const {
   return n;
 }
 
+LoopValue FusedLoop::Lowered(TensorId t) const {
+  LoopValue out;
+  const Value& v = *values_.at(t);
+  switch (v.kind) {
+    case LoopKind::kPass:
+      out.kind = LoopValueKind::kView;
+      break;
+    case LoopKind::kUnary:
+      out.kind = LoopValueKind::kUnary;
+      break;
+    case LoopKind::kBinary:
+      out.kind = LoopValueKind::kBinary;
+      break;
+    default:
+      out.kind = LoopValueKind::kOther;
+      break;
+  }
+  out.chain_input = v.chain_input;
+  out.saved_input = v.saved_input;
+  out.chained = v.in_chain;
+  return out;
+}
+
 bool FusedLoop::IsBound() const {
   for (TensorId t : leaves_) {
     if (values_.at(t)->data == nullptr) return false;
@@ -1734,7 +1085,7 @@ bool FusedLoop::IsBound() const {
 void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t begin, int64_t n,
                         LoopScratch* s) const {
   s->Reset();
-  Idx idx{begin, std::min(n, total - begin), nullptr, s->NewToken()};
+  IndexSet idx{begin, std::min(n, total - begin), nullptr, s->NewToken()};
   for (TensorId o : outs) {
     void* dst = output_data_.at(o);
     const bool is_int = values_.at(o)->is_int;
@@ -1752,8 +1103,7 @@ void FusedLoop::RunTile(const std::vector<TensorId>& outs, int64_t total, int64_
 }
 
 void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) const {
-  const int64_t tile =
-      streams_ ? StreamingTileElements(total, omp_get_max_threads()) : kDefaultTile;
+  const int64_t tile = LoopTileElements(streams_, total, omp_get_max_threads());
   int64_t tiles = (total + tile - 1) / tile;
   // Waking the thread team costs microseconds (more with passive waiting); one tile is not worth
   // it. Nor is entering a parallel region that will not fork (`if (false)`): libgomp still sets

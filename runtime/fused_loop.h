@@ -34,26 +34,21 @@
 
 #include "base/status.h"
 #include "graph/graph.h"
-#include "graph/threading.h"
+#include "lowering/loop_lowering.h"
+#include "lowering/threading.h"
 #include "runtime/host_tensor.h"
+#include "runtime/loop_simd.h"
 
 namespace fusor {
 
 // Element-index buffers and value buffers reused across tiles by one thread.
 class LoopScratch;
 
-// The instruction set the single-pass chains are compiled for and run with: the best the CPU has,
-// unless a caller picks a lower one (tests check that every build computes the same values).
-enum class ChainIsa : uint8_t { kSse, kAvx2, kAvx512 };
-ChainIsa BestChainIsa();
-// Chains run at `isa`, or the best the CPU has if that is lower. Not safe while a loop runs.
-void UseChainIsa(ChainIsa isa);
-
 class FusedLoop {
  public:
   using Lookup = std::function<const HostTensor*(TensorId)>;
   static constexpr int64_t kDefaultTile = kLoopTileElements;
-  // Run's tiles: always kDefaultTile, or longer ones (StreamingTileElements, graph/threading.h)
+  // Run's tiles: always kDefaultTile, or longer ones (StreamingTileElements, lowering/threading.h)
   // when the loop streams: no tile of it takes a buffer. Loops that a kernel drives through
   // EvalRange (reduction prologues) keep the default.
   enum class Tiles : uint8_t { kDefault, kLongerWhenStreaming };
@@ -71,10 +66,12 @@ class FusedLoop {
   const std::vector<TensorId>& leaves() const { return leaves_; }
   // Values computed inside another value's single-pass chain (no tile of their own).
   int chained_values() const;
-  // Whether Run walks longer tiles: every value the loop computes is chained or written straight
-  // into an output, its operands read in place (the cost model's LoopEvaluation::streams mirrors
-  // this).
+  // Whether Run walks longer tiles, as the lowering decides (LoopLowering::streams): every value
+  // the loop computes is chained or written straight into an output, its operands read in place.
   bool streams() const { return streams_; }
+  // Value t of the loop as compiled, in the lowering's terms (its kind and chain marks), to check
+  // the compiled loop against the lowering's record (chain_head and chain_source are not kept).
+  LoopValue Lowered(TensorId t) const;
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
   // Memory of a leaf (read) or an output (written), stored as float for floating-point tensors and

@@ -10,7 +10,7 @@
 //             binary per-tensor/per-channel/per-element), BatchNormalization right after a Conv or
 //             ConvTranspose folded into its weights; chain nodes oneDNN cannot express (and all
 //             after them) run as a fused loop in place on the output. (De)convolution layout:
-//             format_tag::any. A tensor kept blocked between groups (graph/layout.h) is read and
+//             format_tag::any. A tensor kept blocked between groups (lowering/layout.h) is read and
 //             written in its stored layout; a plain one is reordered inside the group, so the
 //             reorder counts in its time.
 //   reduction the oneDNN pooling / reduction / softmax / layer-norm primitive, epilogue as post-ops
@@ -68,7 +68,7 @@ struct KernelContext {
   FusedLoop::Lookup known;        // Values of weights and constants.
   std::vector<TensorId> outputs;  // Tensors the group materializes.
   // The layout of an input stored blocked between groups, null for a plain row-major one; and
-  // whether an output may be written blocked (graph/layout.h KeptBlocked). Unset: all plain.
+  // whether an output may be written blocked (lowering/layout.h KeptBlocked). Unset: all plain.
   std::function<const dnnl::memory::desc*(TensorId)> stored;
   std::function<bool(TensorId)> keeps_blocked;
   const dnnl::memory::desc* Stored(TensorId t) const { return stored ? stored(t) : nullptr; }

@@ -99,6 +99,17 @@ StatusOr<HostTensor> ConstantValue(const Tensor& t) {
   return h;
 }
 
+const HostTensor* ConstantValues::operator()(TensorId t) {
+  if (t == kNoId || g_.tensor(t).kind != TensorKind::kConstant) return nullptr;
+  auto it = values_.find(t);
+  if (it == values_.end()) {
+    auto v = ConstantValue(g_.tensor(t));
+    if (!v.ok()) return nullptr;
+    it = values_.emplace(t, std::move(v).value()).first;
+  }
+  return &it->second;
+}
+
 StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed, bool weights) {
   TensorValues values;
   for (TensorId id = 0; id < static_cast<TensorId>(g.num_tensors()); ++id) {

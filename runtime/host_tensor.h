@@ -39,6 +39,19 @@ bool IsSupportedDType(DType t);
 // The values of a kConstant tensor, from its int_data / float_data (a single value broadcasts).
 StatusOr<HostTensor> ConstantValue(const Tensor& t);
 
+// The values of `g`'s constants, each decoded (ConstantValue) on first use and kept: a lookup for
+// kernels built without weights, which decode parameters once (Pow exponents, Clip bounds); null
+// for any other tensor. Not thread-safe; `g` must outlive it.
+class ConstantValues {
+ public:
+  explicit ConstantValues(const Graph& g) : g_(g) {}
+  const HostTensor* operator()(TensorId t);
+
+ private:
+  const Graph& g_;
+  TensorValues values_;
+};
+
 // Values for every graph input, weight and constant of `g`. Weights feeding an anchor's weight
 // operand get He-uniform values (so activations keep their scale through deep networks); other
 // weights are uniform in [0.5, 1.5] (safe for Div, Sqrt, Log); float inputs uniform in [-1, 1];

@@ -1,5 +1,5 @@
 // Adapts a group kernel that indexes plain row-major buffers to inputs stored channel-blocked
-// between groups (graph/layout.h): before the kernel runs, each blocked tensor it reads but does
+// between groups (lowering/layout.h): before the kernel runs, each blocked tensor it reads but does
 // not read natively (GroupKernel::NativeLayouts) is reordered into a plain copy in scratch, which
 // the kernel is bound to instead. The reorders run inside the group, so they count in its time
 // (the cost model charges them: costmodel/cost_model.cc AddReorders). Outputs need no adapting: a

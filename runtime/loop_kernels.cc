@@ -9,7 +9,7 @@
 #include <omp.h>
 
 #include "graph/op_registry.h"
-#include "graph/threading.h"
+#include "lowering/threading.h"
 #include "runtime/group_kernel.h"
 #include "runtime/op_params.h"
 #include "runtime/vector_math.h"
@@ -155,7 +155,7 @@ class RowReductionKernel : public GroupKernel {
   void Run() override {
     // Small reductions run on the calling thread: waking the team costs more than they do. They
     // enter no parallel region at all: even one that does not fork costs ~2.5 us in libgomp. Nor
-    // does a group the executor runs serially (one OpenMP thread; graph/threading.h).
+    // does a group the executor runs serially (one OpenMP thread; lowering/threading.h).
     if (RowReductionForks(rows_, len_) && omp_get_max_threads() > 1) {
 #pragma omp parallel
       RunBlocks();

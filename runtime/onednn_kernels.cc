@@ -7,9 +7,10 @@
 #include <limits>
 #include <optional>
 
-#include "graph/layout.h"
 #include "graph/op_registry.h"
 #include "graph/plan.h"
+#include "lowering/kernel_form.h"
+#include "lowering/layout.h"
 #include "runtime/group_kernel.h"
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "graph/op_registry.h"
 #include "runtime/op_params.h"
 
 namespace fusor {
@@ -743,15 +744,11 @@ bool IsUnary(const std::string& op) {
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
 
-bool IsView(const std::string& op) {
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
-}
-
 Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
   const std::string& op = n.op_type;
   HostTensor& out = (*values)[n.outputs[0]];
   const HostTensor& x = *in(n.inputs[0]);
-  if (IsView(op)) {
+  if (IsViewOp(op)) {
     out.f = x.f;
     out.i = x.i;
     return Status::Ok();
@@ -830,7 +827,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
 }
 
 bool IsInjectiveOp(const std::string& op) {
-  return IsView(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
+  return IsViewOp(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
          op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize" ||
          op == "ScatterND";
 }

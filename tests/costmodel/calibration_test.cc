@@ -30,7 +30,7 @@ std::vector<CalibrationSample> TruthSamples(const std::vector<CalibrationBenchma
 }
 
 // Every benchmark is one group, but for the handoff benchmarks: a conv, then a group reading its
-// output. On an ISA where oneDNN has brgemm convs (graph/layout.h) the transposes around a
+// output. On an ISA where oneDNN has brgemm convs (lowering/layout.h) the transposes around a
 // channels-last conv are pinned too; elsewhere nothing is transposed.
 TEST(CalibrationSuite, EveryBenchmarkIsALegalPlanAndEveryParameterIsExercised) {
   TargetFingerprint t;

@@ -4,7 +4,8 @@
 
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
-#include "graph/threading.h"
+#include "lowering/kernel_form.h"
+#include "lowering/threading.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -614,8 +615,8 @@ TEST(HasPrimitiveChainForm, OnlyBroadcastsOneDnnRunsInJit) {
   b.Op("Mul", {q, w}, {y});
   b.Output(y);
   Graph g = b.Build();
-  EXPECT_TRUE(HasPrimitiveChainForm(g, {0}));
-  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}));
+  EXPECT_TRUE(HasPrimitiveChainForm(g, {0}, {q}));
+  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}, {y}));
 }
 
 // oneDNN 2.6's eltwise primitive takes no post-ops, and a binary node with a scalar constant is
@@ -635,13 +636,13 @@ TEST(HasPrimitiveChainForm, AnEltwiseHeadTakesOnlyAffineMapsItMerges) {
   b.Output(y);
   b.Output(h);
   Graph g = b.Build();
-  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}));
-  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1, 2}));
-  EXPECT_TRUE(HasPrimitiveChainForm(g, {1, 2}));
-  EXPECT_TRUE(HasPrimitiveChainForm(g, {0, 3}));
+  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}, {m}));
+  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1, 2}, {y}));
+  EXPECT_TRUE(HasPrimitiveChainForm(g, {1, 2}, {y}));
+  EXPECT_TRUE(HasPrimitiveChainForm(g, {0, 3}, {h}));
 }
 
-// Small groups run on one thread (graph/threading.h): priced on one core with no team to wake.
+// Small groups run on one thread (lowering/threading.h): priced on one core with no team to wake.
 TEST(AnalyticalCostModel, ASmallGroupRunsSeriallyOnOneCore) {
   auto relu = [](int64_t n) {
     IrBuilder b;

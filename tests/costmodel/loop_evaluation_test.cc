@@ -348,9 +348,9 @@ TEST(EvaluateLoop, ALinearResizeEvaluatesItsInputOncePerCorner) {
 }
 
 }  // namespace
-// The values computed inside single-pass chains, by the runtime's rules (fused_loop.cc,
-// MarkChains): not a value after Log (Log does not chain), not one read twice, not an output; a
-// Pow by a constant 2 chains; a chain of 18 Relus is cut after 16 values.
+// The values computed inside single-pass chains, by the lowering's rules (loop_lowering.h): not a
+// value after Log (Log does not chain), not one read twice, not an output; a Pow by a constant 2
+// chains; a chain of 18 Relus is cut after 16 values.
 TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
   IrBuilder b;
   const Shape dims = {2, 40};
@@ -378,7 +378,7 @@ TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
   EXPECT_EQ(e.chained, want);
 }
 
-// A chain's source that only the chain reads joins it (runtime: MarkChains keeps it in registers
+// A chain's source that only the chain reads joins it (the runtime keeps it in registers
 // for the later read): GELU with its bias Add, x = bias + mm read by the Div that starts the Erf
 // chain and by the Mul that ends it. x is then chained, has no tile and the loop streams, as the
 // runtime's loop does; not when x is also an output, nor when a node outside the chain reads it.

@@ -5,6 +5,7 @@
 
 #include "graph/plan.h"
 #include "graph/plan_json.h"
+#include "lowering/kernel_form.h"
 #include "runtime/executor.h"
 #include "runtime/fused_loop.h"
 #include "runtime/reference.h"
@@ -660,10 +661,11 @@ TEST(LoopKernel, AValueReadAgainByItsChainIsKeptInRegisters) {
   }
 }
 
-// graph/plan.h's HasPrimitiveChainForm (what the cost model prices) against what the runtime
-// builds with the oneDNN backend forced, for two-node chains: an eltwise head (unary, or a binary
-// node with a scalar constant) takes no post-op but an affine map it merges; a binary head takes
-// any. The Mul's other operand: full size, per channel, scalar constant.
+// lowering/kernel_form.h's HasPrimitiveChainForm (the form the runtime tries and the cost model
+// prices) against what the runtime builds with the oneDNN backend forced, for two-node chains: an
+// eltwise head (unary, or a binary node with a scalar constant) takes no post-op but an affine map
+// it merges; a binary head takes any. The Mul's other operand: full size, per channel, scalar
+// constant.
 TEST(LoopKernel, PrimitiveChainFormMatchesWhatTheRuntimeBuilds) {
   const Shape dims = {1, 16, 96};
   for (const char* head : {"Relu", "Add", "Mul", "Sub"}) {
@@ -688,7 +690,7 @@ TEST(LoopKernel, PrimitiveChainFormMatchesWhatTheRuntimeBuilds) {
       ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1}), ChainBackend::kOneDnn,
                              &described);
       bool primitive = described.find("1 chain nodes as post-ops") != std::string::npos;
-      EXPECT_EQ(HasPrimitiveChainForm(g, {0, 1}), primitive) << head << " " << described;
+      EXPECT_EQ(HasPrimitiveChainForm(g, {0, 1}, {y}), primitive) << head << " " << described;
     }
   }
 }

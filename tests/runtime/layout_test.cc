@@ -1,11 +1,11 @@
-// Tensors kept in oneDNN's channel-blocked layout between groups (graph/layout.h): consecutive
+// Tensors kept in oneDNN's channel-blocked layout between groups (lowering/layout.h): consecutive
 // convolutions exchange them without reorders, residual adds read them in place, and every other
 // kernel gets plain copies, so results match the reference under any plan.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "graph/layout.h"
+#include "lowering/layout.h"
 #include "graph/plan.h"
 #include "runtime/executor.h"
 #include "runtime/onednn_info.h"

@@ -1,4 +1,4 @@
-#include "graph/threading.h"
+#include "lowering/threading.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "graph/layout.h"
+#include "lowering/layout.h"
 
 #include <algorithm>
 

@@ -26,7 +26,7 @@ bool RunsSerially(const Graph& g, const FusionGroup& group);
 // parallel region: even one that does not fork costs microseconds in libgomp).
 inline constexpr int64_t kLoopTileElements = 4096;
 
-// A fused loop whose tiles take no per-thread buffers (runtime/fused_loop.cc, StreamsInPlace: each
+// A fused loop whose tiles take no per-thread buffers (lowering/loop_lowering.h, streams: each
 // value it computes is carried in registers inside a chain or written straight into an output,
 // and its operands are read in place) walks longer tiles. Its ~90 ns of setup per tile was a
 // quarter of a squeeze-and-excite Mul over 1x144x56x56 (53 us on one core against 43 us for the
@@ -36,6 +36,10 @@ inline constexpr int64_t kLoopTileElements = 4096;
 // kStreamingTileElements]. One rule for the runtime and the cost model.
 inline constexpr int64_t kStreamingTileElements = 16384;
 int64_t StreamingTileElements(int64_t elements, int threads);
+// The tile of a fused loop over `elements` on `threads`: longer when it streams.
+inline int64_t LoopTileElements(bool streams, int64_t elements, int threads) {
+  return streams ? StreamingTileElements(elements, threads) : kLoopTileElements;
+}
 
 // Our row reduction (RunsAsRowReduction) enters a parallel region only over more than one row
 // and more than this many input elements; its epilogue loop only over more than one tile.

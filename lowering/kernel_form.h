@@ -1,0 +1,33 @@
+// Which kernel form a fusion group takes on the oneDNN backend, where the plan's group kind leaves
+// a choice: a reduction group as our row-reduction loop or as a oneDNN primitive, an elementwise
+// loop group also as one oneDNN eltwise / binary primitive with post-ops (timed against our fused
+// loop). Decided here from the graph, read by the runtime (which builds that form) and by the cost
+// model (which prices it). Pure functions; thread-safe.
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+// Whether `sigmoid`, `mul` compute x * Sigmoid(x) (SiLU / swish, EfficientNet's activation) with
+// the sigmoid read by nothing else: oneDNN runs the pair as one eltwise_swish, which reads x once.
+bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul);
+
+// Whether elementwise `nodes` (ascending) writing `materialized` also have the form of one oneDNN
+// eltwise or binary primitive with post-ops, which the runtime times against our fused loop and
+// keeps when faster: one output, the last node's; a head node (an eltwise op, x * Sigmoid(x), or a
+// binary op whose first operand has the output's shape) and then a post-op chain as anchors take.
+bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
+                           const std::vector<TensorId>& materialized);
+
+// Whether a kReduction group (or a single reduction node) runs as our row-reduction loop, which
+// evaluates any prologue inside it, rather than as a oneDNN reduction / softmax primitive: when
+// its reduction reduces rows (graph/node_attrs.h) and it has a prologue or is not a Softmax.
+// oneDNN 2.6 runs a plain-layout reduction with a reference kernel on AVX2 (GlobalAveragePool
+// 1280x7x7: 150 us, against 10 us for our loop with a Relu prologue over 1024x7x7).
+bool RunsAsRowReduction(const Graph& g, const FusionGroup& group);
+
+}  // namespace fusor

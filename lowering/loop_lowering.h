@@ -1,0 +1,69 @@
+// LoopLowering: what a set of elementwise, broadcast and injective nodes becomes as one of our
+// fused loops (runtime/fused_loop.h), decided once from the graph and read by both the runtime
+// (which compiles the loop from it) and the cost model (which prices it).
+//
+// Single-pass chains: a float unary or binary value that only one arithmetic value of the loop
+// reads, at the same elements, and that is not an output, is computed inside its reader's chain
+// (blocks of vectors carried through every step in registers) and gets no tile. Each chainable
+// value links to the first of its inputs that qualifies; chains are cut every kMaxChain values. A
+// chain's source that only the chain's own steps read, at the same elements, joins the chain as
+// its first value (kept in registers for the steps that read it again) when it heads no chain of
+// its own and the chain has room.
+//
+// Streaming: a loop streams (no tile takes a buffer, so it walks longer tiles) when every value
+// it computes per tile is float unary or binary arithmetic (or a view) carried inside a chain or
+// written straight into an output nothing in the loop reads, and each operand outside a chain's
+// own link is a leaf read in place at the same elements, a scalar, or a streamed broadcast operand.
+// Values evaluated once per thread (computed broadcast operands of at most a tile that binary
+// values read only as streamed operands, values of one element, and what only those read) are
+// not computed per tile and do not stop a loop from streaming.
+//
+// Plain data; LowerLoop is a pure function of the graph and its arguments, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace fusor {
+
+// Values in one single-pass chain, at most: the chain kernel's per-step arrays are this long.
+inline constexpr int kMaxChain = 16;
+
+// How the fused loop compiles a node's value: a view (read at the same flat indices as its input:
+// Reshape and its kin, and a Transpose that moves only dims of size 1), float or integer unary
+// arithmetic (a Pow by a constant 2, 0.5 or 1 is unary), binary arithmetic, or anything else.
+enum class LoopValueKind : uint8_t { kOther, kView, kUnary, kBinary };
+LoopValueKind LoopValueKindOf(const Graph& g, const Node& n);
+
+// The lowering of one value the loop computes (a node's first output).
+struct LoopValue {
+  LoopValueKind kind = LoopValueKind::kOther;
+  // The input this value continues its chain through (computed inside this value's chain), or -1.
+  int chain_input = -1;
+  // The input that reads the chain's first value again (kept in registers for it), or -1.
+  int saved_input = -1;
+  // Computed inside its reader's chain: no tile, no evaluation of its own.
+  bool chained = false;
+  // The last value of this value's chain (itself for the head); kNoId outside chains.
+  TensorId chain_head = kNoId;
+  // On a chain's head: the input of the chain's first value that the chain walks.
+  int chain_source = 0;
+};
+
+struct LoopLowering {
+  // Every value the loop's nodes compute, by tensor.
+  std::unordered_map<TensorId, LoopValue> values;
+  // No tile takes a buffer: the loop walks longer tiles (StreamingTileElements).
+  bool streams = false;
+
+  int chained_values() const;
+};
+
+// The lowering of `nodes` (ascending ids) as one loop writing `outputs`.
+LoopLowering LowerLoop(const Graph& g, const std::vector<NodeId>& nodes,
+                       const std::vector<TensorId>& outputs);
+
+}  // namespace fusor

@@ -1,0 +1,88 @@
+// The lowering's record of a loop against the loop the runtime compiles from it: over every loop
+// group of every bundled model under several plans, the runtime builds each loop the lowering
+// describes (the compiled values can run every chain step the record marks), with the value kinds
+// the record names, and chains and streams as the record says.
+#include "lowering/loop_lowering.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/fused_loop.h"
+#include "tests/graph/ir_builder.h"
+#include "tests/lowering/bundled_models.h"
+
+namespace fusor {
+namespace {
+
+using testing::BundledModels;
+using testing::GroupText;
+using testing::PlainLoop;
+
+class LoopsOfEveryModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoopsOfEveryModel, TheRuntimeBuildsEveryLoopAsTheLoweringRecordsIt) {
+  auto g = testing::ImportBundledModel(GetParam());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ConstantValues constants(*g);
+  const auto known = [&](TensorId t) { return constants(t); };
+  int loops = 0;
+  for (const FusionPlan& plan : testing::PlansToCheck(*g)) {
+    const auto materialized = AllMaterializedOutputs(*g, plan);
+    for (size_t i = 0; i < plan.groups.size(); ++i) {
+      const FusionGroup& group = plan.groups[i];
+      if (!PlainLoop(*g, group)) continue;
+      const LoopLowering record = LowerLoop(*g, group.nodes, materialized[i]);
+      auto loop = FusedLoop::Build(*g, group.nodes, materialized[i], known,
+                                   FusedLoop::Tiles::kLongerWhenStreaming);
+      ASSERT_TRUE(loop.ok()) << GroupText(*g, group) << ": " << loop.status().ToString();
+      const std::string where = GroupText(*g, group);
+      EXPECT_EQ((*loop)->streams(), record.streams) << where;
+      EXPECT_EQ((*loop)->chained_values(), record.chained_values()) << where;
+      for (const auto& [t, want] : record.values) {
+        const LoopValue got = (*loop)->Lowered(t);
+        EXPECT_EQ(got.kind, want.kind) << where << " value '" << g->tensor(t).name << "'";
+        EXPECT_EQ(got.chained, want.chained) << where << " value '" << g->tensor(t).name << "'";
+        EXPECT_EQ(got.chain_input, want.chain_input) << where;
+        EXPECT_EQ(got.saved_input, want.saved_input) << where;
+      }
+      ++loops;
+    }
+  }
+  EXPECT_GT(loops, 0) << "no loop group in any plan of " << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Lowering, LoopsOfEveryModel, ::testing::ValuesIn(BundledModels()),
+                         [](const auto& info) { return info.param; });
+
+// A value the lowering chains that the compiled loop cannot run as a chain step is an error
+// naming it, not a wrong result: a Pow whose exponent is a constant 2 in the graph chains, but a
+// loop told nothing of the constant's value compiles it as a general power.
+TEST(LoopLowering, AChainTheCompiledLoopCannotRunIsAnErrorNamingTheValue) {
+  testing::IrBuilder b;
+  const Shape dims = {1, 64};
+  TensorId x = b.Input("x", dims), two = b.FloatScalar("two", 2.0);
+  TensorId e = b.Act("e", dims), p = b.Act("p", dims), y = b.Act("y", dims);
+  std::vector<NodeId> nodes = {b.Op("Exp", {x}, {e}), b.Op("Pow", {e, two}, {p}),
+                               b.Op("Relu", {p}, {y})};
+  b.Output(y);
+  Graph g = b.Build();
+  const LoopLowering record = LowerLoop(g, nodes, {y});
+  EXPECT_EQ(record.chained_values(), 2);
+  auto told = FusedLoop::Build(g, nodes, {y}, [&](TensorId t) -> const HostTensor* {
+    static const HostTensor kTwo = [] {
+      HostTensor h = HostTensor::Zeros(DType::kFloat32, {1});
+      h.f[0] = 2;
+      return h;
+    }();
+    return t == two ? &kTwo : nullptr;
+  });
+  ASSERT_TRUE(told.ok()) << told.status().ToString();
+  EXPECT_EQ((*told)->chained_values(), 2);
+  auto untold = FusedLoop::Build(g, nodes, {y}, [](TensorId) { return nullptr; });
+  ASSERT_FALSE(untold.ok());
+  EXPECT_NE(untold.status().message().find("'p'"), std::string::npos) << untold.status().ToString();
+}
+
+}  // namespace
+}  // namespace fusor
