@@ -31,6 +31,24 @@ bool JitBroadcastable(const Shape& operand, const Shape& out) {
   return out.size() > 1;
 }
 
+// An operand oneDNN 2.6's JIT binary primitive takes as src1: what its post-ops broadcast, one
+// value per position of the last dim (Mul by a [768] bias over [1,128,768]), or the output's shape
+// but for a batch dim of 1 (an attention mask [1,128,128] over [12,128,128]; Swin's
+// relative-position bias [1,3,49,49] over [64,3,49,49]): all run as jit:uni (tests/lowering). Other
+// broadcasts, such as Swin's shift mask [1,64,1,49,49] over [1,64,3,49,49] scores, get a reference
+// kernel.
+bool JitBinarySource(const Shape& operand, const Shape& out) {
+  if (JitBroadcastable(operand, out)) return true;
+  const size_t lead = out.size() - std::min(out.size(), operand.size());
+  auto dim = [&](size_t i) { return i < lead ? int64_t{1} : operand[i - lead]; };
+  bool per_last = true, per_batch = true;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dim(i) != 1 && i != out.size() - 1) per_last = false;
+    if (i > 0 && dim(i) != out[i]) per_batch = false;
+  }
+  return per_last || per_batch;
+}
+
 }  // namespace
 
 bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul) {
@@ -55,8 +73,8 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
                            const std::vector<TensorId>& materialized) {
   if (nodes.empty()) return false;
   if (materialized != std::vector<TensorId>{g.node(nodes.back()).outputs[0]}) return false;
-  // The head's second operand is the binary primitive's src1, which broadcasts any way; post-op
-  // operands only as JitBroadcastable says (measured: Mul by a [768] bias over [1,128,768] runs
+  // The head's second operand is the binary primitive's src1 (JitBinarySource); post-op operands
+  // broadcast only as JitBroadcastable says (measured: Mul by a [768] bias over [1,128,768] runs
   // as one jit:uni binary primitive, and as our loop when it follows another op).
   for (size_t i = 1; i < nodes.size(); ++i) {
     const Node& n = g.node(nodes[i]);
@@ -76,7 +94,8 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
   bool swish = nodes.size() > 1 && IsSwish(g, head, g.node(nodes[1]));
   size_t first = swish ? 2 : 1;
   if (!swish && head.inputs.size() == 2 && head.op_type != "Pow" &&
-      (head.inputs[0] == head.inputs[1] || ProducedInside(g, nodes, head.inputs[1]))) {
+      (head.inputs[0] == head.inputs[1] || ProducedInside(g, nodes, head.inputs[1]) ||
+       !JitBinarySource(g.tensor(head.inputs[1]).dims, out))) {
     return false;
   }
   std::vector<NodeId> chain(nodes.begin() + static_cast<std::ptrdiff_t>(first), nodes.end());

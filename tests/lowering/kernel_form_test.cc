@@ -40,9 +40,13 @@ TEST_P(KernelFormsOfEveryModel, TheRuntimeBuildsTheKernelFormTheLoweringNames) {
       if (testing::PlainLoop(*g, group)) {
         const bool form = HasPrimitiveChainForm(*g, group.nodes, materialized[i]);
         auto built = BuildChainPrimitiveKernel(ctx, group.nodes);
+        std::string operands;
+        for (TensorId t : g->node(group.nodes[0]).inputs) {
+          if (t != kNoId) operands += " " + ShapeString(g->tensor(t).dims);
+        }
         EXPECT_EQ(built.ok(), form)
-            << GroupText(*g, group) << ": "
-            << (built.ok() ? (*built)->Describe() : built.status().ToString());
+            << GroupText(*g, group) << " (head operands" << operands
+            << "): " << (built.ok() ? (*built)->Describe() : built.status().ToString());
         ++loops;
         chains += form ? 1 : 0;
         continue;
