@@ -343,7 +343,7 @@ int Main(int argc, char** argv) {
 
   auto target = DetectTarget(OneDnnIsa(), OneDnnVersion());
   if (!target.ok()) return std::cerr << target.status().ToString() << "\n", 1;
-  SettleHost(3000, "costmodel_lab");
+  SettleHost(kSettleHostMaxMs, "costmodel_lab");
   MeasurementTable table(table_path);
   OneDnnMeasurer calibration_measurer = MakeMeasurer(100, 2, 0.10);
   OneDnnMeasurer onednn_measurer = MakeMeasurer(100, 2, 0.10, ChainBackend::kOneDnn);

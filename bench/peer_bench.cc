@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
         "times (passive: ~2.4x slower)\n",
         w);
   }
-  fusor::SettleHost(3000, "peer bench");
+  fusor::SettleHost(fusor::kSettleHostMaxMs, "peer bench");
   int failed = 0;
   for (const auto& spec : o.models) {
     fusor::Status s = fusor::BenchModel(spec, o);

@@ -90,7 +90,7 @@ StatusOr<HardwareProfile> Profile(const Args& a) {
       return MeasuredTime{static_cast<double>(x.median_ns), x.cv, x.unstable, x.primitive_chain};
     };
   };
-  SettleHost(3000, "plan_quality calibration");
+  SettleHost(kSettleHostMaxMs, "plan_quality calibration");
   FUSOR_ASSIGN_OR_RETURN(CalibrationResult r,
                          Calibrate(CalibrationSuite(t), start, with(&m), {}, {}, with(&onednn)));
   std::fprintf(stderr, "calibrated: fit MAPE %.1f%%, %d unstable benchmarks skipped\n",
@@ -130,7 +130,7 @@ Status RunModel(const std::string& name, const HardwareProfile& profile, const A
     FUSOR_ASSIGN_OR_RETURN(auto e, Executor::Create(g, plan, leaves, eo));
     execs.push_back(std::move(e));
   }
-  SettleHost(3000, "plan_quality " + name);
+  SettleHost(kSettleHostMaxMs, "plan_quality " + name);
   TimingOptions timing = MeasureOptions(a.threads, 150).timing;
   timing.quiet_wait_ms = 250;  // Each timing starts with the host in its quiet state (measurer.h).
   std::vector<std::vector<double>> times(plans.size());

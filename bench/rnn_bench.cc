@@ -59,7 +59,7 @@ Status Run(const Args& a) {
   fallback.lower_rnn = false;
   FUSOR_ASSIGN_OR_RETURN(auto on, Executor::Create(g, plan, leaves, lowered));
   FUSOR_ASSIGN_OR_RETURN(auto off, Executor::Create(g, plan, leaves, fallback));
-  SettleHost(3000, "rnn_bench");
+  SettleHost(kSettleHostMaxMs, "rnn_bench");
   std::printf("%-34s %12s %12s %12s %9s\n", "group", "predicted", "oneDNN", "fallback", "speed-up");
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     if (g.node(plan.groups[i].nodes[0]).op_type != "LSTM") continue;

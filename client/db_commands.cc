@@ -63,8 +63,7 @@ struct ImportOptions {
 };
 
 int Fail(std::string_view command, const Status& s) {
-  std::cerr << "fusor db " << command << ": " << s.ToString() << "\n";
-  return ExitCodeFor(s);
+  return ReportError("db " + std::string(command), s);
 }
 
 // Times and durations ----------------------------------------------------------------------------

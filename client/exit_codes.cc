@@ -1,5 +1,7 @@
 #include "client/exit_codes.h"
 
+#include <iostream>
+
 namespace fusor {
 
 ExitCode ExitCodeFor(const Status& s) {
@@ -19,6 +21,11 @@ ExitCode ExitCodeFor(const Status& s) {
     default:
       return kExitError;
   }
+}
+
+int ReportError(std::string_view command, const Status& s) {
+  std::cerr << "fusor " << command << ": " << s.message() << "\n";
+  return ExitCodeFor(s);
 }
 
 }  // namespace fusor

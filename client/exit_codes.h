@@ -1,5 +1,8 @@
-// The fusor CLI's exit codes, and the mapping from a Status to one. Stable: scripts depend on them.
+// The fusor CLI's exit codes, the mapping from a Status to one, and how a failed command says so.
+// Stable: scripts depend on them.
 #pragma once
+
+#include <string_view>
 
 #include "base/status.h"
 
@@ -15,5 +18,9 @@ enum ExitCode : int {
 };
 
 ExitCode ExitCodeFor(const Status& s);
+
+// Prints "fusor COMMAND: MESSAGE" to stderr (COMMAND as the user typed it: "tune", "db export")
+// and returns ExitCodeFor(s): every verb reports a failure this one way.
+int ReportError(std::string_view command, const Status& s);
 
 }  // namespace fusor

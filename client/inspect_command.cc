@@ -19,8 +19,7 @@ void AddInspectCommand(CLI::App& app, int* exit_code) {
   cmd->callback([model, json, exit_code] {
     auto g = model->Import();
     if (!g.ok()) {
-      std::cerr << "fusor inspect: " << g.status().message() << "\n";
-      *exit_code = ExitCodeFor(g.status());
+      *exit_code = ReportError("inspect", g.status());
       return;
     }
     GraphSummary s = Summarize(*g);

@@ -142,10 +142,7 @@ Status WriteSvg(const std::string& dot, const std::string& path) {
   return rc == 0 ? Status::Ok() : Status::IOError("dot failed to write '" + path + "'");
 }
 
-int Fail(const char* verb, const Status& s) {
-  std::cerr << "fusor plan " << verb << ": " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
+int Fail(const char* verb, const Status& s) { return ReportError("plan " + std::string(verb), s); }
 
 int RunShow(const PlanFlags& f) {
   auto l = Load(f);

@@ -135,7 +135,7 @@ void PrintTimes(Executor& exec, const RunOptions& o) {
   // A process can start in one of the host's slow states (runtime/measurer.h, CrossCoreRatio),
   // where every plan runs up to ~2x slower: give it a few seconds to end before timing, and say
   // so when it is there after the timing.
-  SettleHost(3000, "run");
+  SettleHost(kSettleHostMaxMs, "run");
   PrintGroups(exec, o);
   Measurement total = TimeRepeated([&] { exec.Run(); }, Timing(o, o.min_time_ms));
   std::printf("total: %s\n", total.ToString().c_str());
@@ -202,8 +202,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-timing{false}", o->timing, "Print the outputs only, no timing");
   cmd->callback([o, exit_code] {
     Status s = RunModel(*o);
-    if (!s.ok()) std::cerr << "fusor run: " << s.message() << "\n";
-    *exit_code = ExitCodeFor(s);
+    *exit_code = s.ok() ? kExitOk : ReportError("run", s);
   });
 }
 

@@ -26,11 +26,6 @@
 namespace fusor {
 namespace {
 
-int Fail(const std::string& verb, const Status& s) {
-  std::cerr << "fusor " << verb << ": " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
-
 void PrintProfile(const HardwareProfile& p) {
   std::printf("target %s: %s, %s, %d cores, L1d %lld KiB, L2 %lld KiB, L3 %lld KiB, oneDNN %s\n",
               p.target.Id().c_str(), p.target.cpu_model.c_str(), p.target.isa.c_str(),
@@ -139,16 +134,16 @@ std::string FitSummary(const v1::CalibrateResponse& r) {
 
 int RunCalibrate(const CalibrateFlags& f) {
   auto api = Connect(f.connection);
-  if (!api.ok()) return Fail("calibrate", api.status());
+  if (!api.ok()) return ReportError("calibrate", api.status());
   std::cerr << "calibrating (oneDNN micro-benchmarks on the tuner's CPU)...\n";
   v1::CalibrateRequest request;
   request.set_time_limit_s(f.time_limit_s);
   request.set_fresh(f.fresh);
   request.set_include_samples(!f.samples.empty());
   auto response = (*api)->Calibrate(request);
-  if (!response.ok()) return Fail("calibrate", response.status());
+  if (!response.ok()) return ReportError("calibrate", response.status());
   auto profile = ProfileFromProto(response->profile());
-  if (!profile.ok()) return Fail("calibrate", profile.status());
+  if (!profile.ok()) return ReportError("calibrate", profile.status());
   std::cerr << FitSummary(*response) << "\n";
   if (!f.out.empty()) {
     std::ofstream(f.out) << ProfileToJson(*profile).dump(2) << "\n";
@@ -156,7 +151,7 @@ int RunCalibrate(const CalibrateFlags& f) {
   }
   if (!f.samples.empty()) {
     Status s = WriteFittedSamples(*response, f.samples);
-    if (!s.ok()) return Fail("calibrate", s);
+    if (!s.ok()) return ReportError("calibrate", s);
     std::cerr << "wrote " << f.samples << "\n";
   }
   if (f.json) {
@@ -175,16 +170,16 @@ struct TargetsFlags {
 
 int RunList(const TargetsFlags& f) {
   auto api = Connect(f.connection);
-  if (!api.ok()) return Fail("targets list", api.status());
+  if (!api.ok()) return ReportError("targets list", api.status());
   auto response = (*api)->ListTargets({});
-  if (!response.ok()) return Fail("targets list", response.status());
+  if (!response.ok()) return ReportError("targets list", response.status());
   nlohmann::json all = nlohmann::json::array();
   if (!f.json) {
     std::printf("%-26s %-12s %5s %-25s %s\n", "id", "isa", "cores", "calibrated", "cpu");
   }
   for (const auto& p : response->profiles()) {
     auto profile = ProfileFromProto(p);
-    if (!profile.ok()) return Fail("targets list", profile.status());
+    if (!profile.ok()) return ReportError("targets list", profile.status());
     if (f.json) {
       all.push_back(ProfileToJson(*profile));
       continue;
@@ -202,17 +197,19 @@ int RunList(const TargetsFlags& f) {
 int RunRegister(const TargetsFlags& f) {
   std::ifstream in(f.profile_path);
   if (!in)
-    return Fail("targets register", Status::NotFound("cannot read '" + f.profile_path + "'"));
+    return ReportError("targets register",
+                       Status::NotFound("cannot read '" + f.profile_path + "'"));
   std::stringstream text;
   text << in.rdbuf();
   auto profile = ProfileFromJsonText(text.str());
-  if (!profile.ok()) return Fail("targets register", profile.status().WithContext(f.profile_path));
+  if (!profile.ok())
+    return ReportError("targets register", profile.status().WithContext(f.profile_path));
   auto api = Connect(f.connection);
-  if (!api.ok()) return Fail("targets register", api.status());
+  if (!api.ok()) return ReportError("targets register", api.status());
   v1::RegisterTargetRequest request;
   ProfileToProto(*profile, request.mutable_profile());
   auto response = (*api)->RegisterTarget(request);
-  if (!response.ok()) return Fail("targets register", response.status());
+  if (!response.ok()) return ReportError("targets register", response.status());
   std::printf("registered target %s\n", response->target_id().c_str());
   return kExitOk;
 }
@@ -307,11 +304,11 @@ constexpr size_t kWrongCallsShown = 8;
 
 int RunValidate(const ValidateFlags& f) {
   auto profile = LocalProfile(f.connection);
-  if (!profile.ok()) return Fail("costmodel validate", profile.status());
+  if (!profile.ok()) return ReportError("costmodel validate", profile.status());
   std::vector<HeldOutRegion> regions;
   for (const auto& path : f.models) {
     auto g = ImportOnnxFile(path, WithConstantFolding({}));
-    if (!g.ok()) return Fail("costmodel validate", g.status());
+    if (!g.ok()) return ReportError("costmodel validate", g.status());
     for (auto& r : HeldOutRegions(*g, f.max_ops, f.regions, f.seed))
       regions.push_back(std::move(r));
   }
@@ -330,9 +327,9 @@ int RunValidate(const ValidateFlags& f) {
     FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
     return to_time(m);
   };
-  SettleHost(3000, "costmodel validate");
+  SettleHost(kSettleHostMaxMs, "costmodel validate");
   auto before = MeasureMachineCheck(*profile, measure, "before");
-  if (!before.ok()) return Fail("costmodel validate", before.status());
+  if (!before.ok()) return ReportError("costmodel validate", before.status());
   ProgressDisplay progress;
   // A region's alternatives are timed side by side, so the order among them is not the host's.
   MeasureAlternativesFn measure_alternatives =
@@ -352,9 +349,9 @@ int RunValidate(const ValidateFlags& f) {
       },
       f.rounds);
   progress.Finish();
-  if (!report.ok()) return Fail("costmodel validate", report.status());
+  if (!report.ok()) return ReportError("costmodel validate", report.status());
   auto after = MeasureMachineCheck(*profile, measure, "after");
-  if (!after.ok()) return Fail("costmodel validate", after.status());
+  if (!after.ok()) return ReportError("costmodel validate", after.status());
   nlohmann::json j = ReportToJson(*report);
   j["machine_check"] = {{"before", MachineCheckJson(*before)}, {"after", MachineCheckJson(*after)}};
   if (f.json) {
@@ -410,7 +407,7 @@ int RunValidate(const ValidateFlags& f) {
   }
   if (!f.plot.empty()) {
     Status s = WritePlot(*report, f.plot);
-    if (!s.ok()) return Fail("costmodel validate", s);
+    if (!s.ok()) return ReportError("costmodel validate", s);
     std::cerr << "wrote " << f.plot << "\n";
   }
   return kExitOk;

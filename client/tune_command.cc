@@ -130,14 +130,12 @@ int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string
   progress.Finish();
   if (s.ok() && !got_result) s = Status::Internal("the tuner finished without a result");
   if (!s.ok()) {
-    std::cerr << "fusor tune: " << s.ToString() << "\n";
-    return ExitCodeFor(s);
+    return ReportError("tune", s);
   }
   if (!save_path.empty()) {
     Status saved = SavePlan(g, result.plan(), save_path);
     if (!saved.ok()) {
-      std::cerr << "fusor tune: " << saved.message() << "\n";
-      return ExitCodeFor(saved);
+      return ReportError("tune", saved);
     }
   }
   if (f.json) {
@@ -157,13 +155,11 @@ int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string
 int RunTune(const TuneFlags& f) {
   auto bound = f.model.ImportEach();
   if (!bound.ok()) {
-    std::cerr << "fusor tune: " << bound.status().message() << "\n";
-    return ExitCodeFor(bound.status());
+    return ReportError("tune", bound.status());
   }
   auto api = Connect(f.connection);
   if (!api.ok()) {
-    std::cerr << "fusor tune: " << api.status().message() << "\n";
-    return ExitCodeFor(api.status());
+    return ReportError("tune", api.status());
   }
   bool several = bound->size() > 1;
   for (size_t i = 0; i < bound->size(); ++i) {

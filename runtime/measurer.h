@@ -67,6 +67,11 @@ inline constexpr double kMaxCrossCoreRatio = 1.6;
 bool SettleHost(int max_ms, const std::string& what, const std::function<double()>& ratio = {},
                 const Clock* clock = nullptr);
 
+// How long every timed command, the tuner's measurements and the benches let SettleHost wait
+// before they start: 3 s covers the 0.2-2.4 s in which most slow states ended (above) and is short
+// next to any of them.
+inline constexpr int kSettleHostMaxMs = 3000;
+
 struct TimingOptions {
   int warmup = 2;  // Untimed runs first (page faults, JIT, caches).
   int min_repeats = 5;

@@ -351,7 +351,7 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   if (local && budget > 0) {
     on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
     std::lock_guard<std::mutex> lock(state_->measure_mu);
-    if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(3000, "tune");
+    if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(kSettleHostMaxMs, "tune");
     OneDnnMeasurer measurer(state_->MeasurerOptions(state_->options.min_measure_ms, 1));
     AutotuneOptions autotune;
     autotune.measure_budget = budget + 2;
@@ -488,7 +488,7 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   std::map<std::string, double> cv_by_benchmark;
   // A process can start with the host in a slow state and stay in it while it keeps the cores
   // busy (runtime/measurer.h, CrossCoreRatio): give it a few seconds to leave it first.
-  if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(3000, "calibrate");
+  if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(kSettleHostMaxMs, "calibrate");
   FUSOR_ASSIGN_OR_RETURN(CalibrationResult result,
                          state_->MeasureAndFit(limit, earlier, &cv_by_benchmark, cancelled));
   if (cancelled != nullptr && cancelled->load()) {
