@@ -34,6 +34,7 @@
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
 #include "graph/tensor_file.h"
+#include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/measurer.h"
 #include "runtime/model_weights.h"
@@ -226,7 +227,8 @@ Status BenchModel(std::string spec, const Options& o) {
   size_t eq = spec.find('=');
   std::string model = spec.substr(0, eq),
               plan_path = eq == std::string::npos ? "" : spec.substr(eq + 1);
-  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model, io));
+  FUSOR_ASSIGN_OR_RETURN(ImportedModel m,
+                         ImportOnnxFileWithWeights(model, WithConstantFolding(io)));
   Graph g = std::move(m.graph);
   FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
   std::string plan_name;

@@ -10,6 +10,7 @@
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
+#include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/model_weights.h"
 #include "runtime/onednn_info.h"
@@ -105,9 +106,12 @@ Engine::~Engine() = default;
 
 StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
                                                const EngineOptions& options) {
+  // The import `fusor tune` does (nodes over constants folded by the reference interpreter), so
+  // the graph and its hash are the ones plans are stored under.
   ImportOptions io;
   io.dims = options.dims;
-  FUSOR_ASSIGN_OR_RETURN(ImportedModel m, ImportOnnxFileWithWeights(model_path, io));
+  FUSOR_ASSIGN_OR_RETURN(ImportedModel m,
+                         ImportOnnxFileWithWeights(model_path, WithConstantFolding(io)));
   auto state = std::make_unique<State>();
   state->graph = std::move(m.graph);
   const Graph& g = state->graph;
