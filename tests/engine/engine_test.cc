@@ -20,9 +20,11 @@
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
+#include "runtime/constant_evaluator.h"
 #include "runtime/model_weights.h"
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"
+#include "tests/graph/onnx_builder.h"
 
 namespace fusor {
 namespace {
@@ -210,6 +212,50 @@ TEST_F(EngineDatabaseTest, AnUnreadableDatabaseIsAnErrorNamingIt) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("missing.db"), std::string::npos)
       << missing.status().message();
+}
+
+// x [4, 4] + Trilu(Constant of -1, k = 1), then Relu: a causal mask as GPT exports build it. `fusor
+// tune` folds the Trilu and its Constant at import, so the engine must too, or the graph it hashes
+// is another one and the plan stored for the model never applies.
+TEST_F(EngineDatabaseTest, AModelWithAFoldedCausalMaskFindsItsStoredPlan) {
+  testing::OnnxBuilder b(14);
+  b.Input("x", {4, 4}).Int64Constant("k", {1}, {});
+  auto* value = b.Node("Constant", {}, {"full"}).add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  value->mutable_t()->add_dims(4);
+  value->mutable_t()->add_dims(4);
+  for (int i = 0; i < 16; ++i) value->mutable_t()->add_float_data(-1.0f);
+  b.Node("Trilu", {"full", "k"}, {"mask"});
+  b.Node("Add", {"x", "mask"}, {"sum"});
+  b.Node("Relu", {"sum"}, {"y"});
+  b.Output("y");
+  const std::string path = (dir_ / "causal.onnx").string();
+  std::ofstream(path, std::ios::binary) << b.Serialize();
+  auto g = ImportOnnxFile(path, WithConstantFolding({}));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 2u) << "the mask folds at import";
+  FusionPlan unfused = UnfusedPlan(*g);
+  v1::Plan p;
+  PlanToProto(unfused, &p);
+  p.set_graph_hash(CanonicalHash(*g));
+  p.set_target_id(profile_.target.Id());
+  p.set_cost_model_version(kCostModelVersion);
+  p.set_created_unix_ms(2000);
+  ASSERT_TRUE(store_->PutPlan(p, ToProto(*g), {}).ok());
+  EngineOptions options;
+  options.plan_database_path = DbPath();
+  auto engine = Engine::Load(path, options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->plan_source(),
+            "tuning database " + DbPath() + ", target " + profile_.target.Id() + " (2 groups)");
+  EngineTensor x{"x", "float32", {4, 4}, std::vector<float>(16, 0.5f), {}};
+  auto out = (*engine)->Run({x});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  // Row 0 keeps x where the mask is 0 (column 0) and is Relu(0.5 - 1) = 0 above the diagonal.
+  EXPECT_EQ((*out)[0].floats[0], 0.5f);
+  EXPECT_EQ((*out)[0].floats[1], 0.0f);
 }
 
 TEST_F(EngineTest, RunsFromSeveralThreadsGiveTheSameOutputs) {
