@@ -18,8 +18,8 @@
 //             + launch + reorder
 //
 // The profile's rates are the whole thread team's; a group small enough to run on one thread
-// (lowering/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes no
-// team. A fused loop evaluates each node at the elements its consumers ask for
+// (lowering/threading.h) has compute, memory, spill and reorder scaled by the core count and wakes
+// no team. A fused loop evaluates each node at the elements its consumers ask for
 // (costmodel/loop_evaluation.h): FLOPs and tile traffic scale with that, and broadcasts,
 // transposes, concats and gathers add index work. An elementwise group that oneDNN can also run as
 // one eltwise / binary primitive with post-ops carries that alternative in `or_else`: the runtime

@@ -395,9 +395,9 @@ TEST(OnnxImport, PadsThroughATransposedConstantResolve) {
 // Swin's shifted-window mask: index grids built from the shape of a tensor whose shape is known
 // only after a first fold (Reshape by a Range-derived target), expanded to a shape given through
 // Where (as torch writes `expand`), and stacked by a Concat too large to fold in the ONNX folder
-// (50x50x2: the grids, 2500 elements each, fold there). Shape inference types the grids with symbolic dims before they fold; once folded they
-// are initializers, and their static shapes must reach the Concat, or its output stays
-// [unk, unk, 2] and the import fails there.
+// (50x50x2: the grids, 2500 elements each, fold there). Shape inference types the grids with
+// symbolic dims before they fold; once folded they are initializers, and their static shapes must
+// reach the Concat, or its output stays [unk, unk, 2] and the import fails there.
 TEST(OnnxImport, ConcatOfFoldedExpandedGridsIsStatic) {
   OnnxBuilder b(13);
   b.Input("x", {1, 50}).Output("y").Output("xr");

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "lowering/layout.h"
 #include "graph/plan.h"
+#include "lowering/layout.h"
 #include "runtime/executor.h"
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"
