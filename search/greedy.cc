@@ -41,10 +41,18 @@ class Greedy {
   Greedy(const Graph& g, const CostModel& model, const SearchOptions& options)
       : g_(g), model_(model), options_(options), state_(g), footprint_(LeafFootprint(g)) {}
 
-  StatusOr<FusionPlan> Run(SearchStats* stats) {
+  StatusOr<FusionPlan> Run(SearchStats* stats, const SearchStop& stop) {
     for (GroupId id : state_.LiveGroups()) cost_.push_back(Cost(state_.group(id), {}));
-    for (GroupId id : state_.LiveGroups()) PushActionsOf(id);
+    for (GroupId id : state_.LiveGroups()) {
+      if (stop.Cancelled()) return Status::Cancelled("the search was cancelled");
+      PushActionsOf(id);
+    }
     while (!queue_.empty()) {
+      if (stop.Cancelled()) return Status::Cancelled("the search was cancelled");
+      if (stop.Expired()) {
+        stats->stopped_early = true;
+        break;
+      }
       Action a = queue_.top();
       queue_.pop();
       std::optional<Action> fresh = Reevaluate(a);
@@ -239,9 +247,10 @@ class Greedy {
 }  // namespace
 
 StatusOr<FusionPlan> GreedyPlan(const Graph& g, const CostModel& model,
-                                const SearchOptions& options, SearchStats* stats) {
+                                const SearchOptions& options, SearchStats* stats,
+                                const SearchStop& stop) {
   Greedy greedy(g, model, options);
-  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, greedy.Run(stats));
+  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, greedy.Run(stats, stop));
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan).WithContext("greedy produced an illegal plan"));
   return plan;
 }

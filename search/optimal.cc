@@ -201,11 +201,16 @@ double Ms(std::chrono::steady_clock::time_point since) {
 
 StatusOr<FusionPlan> OptimizeRegions(const Graph& g, const CostModel& model,
                                      const FusionPlan& start, const SearchOptions& options,
-                                     SearchStats* stats) {
+                                     SearchStats* stats, const SearchStop& stop) {
   const int region_nodes = std::min(options.optimal_region_nodes, 63);
   PlanState state(g, start);
   double footprint = LeafFootprint(g);
   for (const auto& region_groups : CutRegions(start, region_nodes)) {
+    if (stop.Cancelled()) return Status::Cancelled("the search was cancelled");
+    if (stop.Expired()) {
+      stats->stopped_early = true;
+      break;
+    }
     if (region_groups.size() < 2 &&
         (region_groups.empty() || start.groups[region_groups[0]].nodes.size() < 2)) {
       continue;

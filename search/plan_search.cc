@@ -22,6 +22,11 @@ Status CheckBudget(const PlanCost& cost, const SearchOptions& options) {
 
 }  // namespace
 
+bool SearchStop::Expired() const {
+  if (deadline_ns == std::numeric_limits<int64_t>::max()) return false;
+  return (clock != nullptr ? *clock : Clock::Real()).NowNs() >= deadline_ns;
+}
+
 std::string_view AlgorithmName(SearchAlgorithm a) {
   switch (a) {
     case SearchAlgorithm::kNone:
@@ -58,7 +63,7 @@ std::string SearchOptions::CanonicalText() const {
 }
 
 StatusOr<SearchResult> SearchPlan(const Graph& g, const CostModel& model,
-                                  const SearchOptions& options) {
+                                  const SearchOptions& options, const SearchStop& stop) {
   auto t0 = std::chrono::steady_clock::now();
   SearchResult result;
   switch (options.algorithm) {
@@ -69,15 +74,15 @@ StatusOr<SearchResult> SearchPlan(const Graph& g, const CostModel& model,
       result.plan = RulesPlan(g, options.max_group_nodes);
       break;
     case SearchAlgorithm::kGreedy: {
-      FUSOR_ASSIGN_OR_RETURN(result.plan, GreedyPlan(g, model, options, &result.stats));
+      FUSOR_ASSIGN_OR_RETURN(result.plan, GreedyPlan(g, model, options, &result.stats, stop));
       break;
     }
     case SearchAlgorithm::kOptimal:
     case SearchAlgorithm::kDefault: {
-      FUSOR_ASSIGN_OR_RETURN(FusionPlan greedy, GreedyPlan(g, model, options, &result.stats));
+      FUSOR_ASSIGN_OR_RETURN(FusionPlan greedy, GreedyPlan(g, model, options, &result.stats, stop));
       result.stats.greedy_ns = model.Cost(g, greedy).total.total_ns;
       FUSOR_ASSIGN_OR_RETURN(result.plan,
-                             OptimizeRegions(g, model, greedy, options, &result.stats));
+                             OptimizeRegions(g, model, greedy, options, &result.stats, stop));
       break;
     }
   }

@@ -15,10 +15,13 @@
 // owns its state; the graph and cost model are only read.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "costmodel/cost_model.h"
 #include "graph/graph.h"
@@ -58,6 +61,21 @@ struct SearchStats {
   int regions_optimized = 0;   // Regions the exact search solved.
   double greedy_ns = 0;        // Predicted time of greedy's plan (when greedy ran).
   double optimal_gain_ns = 0;  // How much the exact search improved on greedy.
+  bool stopped_early = false;  // The deadline ended the search with the plan found so far.
+};
+
+// What ends a search before it is done, checked between greedy steps and between the exact
+// search's regions (each step and region is bounded by max_group_nodes and
+// max_region_candidates, so a check comes within milliseconds). Cancellation fails the search
+// (Cancelled); the deadline ends it with the legal plan found so far (SearchStats::stopped_early),
+// since a caller with a time limit would rather have a partly fused plan than none.
+struct SearchStop {
+  const std::atomic<bool>* cancelled = nullptr;
+  const Clock* clock = nullptr;                               // Null: Clock::Real().
+  int64_t deadline_ns = std::numeric_limits<int64_t>::max();  // On `clock`.
+
+  bool Cancelled() const { return cancelled != nullptr && cancelled->load(); }
+  bool Expired() const;
 };
 
 struct SearchResult {
@@ -67,14 +85,15 @@ struct SearchResult {
 };
 
 StatusOr<SearchResult> SearchPlan(const Graph& g, const CostModel& model,
-                                  const SearchOptions& options = {});
+                                  const SearchOptions& options = {}, const SearchStop& stop = {});
 
 // The individual algorithms (SearchPlan dispatches to them).
 FusionPlan RulesPlan(const Graph& g, int max_group_nodes);
 StatusOr<FusionPlan> GreedyPlan(const Graph& g, const CostModel& model,
-                                const SearchOptions& options, SearchStats* stats);
+                                const SearchOptions& options, SearchStats* stats,
+                                const SearchStop& stop = {});
 StatusOr<FusionPlan> OptimizeRegions(const Graph& g, const CostModel& model,
                                      const FusionPlan& start, const SearchOptions& options,
-                                     SearchStats* stats);
+                                     SearchStats* stats, const SearchStop& stop = {});
 
 }  // namespace fusor

@@ -328,7 +328,13 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
   AnalyticalCostModel model(profile);
   auto search_start = std::chrono::steady_clock::now();
-  StatusOr<SearchResult> search_result = SearchPlan(g, model, search);
+  const double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
+                                                            : state_->options.default_time_limit_s;
+  // The search stops at the Tune's time limit with the plan it has, and at cancellation.
+  SearchStop stop;
+  stop.cancelled = cancelled;
+  stop.deadline_ns = Clock::Real().NowNs() + static_cast<int64_t>(limit * 1e9);
+  StatusOr<SearchResult> search_result = SearchPlan(g, model, search, stop);
   Metrics()
       .search_seconds.With({std::string(AlgorithmName(search.algorithm))})
       .Observe(metrics::SecondsSince(search_start));
@@ -336,14 +342,16 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   const SearchStats& st = searched.stats;
   spdlog::info(
       "search: graph={} algorithm={} nodes={} groups={} candidates={} candidates_ms={:.1f} "
-      "search_ms={:.1f} merges={} recomputes={} regions={} optimal_gain_ns={:.0f}",
+      "search_ms={:.1f} merges={} recomputes={} regions={} optimal_gain_ns={:.0f} "
+      "stopped_early={}",
       hash.substr(0, 16), AlgorithmName(search.algorithm), g.num_nodes(),
       searched.plan.groups.size(), st.candidates, st.candidates_ms, st.search_ms, st.merges,
-      st.recomputes, st.regions_optimized, st.optimal_gain_ns);
+      st.recomputes, st.regions_optimized, st.optimal_gain_ns, st.stopped_early);
   on_event(Progress("search", 0.25,
                     std::to_string(searched.plan.groups.size()) + " groups, " +
                         std::to_string(st.candidates) + " candidates in " +
-                        std::to_string(static_cast<int>(st.search_ms)) + " ms"));
+                        std::to_string(static_cast<int>(st.search_ms)) + " ms" +
+                        (st.stopped_early ? " (stopped at the time limit)" : "")));
   if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
   FusionPlan plan = searched.plan;
   std::vector<db::Measurement> measurements;
@@ -355,8 +363,6 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     OneDnnMeasurer measurer(state_->MeasurerOptions(state_->options.min_measure_ms, 1));
     AutotuneOptions autotune;
     autotune.measure_budget = budget + 2;
-    double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
-                                                        : state_->options.default_time_limit_s;
     autotune.time_limit_s = limit;
     ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
     auto tuned = Autotune(

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "graph/synthetic.h"
@@ -227,6 +230,50 @@ TEST(Rules, AnchorsTakeTheirChainAndReductionsTakeNoPrologue) {
     if (group.kind == GroupKind::kAnchor && group.nodes.size() >= 2) ++fused_relus;
   }
   EXPECT_GE(fused_relus, 10);
+}
+
+// A clock that moves 1 ms every time it is read: the search's deadline passes after a known
+// number of checks, wherever the machine is slow or fast.
+class TickingClock : public Clock {
+ public:
+  int64_t NowNs() const override { return now_ns_ += 1'000'000; }
+  void SleepFor(std::chrono::nanoseconds d) const override { now_ns_ += d.count(); }
+
+ private:
+  mutable std::atomic<int64_t> now_ns_{0};
+};
+
+TEST(SearchStop, ACancelledSearchFailsAsCancelled) {
+  Graph g = Load("resnet18");
+  AnalyticalCostModel model{HardwareProfile{}};
+  std::atomic<bool> cancelled{true};
+  SearchStop stop;
+  stop.cancelled = &cancelled;
+  for (auto a : {SearchAlgorithm::kGreedy, SearchAlgorithm::kDefault}) {
+    auto r = SearchPlan(g, model, With(a), stop);
+    ASSERT_FALSE(r.ok()) << AlgorithmName(a);
+    EXPECT_EQ(r.status().code(), Status::Code::kCancelled) << r.status().ToString();
+  }
+}
+
+TEST(SearchStop, ADeadlineEndsTheSearchWithALegalPartlyFusedPlan) {
+  Graph g = Load("mobilenet_v2");
+  AnalyticalCostModel model{HardwareProfile{}};
+  auto full = SearchPlan(g, model, With(SearchAlgorithm::kDefault));
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_FALSE(full->stats.stopped_early);
+  TickingClock clock;
+  SearchStop stop;
+  stop.clock = &clock;
+  stop.deadline_ns = 20'000'000;  // 20 reads of the clock: a few greedy steps.
+  auto partial = SearchPlan(g, model, With(SearchAlgorithm::kDefault), stop);
+  ASSERT_TRUE(partial.ok()) << partial.status().ToString();
+  EXPECT_TRUE(partial->stats.stopped_early);
+  EXPECT_TRUE(CheckPlan(g, partial->plan).ok());
+  EXPECT_EQ(partial->stats.regions_optimized, 0);
+  EXPECT_LT(partial->plan.groups.size(), UnfusedPlan(g).groups.size());
+  EXPECT_GT(partial->plan.groups.size(), full->plan.groups.size());
+  EXPECT_GT(partial->cost.total.total_ns, full->cost.total.total_ns);
 }
 
 TEST(SearchOptions, BudgetAlgorithmNamesAndCanonicalText) {
