@@ -15,6 +15,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <nlohmann/json.hpp>
 
+#include "base/host_memory.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/time_text.h"
@@ -123,12 +124,6 @@ std::string DurationText(double ns) {
 std::string SpeedUpText(const v1::Plan& plan) {
   std::optional<double> speedup = db::SpeedUp(plan);
   return speedup ? fmt::format("{:.2f}x", *speedup) : "-";
-}
-
-std::string BytesText(int64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
 }
 
 ordered_json OptionalNs(double ns) { return ns > 0 ? ordered_json(ns) : ordered_json(nullptr); }
@@ -416,7 +411,7 @@ void PrintPlanDetail(const db::StoredPlan& s, const std::vector<db::Measurement>
       DurationText(p.unfused_predicted_ns()), DurationText(p.unfused_measured_ns()),
       SpeedUpText(p));
   std::cout << fmt::format("  {} groups, peak memory {}, created {}, from {}\n", p.groups_size(),
-                           BytesText(p.peak_memory_bytes()), LocalIsoTime(p.created_unix_ms()),
+                           ByteString(p.peak_memory_bytes()), LocalIsoTime(p.created_unix_ms()),
                            s.database);
   PrintGroups(p);
   PrintMeasurements(measurements);
@@ -533,7 +528,7 @@ void PrintStats(const db::DatabaseStats& s) {
       "database {}\n  schema version {}, {}{}, {}\n", s.path, s.schema_version,
       s.read_only ? "opened read-only" : "writable",
       s.snapshot_of_target.empty() ? "" : ", snapshot of target " + s.snapshot_of_target,
-      BytesText(s.file_bytes));
+      ByteString(s.file_bytes));
   std::cout << fmt::format(
       "  {} targets, {} graphs, {} plans ({} stale), {} measurements, {} history events\n",
       s.targets, s.graphs, s.plans, s.stale_plans, s.measurements, s.history_events);

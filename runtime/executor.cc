@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/host_memory.h"
 #include "graph/op_registry.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
@@ -112,6 +113,7 @@ Executor::~Executor() = default;
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Graph& g, const FusionPlan& plan,
                                                      const TensorValues& leaves,
                                                      const ExecutorOptions& options) {
+  ScopedCallerBinding bind;  // Compiling times alternatives (ChooseBackends).
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan));
   std::unique_ptr<Executor> e(new Executor());
   e->graph_ = g;
@@ -282,6 +284,9 @@ Status Executor::Allocate() {
       scratch_offset_[b - tensor_buffers] = memory_.offsets[b];
     }
   }
+  // Weights and their packed copies are allocated by now; the arena is what remains to take.
+  FUSOR_RETURN_IF_ERROR(CheckHostMemory(
+      memory_.arena_bytes, "the plan's activations and scratch (" + memory_.ToString() + ")"));
   size_t bytes = static_cast<size_t>(std::max<int64_t>(memory_.arena_bytes, 64));
   arena_.reset(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   if (!arena_)
@@ -357,6 +362,7 @@ Status Executor::SetInput(TensorId t, const HostTensor& value) {
 }
 
 void Executor::Run() {
+  ScopedCallerBinding bind;
   for (auto& g : groups_) {
     UseThreads(g);
     g.kernel->Run();
@@ -365,6 +371,7 @@ void Executor::Run() {
 }
 
 void Executor::RunGroup(size_t index) {
+  ScopedCallerBinding bind;
   UseThreads(groups_[index]);
   groups_[index].kernel->Run();
   omp_set_num_threads(threads_);

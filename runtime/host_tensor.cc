@@ -4,7 +4,9 @@
 #include <cmath>
 #include <random>
 
+#include "base/host_memory.h"
 #include "graph/op_registry.h"
+#include "runtime/memory_plan.h"
 
 namespace fusor {
 namespace {
@@ -111,6 +113,14 @@ const HostTensor* ConstantValues::operator()(TensorId t) {
 }
 
 StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed, bool weights) {
+  int64_t bytes = 0;
+  for (TensorId id = 0; id < static_cast<TensorId>(g.num_tensors()); ++id) {
+    const Tensor& t = g.tensor(id);
+    if (t.kind == TensorKind::kActivation || (!weights && t.kind == TensorKind::kWeight)) continue;
+    bytes += StorageBytes(t);
+  }
+  FUSOR_RETURN_IF_ERROR(
+      CheckHostMemory(bytes, "model '" + g.model_name + "': its inputs, weights and constants"));
   TensorValues values;
   for (TensorId id = 0; id < static_cast<TensorId>(g.num_tensors()); ++id) {
     const Tensor& t = g.tensor(id);

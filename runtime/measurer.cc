@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "graph/canonical.h"
+#include "runtime/thread_binding.h"
 
 namespace fusor {
 namespace {
@@ -234,6 +235,7 @@ bool TimedInSlowState(const TimingOptions& options) {
 }
 
 Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& options) {
+  ScopedCallerBinding bind;  // One binding for the whole series, not one per run.
   std::vector<char> flush(options.flush_cache ? static_cast<size_t>(options.flush_bytes) : 0);
   for (int i = 0; i < options.warmup; ++i) run();
   Measurement best;
@@ -345,6 +347,7 @@ StatusOr<Measurement> RecordedMeasurer::MeasureGroup(const Graph& g, const Fusio
 
 std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
                                         const TimingOptions& options, int64_t burst_ns) {
+  ScopedCallerBinding bind;  // One binding for the whole series, not one per run.
   if (runs.empty()) return {};
   std::vector<char> flush(options.flush_cache ? static_cast<size_t>(options.flush_bytes) : 0);
   for (int i = 0; i < options.warmup; ++i) {

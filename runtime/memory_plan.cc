@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/host_memory.h"
+
 namespace fusor {
 namespace {
 
@@ -14,16 +16,11 @@ bool Overlap(const BufferLifetime& a, const BufferLifetime& b) {
   return a.first <= b.last && b.first <= a.last;
 }
 
-std::string Mib(int64_t bytes) {
-  return std::to_string(bytes / (1 << 20)) + "." +
-         std::to_string((bytes % (1 << 20)) * 10 / (1 << 20)) + " MiB";
-}
-
 }  // namespace
 
 std::string MemoryPlan::ToString() const {
-  return "arena " + Mib(arena_bytes) + " (live peak " + Mib(peak_live_bytes) + ") + weights " +
-         Mib(weight_bytes) + " = " + Mib(total_bytes());
+  return "arena " + ByteString(arena_bytes) + " (live peak " + ByteString(peak_live_bytes) +
+         ") + weights " + ByteString(weight_bytes) + " = " + ByteString(total_bytes());
 }
 
 int64_t StorageBytes(const Tensor& t) {

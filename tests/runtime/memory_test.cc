@@ -77,5 +77,22 @@ TEST(MemoryPlan, ExecutorRefusesPlanOverBudgetNamingPeakAndBudget) {
   EXPECT_LE((*ok)->memory().total_bytes(), 5 * kMiB / 2);
 }
 
+TEST(MemoryPlan, WeightsBeyondTheHostsMemoryAreRefusedBeforeAnyAllocation) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4096});
+  TensorId w = b.Weight("w", {4096, int64_t{1} << 30});  // 16 TiB of float32.
+  TensorId y = b.Act("y", {1, int64_t{1} << 30});
+  b.Op("MatMul", {x, w}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  g.model_name = "huge";
+  auto leaves = RandomLeafValues(g, 1);
+  ASSERT_FALSE(leaves.ok());
+  EXPECT_EQ(leaves.status().code(), Status::Code::kResourceExhausted);
+  EXPECT_NE(leaves.status().message().find("model 'huge': its inputs, weights and constants needs"),
+            std::string::npos)
+      << leaves.status().message();
+}
+
 }  // namespace
 }  // namespace fusor
