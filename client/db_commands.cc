@@ -15,10 +15,9 @@
 #include <spdlog/fmt/fmt.h>
 #include <nlohmann/json.hpp>
 
-#include "base/host_memory.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
-#include "client/time_text.h"
+#include "client/text_format.h"
 #include "db/default_path.h"
 #include "db/layered_plan_store.h"
 #include "db/plan_order.h"
@@ -113,46 +112,12 @@ CLI::Validator TimeValidator() {
       "TIME");
 }
 
-std::string DurationText(double ns) {
-  if (ns <= 0) return "-";
-  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
-  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
-  if (ns < 1e9) return fmt::format("{:.3f} ms", ns / 1e6);
-  return fmt::format("{:.3f} s", ns / 1e9);
-}
-
 std::string SpeedUpText(const v1::Plan& plan) {
   std::optional<double> speedup = db::SpeedUp(plan);
-  return speedup ? fmt::format("{:.2f}x", *speedup) : "-";
+  return speedup ? RatioText(*speedup, 1) : "-";
 }
 
 ordered_json OptionalNs(double ns) { return ns > 0 ? ordered_json(ns) : ordered_json(nullptr); }
-
-// Tables for people -------------------------------------------------------------------------------
-
-class TextTable {
- public:
-  explicit TextTable(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-
-  void Print(std::ostream& out, std::string_view indent = "") const {
-    std::vector<size_t> widths(rows_.front().size(), 0);
-    for (const auto& row : rows_) {
-      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-    }
-    for (const auto& row : rows_) {
-      std::string line(indent);
-      for (size_t i = 0; i < row.size(); ++i) {
-        line += row[i];
-        if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
-      }
-      out << line << "\n";
-    }
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
 
 // Opening databases -------------------------------------------------------------------------------
 

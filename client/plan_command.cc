@@ -13,6 +13,7 @@
 #include "client/exit_codes.h"
 #include "client/model_options.h"
 #include "client/plan_explain.h"
+#include "client/text_format.h"
 #include "costmodel/cost_model.h"
 #include "graph/canonical.h"
 #include "graph/plan.h"
@@ -80,11 +81,11 @@ void PrintTable(const Loaded& l) {
                 std::string(GroupKindName(l.plan.groups[i].kind)).c_str(), t.total_ns() / 1e3,
                 t.compute_ns() / 1e3, t.memory_ns() / 1e3, t.launch_ns() / 1e3, ops.c_str());
   }
-  std::printf("total: predicted %.3f ms (unfused %.3f ms)", l.proto.predicted_ns() / 1e6,
-              l.proto.unfused_predicted_ns() / 1e6);
+  std::printf("total: predicted %s (unfused %s)", DurationText(l.proto.predicted_ns()).c_str(),
+              DurationText(l.proto.unfused_predicted_ns()).c_str());
   if (l.proto.measured_ns() > 0) {
-    std::printf(", measured %.3f ms (unfused %.3f ms)", l.proto.measured_ns() / 1e6,
-                l.proto.unfused_measured_ns() / 1e6);
+    std::printf(", measured %s (unfused %s)", DurationText(l.proto.measured_ns()).c_str(),
+                DurationText(l.proto.unfused_measured_ns()).c_str());
   }
   std::printf("\n");
 }

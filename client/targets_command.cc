@@ -1,6 +1,7 @@
 #include "client/targets_command.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +15,7 @@
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/progress_display.h"
-#include "client/time_text.h"
+#include "client/text_format.h"
 #include "costmodel/hardware_profile.h"
 #include "costmodel/validation.h"
 #include "graph/onnx_import.h"
@@ -32,11 +33,12 @@ void PrintProfile(const HardwareProfile& p) {
               p.target.cores, static_cast<long long>(p.target.l1d_bytes >> 10),
               static_cast<long long>(p.target.l2_bytes >> 10),
               static_cast<long long>(p.target.l3_bytes >> 10), p.target.onednn_version.c_str());
-  std::printf("%-24s %12s %10s %8s\n", "parameter", "value", "fit error", "samples");
+  TextTable table({"PARAMETER", "VALUE", "FIT ERROR", "SAMPLES"});
   for (const auto& [name, f] : p.Parameters()) {
-    std::printf("%-24s %12.4g %9.1f%% %8d\n", name.c_str(), f->value, 100 * f->rel_error,
-                f->samples);
+    table.Add({name, fmt::format("{:.4g}", f->value), fmt::format("{:.1f}%", 100 * f->rel_error),
+               std::to_string(f->samples)});
   }
+  table.Print(std::cout);
 }
 
 struct CalibrateFlags {
@@ -174,9 +176,7 @@ int RunList(const TargetsFlags& f) {
   auto response = (*api)->ListTargets({});
   if (!response.ok()) return ReportError("targets list", response.status());
   nlohmann::json all = nlohmann::json::array();
-  if (!f.json) {
-    std::printf("%-26s %-12s %5s %-25s %s\n", "id", "isa", "cores", "calibrated", "cpu");
-  }
+  TextTable table({"TARGET", "ISA", "CORES", "CALIBRATED", "CPU"});
   for (const auto& p : response->profiles()) {
     auto profile = ProfileFromProto(p);
     if (!profile.ok()) return ReportError("targets list", profile.status());
@@ -186,11 +186,14 @@ int RunList(const TargetsFlags& f) {
     }
     std::string when = profile->calibrated_unix_ms ? LocalIsoTime(profile->calibrated_unix_ms)
                                                    : "never (defaults)";
-    std::printf("%-26s %-12s %5d %-25s %s\n", profile->target.Id().c_str(),
-                profile->target.isa.c_str(), profile->target.cores, when.c_str(),
-                profile->target.cpu_model.c_str());
+    table.Add({profile->target.Id(), profile->target.isa, std::to_string(profile->target.cores),
+               when, profile->target.cpu_model});
   }
-  if (f.json) std::cout << all.dump(2) << "\n";
+  if (f.json) {
+    std::cout << all.dump(2) << "\n";
+  } else {
+    table.Print(std::cout);
+  }
   return kExitOk;
 }
 

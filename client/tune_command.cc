@@ -12,6 +12,7 @@
 #include "client/exit_codes.h"
 #include "client/model_options.h"
 #include "client/progress_display.h"
+#include "client/text_format.h"
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
@@ -33,19 +34,6 @@ struct TuneFlags {
   bool json = false;
   std::string save_plan;
 };
-
-std::string Ms(double ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f ms", ns / 1e6);
-  return buf;
-}
-
-std::string Ratio(double before, double after) {
-  if (before <= 0 || after <= 0) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2fx", before / after);
-  return buf;
-}
 
 void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
   std::map<std::string, int> kinds;
@@ -70,13 +58,13 @@ void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
   std::string unfused = UnfusedOpsText(UnfusedOps(g));
   if (!unfused.empty())
     std::printf("unfused          %s (reference fallback unless marked)\n", unfused.c_str());
-  std::printf("predicted        %s vs %s unfused: %s\n", Ms(plan.predicted_ns()).c_str(),
-              Ms(plan.unfused_predicted_ns()).c_str(),
-              Ratio(plan.unfused_predicted_ns(), plan.predicted_ns()).c_str());
+  std::printf("predicted        %s vs %s unfused: %s\n", DurationText(plan.predicted_ns()).c_str(),
+              DurationText(plan.unfused_predicted_ns()).c_str(),
+              RatioText(plan.unfused_predicted_ns(), plan.predicted_ns()).c_str());
   if (plan.measured_ns() > 0) {
-    std::printf("measured         %s vs %s unfused: %s\n", Ms(plan.measured_ns()).c_str(),
-                Ms(plan.unfused_measured_ns()).c_str(),
-                Ratio(plan.unfused_measured_ns(), plan.measured_ns()).c_str());
+    std::printf("measured         %s vs %s unfused: %s\n", DurationText(plan.measured_ns()).c_str(),
+                DurationText(plan.unfused_measured_ns()).c_str(),
+                RatioText(plan.unfused_measured_ns(), plan.measured_ns()).c_str());
   } else {
     std::printf("measured         not measured (the target is not this machine, or budget 0)\n");
   }

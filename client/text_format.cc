@@ -1,0 +1,54 @@
+#include "client/text_format.h"
+
+#include <algorithm>
+#include <ctime>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace fusor {
+
+void TextTable::Print(std::ostream& out, std::string_view indent) const {
+  std::vector<size_t> widths(rows_.front().size(), 0);
+  for (const auto& row : rows_) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  for (const auto& row : rows_) {
+    std::string line(indent);
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size() && i < widths.size()) {
+        line += std::string(widths[i] - row[i].size() + 2, ' ');
+      }
+    }
+    out << line << "\n";
+  }
+}
+
+std::string DurationText(double ns) {
+  if (!(ns > 0)) return "-";
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
+  if (ns < 1e9) return fmt::format("{:.3f} ms", ns / 1e6);
+  return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+std::string RatioText(double before, double after) {
+  if (!(before > 0) || !(after > 0)) return "-";
+  return fmt::format("{:.2f}x", before / after);
+}
+
+std::string LocalIsoTime(int64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  localtime_r(&seconds, &tm);
+  char text[40];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S%z", &tm);
+  const std::string out = text;  // %z is +hhmm; ISO 8601's extended form is +hh:mm.
+  const size_t minutes = out.size() - 2;
+  return out.substr(0, minutes) + ":" + out.substr(minutes);
+}
+
+}  // namespace fusor

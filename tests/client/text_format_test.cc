@@ -1,0 +1,47 @@
+// What the CLI prints for people: one format per kind of number, and tables whose columns line up.
+#include "client/text_format.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace fusor {
+namespace {
+
+TEST(TextFormat, DurationsReadInTheirNaturalUnitAndUnknownIsADash) {
+  EXPECT_EQ(DurationText(850), "850 ns");
+  EXPECT_EQ(DurationText(12'500), "12.5 us");
+  EXPECT_EQ(DurationText(3'250'000), "3.250 ms");
+  EXPECT_EQ(DurationText(1.2e9), "1.200 s");
+  EXPECT_EQ(DurationText(0), "-");
+  EXPECT_EQ(DurationText(-5), "-");
+}
+
+TEST(TextFormat, RatiosAreBeforeOverAfterAndUnknownIsADash) {
+  EXPECT_EQ(RatioText(3, 2), "1.50x");
+  EXPECT_EQ(RatioText(0, 2), "-");
+  EXPECT_EQ(RatioText(2, 0), "-");
+}
+
+TEST(TextFormat, TableColumnsLineUpUnderTheirHeaders) {
+  TextTable t({"TARGET", "CORES"});
+  t.Add({"a", "16"});
+  t.Add({"a-much-longer-id", "2"});
+  std::ostringstream out;
+  t.Print(out, "  ");
+  EXPECT_EQ(out.str(),
+            "  TARGET            CORES\n"
+            "  a                 16\n"
+            "  a-much-longer-id  2\n");
+}
+
+TEST(TextFormat, NeverIsADashAndTimesCarryTheirUtcOffset) {
+  EXPECT_EQ(LocalIsoTime(0), "-");
+  std::string t = LocalIsoTime(1'764'000'000'000);
+  ASSERT_EQ(t.size(), 25u) << t;  // 2025-11-24T16:00:00+00:00
+  EXPECT_EQ(t[10], 'T');
+  EXPECT_EQ(t[22], ':');
+}
+
+}  // namespace
+}  // namespace fusor
