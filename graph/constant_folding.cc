@@ -796,6 +796,16 @@ bool FitsAsConstant(const Tensor& out, const AttrTensor& v) {
 
 }  // namespace
 
+NodeId FirstFoldableNode(const Graph& g) {
+  for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
+    const Node& n = g.node(id);
+    if (ReadsOnlyConstants(g, n) && g.tensor(n.outputs[0]).num_elements() <= kMaxConstantElements) {
+      return id;
+    }
+  }
+  return kNoId;
+}
+
 StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate) {
   std::vector<NodeId> keep;
   int folded = 0;

@@ -95,4 +95,8 @@ using ConstantNodeEvaluator =
 // relinked.
 StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate);
 
+// The first node FoldConstantNodes would try to fold (every input a kConstant tensor, outputs
+// within kMaxConstantElements, no graph output), or kNoId.
+NodeId FirstFoldableNode(const Graph& g);
+
 }  // namespace fusor

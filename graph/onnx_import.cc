@@ -710,6 +710,12 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
   FUSOR_RETURN_IF_ERROR(Validate(g, options.limits));
   if (options.evaluate_constants) {
     FUSOR_RETURN_IF_ERROR(FoldConstantNodes(&g, options.evaluate_constants).status());
+  } else if (NodeId n = FirstFoldableNode(g); n != kNoId && !options.keep_constant_nodes) {
+    return Status::FailedPrecondition(
+        "node '" + g.node(n).name + "' (" + g.node(n).op_type +
+        ") reads only constants, which every Fusor tool folds before hashing; this import has no "
+        "constant evaluator (import through runtime/constant_evaluator.h WithConstantFolding, or "
+        "set ImportOptions::keep_constant_nodes to keep such nodes)");
   }
   if (weights == nullptr) return Canonicalize(FoldWeightOnlyNodes(std::move(g)));
   g = FoldWeightOnlyNodes(std::move(g), &weights->load_time);

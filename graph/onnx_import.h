@@ -33,9 +33,14 @@ struct ImportOptions {
   // Files larger than this are refused before parsing.
   int64_t max_file_bytes = int64_t{1} << 31;
   // Folds every node whose inputs are all constants (Trilu over a mask, Where, Range, ...) after
-  // conversion to the IR; unset, only the shape arithmetic above is folded. Callers that link
-  // runtime/ pass EvaluateConstantNode (runtime/constant_evaluator.h), the reference interpreter.
+  // conversion to the IR. Every Fusor tool folds them, and the graph hash that finds a stored plan
+  // is the hash of the folded graph, so callers pass EvaluateConstantNode, the reference
+  // interpreter (runtime/constant_evaluator.h WithConstantFolding; graph/ may not depend on
+  // runtime/). Unset, a model with such a node is refused, naming it, unless
+  // `keep_constant_nodes` says the caller wants them kept (tests of the unfolded graph): a
+  // forgotten evaluator fails loudly instead of giving a graph whose hash no stored plan has.
   ConstantNodeEvaluator evaluate_constants;
+  bool keep_constant_nodes = false;
 };
 
 // Parses "--shape input=1x3x224x224" values ("input=1x3x224x224") and "--dim batch=8" values.

@@ -34,4 +34,8 @@ ImportOptions WithConstantFolding(ImportOptions options) {
   return options;
 }
 
+Status FoldNodesOverConstants(Graph* g) {
+  return FoldConstantNodes(g, EvaluateConstantNode).status();
+}
+
 }  // namespace fusor

@@ -18,4 +18,9 @@ StatusOr<std::vector<AttrTensor>> EvaluateConstantNode(const Graph& g, NodeId id
 // `options` with evaluate_constants set to EvaluateConstantNode.
 ImportOptions WithConstantFolding(ImportOptions options);
 
+// Folds `g`'s nodes over constants as the import does (FoldConstantNodes with
+// EvaluateConstantNode): for graphs that arrive already converted (a fusor.v1.Graph from a
+// client that did not fold), so that they hash as the tools' imports do.
+Status FoldNodesOverConstants(Graph* g);
+
 }  // namespace fusor

@@ -13,6 +13,7 @@
 #include "db/sqlite_plan_store.h"
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
+#include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
 #include "search/autotune.h"
@@ -292,6 +293,8 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   auto parsed = FromProto(request.graph(), state_->options.limits);
   if (!parsed.ok())
     return parsed.status().WithContext("graph '" + request.graph().model_name() + "'");
+  // A client that did not fold nodes over constants gets the graph, and hash, the tools make.
+  FUSOR_RETURN_IF_ERROR(FoldNodesOverConstants(&*parsed));
   Graph g = Canonicalize(*parsed);
   std::string hash = CanonicalHash(g);
   std::string target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();

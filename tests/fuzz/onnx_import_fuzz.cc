@@ -1,5 +1,6 @@
 // Fuzz harness: ONNX ModelProto bytes -> ImportOnnxBytes (parse, shape inference, folding, IR,
-// validation, canonical order), as `fusor tune MODEL.onnx` runs it on a file it was handed.
+// validation, nodes over constants evaluated by the reference interpreter, canonical order), as
+// `fusor tune MODEL.onnx` runs it on a file it was handed.
 // Accepted: the imported graph survives the wire form (FromProto(ToProto(g)) validates and
 // converts back to the same proto).
 #include <cstddef>
@@ -10,6 +11,7 @@
 
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
+#include "runtime/constant_evaluator.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/same_proto.h"
 
@@ -18,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool quiet = (google::protobuf::SetLogHandler(nullptr), true);
   (void)quiet;
   fusor::fuzz::Accepted() = false;
-  const fusor::ImportOptions options;  // The CLI's defaults.
+  static const fusor::ImportOptions options = fusor::WithConstantFolding({});  // As the CLI.
   auto g =
       fusor::ImportOnnxBytes(std::string_view(reinterpret_cast<const char*>(data), size), options);
   if (!g.ok()) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
 #include "runtime/constant_evaluator.h"
@@ -68,10 +69,27 @@ TEST(ConstantFolding, CausalMaskFoldsWithItsValues) {
   EXPECT_TRUE(std::isinf(y->f[1]));
 }
 
-TEST(ConstantFolding, WithoutAnEvaluatorTheMaskRunsAsANode) {
+TEST(ConstantFolding, AnImportWithoutAnEvaluatorIsRefusedNamingTheNode) {
   auto g = ImportOnnxBytes(CausalMaskModel());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(g.status().message().find("(Trilu) reads only constants"), std::string::npos)
+      << g.status().message();
+  EXPECT_NE(g.status().message().find("WithConstantFolding"), std::string::npos);
+}
+
+TEST(ConstantFolding, KeptOnPurposeTheMaskRunsAsANode) {
+  ImportOptions keep;
+  keep.keep_constant_nodes = true;
+  auto g = ImportOnnxBytes(CausalMaskModel(), keep);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->num_nodes(), 2u);
+  // A graph that arrives unfolded (a client that kept the node) folds to the import's graph.
+  auto folded = ImportOnnxBytes(CausalMaskModel(), WithConstantFolding({}));
+  ASSERT_TRUE(folded.ok());
+  Graph arrived = *g;
+  ASSERT_TRUE(FoldNodesOverConstants(&arrived).ok());
+  EXPECT_EQ(CanonicalHash(Canonicalize(arrived)), CanonicalHash(*folded));
 }
 
 // x -> Relu -> InstanceNormalization (opaque) -> Relu -> y.
