@@ -331,8 +331,7 @@ TEST_P(PlanStoreContract, StatsCountWhatIsStored) {
   EXPECT_EQ(s.per_target[1].stale_plans, 1);
 }
 
-// The calibration log
-// ------------------------------------------------------------------------------
+// The calibration log ---------------------------------------------------------------------------
 
 TEST_P(PlanStoreContract, RunsRoundTripNewestFirstWithTheirSamples) {
   int64_t first = Append(*store_, SampleRun("target-a", "cm1", 3, kCalibrated + 1));
