@@ -185,11 +185,11 @@ class PlanStore {
   virtual ~PlanStore() = default;
 
   // Waits until no other process sharing this store holds the lock of key, then holds it, so that
-  // identical Tunes arriving at several fusord replicas search once: the others wait here and then
-  // find the stored plan. Cancelled when *cancelled turns true while waiting. A store no other
-  // process writes through concurrently (a SQLite file of one fusord) has nothing to wait for:
-  // this default returns at once, and identical requests within a process are joined before they
-  // reach the store (server/tune_jobs.h).
+  // identical Tunes arriving at several fusord processes on one store search once: the others
+  // wait here and then find the stored plan. Cancelled when *cancelled turns true while waiting.
+  // The lock goes with the holder's process if it dies. Identical requests within one process are
+  // joined before they reach the store (server/tune_jobs.h). This default, for stores no process
+  // tunes through (snapshots, test fakes), waits for nothing.
   virtual StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
                                                              const std::atomic<bool>* cancelled) {
     (void)key;

@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 #include <pqxx/pqxx>
 
-#include "base/sha256.h"
 #include "db/open_plan_store.h"
 #include "db/plan_order.h"
 #include "db/schema.h"
@@ -193,20 +192,6 @@ std::string TextOrEmpty(const pqxx::field& field) {
 bool IsConnectionState(const std::string& sqlstate) {
   return sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" || sqlstate == "57P02" ||
          sqlstate == "57P03";
-}
-
-// The second key of a plan key's advisory lock: 32 bits of a SHA-256 over the key's fields. Two
-// keys sharing it only make their tunes take turns.
-int32_t PlanKeyLockId(const PlanKey& key) {
-  Sha256 sha;
-  for (const std::string* field :
-       {&key.graph_hash, &key.target_id, &key.cost_model_version, &key.search_options}) {
-    sha.UpdateString(*field);
-  }
-  std::array<uint8_t, 32> digest = sha.Finish();
-  uint32_t id = uint32_t{digest[0]} | uint32_t{digest[1]} << 8 | uint32_t{digest[2]} << 16 |
-                uint32_t{digest[3]} << 24;
-  return static_cast<int32_t>(id);
 }
 
 StatusOr<StoredPlan> ReadStoredPlan(const pqxx::row& row, std::string_view current_cmv,
@@ -608,7 +593,7 @@ Status PostgresPlanStore::PutPlan(const v1::Plan& plan, const v1::Graph& graph,
     // Two replicas storing one key at once would both miss FindPlanRow and collide on the
     // unique key; the lock makes the second one replace the first's plan instead.
     txn.exec_params("SELECT pg_advisory_xact_lock($1, $2)", kPutPlanLock,
-                    PlanKeyLockId(PlanKey::Of(plan)));
+                    static_cast<int32_t>(PlanKeyLockId(PlanKey::Of(plan))));
     Params t;
     if (t.Exec(txn,
                fmt::format("SELECT 1 FROM targets WHERE target_id = {}", t.Text(plan.target_id())))
@@ -989,7 +974,8 @@ StatusOr<std::vector<DatabaseStats>> PostgresPlanStore::Stats(
 StatusOr<std::unique_ptr<PlanKeyLock>> PostgresPlanStore::LockPlanKey(
     const PlanKey& key, const std::atomic<bool>* cancelled) {
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<Connection> connection, NewConnection());
-  int32_t id = PlanKeyLockId(key);
+  // The plan key's lock id is the second key of a two-key advisory lock.
+  int32_t id = static_cast<int32_t>(PlanKeyLockId(key));
   try {
     for (;;) {
       bool held = false;

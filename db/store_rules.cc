@@ -1,6 +1,7 @@
 #include "db/store_rules.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -8,6 +9,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "base/sha256.h"
 #include "db/staleness.h"
 
 namespace fusor::db {
@@ -186,6 +188,17 @@ HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now
                       plan.measured_ns(),
                       std::move(detail),
                       ""};
+}
+
+uint32_t PlanKeyLockId(const PlanKey& key) {
+  Sha256 sha;
+  for (const std::string* field :
+       {&key.graph_hash, &key.target_id, &key.cost_model_version, &key.search_options}) {
+    sha.UpdateString(*field);
+  }
+  std::array<uint8_t, 32> digest = sha.Finish();
+  return uint32_t{digest[0]} | uint32_t{digest[1]} << 8 | uint32_t{digest[2]} << 16 |
+         uint32_t{digest[3]} << 24;
 }
 
 int64_t NowUnixMs() {

@@ -71,6 +71,10 @@ HistoryEvent CalibratedEvent(const v1::HardwareProfile& profile, int64_t now_ms)
 HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now_ms,
                        std::string detail);
 
+// 32 bits of a SHA-256 over the key's fields: which lock LockPlanKey takes for a key. Two keys
+// sharing them only make their tunes take turns.
+uint32_t PlanKeyLockId(const PlanKey& key);
+
 // Milliseconds since the Unix epoch, now.
 int64_t NowUnixMs();
 

@@ -1,13 +1,16 @@
 // The PlanStore contract, run against every backend (plan_store_contract.h): round trips, the
 // unique key, target isolation, staleness, filters and pagination, measurements, delete and
-// expiry, stats.
+// expiry, stats, the plan-key lock between two stores on one database, the calibration log.
 #include "tests/db/plan_store_contract.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <set>
+#include <thread>
 
 #include "db/schema.h"
 #include "tests/db/test_db.h"
@@ -329,6 +332,33 @@ TEST_P(PlanStoreContract, StatsCountWhatIsStored) {
   ASSERT_EQ(s.per_target.size(), 2u);
   EXPECT_EQ(s.per_target[1].target_id, "target-b");
   EXPECT_EQ(s.per_target[1].stale_plans, 1);
+}
+
+TEST_P(PlanStoreContract, PlanKeyLockMakesASecondStoreOnTheDatabaseWaitForTheFirst) {
+  std::unique_ptr<PlanStore> other = backend_->Open();  // As a second fusord would open it.
+  ASSERT_NE(other, nullptr);
+  PlanKey key{GraphHash(1), "target-a", "cm1", ""};
+  StatusOr<std::unique_ptr<PlanKeyLock>> held = store_->LockPlanKey(key, nullptr);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+
+  StatusOr<std::unique_ptr<PlanKeyLock>> free_key =
+      other->LockPlanKey({GraphHash(2), "target-a", "cm1", ""}, nullptr);
+  ASSERT_TRUE(free_key.ok()) << free_key.status().ToString();
+
+  std::atomic<bool> cancelled{true};
+  EXPECT_EQ(other->LockPlanKey(key, &cancelled).status().code(), Status::Code::kCancelled);
+
+  std::atomic<bool> acquired{false};
+  std::thread waiter([&] {
+    StatusOr<std::unique_ptr<PlanKeyLock>> lock = other->LockPlanKey(key, nullptr);
+    EXPECT_TRUE(lock.ok()) << lock.status().ToString();
+    acquired = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(acquired.load());  // Still held by the first store.
+  held->reset();
+  waiter.join();
+  EXPECT_TRUE(acquired.load());
 }
 
 // The calibration log ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // PostgresPlanStore against a real PostgreSQL 15 (test_postgres.h): the PlanStore contract
 // (plan_store_contract_test.cc), and what only a server shared by replicas has: two stores on one
-// database, the plan-key lock, migration by several openers at once, a foreign or newer database
+// database, migration by several openers at once, a foreign or newer database
 // refused, errors naming the database (never the password) while the server is away, recovery
 // when it returns, and a SQLite deployment snapshot exported from PostgreSQL.
 #include "db/postgres_plan_store.h"
@@ -145,37 +145,6 @@ TEST_F(PostgresPlanStoreTest, ConcurrentPutsOfOneKeyLeaveOnePlan) {
   EXPECT_EQ(TestPostgres::Query(uri_, "SELECT count(*) FROM plans"), "1");
   EXPECT_EQ(TestPostgres::Query(uri_, "SELECT count(*) FROM tuning_history WHERE event = 'stored'"),
             "20");
-}
-
-TEST_F(PostgresPlanStoreTest, PlanKeyLockMakesTheSecondCallerWaitForTheFirst) {
-  std::unique_ptr<PostgresPlanStore> a = testing::OpenPostgres(uri_);
-  std::unique_ptr<PostgresPlanStore> b = testing::OpenPostgres(uri_);
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  PlanKey key{GraphHash(1), "target-a", "cm1", ""};
-  StatusOr<std::unique_ptr<PlanKeyLock>> held = a->LockPlanKey(key, nullptr);
-  ASSERT_TRUE(held.ok()) << held.status().ToString();
-
-  // Another key is free.
-  StatusOr<std::unique_ptr<PlanKeyLock>> other =
-      b->LockPlanKey({GraphHash(2), "target-a", "cm1", ""}, nullptr);
-  ASSERT_TRUE(other.ok()) << other.status().ToString();
-
-  // A waiter that is cancelled gives up.
-  std::atomic<bool> cancelled{true};
-  EXPECT_EQ(b->LockPlanKey(key, &cancelled).status().code(), Status::Code::kCancelled);
-
-  std::atomic<bool> acquired{false};
-  std::thread waiter([&] {
-    StatusOr<std::unique_ptr<PlanKeyLock>> lock = b->LockPlanKey(key, nullptr);
-    EXPECT_TRUE(lock.ok()) << lock.status().ToString();
-    acquired = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(acquired.load());  // Still held by a.
-  held->reset();
-  waiter.join();
-  EXPECT_TRUE(acquired.load());
 }
 
 TEST_F(PostgresPlanStoreTest, AnotherApplicationsDatabaseIsRefused) {
