@@ -290,12 +290,19 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db:
 
 std::string TuningService::local_target_id() const { return state_->local.Id(); }
 
-StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSink& on_event) {
+StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSink& on_event,
+                                          bool count_miss) {
   auto cached = state_->store->GetPlan(key, kCostModelVersion);
   if (!cached.ok() && cached.status().code() != Status::Code::kNotFound) return cached.status();
-  const char* result = !cached.ok() ? "miss" : cached->stale ? "stale" : "hit";
-  Metrics().plan_cache_lookups.With({"Tune", result}).Increment();
-  if (!cached.ok() || cached->stale) return false;
+  const bool hit = cached.ok() && !cached->stale;
+  if (hit || count_miss) {
+    Metrics()
+        .plan_cache_lookups.With({"Tune", hit           ? "hit"
+                                          : cached.ok() ? "stale"
+                                                        : "miss"})
+        .Increment();
+  }
+  if (!hit) return false;
   spdlog::info("tune: graph={} target={} cache hit", key.graph_hash.substr(0, 16), key.target_id);
   v1::TuneEvent e;
   *e.mutable_result()->mutable_plan() = cached->plan;
@@ -329,16 +336,18 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
       search.CanonicalText() + ";measure_budget=" + std::to_string(local ? budget : 0);
   db::PlanKey key{hash, target_id, kCostModelVersion, options_text};
 
+  // One cache lookup is counted per Tune: a hit at once, else what is found once the key's lock is
+  // held.
   if (!request.force()) {
-    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event));
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event, /*count_miss=*/false));
     if (served) return Status::Ok();
   }
-  // Replicas sharing the store tune one key once: a replica arriving while another tunes it waits
+  // Processes sharing the store tune one key once: one arriving while another tunes it waits
   // here, then finds the plan the other stored.
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanKeyLock> key_lock,
                          state_->store->LockPlanKey(key, cancelled));
   if (!request.force()) {
-    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event));
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event, /*count_miss=*/true));
     if (served) return Status::Ok();
   }
 

@@ -78,7 +78,8 @@ class TuningService final : public TunerApi {
   struct State;
   explicit TuningService(std::unique_ptr<State> state);
   // Answers a Tune from the store when a current plan is stored under key; false when none is.
-  StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event);
+  // Counts the lookup when it hits, or when count_miss.
+  StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);
   std::unique_ptr<State> state_;
 };
 
