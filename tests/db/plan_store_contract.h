@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -35,6 +36,9 @@ struct StoreBackendFactory {
 
 std::unique_ptr<StoreBackend> SqliteBackend();
 std::unique_ptr<StoreBackend> PostgresBackend();
+
+// Names the parameter by its backend in test output (gtest prints an unknown type as bytes).
+inline void PrintTo(const StoreBackendFactory& factory, std::ostream* os) { *os << factory.name; }
 
 inline std::string BackendName(const ::testing::TestParamInfo<StoreBackendFactory>& info) {
   return info.param.name;
