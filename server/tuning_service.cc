@@ -145,8 +145,24 @@ struct TuningService::State {
     return local_profile;
   }
 
-  StatusOr<HardwareProfile> ProfileOf(const std::string& target_id) const {
-    if (target_id.empty() || target_id == local.Id()) return LocalProfile();
+  // This CPU's profile, taking a newer calibration from the store: another fusord sharing the
+  // store (a replica on a host of this CPU) may have calibrated or registered it since.
+  StatusOr<HardwareProfile> FreshLocalProfile() {
+    auto stored = store->GetTarget(local.Id());
+    if (!stored.ok() && stored.status().code() != Status::Code::kNotFound) return stored.status();
+    std::lock_guard<std::mutex> lock(profile_mu);
+    bool newer = stored.ok() && stored->cost_model_version() == kCostModelVersion &&
+                 stored->calibrated_unix_ms() > local_profile.calibrated_unix_ms;
+    if (newer) {
+      FUSOR_ASSIGN_OR_RETURN(local_profile, ProfileFromProto(*stored));
+      spdlog::info("tuning service: target {} recalibrated elsewhere at {} ms; using that profile",
+                   local.Id(), local_profile.calibrated_unix_ms);
+    }
+    return local_profile;
+  }
+
+  StatusOr<HardwareProfile> ProfileOf(const std::string& target_id) {
+    if (target_id.empty() || target_id == local.Id()) return FreshLocalProfile();
     auto p = store->GetTarget(target_id);
     if (!p.ok()) {
       if (p.status().code() != Status::Code::kNotFound) return p.status();

@@ -1,5 +1,6 @@
 // Two fusord replicas on loopback sharing one real PostgreSQL 15 (tests/db/test_postgres.h): a plan
 // tuned at one is served by the other, identical Tunes arriving at both at once search once, a
+// calibration registered at one is used by the other, a
 // replica killed with SIGKILL leaves the other serving, and a PostgreSQL that goes away gives
 // clear errors until it returns, when the service recovers without a restart.
 #include <gtest/gtest.h>
@@ -138,6 +139,39 @@ TEST_F(FusordReplicas, IdenticalTunesAtTwoReplicasSearchOnceAndEitherServesThePl
   ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
   EXPECT_FALSE(tuned->cache_hit());
   EXPECT_EQ(Count("SELECT count(*) FROM plans"), "2");
+}
+
+TEST_F(FusordReplicas, ACalibrationRegisteredAtOneReplicaIsUsedByTheOther) {
+  FusordProcess* a = StartReplica();
+  FusordProcess* b = StartReplica();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  v1::TuneRequest request = TuneRequestFor(ChainGraph(6, 256, "chain6"));
+  request.mutable_options()->set_measure_budget(0);  // Compare predictions only.
+  auto before = Tune(*b, request);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+
+  // The same CPU recalibrated through replica a: a newer profile with dearer kernel launches.
+  auto targets = Client(*a, kReadToken).ListTargets(v1::ListTargetsRequest());
+  ASSERT_TRUE(targets.ok()) << targets.status().ToString();
+  v1::RegisterTargetRequest registration;
+  for (const v1::HardwareProfile& p : targets->profiles()) {
+    if (p.target().id() == before->plan().target_id()) *registration.mutable_profile() = p;
+  }
+  v1::HardwareProfile* profile = registration.mutable_profile();
+  ASSERT_EQ(profile->target().id(), before->plan().target_id());
+  profile->set_calibrated_unix_ms(before->plan().created_unix_ms() + 1);
+  profile->mutable_dispatch_ns()->set_value(profile->dispatch_ns().value() + 4e5);
+  profile->mutable_loop_dispatch_ns()->set_value(profile->loop_dispatch_ns().value() + 4e5);
+  auto registered = Client(*a, kAdminToken).RegisterTarget(registration);
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+
+  // Replica b's plan is stale now, and b retunes it with the profile a registered.
+  auto after = Tune(*b, request);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_FALSE(after->cache_hit());
+  // At least one kernel launch, 0.4 ms dearer now.
+  EXPECT_GE(after->plan().predicted_ns(), before->plan().predicted_ns() + 4e5);
 }
 
 TEST_F(FusordReplicas, PostgresGoingAwayGivesClearErrorsAndTheServiceRecovers) {
