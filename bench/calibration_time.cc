@@ -30,7 +30,7 @@ int Main(int argc, char** argv) {
   if (mkdtemp(tmpl) == nullptr) return std::perror("mkdtemp"), 1;
   const std::string dir = tmpl;
   TuningServiceOptions options;
-  options.db_path = dir + "/tuning.db";
+  options.db_location = dir + "/tuning.db";
   auto service = TuningService::Open(options);
   if (!service.ok()) return std::fprintf(stderr, "%s\n", service.status().ToString().c_str()), 1;
 

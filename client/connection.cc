@@ -65,12 +65,12 @@ StatusOr<std::unique_ptr<TunerApi>> ConnectRemote(const ConnectionOptions& o) {
 
 StatusOr<std::unique_ptr<TunerApi>> ConnectLocal(const ConnectionOptions& o) {
   TuningServiceOptions t;
-  t.db_path = o.db_path;
+  t.db_location = o.db_path;
   // A person's first `fusor tune` on a machine calibrates it (about 10 s) rather than tuning with
   // the uncalibrated defaults, whose plans the measured refinement would mostly reject.
   t.auto_calibrate = true;
-  if (t.db_path.empty()) {
-    FUSOR_ASSIGN_OR_RETURN(t.db_path, db::DefaultDatabasePath(/*create_directories=*/true));
+  if (t.db_location.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(t.db_location, db::DefaultDatabasePath(/*create_directories=*/true));
   }
   FUSOR_ASSIGN_OR_RETURN(auto service, TuningService::Open(t));
   return std::unique_ptr<TunerApi>(std::move(service));
@@ -92,7 +92,9 @@ void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o) {
   cmd->add_flag("--allow-insecure-remote", o->allow_insecure_remote,
                 "Send the token without TLS to a non-loopback server (trusted networks only)");
   cmd->add_option("--timeout", o->timeout_s, "Deadline per call, seconds");
-  auto* db = cmd->add_option("--db", o->db_path, "Local database (default: per-user)");
+  auto* db = cmd->add_option("--db", o->db_path,
+                             "Local tuning database: a SQLite file, sqlite:PATH or "
+                             "postgresql://... (default: per-user SQLite file)");
   db->excludes(server);
 }
 

@@ -20,6 +20,7 @@
 #include "client/text_format.h"
 #include "db/default_path.h"
 #include "db/layered_plan_store.h"
+#include "db/open_plan_store.h"
 #include "db/plan_order.h"
 #include "db/snapshot.h"
 #include "db/sqlite_plan_store.h"
@@ -128,10 +129,8 @@ StatusOr<std::string> DatabasePath(const DbOptions& options, bool create_directo
 
 Status AddReadOnlyLayer(const std::string& path,
                         std::vector<std::unique_ptr<db::PlanStore>>& layers) {
-  db::SqliteOpenOptions read_only;
-  read_only.read_only = true;
-  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::SqlitePlanStore> store,
-                         db::SqlitePlanStore::Open(path, read_only));
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanStore> store,
+                         db::OpenPlanStore(path, {/*read_only=*/true}));
   layers.push_back(std::move(store));
   return Status::Ok();
 }
@@ -553,8 +552,15 @@ int RunExport(const ExportOptions& o) {
 int RunImport(const ImportOptions& o) {
   StatusOr<std::string> path = DatabasePath(o.db, /*create_directories=*/true);
   if (!path.ok()) return Fail("import", path.status());
+  StatusOr<db::StoreLocation> location = db::ParseStoreLocation(*path);
+  if (!location.ok()) return Fail("import", location.status());
+  if (location->kind != db::StoreLocation::Kind::kSqlite) {
+    return Fail("import", Status::Unimplemented(fmt::format(
+                              "import merges into a SQLite tuning database; '{}' is PostgreSQL",
+                              db::RedactedLocation(*path))));
+  }
   StatusOr<std::unique_ptr<db::SqlitePlanStore>> store =
-      db::SqlitePlanStore::Open(*path, db::SqliteOpenOptions());
+      db::SqlitePlanStore::Open(location->target, db::SqliteOpenOptions());
   if (!store.ok()) return Fail("import", store.status());
   ordered_json imports = ordered_json::array();
   for (const std::string& input : o.inputs) {
@@ -582,7 +588,8 @@ int RunImport(const ImportOptions& o) {
 
 void AddCommonOptions(CLI::App* command, DbOptions* o, bool snapshots) {
   command->add_option("--db", o->db_path,
-                      "Tuning database file (default: $XDG_DATA_HOME/fusor/tuning.db)");
+                      "Tuning database: a SQLite file, sqlite:PATH or postgresql://... "
+                      "(default: $XDG_DATA_HOME/fusor/tuning.db)");
   if (snapshots) {
     command
         ->add_option("--snapshot", o->snapshots,

@@ -287,4 +287,9 @@ StatusOr<std::vector<DatabaseStats>> LayeredPlanStore::Stats(
   return all;
 }
 
+StatusOr<std::unique_ptr<PlanKeyLock>> LayeredPlanStore::LockPlanKey(
+    const PlanKey& key, const std::atomic<bool>* cancelled) {
+  return layers_.front()->LockPlanKey(key, cancelled);
+}
+
 }  // namespace fusor::db

@@ -48,6 +48,9 @@ class LayeredPlanStore final : public PlanStore {
   // per file: a run is identified by (database, run_id).
   StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
+  // The top layer's lock: the only layer that is written.
+  StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
+                                                     const std::atomic<bool>* cancelled) override;
 
  private:
   // The newest-calibrated profile of a target over all layers; nullopt when no layer has it.

@@ -3,8 +3,10 @@
 // (graph hash, target, cost-model version, search options), the measurements behind each plan, an
 // append-only tuning history, and the append-only calibration log (every micro-benchmark sample
 // of every calibration run, so fits can be rerun over all samples so far). No SQL leaves db/:
-// callers use this interface, and unit tests elsewhere may fake it. SqlitePlanStore (one file) and
-// LayeredPlanStore (a writable file over read-only snapshots) implement it.
+// callers use this interface, and unit tests elsewhere may fake it. SqlitePlanStore (one file),
+// PostgresPlanStore (one PostgreSQL database shared by fusord replicas) and LayeredPlanStore (a
+// writable store over read-only snapshots) implement it; OpenPlanStore (open_plan_store.h) turns
+// a location ("path.db", "sqlite:path", "postgresql://...") into one.
 //
 // Never serving a wrong plan: plans are always looked up under their target, so a plan tuned on
 // one CPU is never returned for another. A plan is stale when it was scored by a cost model other
@@ -15,7 +17,9 @@
 // once; results are copies the caller owns.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -169,9 +173,29 @@ struct DatabaseStats {
   std::vector<TargetStats> per_target;
 };
 
+// Held while one caller tunes one plan key; released when destroyed (or when the process holding
+// it dies).
+class PlanKeyLock {
+ public:
+  virtual ~PlanKeyLock() = default;
+};
+
 class PlanStore {
  public:
   virtual ~PlanStore() = default;
+
+  // Waits until no other process sharing this store holds the lock of key, then holds it, so that
+  // identical Tunes arriving at several fusord processes on one store search once: the others
+  // wait here and then find the stored plan. Cancelled when *cancelled turns true while waiting.
+  // The lock goes with the holder's process if it dies. Identical requests within one process are
+  // joined before they reach the store (server/tune_jobs.h). This default, for stores no process
+  // tunes through (snapshots, test fakes), waits for nothing.
+  virtual StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
+                                                             const std::atomic<bool>* cancelled) {
+    (void)key;
+    (void)cancelled;
+    return std::make_unique<PlanKeyLock>();
+  }
 
   // Stores a target's hardware profile. When the target is known, the newer calibration wins, so
   // replaying an old profile never makes stale plans current again.

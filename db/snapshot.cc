@@ -14,6 +14,7 @@
 
 #include "db/plan_order.h"
 #include "db/schema.h"
+#include "db/store_rules.h"
 #include "db/tables.h"
 
 namespace fusor::db {
@@ -92,7 +93,7 @@ Status WriteSnapshotFile(const PlanBundle& bundle, const std::string& path,
   }  // Closing the last connection checkpoints the write-ahead log into the file.
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<SqliteConnection> connection,
                          SqliteConnection::Open(path, /*read_only=*/false));
-  FUSOR_RETURN_IF_ERROR(MarkSnapshot(*connection, target_id, tables::NowUnixMs()));
+  FUSOR_RETURN_IF_ERROR(MarkSnapshot(*connection, target_id, NowUnixMs()));
   return connection->ExecuteScript("VACUUM");
 }
 

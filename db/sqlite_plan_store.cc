@@ -7,15 +7,18 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <thread>
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include "db/plan_order.h"
+#include "db/store_rules.h"
 #include "db/tables.h"
 
 namespace fusor::db {
@@ -42,86 +45,6 @@ class SqlBuilder {
   std::string sql_;
   std::vector<SqlValue> values_;
 };
-
-std::string ShortHash(std::string_view hash) { return std::string(hash.substr(0, 12)); }
-
-bool IsLowerHex(std::string_view text) {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-StatusOr<std::string> NormalizeHashPrefix(std::string_view prefix) {
-  std::string lower(prefix);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.size() > 64 || !IsLowerHex(lower)) {
-    return Status::InvalidArgument(fmt::format(
-        "graph hash '{}' is not hex; a graph hash is up to 64 hex digits (SHA-256)", prefix));
-  }
-  return lower;
-}
-
-Status ValidatePlan(const v1::Plan& plan) {
-  if (plan.graph_hash().size() != 64 || !IsLowerHex(plan.graph_hash())) {
-    return Status::InvalidArgument(
-        fmt::format("plan graph_hash '{}' is not a canonical graph hash (64 lower-case hex digits)",
-                    plan.graph_hash()));
-  }
-  if (plan.target_id().empty() || plan.cost_model_version().empty()) {
-    return Status::InvalidArgument(fmt::format(
-        "plan for graph {} needs a target_id and a cost_model_version (got '{}' and '{}')",
-        ShortHash(plan.graph_hash()), plan.target_id(), plan.cost_model_version()));
-  }
-  if (!std::isfinite(plan.predicted_ns()) || plan.predicted_ns() < 0) {
-    return Status::InvalidArgument(fmt::format("plan for graph {} has predicted_ns {}, needs >= 0",
-                                               ShortHash(plan.graph_hash()), plan.predicted_ns()));
-  }
-  return Status::Ok();
-}
-
-Status ValidateMeasurements(const v1::Plan& plan, std::span<const Measurement> measurements) {
-  for (const Measurement& m : measurements) {
-    bool bad_sample = std::any_of(m.samples_ns.begin(), m.samples_ns.end(),
-                                  [](double s) { return !std::isfinite(s) || s < 0; });
-    if (m.samples_ns.empty() || bad_sample) {
-      return Status::InvalidArgument(fmt::format(
-          "measurement of plan for graph {} needs at least one sample, each finite and >= 0",
-          ShortHash(plan.graph_hash())));
-    }
-    if (!m.group_id) continue;
-    bool known = std::any_of(plan.groups().begin(), plan.groups().end(),
-                             [&](const v1::FusionGroup& g) { return g.id() == *m.group_id; });
-    if (!known) {
-      return Status::InvalidArgument(
-          fmt::format("measurement names group {}, which plan for graph "
-                      "{} does not have",
-                      *m.group_id, ShortHash(plan.graph_hash())));
-    }
-  }
-  return Status::Ok();
-}
-
-Status ValidateCalibrationRun(const CalibrationRun& run) {
-  if (run.target_id.empty() || run.cost_model_version.empty()) {
-    return Status::InvalidArgument(fmt::format(
-        "a calibration run needs a target_id and a cost_model_version (got '{}' and '{}')",
-        run.target_id, run.cost_model_version));
-  }
-  if (run.samples.empty()) {
-    return Status::InvalidArgument(fmt::format(
-        "calibration run of target '{}' has no samples; a run needs at least one", run.target_id));
-  }
-  for (const CalibrationSampleRow& s : run.samples) {
-    bool time_ok = std::isfinite(s.measured_ns) && s.measured_ns > 0;
-    bool cv_ok = std::isfinite(s.cv) && s.cv >= 0;
-    if (s.benchmark.empty() || s.features_json.empty() || !time_ok || !cv_ok) {
-      return Status::InvalidArgument(fmt::format(
-          "calibration sample '{}' of target '{}' has measured_ns {} and cv {}; a sample needs a "
-          "benchmark name, features, a finite time > 0 and a finite cv >= 0",
-          s.benchmark, run.target_id, s.measured_ns, s.cv));
-    }
-  }
-  return Status::Ok();
-}
 
 // The SELECT for one page of QueryPlans: its filters, the position after the page token, listing
 // order, and `limit` rows.
@@ -300,7 +223,7 @@ Status SqlitePlanStore::PutTarget(const v1::HardwareProfile& profile) {
   const std::string& id = profile.target().id();
   if (id.empty()) return Status::InvalidArgument("hardware profile has no target id to store");
   return Write(fmt::format("store target '{}'", id), [&](SqliteConnection& c) -> Status {
-    int64_t now = tables::NowUnixMs();
+    int64_t now = NowUnixMs();
     FUSOR_ASSIGN_OR_RETURN(bool stored, tables::UpsertTarget(c, profile, now));
     if (!stored) {
       spdlog::info("db: target {} unchanged in '{}': its stored calibration is as new or newer", id,
@@ -309,15 +232,7 @@ Status SqlitePlanStore::PutTarget(const v1::HardwareProfile& profile) {
     }
     spdlog::info("db: stored target {} calibrated at {} ms (cost model {}) in '{}'", id,
                  profile.calibrated_unix_ms(), profile.cost_model_version(), path_);
-    return tables::AppendHistory(
-        c, {now,
-            "calibrated",
-            {"", id, "", ""},
-            0,
-            0,
-            fmt::format("cost model {}, calibrated_unix_ms {}", profile.cost_model_version(),
-                        profile.calibrated_unix_ms()),
-            ""});
+    return tables::AppendHistory(c, CalibratedEvent(profile, now));
   });
 }
 
@@ -370,7 +285,7 @@ Status SqlitePlanStore::PutPlanLocked(SqliteConnection& c, const v1::Plan& plan,
                                       const v1::Graph& graph,
                                       std::span<const Measurement> measurements) {
   FUSOR_RETURN_IF_ERROR(RequireTarget(c, plan.target_id()));
-  int64_t now = tables::NowUnixMs();
+  int64_t now = NowUnixMs();
   v1::Plan stored = plan;
   if (stored.created_unix_ms() == 0) stored.set_created_unix_ms(now);
   FUSOR_RETURN_IF_ERROR(tables::InsertGraphIfMissing(c, plan.graph_hash(), graph, now).status());
@@ -380,14 +295,14 @@ Status SqlitePlanStore::PutPlanLocked(SqliteConnection& c, const v1::Plan& plan,
   if (existing) {
     plan_id = existing->plan_id;
     FUSOR_RETURN_IF_ERROR(tables::ReplacePlan(c, plan_id, stored));
-    FUSOR_RETURN_IF_ERROR(tables::AppendHistory(
-        c, tables::PlanEvent("replaced", existing->plan, now, "by a newer tuning")));
+    FUSOR_RETURN_IF_ERROR(
+        tables::AppendHistory(c, PlanEvent("replaced", existing->plan, now, "by a newer tuning")));
   } else {
     FUSOR_ASSIGN_OR_RETURN(plan_id, tables::InsertPlan(c, stored));
   }
   FUSOR_RETURN_IF_ERROR(
       tables::InsertMeasurements(c, plan_id, measurements, stored.created_unix_ms()));
-  FUSOR_RETURN_IF_ERROR(tables::AppendHistory(c, tables::PlanEvent("stored", stored, now, "")));
+  FUSOR_RETURN_IF_ERROR(tables::AppendHistory(c, PlanEvent("stored", stored, now, "")));
   spdlog::info(
       "db: stored plan graph={} target={} cost_model={} options='{}' predicted_ns={} "
       "measured_ns={} in '{}'",
@@ -404,7 +319,7 @@ StatusOr<MergeCounts> SqlitePlanStore::Merge(const PlanBundle& bundle, const std
   MergeCounts counts;
   Status s = Write(fmt::format("merge plans from '{}'", source), [&](SqliteConnection& c) {
     counts = MergeCounts();
-    int64_t now = tables::NowUnixMs();
+    int64_t now = NowUnixMs();
     for (const v1::HardwareProfile& target : bundle.targets) {
       FUSOR_ASSIGN_OR_RETURN(bool stored, tables::UpsertTarget(c, target, now));
       counts.targets_updated += stored ? 1 : 0;
@@ -445,8 +360,7 @@ Status SqlitePlanStore::MergePlanLocked(SqliteConnection& c, const PlanBundle::E
   FUSOR_RETURN_IF_ERROR(
       tables::InsertMeasurements(c, plan_id, entry.measurements, entry.plan.created_unix_ms()));
   if (!record_history) return Status::Ok();
-  return tables::AppendHistory(
-      c, tables::PlanEvent("imported", entry.plan, tables::NowUnixMs(), "from " + source));
+  return tables::AppendHistory(c, PlanEvent("imported", entry.plan, NowUnixMs(), "from " + source));
 }
 
 Status SqlitePlanStore::DeletePlan(const PlanKey& key) {
@@ -456,16 +370,14 @@ Status SqlitePlanStore::DeletePlan(const PlanKey& key) {
                  FUSOR_ASSIGN_OR_RETURN(std::optional<tables::PlanRow> row,
                                         tables::FindPlanRow(c, key));
                  if (!row) return Status::NotFound("no such plan in database '" + path_ + "'");
-                 FUSOR_RETURN_IF_ERROR(tables::AppendHistory(
-                     c, tables::PlanEvent("deleted", row->plan, tables::NowUnixMs(), "")));
+                 FUSOR_RETURN_IF_ERROR(
+                     tables::AppendHistory(c, PlanEvent("deleted", row->plan, NowUnixMs(), "")));
                  return tables::DeletePlanRow(c, row->plan_id);
                });
 }
 
 StatusOr<int64_t> SqlitePlanStore::ExpirePlans(const ExpireRule& rule) {
-  if (rule.created_before_unix_ms == 0 && !rule.stale) {
-    return Status::InvalidArgument("an expiry rule needs created_before_unix_ms or stale");
-  }
+  FUSOR_RETURN_IF_ERROR(ValidateExpireRule(rule));
   SqlBuilder selected("FROM plans p JOIN targets t ON t.target_id = p.target_id");
   selected.Append(" AND (0");
   if (rule.created_before_unix_ms != 0) {
@@ -478,7 +390,7 @@ StatusOr<int64_t> SqlitePlanStore::ExpirePlans(const ExpireRule& rule) {
   selected.Append(")");
   int64_t expired = 0;
   Status s = Write("expire plans", [&](SqliteConnection& c) -> Status {
-    std::vector<SqlValue> values = {tables::NowUnixMs()};
+    std::vector<SqlValue> values = {NowUnixMs()};
     values.insert(values.end(), selected.values().begin(), selected.values().end());
     FUSOR_RETURN_IF_ERROR(c.Execute(
         "INSERT INTO tuning_history (at_unix_ms, event, graph_hash, target_id, "
@@ -503,13 +415,13 @@ StatusOr<int64_t> SqlitePlanStore::ExpirePlans(const ExpireRule& rule) {
 StatusOr<int64_t> SqlitePlanStore::AppendCalibrationRun(const CalibrationRun& run) {
   FUSOR_RETURN_IF_ERROR(ValidateCalibrationRun(run));
   int64_t run_id = 0;
-  Status s = Write(fmt::format("append a calibration run of target '{}'", run.target_id),
-                   [&](SqliteConnection& c) -> Status {
-                     FUSOR_RETURN_IF_ERROR(RequireTarget(c, run.target_id));
-                     FUSOR_ASSIGN_OR_RETURN(
-                         run_id, tables::InsertCalibrationRun(c, run, tables::NowUnixMs()));
-                     return Status::Ok();
-                   });
+  Status s =
+      Write(fmt::format("append a calibration run of target '{}'", run.target_id),
+            [&](SqliteConnection& c) -> Status {
+              FUSOR_RETURN_IF_ERROR(RequireTarget(c, run.target_id));
+              FUSOR_ASSIGN_OR_RETURN(run_id, tables::InsertCalibrationRun(c, run, NowUnixMs()));
+              return Status::Ok();
+            });
   if (!s.ok()) return s;
   spdlog::info("db: appended calibration run {} of target {} (cost model {}, {} samples) to '{}'",
                run_id, run.target_id, run.cost_model_version, run.samples.size(), path_);
@@ -587,12 +499,7 @@ StatusOr<StoredPlan> SqlitePlanStore::BestPlan(std::string_view graph_hash,
 }
 
 StatusOr<PlanPage> SqlitePlanStore::QueryPlans(const PlanQuery& query) {
-  if (query.page_size < 0) {
-    return Status::InvalidArgument(
-        fmt::format("page size {} is negative; use 0 for the default", query.page_size));
-  }
-  int32_t page_size = query.page_size == 0 ? PlanQuery::kDefaultPageSize
-                                           : std::min(query.page_size, PlanQuery::kMaxPageSize);
+  FUSOR_ASSIGN_OR_RETURN(int32_t page_size, PageSizeOf(query));
   FUSOR_ASSIGN_OR_RETURN(SqlBuilder sql, PlanQuerySql(query, page_size + 1));
   FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
   FUSOR_ASSIGN_OR_RETURN(StatementLease row, c->Prepare(sql.sql()));
@@ -673,6 +580,56 @@ StatusOr<DatabaseStats> SqlitePlanStore::StatsLocked(SqliteConnection& c,
     FUSOR_RETURN_IF_ERROR(tables::CountCalibrationLog(c, s));
   }
   return s;
+}
+
+// Plan-key locks ---------------------------------------------------------------------------------
+
+namespace {
+
+// Holds an open-file-description lock; closing the descriptor releases it.
+class FileRangeLock final : public PlanKeyLock {
+ public:
+  explicit FileRangeLock(int fd) : fd_(fd) {}
+  ~FileRangeLock() override { close(fd_); }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PlanKeyLock>> SqlitePlanStore::LockPlanKey(
+    const PlanKey& key, const std::atomic<bool>* cancelled) {
+  if (read_only()) {
+    return Status::FailedPrecondition(
+        fmt::format("database '{}' is open read-only; it takes no tuning locks", path_));
+  }
+  std::string lock_path = path_ + "-tunelock";
+  int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::IOError(
+        fmt::format("cannot open the tuning lock file '{}': {}", lock_path, std::strerror(errno)));
+  }
+  struct flock range {};
+  range.l_type = F_WRLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = static_cast<off_t>(PlanKeyLockId(key));
+  range.l_len = 1;
+  // Polled rather than waited for (F_OFD_SETLKW), so a cancelled wait ends promptly.
+  while (fcntl(fd, F_OFD_SETLK, &range) != 0) {
+    if (errno != EAGAIN && errno != EACCES && errno != EINTR) {
+      Status s = Status::IOError(fmt::format("cannot lock the tuning lock file '{}': {}", lock_path,
+                                             std::strerror(errno)));
+      close(fd);
+      return s;
+    }
+    if (cancelled != nullptr && cancelled->load()) {
+      close(fd);
+      return Status::Cancelled("cancelled while another process tuned the same graph");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return std::unique_ptr<PlanKeyLock>(std::make_unique<FileRangeLock>(fd));
 }
 
 }  // namespace fusor::db

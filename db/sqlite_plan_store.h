@@ -74,6 +74,11 @@ class SqlitePlanStore final : public PlanStore {
   StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) override;
   StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
+  // An open-file-description lock on one byte (the key's lock id) of the file PATH-tunelock beside
+  // the database, so fusord processes sharing one file tune a key once; the kernel releases it
+  // when its holder closes it or dies. FailedPrecondition on a read-only store.
+  StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
+                                                     const std::atomic<bool>* cancelled) override;
 
   // Merges a bundle in one transaction, without duplicates: a target keeps the newer calibration,
   // a graph is added once, and a plan under an existing key replaces the stored one only when

@@ -8,7 +8,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "db/plan_order.h"
-#include "db/staleness.h"
+#include "db/store_rules.h"
 
 namespace fusor::db::tables {
 namespace {
@@ -26,65 +26,15 @@ SqlValue OptionalReal(std::optional<double> value) {
 template <typename Message>
 StatusOr<Message> ParseColumn(const Statement& row, int column, std::string_view what,
                               const std::string& database) {
-  Message message;
-  if (!message.ParseFromString(row.Bytes(column))) {
-    return Status::Corruption(fmt::format("database '{}': a stored {} does not parse as {}",
-                                          database, what, Message::descriptor()->full_name()));
-  }
-  return message;
-}
-
-// Linear interpolation between closest ranks of sorted samples, q in [0, 1].
-double Quantile(const std::vector<double>& sorted, double q) {
-  double rank = q * static_cast<double>(sorted.size() - 1);
-  size_t below = static_cast<size_t>(std::floor(rank));
-  size_t above = std::min(below + 1, sorted.size() - 1);
-  return sorted[below] + (rank - static_cast<double>(below)) * (sorted[above] - sorted[below]);
-}
-
-std::string SamplesJson(std::span<const double> samples) {
-  return fmt::format("[{}]", fmt::join(samples, ","));
-}
-
-StatusOr<std::vector<double>> ParseSamplesJson(std::string_view json, const std::string& db) {
-  Status bad = Status::Corruption(
-      fmt::format("database '{}': measurement samples '{}' are not a JSON array of numbers", db,
-                  json.substr(0, 40)));
-  if (json.size() < 2 || json.front() != '[' || json.back() != ']') return bad;
-  json = json.substr(1, json.size() - 2);
-  std::vector<double> samples;
-  while (!json.empty()) {
-    size_t comma = std::min(json.find(','), json.size());
-    double value = 0;
-    auto [end, ec] = std::from_chars(json.data(), json.data() + comma, value);
-    if (ec != std::errc() || end != json.data() + comma) return bad;
-    samples.push_back(value);
-    json.remove_prefix(std::min(comma + 1, json.size()));
-  }
-  return samples;
+  return ParseStored<Message>(row.Bytes(column), what, database);
 }
 
 }  // namespace
 
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 StatusOr<StoredPlan> ReadStoredPlan(const Statement& row, std::string_view current_cmv,
                                     const std::string& database) {
-  StoredPlan stored;
-  FUSOR_ASSIGN_OR_RETURN(stored.plan, ParseColumn<v1::Plan>(row, 0, "plan", database));
-  stored.model_name = row.Text(1);
-  v1::HardwareProfile target;
-  target.mutable_target()->set_id(stored.plan.target_id());
-  target.set_cost_model_version(row.Text(2));
-  target.set_calibrated_unix_ms(row.Int(3));
-  stored.stale_reason = StaleReason(stored.plan, current_cmv, target);
-  stored.stale = !stored.stale_reason.empty();
-  stored.database = database;
-  return stored;
+  FUSOR_ASSIGN_OR_RETURN(v1::Plan plan, ParseColumn<v1::Plan>(row, 0, "plan", database));
+  return JudgedPlan(std::move(plan), row.Text(1), row.Text(2), row.Int(3), current_cmv, database);
 }
 
 // Targets ----------------------------------------------------------------------------------------
@@ -215,17 +165,14 @@ Status DeletePlanRow(SqliteConnection& c, int64_t plan_id) {
 Status InsertMeasurements(SqliteConnection& c, int64_t plan_id,
                           std::span<const Measurement> measurements, int64_t default_unix_ms) {
   for (const Measurement& m : measurements) {
-    std::vector<double> sorted = m.samples_ns;
-    std::sort(sorted.begin(), sorted.end());
-    double median = Quantile(sorted, 0.5);
-    double spread = median > 0 ? (Quantile(sorted, 0.75) - Quantile(sorted, 0.25)) / median : 0;
+    SampleSummary summary = Summarize(m.samples_ns);
     SqlValue group = m.group_id ? SqlValue(int64_t{*m.group_id}) : SqlValue(std::monostate{});
     int64_t at = m.measured_unix_ms != 0 ? m.measured_unix_ms : default_unix_ms;
     FUSOR_RETURN_IF_ERROR(c.Execute(
         "INSERT INTO measurements (plan_id, group_id, samples, sample_count, median_ns, spread, "
         "measured_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        {plan_id, group, SamplesJson(m.samples_ns), static_cast<int64_t>(sorted.size()), median,
-         spread, at}));
+        {plan_id, group, SamplesJson(m.samples_ns), static_cast<int64_t>(m.samples_ns.size()),
+         summary.median_ns, summary.spread, at}));
   }
   return Status::Ok();
 }
@@ -251,17 +198,6 @@ StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t
 }
 
 // Tuning history ---------------------------------------------------------------------------------
-
-HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now_ms,
-                       std::string detail) {
-  return HistoryEvent{now_ms,
-                      std::string(event),
-                      PlanKey::Of(plan),
-                      plan.predicted_ns(),
-                      plan.measured_ns(),
-                      std::move(detail),
-                      ""};
-}
 
 Status AppendHistory(SqliteConnection& c, const HistoryEvent& e) {
   auto text_or_null = [](const std::string& s) -> SqlValue {

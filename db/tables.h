@@ -72,9 +72,6 @@ StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t
 
 // Tuning history.
 Status AppendHistory(SqliteConnection& c, const HistoryEvent& event);
-// A history row for something that happened to plan now.
-HistoryEvent PlanEvent(std::string_view event, const v1::Plan& plan, int64_t now_ms,
-                       std::string detail);
 StatusOr<std::vector<HistoryEvent>> ReadHistory(SqliteConnection& c, const HistoryQuery& query);
 
 // Calibration log (schema version 2). InsertCalibrationRun gives the run the next run id of the
@@ -85,8 +82,5 @@ StatusOr<std::vector<CalibrationRun>> ReadCalibrationRuns(SqliteConnection& c,
                                                           const CalibrationRunQuery& query);
 // Adds the log's counts (runs, samples, samples per target) to stats.
 Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats);
-
-// Milliseconds since the Unix epoch, now.
-int64_t NowUnixMs();
 
 }  // namespace fusor::db::tables

@@ -10,6 +10,8 @@ PACKAGES=(
   build-essential cmake pkg-config ninja-build
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3
+  libpqxx-dev  # the PostgreSQL plan store (db/postgres_plan_store.h)
+  postgresql-15  # the tests start a real PostgreSQL server (tests/db/test_postgres.h)
   libspdlog-dev libfmt-dev
   libdnnl-dev
   libonnx-dev

@@ -58,7 +58,7 @@ const std::vector<Setting>& Settings() {
   using C = FusordConfig;
   static const std::vector<Setting> settings = {
       Field<std::string>("listen", "--listen", [](C* c) { return &c->server.listen; }),
-      Field<std::string>("db_path", "--db", [](C* c) { return &c->tuning.db_path; }),
+      Field<std::string>("db_path", "--db", [](C* c) { return &c->tuning.db_location; }),
       Field<int>("worker_threads", "--worker-threads",
                  [](C* c) { return &c->server.worker_threads; }),
       Field<int>("queue_size", "--queue-size", [](C* c) { return &c->server.queue_size; }),
@@ -163,7 +163,9 @@ Status CheckValues(const FusordConfig& c) {
 void AddFusordFlags(CLI::App* app, FusordConfig* c) {
   app->add_option("--config", c->config_file, "JSON config file (deploy/fusord.example.json)");
   app->add_option("--listen", c->server.listen, "host:port or unix:PATH (port 0: any free port)");
-  app->add_option("--db", c->tuning.db_path, "SQLite tuning database (default: the CLI's)");
+  app->add_option("--db", c->tuning.db_location,
+                  "Tuning database: a SQLite file, sqlite:PATH or postgresql://... "
+                  "(default: the CLI's SQLite file)");
   app->add_option("--worker-threads", c->server.worker_threads, "Tuning jobs that run at once");
   app->add_option("--queue-size", c->server.queue_size, "Tuning jobs that may wait");
   app->add_option("--max-rpc-threads", c->server.max_rpc_threads, "Threads serving RPCs");

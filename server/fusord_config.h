@@ -3,7 +3,9 @@
 // unknown key or a value of the wrong type is an error naming it), so a typo cannot silently
 // leave a limit at its default. Keys (flag in brackets), all optional:
 //   listen [--listen]                    host:port or unix:PATH; default 127.0.0.1:7070
-//   db_path [--db]                       SQLite tuning database; default as the CLI's local mode
+//   db_path [--db]                       tuning database: a SQLite file, sqlite:PATH or
+//                                        postgresql://... (db/open_plan_store.h); default the
+//                                        CLI's local-mode SQLite file
 //   worker_threads [--worker-threads]    tuning jobs that run at once; default 1
 //   queue_size [--queue-size]            tuning jobs that may wait; default 16
 //   max_rpc_threads [--max-rpc-threads]  threads serving RPCs; default 256
@@ -49,7 +51,7 @@ namespace fusor {
 struct FusordConfig {
   std::string config_file;  // --config; empty: flags only.
   TunerServerOptions server;
-  TuningServiceOptions tuning;  // db_path empty: the default database path.
+  TuningServiceOptions tuning;  // db_location empty: the default database path.
   double shutdown_grace_s = 30;
   std::string log_level = "info";
   std::string log_format = "text";  // "text" or "json".

@@ -16,6 +16,7 @@
 
 #include "base/net_address.h"
 #include "db/default_path.h"
+#include "db/open_plan_store.h"
 #include "server/fusord_config.h"
 #include "server/json_log.h"
 #include "server/metrics_http.h"
@@ -76,8 +77,8 @@ sigset_t BlockShutdownSignals() {
 }
 
 Status ResolveDatabasePath(FusordConfig* config) {
-  if (!config->tuning.db_path.empty()) return Status::Ok();
-  FUSOR_ASSIGN_OR_RETURN(config->tuning.db_path, db::DefaultDatabasePath(true));
+  if (!config->tuning.db_location.empty()) return Status::Ok();
+  FUSOR_ASSIGN_OR_RETURN(config->tuning.db_location, db::DefaultDatabasePath(true));
   return Status::Ok();
 }
 
@@ -92,9 +93,14 @@ std::vector<std::string> PrivateStrings(const FusordConfig& config) {
     std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
     if (!ec && absolute != path) out.push_back(absolute);
   };
-  add(config.tuning.db_path);
-  std::string dir = std::filesystem::path(config.tuning.db_path).parent_path().string();
-  if (dir.size() > 1) add(dir);
+  // A SQLite file's path is private; a PostgreSQL location is named in errors only redacted
+  // (db/open_plan_store.h), so clients may see which server and database failed.
+  auto location = db::ParseStoreLocation(config.tuning.db_location);
+  if (location.ok() && location->kind == db::StoreLocation::Kind::kSqlite) {
+    add(location->target);
+    std::string dir = std::filesystem::path(location->target).parent_path().string();
+    if (dir.size() > 1) add(dir);
+  }
   for (const std::string& path : {config.config_file, config.server.token_file,
                                   config.server.tls_cert, config.server.tls_key}) {
     add(path);
@@ -138,7 +144,7 @@ int Serve(FusordConfig config, const sigset_t& signals) {
                (*server)->authenticated() ? "tokens" : "off", config.server.worker_threads,
                config.server.queue_size,
                metrics ? "http://" + metrics->address() + "/metrics" : std::string("off"),
-               config.tuning.db_path);
+               db::RedactedLocation(config.tuning.db_location));
   if (!IsLoopbackAddress(config.server.listen) &&
       (config.server.token_file.empty() || config.server.tls_cert.empty())) {
     spdlog::warn(
@@ -161,7 +167,8 @@ int Serve(FusordConfig config, const sigset_t& signals) {
   if (metrics) metrics->Stop();
   server->reset();
   service->reset();
-  spdlog::info("fusord: stopped; database {} closed", config.tuning.db_path);
+  spdlog::info("fusord: stopped; database {} closed",
+               db::RedactedLocation(config.tuning.db_location));
   spdlog::shutdown();
   return 0;
 }

@@ -68,5 +68,9 @@ StatusOr<std::vector<db::DatabaseStats>> TimedPlanStore::Stats(
     std::string_view current_cost_model_version) {
   return Timed("stats", [&] { return store_->Stats(current_cost_model_version); });
 }
+StatusOr<std::unique_ptr<db::PlanKeyLock>> TimedPlanStore::LockPlanKey(
+    const db::PlanKey& key, const std::atomic<bool>* cancelled) {
+  return store_->LockPlanKey(key, cancelled);
+}
 
 }  // namespace fusor

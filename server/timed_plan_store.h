@@ -35,6 +35,9 @@ class TimedPlanStore final : public db::PlanStore {
       const db::CalibrationRunQuery& query) override;
   StatusOr<std::vector<db::DatabaseStats>> Stats(
       std::string_view current_cost_model_version) override;
+  // Forwarded untimed: it waits for another replica's tune, not for the database.
+  StatusOr<std::unique_ptr<db::PlanKeyLock>> LockPlanKey(
+      const db::PlanKey& key, const std::atomic<bool>* cancelled) override;
 
  private:
   const std::unique_ptr<db::PlanStore> store_;

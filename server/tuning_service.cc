@@ -10,7 +10,7 @@
 
 #include "costmodel/calibration.h"
 #include "costmodel/cost_model.h"
-#include "db/sqlite_plan_store.h"
+#include "db/open_plan_store.h"
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "runtime/constant_evaluator.h"
@@ -132,7 +132,7 @@ db::Measurement ToDb(const Measurement& m) {
 
 struct TuningService::State {
   TuningServiceOptions options;
-  std::unique_ptr<db::PlanStore> store;  // A TimedPlanStore around the SQLite store.
+  std::unique_ptr<db::PlanStore> store;  // A TimedPlanStore around the store it was handed.
   TargetFingerprint local;
   mutable std::mutex profile_mu;
   HardwareProfile local_profile;  // Guarded by profile_mu.
@@ -146,8 +146,24 @@ struct TuningService::State {
     return local_profile;
   }
 
-  StatusOr<HardwareProfile> ProfileOf(const std::string& target_id) const {
-    if (target_id.empty() || target_id == local.Id()) return LocalProfile();
+  // This CPU's profile, taking a newer calibration from the store: another fusord sharing the
+  // store (a replica on a host of this CPU) may have calibrated or registered it since.
+  StatusOr<HardwareProfile> FreshLocalProfile() {
+    auto stored = store->GetTarget(local.Id());
+    if (!stored.ok() && stored.status().code() != Status::Code::kNotFound) return stored.status();
+    std::lock_guard<std::mutex> lock(profile_mu);
+    bool newer = stored.ok() && stored->cost_model_version() == kCostModelVersion &&
+                 stored->calibrated_unix_ms() > local_profile.calibrated_unix_ms;
+    if (newer) {
+      FUSOR_ASSIGN_OR_RETURN(local_profile, ProfileFromProto(*stored));
+      spdlog::info("tuning service: target {} recalibrated elsewhere at {} ms; using that profile",
+                   local.Id(), local_profile.calibrated_unix_ms);
+    }
+    return local_profile;
+  }
+
+  StatusOr<HardwareProfile> ProfileOf(const std::string& target_id) {
+    if (target_id.empty() || target_id == local.Id()) return FreshLocalProfile();
     auto p = store->GetTarget(target_id);
     if (!p.ok()) {
       if (p.status().code() != Status::Code::kNotFound) return p.status();
@@ -246,11 +262,16 @@ TuningService::TuningService(std::unique_ptr<State> state) : state_(std::move(st
 TuningService::~TuningService() = default;
 
 StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningServiceOptions& options) {
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanStore> store,
+                         db::OpenPlanStore(options.db_location));
+  return Open(std::move(store), options);
+}
+
+StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db::PlanStore> store,
+                                                             const TuningServiceOptions& options) {
   auto state = std::make_unique<State>();
   state->options = options;
-  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::SqlitePlanStore> sqlite,
-                         db::SqlitePlanStore::Open(options.db_path, db::SqliteOpenOptions{}));
-  state->store = std::make_unique<TimedPlanStore>(std::move(sqlite));
+  state->store = std::make_unique<TimedPlanStore>(std::move(store));
   FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   auto stored = state->store->GetTarget(state->local.Id());
   if (stored.ok() && stored->cost_model_version() != kCostModelVersion) {
@@ -274,16 +295,38 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningService
     return stored.status();
   }
   Metrics();  // Registers every family before a scrape can run the callback below.
-  db::PlanStore* store = state->store.get();
+  db::PlanStore* timed = state->store.get();
   state->calibration_age = metrics::Registry::Default().AddGaugeCallback(
       ServiceMetrics::kCalibrationAge, "Seconds since each calibrated target's calibration",
-      {"target"}, [store] { return CalibrationAges(*store); });
-  spdlog::info("tuning service: db={} target={} isa={} calibrated={}", options.db_path,
-               state->local.Id(), state->local.isa, state->local_profile.calibrated_unix_ms != 0);
+      {"target"}, [timed] { return CalibrationAges(*timed); });
+  spdlog::info("tuning service: db={} target={} isa={} calibrated={}",
+               db::RedactedLocation(options.db_location), state->local.Id(), state->local.isa,
+               state->local_profile.calibrated_unix_ms != 0);
   return std::unique_ptr<TuningService>(new TuningService(std::move(state)));
 }
 
 std::string TuningService::local_target_id() const { return state_->local.Id(); }
+
+StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSink& on_event,
+                                          bool count_miss) {
+  auto cached = state_->store->GetPlan(key, kCostModelVersion);
+  if (!cached.ok() && cached.status().code() != Status::Code::kNotFound) return cached.status();
+  const bool hit = cached.ok() && !cached->stale;
+  if (hit || count_miss) {
+    Metrics()
+        .plan_cache_lookups.With({"Tune", hit           ? "hit"
+                                          : cached.ok() ? "stale"
+                                                        : "miss"})
+        .Increment();
+  }
+  if (!hit) return false;
+  spdlog::info("tune: graph={} target={} cache hit", key.graph_hash.substr(0, 16), key.target_id);
+  v1::TuneEvent e;
+  *e.mutable_result()->mutable_plan() = cached->plan;
+  e.mutable_result()->set_cache_hit(true);
+  on_event(e);
+  return true;
+}
 
 // The tuning pipeline, in order: validate, cache, search, measure (own CPU only), store.
 Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_event,
@@ -312,20 +355,19 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
       search.CanonicalText() + ";measure_budget=" + std::to_string(local ? budget : 0);
   db::PlanKey key{hash, target_id, kCostModelVersion, options_text};
 
+  // One cache lookup is counted per Tune: a hit at once, else what is found once the key's lock is
+  // held.
   if (!request.force()) {
-    auto cached = state_->store->GetPlan(key, kCostModelVersion);
-    if (cached.ok() || cached.status().code() == Status::Code::kNotFound) {
-      const char* result = !cached.ok() ? "miss" : cached->stale ? "stale" : "hit";
-      Metrics().plan_cache_lookups.With({"Tune", result}).Increment();
-    }
-    if (cached.ok() && !cached->stale) {
-      spdlog::info("tune: graph={} target={} cache hit", hash.substr(0, 16), target_id);
-      v1::TuneEvent e;
-      *e.mutable_result()->mutable_plan() = cached->plan;
-      e.mutable_result()->set_cache_hit(true);
-      on_event(e);
-      return Status::Ok();
-    }
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event, /*count_miss=*/false));
+    if (served) return Status::Ok();
+  }
+  // Processes sharing the store tune one key once: one arriving while another tunes it waits
+  // here, then finds the plan the other stored.
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanKeyLock> key_lock,
+                         state_->store->LockPlanKey(key, cancelled));
+  if (!request.force()) {
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event, /*count_miss=*/true));
+    if (served) return Status::Ok();
   }
 
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));

@@ -7,7 +7,9 @@
 // detected at Open and calibrated on demand. Calibrate appends its samples to the database's
 // calibration log and fits over them and the samples of earlier runs (server/calibration_log.h).
 //
-// Owns its database connection. Thread-safe: Tune calls may run concurrently (each measurement
+// Owns the store it is handed (any db::PlanStore; Open(options) opens the one options name). Tune
+// takes the store's lock on the plan key before searching, so replicas sharing a PostgreSQL store
+// search an identical request once. Thread-safe: Tune calls may run concurrently (each measurement
 // runs under a lock, since two measurements at once on one CPU would disturb each other).
 #pragma once
 
@@ -23,7 +25,9 @@
 namespace fusor {
 
 struct TuningServiceOptions {
-  std::string db_path;                // SQLite tuning database (created if missing).
+  // Where the tuning database is, for Open(options): a SQLite file (created if missing),
+  // sqlite:PATH or postgresql://... (db/open_plan_store.h).
+  std::string db_location;
   ValidationLimits limits;            // Node count and tensor size caps for submitted graphs.
   int measure_threads = 0;            // OpenMP threads for measurements; 0: all cores.
   int default_measure_budget = 7;     // Measurements per Tune when the request says 0.
@@ -49,7 +53,11 @@ struct TuningServiceOptions {
 
 class TuningService final : public TunerApi {
  public:
+  // Opens the store at options.db_location (db::OpenPlanStore) and the service over it.
   static StatusOr<std::unique_ptr<TuningService>> Open(const TuningServiceOptions& options);
+  // The service over a store it is handed (options.db_location only names it in logs).
+  static StatusOr<std::unique_ptr<TuningService>> Open(std::unique_ptr<db::PlanStore> store,
+                                                       const TuningServiceOptions& options);
   ~TuningService() override;
 
   Status Tune(const v1::TuneRequest& request, const EventSink& on_event,
@@ -69,6 +77,9 @@ class TuningService final : public TunerApi {
  private:
   struct State;
   explicit TuningService(std::unique_ptr<State> state);
+  // Answers a Tune from the store when a current plan is stored under key; false when none is.
+  // Counts the lookup when it hits, or when count_miss.
+  StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);
   std::unique_ptr<State> state_;
 };
 

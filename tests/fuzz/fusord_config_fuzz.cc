@@ -46,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(same, "'" + key + "': " + v.dump() + " became " + std::to_string(value));
   }
   const std::map<std::string, std::string> strings = {
-      {"listen", config.server.listen},         {"db_path", config.tuning.db_path},
+      {"listen", config.server.listen},         {"db_path", config.tuning.db_location},
       {"tls_cert", config.server.tls_cert},     {"tls_key", config.server.tls_key},
       {"token_file", config.server.token_file}, {"log_level", config.log_level},
   };

@@ -33,7 +33,7 @@ TEST(FusordConfig, FileSetsEveryKeyTheFlagsLeaveAlone) {
   EXPECT_EQ(p.config.server.limits.max_nodes, 5000);
   EXPECT_TRUE(p.config.server.allow_insecure_remote);
   EXPECT_DOUBLE_EQ(p.config.shutdown_grace_s, 1.5);
-  EXPECT_EQ(p.config.tuning.db_path, "/tmp/x.db");
+  EXPECT_EQ(p.config.tuning.db_location, "/tmp/x.db");
   EXPECT_EQ(p.config.log_level, "debug");
 }
 

@@ -33,7 +33,7 @@ class TuningServiceTest : public ::testing::Test {
   }
   TuningServiceOptions Options() const {
     TuningServiceOptions o;
-    o.db_path = dir_ + "/tuning.db";
+    o.db_location = dir_ + "/tuning.db";
     o.default_measure_budget = 3;
     o.min_measure_ms = 5;
     // These tests check what a calibration fits and stores, not how fast: ctest runs another
