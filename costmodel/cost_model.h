@@ -43,6 +43,13 @@
 // that holds it (the group runs on one thread), and each step has a fixed cost, rnn_step_ns,
 // fitted from calibration benchmarks of short and long recurrences (costmodel/calibration.h).
 //
+// A node that runs through the reference fallback (an opaque node oneDNN has no lowering for:
+// lowering/unfused_ops.h) is priced by a stated rule, not measured alone: one loop launch, its
+// op-registry FLOPs at the elementwise rate and its transcendentals at our loops' rate, on one
+// core, and the bytes it reads and writes. The reference loops are slower than that rule (they are
+// written to be right, not fast), so the rule underprices them; since such a group is never fused,
+// the error shifts every plan of a model alike and does not change which plan the search picks.
+//
 // A handoff: on more than one core, a tensor the previous group just computed sits, part by part,
 // in the private caches of the cores that wrote it, and the next group's kernel splits its work
 // differently (a conv by channel blocks, an eltwise by flat ranges), so about (cores - 1) / cores
