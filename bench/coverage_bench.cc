@@ -15,6 +15,7 @@
 
 #include "graph/onnx_import.h"
 #include "graph/summary.h"
+#include "lowering/unfused_ops.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/reference.h"

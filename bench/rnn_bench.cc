@@ -1,8 +1,9 @@
-// Recurrent groups, lowered against the fallback: for a model with LSTM nodes (default
-// models/lstm_tagger.onnx), the rules plan built twice, once with LSTM nodes on oneDNN's RNN
-// primitive (runtime/rnn_kernel.h) and once through the reference fallback, then each LSTM group
-// and the whole plan timed side by side (TimeSideBySide) in one process. Prints the medians, their
-// ratio, and the cost model's prediction of each group (default profile, or --profile P.json).
+// Recurrent groups, lowered against the fallback: for a model with LSTM or GRU nodes (default
+// models/lstm_tagger.onnx; models/gru_tagger.onnx), the rules plan built twice, once with those
+// nodes on oneDNN's RNN primitive (runtime/rnn_kernel.h) and once through the reference fallback,
+// then each recurrent group and the whole plan timed side by side (TimeSideBySide) in one process.
+// Prints the medians, their ratio, and the cost model's prediction of each group (default profile,
+// or --profile P.json).
 //
 //   ./build/bench/rnn_bench [--profile P.json] [model.onnx]
 #include <cstdio>
@@ -62,7 +63,8 @@ Status Run(const Args& a) {
   SettleHost(kSettleHostMaxMs, "rnn_bench");
   std::printf("%-34s %12s %12s %12s %9s\n", "group", "predicted", "oneDNN", "fallback", "speed-up");
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    if (g.node(plan.groups[i].nodes[0]).op_type != "LSTM") continue;
+    const std::string& op = g.node(plan.groups[i].nodes[0]).op_type;
+    if (op != "LSTM" && op != "GRU") continue;
     on->Run();
     off->Run();
     auto t = TimeSideBySide({[&, i] { on->RunGroup(i); }, [&, i] { off->RunGroup(i); }}, Timing());

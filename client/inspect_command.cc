@@ -6,6 +6,7 @@
 #include "client/exit_codes.h"
 #include "client/model_options.h"
 #include "graph/summary.h"
+#include "lowering/unfused_ops.h"
 
 namespace fusor {
 
@@ -22,7 +23,7 @@ void AddInspectCommand(CLI::App& app, int* exit_code) {
       *exit_code = ReportError("inspect", g.status());
       return;
     }
-    GraphSummary s = Summarize(*g);
+    GraphSummary s = Summarize(*g, UnfusedOps(*g));
     if (*json) {
       std::cout << SummaryToJson(s).dump(2) << "\n";
     } else {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "graph/op_registry.h"
+#include "lowering/unfused_ops.h"
+
 namespace fusor {
 namespace {
 
@@ -35,6 +38,10 @@ std::string GroupOps(const Graph& g, const FusionGroup& group) {
   for (NodeId n : group.nodes) {
     bool copy = std::count(group.recomputed.begin(), group.recomputed.end(), n) > 0;
     s += (s.empty() ? "" : "+") + g.node(n).op_type + (copy ? "*" : "");
+  }
+  const Node& first = g.node(group.nodes[0]);
+  if (group.nodes.size() == 1 && ClassifyNode(g, first) == OpClass::kOpaque) {
+    s += " (" + UnfusedKernelName(g, first) + ")";
   }
   return s;
 }

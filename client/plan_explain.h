@@ -19,7 +19,9 @@
 
 namespace fusor {
 
-// "Conv+Relu+Add*": the group's ops in order, * marking a recomputed copy.
+// "Conv+Relu+Add*": the group's ops in order, * marking a recomputed copy. An opaque node's group
+// names how it runs and so how it is priced: "LSTM (oneDNN RNN)", "InstanceNormalization
+// (reference fallback)" (lowering/unfused_ops.h).
 std::string GroupOps(const Graph& g, const FusionGroup& group);
 
 struct ExplainedGroup {

@@ -17,6 +17,7 @@
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "graph/summary.h"
+#include "lowering/unfused_ops.h"
 
 namespace fusor {
 namespace {

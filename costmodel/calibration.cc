@@ -206,6 +206,36 @@ void DispatchFamily(Suite* s) {
        s);
 }
 
+// oneDNN's RNN primitive over recurrences of growing length: a hidden size of 32 (R 12-16 KiB,
+// in L1: the fixed cost of a step shows), and of 256 (R 0.75-1 MiB, read again at every step from
+// one core's L2 or L3), as GRU (linear_before_reset 1, as torch exports it) and LSTM, batch 1.
+void RecurrentFamily(Suite* s, bool full) {
+  struct Point {
+    const char* op;
+    int64_t hidden, seq;
+  };
+  std::vector<Point> points = {{"GRU", 32, 16}, {"GRU", 32, 128}, {"LSTM", 256, 32}};
+  if (full) {
+    points.insert(
+        points.end(),
+        {{"LSTM", 32, 16}, {"LSTM", 32, 128}, {"GRU", 256, 32}, {"GRU", 256, 8}, {"LSTM", 64, 64}});
+  }
+  for (const Point& p : points) {
+    const bool lstm = std::string(p.op) == "LSTM";
+    const int64_t gates = lstm ? 4 : 3, h = p.hidden;
+    SuiteGraph g(std::string(lstm ? "lstm" : "gru") + "_h" + std::to_string(h) + "_seq" +
+                 std::to_string(p.seq));
+    TensorId x = g.Input({p.seq, 1, h});
+    std::vector<Attribute> attrs = {{"hidden_size", h}};
+    if (gates == 3) attrs.push_back({"linear_before_reset", int64_t{1}});
+    Keep(g.Finish(g.Op(p.op,
+                       {x, g.Weight({1, gates * h, h}), g.Weight({1, gates * h, h}),
+                        g.Weight({1, 2 * gates * h})},
+                       {p.seq, 1, 1, h}, attrs)),
+         s);
+  }
+}
+
 void PostOpFamily(Suite* s, const std::vector<int>& counts) {
   // A small conv, so that a post-op's fixed cost is a visible share of the time.
   const Shape dims = {1, 16, 8, 8};
@@ -406,6 +436,7 @@ std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& targ
   DispatchFamily(&s);
   HandoffFamily(&s, full);
   PostOpFamily(&s, full ? std::vector<int>{0, 1, 2, 4, 6} : std::vector<int>{0, 4});
+  RecurrentFamily(&s, full);
   RegisterPressureFamily(target, &s,
                          full ? std::vector<int>{4, 8, 12, 16, 24, 32} : std::vector<int>{4, 24});
   return s;
@@ -497,6 +528,7 @@ nlohmann::json FeaturesToJson(const GroupFeatures& f) {
           {"eval_calls", f.eval_calls},
           {"run_calls", f.run_calls},
           {"forks", f.forks},
+          {"rnn_steps", f.rnn_steps},
           {"threads", f.threads},
           {"post_ops", f.post_ops},
           {"spilled_value_vectors", f.spilled_value_vectors},
@@ -526,6 +558,7 @@ GroupFeatures FeaturesFromJson(const nlohmann::json& j) {
   f.eval_calls = j.at("eval_calls").get<double>();
   f.run_calls = j.at("run_calls").get<double>();
   f.forks = j.at("forks").get<double>();
+  f.rnn_steps = j.at("rnn_steps").get<double>();
   f.threads = j.at("threads").get<double>();
   f.post_ops = j.at("post_ops").get<double>();
   f.spilled_value_vectors = j.at("spilled_value_vectors").get<double>();

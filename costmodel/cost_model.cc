@@ -11,17 +11,11 @@
 #include "graph/op_registry.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
+#include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 
 namespace fusor {
 namespace {
-
-// An LSTM that runs as oneDNN's RNN primitive (runtime/rnn_kernel.h): its gate products are
-// GEMMs (X's for every step at once, R's step by step) and its gate activations oneDNN's JIT
-// eltwise. Any other LSTM runs through the reference fallback.
-bool RunsAsRnnPrimitive(const Graph& g, const Node& n) {
-  return n.op_type == "LSTM" && LstmPrimitiveForm(g, n).ok();
-}
 
 ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
   if (n.op_type == "Conv") {
@@ -31,6 +25,8 @@ ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
     return depthwise ? ComputeClass::kDepthwiseConv : ComputeClass::kConv;
   }
   if (n.op_type == "ConvTranspose") return ComputeClass::kConv;
+  // An LSTM or GRU on oneDNN's RNN primitive (lowering/rnn_form.h): its gate products are GEMMs
+  // (X's for every step at once, R's step by step) and its gate activations oneDNN's JIT eltwise.
   if (c == OpClass::kAnchor || RunsAsRnnPrimitive(g, n)) return ComputeClass::kMatMul;
   if (c == OpClass::kReduction) return ComputeClass::kReduction;
   return ComputeClass::kElementwise;
@@ -123,6 +119,8 @@ class Residency {
   Residency(const TargetFingerprint& t, double leaf_footprint)
       : capacity_{static_cast<double>(t.l1d_bytes) * t.cores,
                   static_cast<double>(t.l2_bytes) * t.cores, static_cast<double>(t.l3_bytes)},
+        one_core_{static_cast<double>(t.l1d_bytes), static_cast<double>(t.l2_bytes),
+                  static_cast<double>(t.l3_bytes)},
         leaf_footprint_(leaf_footprint) {}
 
   MemoryLevel ReadLevel(const Tensor& t, double bytes) const {
@@ -130,18 +128,21 @@ class Residency {
     return LevelFor(leaf ? std::max(leaf_footprint_, bytes) : bytes);
   }
   MemoryLevel WriteLevel(double bytes) const { return LevelFor(bytes); }
-  // Where data read again and again by one kernel, and nothing else, stays.
-  MemoryLevel HeldIn(double bytes) const { return LevelFor(bytes); }
+  // Where data read again and again by one kernel on one core, and nothing else, stays: that
+  // core's L1 and L2, or the shared L3.
+  MemoryLevel HeldByOneCore(double bytes) const { return LevelFor(bytes, one_core_); }
 
  private:
-  MemoryLevel LevelFor(double bytes) const {
+  MemoryLevel LevelFor(double bytes) const { return LevelFor(bytes, capacity_); }
+  static MemoryLevel LevelFor(double bytes, const std::array<double, 3>& capacity) {
     for (int l = 0; l < 3; ++l) {
-      if (bytes <= capacity_[l]) return static_cast<MemoryLevel>(l);
+      if (bytes <= capacity[l]) return static_cast<MemoryLevel>(l);
     }
     return MemoryLevel::kDram;
   }
 
   std::array<double, 3> capacity_;
+  std::array<double, 3> one_core_;
   double leaf_footprint_;
 };
 
@@ -173,15 +174,20 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
   }
 }
 
-// The RNN primitive reads R once per step (one gate product per step, the recurrence), from the
-// level that holds R alone: it stays there through the steps. AddMemory counts its first read.
-void AddRecurrentReads(const Graph& g, const FusionGroup& group, const Residency& residency,
+// The RNN primitive runs its steps one after another (see the header): each reads its direction's
+// R (one gate product per step, the recurrence) from the level of the running core's caches that
+// holds R alone, where it stays through the steps, and has the fixed cost of a step. AddMemory
+// counts R's first read.
+void AddRecurrentSteps(const Graph& g, const FusionGroup& group, const Residency& residency,
                        GroupFeatures* f) {
-  if (group.nodes.size() != 1 || !RunsAsRnnPrimitive(g, g.node(group.nodes[0]))) return;
-  const Node& n = g.node(group.nodes[0]);
-  const double r_bytes = static_cast<double>(g.tensor(n.inputs[2]).bytes());
-  const double steps = static_cast<double>(g.tensor(n.inputs[0]).dims[0]);
-  f->read_bytes[static_cast<int>(residency.HeldIn(r_bytes))] += (steps - 1) * r_bytes;
+  if (group.nodes.size() != 1) return;
+  StatusOr<RnnPrimitive> rnn = RnnPrimitiveForm(g, g.node(group.nodes[0]));
+  if (!rnn.ok()) return;
+  const double r_bytes = static_cast<double>(g.tensor(g.node(group.nodes[0]).inputs[2]).bytes());
+  const double steps = static_cast<double>(rnn->seq);
+  f->read_bytes[static_cast<int>(residency.HeldByOneCore(r_bytes / rnn->directions))] +=
+      (steps - 1) * r_bytes;
+  f->rnn_steps = steps * static_cast<double>(rnn->directions);
 }
 
 // A fused loop pulls each tile through per-thread buffers (runtime/fused_loop.h): every value
@@ -530,7 +536,8 @@ CostTerms EvaluateOne(const GroupFeatures& f, const HardwareProfile& p) {
   t.launch_ns =
       f.kernels * p.dispatch_ns.value + f.loop_kernels * p.loop_dispatch_ns.value +
       f.forks * p.fork_ns.value + f.post_ops * p.post_op_ns.value +
-      (f.eval_calls * p.loop_call_ns.value + f.run_calls * p.run_call_ns.value) * slowdown;
+      (f.eval_calls * p.loop_call_ns.value + f.run_calls * p.run_call_ns.value) * slowdown +
+      f.rnn_steps * p.rnn_step_ns.value;
   t.reorder_ns =
       (f.reorder_bytes / p.reorder_gbps.value + f.transposed_bytes / p.transpose_gbps.value) *
       slowdown;
@@ -645,7 +652,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const Residency residency(target, leaf_footprint);
   AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
-  AddRecurrentReads(g, group, residency, &f);
+  AddRecurrentSteps(g, group, residency, &f);
   AddTileTraffic(g, group, materialized, lp, &f);
   AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);
   AddHandoffs(g, group, inputs, materialized, residency, target, &f);

@@ -13,6 +13,7 @@
 //   spill   = spilled_value_vectors * spill_ns_per_value
 //   launch  = kernels * dispatch_ns + loop_kernels * loop_dispatch_ns + forks * fork_ns
 //             + post_ops * post_op_ns + eval_calls * loop_call_ns + run_calls * run_call_ns
+//             + rnn_steps * rnn_step_ns
 //   reorder = reorder_bytes / reorder_gbps + transposed_bytes / transpose_gbps
 //   total   = compute + memory - alpha * min(compute, memory) + handoff + tiles + chains + spill
 //             + launch + reorder
@@ -34,6 +35,20 @@
 // loop (or a reduction's fused prologue) an intermediate goes through per-thread tile buffers, one
 // L1 write and one L1 read per internal consumer, unless it is computed inside its one reader's
 // single-pass chain (costmodel/loop_evaluation.h): then it costs a chain step instead.
+//
+// An LSTM or GRU on oneDNN's RNN primitive (lowering/rnn_form.h) runs its time steps one after
+// another, each direction in turn: per step a GEMM of the hidden state by R (a GEMV at batch 1)
+// and the gate kernel. Besides its FLOPs (X's gate products for all steps at once, at the matmul
+// rate; R's at the same rate) it reads R again at every step from the level of one core's caches
+// that holds it (the group runs on one thread), and each step has a fixed cost, rnn_step_ns,
+// fitted from calibration benchmarks of short and long recurrences (costmodel/calibration.h).
+//
+// A node that runs through the reference fallback (an opaque node oneDNN has no lowering for:
+// lowering/unfused_ops.h) is priced by a stated rule, not measured alone: one loop launch, its
+// op-registry FLOPs at the elementwise rate and its transcendentals at our loops' rate, on one
+// core, and the bytes it reads and writes. The reference loops are slower than that rule (they are
+// written to be right, not fast), so the rule underprices them; since such a group is never fused,
+// the error shifts every plan of a model alike and does not change which plan the search picks.
 //
 // A handoff: on more than one core, a tensor the previous group just computed sits, part by part,
 // in the private caches of the cores that wrote it, and the next group's kernel splits its work
@@ -107,6 +122,7 @@ struct GroupFeatures {
   double eval_calls = 0;         // Values a fused loop pulls, times its tiles (or row chunks).
   double run_calls = 0;          // Calls on one run of a broadcast operand or a Concat input.
   double forks = 0;              // Thread teams woken (one per kernel of a parallel group).
+  double rnn_steps = 0;          // Sequential steps of an RNN primitive (time steps x directions).
   double threads = 0;            // Threads the group runs on (1: serial, lowering/threading.h).
   // Tensors another group of the plan just computed that this one reads from the cores' private
   // caches, and their bytes that sit in another core's cache ((cores - 1) / cores of each).

@@ -171,7 +171,7 @@ Bounds PlausibleBounds(const std::string& name) {
   if (name == "loop_call_ns" || name == "run_call_ns") return {0.1, 1e4};
   if (name == "fork_ns") return {10, 1e6};
   if (name == "handoff_ns") return {0, 1e6};
-  if (name == "dispatch_ns" || name == "loop_dispatch_ns") return {1, 1e6};
+  if (name == "dispatch_ns" || name == "loop_dispatch_ns" || name == "rnn_step_ns") return {1, 1e6};
   if (name == "post_op_ns") return {0, 1e5};
   if (name == "overlap_alpha") return {0, 1};
   return {0, 1e3};  // spill_ns_per_value
@@ -241,7 +241,8 @@ std::vector<std::pair<std::string, Fitted*>> HardwareProfile::Parameters() {
           {"handoff_gbps", &handoff_gbps},
           {"transpose_gbps", &transpose_gbps},
           {"chain_gsteps", &chain_gsteps},
-          {"strided_gelems", &strided_gelems}};
+          {"strided_gelems", &strided_gelems},
+          {"rnn_step_ns", &rnn_step_ns}};
 }
 
 std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters() const {

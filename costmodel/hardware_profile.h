@@ -25,7 +25,7 @@ namespace fusor {
 // Bump when the features or equations of cost_model.cc change, or the runtime's kernels get
 // faster or slower (a new ISA build of the fused loops, say): plans scored, and calibration
 // samples featurised or measured, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-33";
+inline constexpr const char* kCostModelVersion = "analytical-34";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -97,6 +97,7 @@ struct HardwareProfile {
   Fitted transpose_gbps{10};       // Reorders between plain and channels-last (transposes).
   Fitted strided_gelems{1};        // Strided reads whose lines stay in L1, G elements/s.
   Fitted chain_gsteps{20};         // Steps of fused loops' single-pass chains, G element-steps/s.
+  Fitted rnn_step_ns{1000};        // Per sequential step of oneDNN's RNN primitive (LSTM, GRU).
 
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).
   std::vector<std::pair<std::string, Fitted*>> Parameters();

@@ -94,46 +94,47 @@ RowReduction RowReductionOf(const Graph& g, const Node& n) {
   return r;
 }
 
-namespace {
-
-Status NoLstmPrimitive(const Node& n, const std::string& why) {
-  return Status::Unimplemented(NodeLabel(n) + ": LSTM " + why +
-                               " has no oneDNN lowering; it runs through the reference fallback");
-}
-
-}  // namespace
-
-Status LstmPrimitiveForm(const Graph& g, const Node& n) {
-  if (n.op_type != "LSTM" || n.input(0) == kNoId || n.input(1) == kNoId || n.input(2) == kNoId) {
-    return Status::InvalidArgument(NodeLabel(n) + ": not an LSTM with X, W and R");
+StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n) {
+  const bool lstm = n.op_type == "LSTM";
+  if ((!lstm && n.op_type != "GRU") || n.input(0) == kNoId || n.input(1) == kNoId ||
+      n.input(2) == kNoId) {
+    return Status::InvalidArgument(NodeLabel(n) + ": not an LSTM or GRU with inputs X, W and R");
   }
-  if (g.tensor(n.inputs[0]).dims.size() != 3) return NoLstmPrimitive(n, "over a rank != 3 X");
-  if (n.GetInt("layout", 0) != 0) return NoLstmPrimitive(n, "with layout=1 (batch first)");
-  if (n.GetFloat("clip", 0.0) != 0.0) return NoLstmPrimitive(n, "with clip");
-  if (n.GetInt("input_forget", 0) != 0) return NoLstmPrimitive(n, "with input_forget");
-  if (const Attribute* a = n.FindAttr("activations")) {
-    const auto* acts = std::get_if<std::vector<std::string>>(&a->value);
+  RecurrentAttrs a;
+  a.gates = lstm ? 4 : 3;
+  const std::string direction = n.GetString("direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
+    return Status::InvalidArgument(NodeLabel(n) + ": direction '" + direction +
+                                   "' is not one of forward, reverse, bidirectional");
+  }
+  a.directions = direction == "bidirectional" ? 2 : 1;
+  a.reverse = direction == "reverse";
+  const Shape& r = g.tensor(n.inputs[2]).dims;
+  a.hidden = n.GetInt("hidden_size", r.empty() ? 0 : r.back());
+  if (a.hidden <= 0) {
+    return Status::InvalidArgument(NodeLabel(n) + ": hidden_size " + std::to_string(a.hidden) +
+                                   " is not positive");
+  }
+  const int64_t layout = n.GetInt("layout", 0);
+  if (layout != 0 && layout != 1) {
+    return Status::InvalidArgument(NodeLabel(n) + ": layout " + std::to_string(layout) +
+                                   " is not 0 or 1");
+  }
+  a.batch_first = layout == 1;
+  a.clip = n.GetFloat("clip", 0.0);
+  a.input_forget = lstm && n.GetInt("input_forget", 0) != 0;
+  a.linear_before_reset = !lstm && n.GetInt("linear_before_reset", 0) != 0;
+  if (const Attribute* attr = n.FindAttr("activations")) {
+    const auto* acts = std::get_if<std::vector<std::string>>(&attr->value);
+    const size_t per_direction = lstm ? 3 : 2;
     for (size_t i = 0; acts != nullptr && i < acts->size(); ++i) {
-      if ((*acts)[i] != (i % 3 == 0 ? "Sigmoid" : "Tanh")) {
-        return NoLstmPrimitive(n, "with activation '" + (*acts)[i] + "'");
+      if ((*acts)[i] != (i % per_direction == 0 ? "Sigmoid" : "Tanh")) {
+        a.non_default_activation = (*acts)[i];
+        break;
       }
     }
   }
-  if (n.input(7) != kNoId) return NoLstmPrimitive(n, "with peepholes");
-  if (n.input(4) != kNoId) {
-    const int64_t seq = g.tensor(n.inputs[0]).dims[0];
-    StatusOr<std::vector<int64_t>> lens = ConstantInts(g, n, 4);
-    bool full =
-        lens.ok() && std::all_of(lens->begin(), lens->end(), [seq](int64_t v) { return v == seq; });
-    if (!full) return NoLstmPrimitive(n, "with sequence_lens other than the full length");
-  }
-  for (size_t i = 0; i < n.inputs.size(); ++i) {
-    TensorId t = n.inputs[i];
-    if (i != 4 && t != kNoId && g.tensor(t).dtype != DType::kFloat32) {
-      return NoLstmPrimitive(n, "over " + std::string(DTypeName(g.tensor(t).dtype)));
-    }
-  }
-  return Status::Ok();
+  return a;
 }
 
 }  // namespace fusor

@@ -1,8 +1,8 @@
 // Attribute and constant-input decoding that rules in graph/ need as well as the runtime: a node's
 // label for messages, axis normalisation, integer constant inputs, the axes a reduction reduces,
-// and whether a reduction reduces rows (a trailing block of axes), which is the form our own row
-// reduction loop runs. runtime/op_params.h builds the rest of the decoding on these. Pure
-// functions on a validated graph; thread-safe.
+// whether a reduction reduces rows (a trailing block of axes), which is the form our own row
+// reduction loop runs, and a recurrent node's attributes. runtime/op_params.h builds the rest of
+// the decoding on these. Pure functions on a validated graph; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -41,11 +41,26 @@ struct RowReduction {
 };
 RowReduction RowReductionOf(const Graph& g, const Node& n);
 
-// Whether an LSTM node has the form oneDNN's LSTM primitive computes (runtime/rnn_kernel.h):
-// layout 0, the default activations, no clip, no input_forget, no peepholes, float32, and
-// sequence_lens absent or a constant of the full length. Unimplemented, naming the node and what
-// stands in the way, otherwise; such a node runs through the reference fallback. The runtime
-// lowers by it and the cost model prices by it.
-Status LstmPrimitiveForm(const Graph& g, const Node& n);
+// The attributes of a recurrent node (ONNX LSTM or GRU), parsed and checked: one decoding for the
+// shape rules (graph/op_registry.cc), the reference interpreter and the lowering
+// (lowering/rnn_form.h), which decides what runs on oneDNN's RNN primitive.
+struct RecurrentAttrs {
+  int64_t gates = 4;  // LSTM: i, o, f, c; GRU: z, r, h.
+  int64_t directions = 1;
+  bool reverse = false;  // direction "reverse" (bidirectional runs the second direction reversed).
+  int64_t hidden = 0;    // hidden_size, or R's last dim when the attribute is absent.
+  bool batch_first = false;          // layout 1: X [batch, seq, input].
+  double clip = 0;                   // 0: no clip.
+  bool input_forget = false;         // LSTM only.
+  bool linear_before_reset = false;  // GRU only.
+  // The first activation that is not the op's default (LSTM: Sigmoid, Tanh, Tanh; GRU: Sigmoid,
+  // Tanh, per direction), or "" when all are the defaults.
+  std::string non_default_activation;
+};
+
+// The attributes of `n`, an LSTM or GRU with inputs X, W and R; InvalidArgument naming the node
+// and the attribute when a value is not one ONNX allows (a direction other than forward, reverse
+// or bidirectional, a negative hidden_size, a layout other than 0 or 1).
+StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n);
 
 }  // namespace fusor

@@ -184,6 +184,31 @@ Status InferShapes(onnx::ModelProto* model) {
   return Status::Ok();
 }
 
+// Names each omitted optional output that comes before a present one ("" in an LSTM's or GRU's
+// [Y, Y_h] when only Y_h is read): a node's outputs are positional, so Y_h must stay the second.
+// The name is unique in the graph; nothing reads the tensor.
+void NameOmittedOutputs(onnx::GraphProto* g) {
+  std::unordered_set<std::string> names;
+  for (const auto& in : g->input()) names.insert(in.name());
+  for (const auto& init : g->initializer()) names.insert(init.name());
+  for (const auto& node : g->node()) names.insert(node.output().begin(), node.output().end());
+  for (int k = 0; k < g->node_size(); ++k) {
+    onnx::NodeProto* node = g->mutable_node(k);
+    int last = node->output_size() - 1;
+    while (last >= 0 && node->output(last).empty()) --last;
+    for (int i = 0; i < last; ++i) {
+      if (!node->output(i).empty()) continue;
+      std::string base =
+          (node->name().empty() ? node->op_type() + "_" + std::to_string(k) : node->name()) +
+          ":omitted_output_" + std::to_string(i);
+      std::string name = base;
+      for (int n = 1; names.count(name) > 0; ++n) name = base + "_" + std::to_string(n);
+      names.insert(name);
+      node->set_output(i, name);
+    }
+  }
+}
+
 // Replaces every use of tensor `from` by `to` in node inputs and graph outputs.
 void RenameUses(onnx::GraphProto* g, const std::string& from, const std::string& to) {
   for (auto& node : *g->mutable_node()) {
@@ -697,6 +722,7 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
                                      std::to_string(options.limits.max_nodes));
   }
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
+  NameOmittedOutputs(model.mutable_graph());
   FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
   std::unordered_set<std::string> file_initializers;
   for (const auto& init : model.graph().initializer()) file_initializers.insert(init.name());

@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "graph/node_attrs.h"
+
 namespace fusor {
 namespace {
 
@@ -168,17 +170,20 @@ void PowFlops(const Graph& g, const Node& n, OpCost* c) {
   }
 }
 
-// LSTM (layout 0: X [seq, batch, input]): per step, direction and batch entry the four gate
-// products W x and R h (2 * 4H * (I + H)), the bias, peephole and state updates (~10 H), and five
-// transcendentals per hidden unit (three sigmoids, two tanh).
-void LstmFlops(const Graph& g, const Node& n, OpCost* c) {
+// LSTM and GRU (X [seq, batch, input], or [batch, seq, input] for layout 1): per step, direction
+// and batch entry the gate products W x and R h (2 * G H (I + H) for G gates), then the gate
+// arithmetic and state update, with LSTM's five transcendentals per hidden unit (three sigmoids,
+// two tanh) and GRU's three (two sigmoids, one tanh).
+void RecurrentFlops(const Graph& g, const Node& n, OpCost* c) {
   const Shape& x = Input(g, n, 0)->dims;
   const Shape& w = Input(g, n, 1)->dims;
   if (x.size() != 3 || w.size() != 3) return;
+  const bool lstm = n.op_type == "LSTM";
+  const double gates = lstm ? 4 : 3;
   double steps = static_cast<double>(x[0] * x[1] * w[0]);
-  double hidden = static_cast<double>(w[1] / 4), in = static_cast<double>(w[2]);
-  c->flops = steps * (8 * hidden * (in + hidden) + 10 * hidden);
-  c->transcendentals = steps * 5 * hidden;
+  double hidden = static_cast<double>(w[1]) / gates, in = static_cast<double>(w[2]);
+  c->flops = steps * (2 * gates * hidden * (in + hidden) + (lstm ? 10 : 8) * hidden);
+  c->transcendentals = steps * (lstm ? 5 : 3) * hidden;
 }
 
 void LayerNormFlops(const Graph& g, const Node& n, OpCost* c) {
@@ -440,6 +445,41 @@ Status CheckExpand(const Graph& g, const Node& n) {
       n, "input of shape " + ShapeString(x.dims) + " does not expand to " + ShapeString(y.dims));
 }
 
+// LSTM and GRU: every input and output has the dims the attributes and X give, so the reference
+// interpreter and the RNN primitive can index them.
+Status CheckRecurrent(const Graph& g, const Node& n) {
+  FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
+  const Tensor& x = *Input(g, n, 0);
+  if (x.dims.size() != 3) {
+    return ShapeMismatch(n, "input X '" + x.name + "' has rank " + std::to_string(x.dims.size()) +
+                                ", " + n.op_type + " needs rank 3");
+  }
+  const int64_t seq = x.dims[a.batch_first ? 1 : 0], batch = x.dims[a.batch_first ? 0 : 1];
+  const int64_t d = a.directions, gh = a.gates * a.hidden;
+  const bool lstm = n.op_type == "LSTM";
+  auto expect = [&](const Tensor* t, const char* role, const Shape& want) -> Status {
+    if (t == nullptr || t->dims == want) return Status::Ok();
+    return ShapeMismatch(n, std::string(role) + " '" + t->name + "' has shape " +
+                                ShapeString(t->dims) + ", expected " + ShapeString(want));
+  };
+  const Shape state = a.batch_first ? Shape{batch, d, a.hidden} : Shape{d, batch, a.hidden};
+  FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 1), "W", {d, gh, x.dims[2]}));
+  FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 2), "R", {d, gh, a.hidden}));
+  FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 3), "B", {d, 2 * gh}));
+  FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 4), "sequence_lens", {batch}));
+  FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 5), "initial_h", state));
+  if (lstm) {
+    FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 6), "initial_c", state));
+    FUSOR_RETURN_IF_ERROR(expect(Input(g, n, 7), "P", {d, 3 * a.hidden}));
+  }
+  const Shape y = a.batch_first ? Shape{batch, seq, d, a.hidden} : Shape{seq, d, batch, a.hidden};
+  const char* roles[] = {"output Y", "output Y_h", "output Y_c"};
+  for (size_t i = 0; i < n.outputs.size() && i < 3; ++i) {
+    FUSOR_RETURN_IF_ERROR(expect(&Output(g, n, i), roles[i], i == 0 ? y : state));
+  }
+  return Status::Ok();
+}
+
 Status CheckWhere(const Graph& g, const Node& n) { return CheckAllInputs(g, n); }
 Status NoCheck(const Graph&, const Node&) { return Status::Ok(); }
 
@@ -511,7 +551,8 @@ const std::unordered_map<std::string_view, OpInfo>& Table() {
       {"Trilu", {OpClass::kInjective, NoFlops, CheckFirstInput}},
       // Known but never fused: each runs as a group of its own through the runtime's reference
       // fallback; the entries give the cost model their FLOPs.
-      {"LSTM", {OpClass::kOpaque, LstmFlops, NoCheck}},
+      {"LSTM", {OpClass::kOpaque, RecurrentFlops, CheckRecurrent}},
+      {"GRU", {OpClass::kOpaque, RecurrentFlops, CheckRecurrent}},
       {"InstanceNormalization", {OpClass::kOpaque, PerElement(5, 0), CheckFirstInput}},
   };
   return *table;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "graph/canonical.h"
-#include "graph/node_attrs.h"
 
 namespace fusor {
 namespace {
@@ -41,18 +41,6 @@ std::string CountTable(const std::map<std::string, int64_t>& counts) {
 
 }  // namespace
 
-std::map<std::string, int64_t> UnfusedOps(const Graph& g) {
-  std::map<std::string, int64_t> ops;
-  for (const Node& n : g.nodes()) {
-    if (ClassifyNode(g, n) != OpClass::kOpaque) continue;
-    std::string op = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-    // The rest run through the reference fallback (runtime/reference_kernel.h).
-    if (n.op_type == "LSTM" && LstmPrimitiveForm(g, n).ok()) op += " (oneDNN RNN)";
-    ++ops[op];
-  }
-  return ops;
-}
-
 std::string UnfusedOpsText(const std::map<std::string, int64_t>& unfused) {
   std::vector<std::pair<std::string, int64_t>> rows(unfused.begin(), unfused.end());
   std::stable_sort(rows.begin(), rows.end(),
@@ -67,7 +55,7 @@ std::string UnfusedOpsText(const std::map<std::string, int64_t>& unfused) {
   return std::to_string(total) + (total == 1 ? " node runs" : " nodes run") + " unfused: " + list;
 }
 
-GraphSummary Summarize(const Graph& g) {
+GraphSummary Summarize(const Graph& g, std::map<std::string, int64_t> unfused_per_op) {
   GraphSummary s;
   s.model_name = g.model_name;
   s.canonical_hash = CanonicalHash(g);
@@ -87,7 +75,7 @@ GraphSummary Summarize(const Graph& g) {
   for (const Tensor& t : g.tensors()) {
     if (t.kind == TensorKind::kWeight) s.weight_bytes += t.bytes();
   }
-  s.unfused_per_op = UnfusedOps(g);
+  s.unfused_per_op = std::move(unfused_per_op);
   for (TensorId id : g.inputs()) s.inputs.emplace_back(g.tensor(id).name, TypeString(g.tensor(id)));
   for (TensorId id : g.outputs())
     s.outputs.emplace_back(g.tensor(id).name, TypeString(g.tensor(id)));

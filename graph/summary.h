@@ -30,15 +30,13 @@ struct GraphSummary {
   int64_t weight_bytes = 0;  // Sum of weight tensor sizes (dims only; the data is never read).
   std::vector<std::pair<std::string, std::string>> inputs;   // name, "float32[1x3x224x224]"
   std::vector<std::pair<std::string, std::string>> outputs;  // name, "float32[1x1000]"
-  // Opaque nodes per op: each runs as a group of its own through the runtime's fallback kernel.
+  // Opaque nodes per op, as lowering/unfused_ops.h counts them: each runs as a group of its own.
   std::map<std::string, int64_t> unfused_per_op;
 };
 
-GraphSummary Summarize(const Graph& g);
-// Opaque nodes (op class kOpaque) per op name: the nodes that never fuse and run as a group of
-// their own, an LSTM of the form oneDNN's RNN primitive computes as "LSTM (oneDNN RNN)"
-// (runtime/rnn_kernel.h), any other through the reference fallback (runtime/reference_kernel.h).
-std::map<std::string, int64_t> UnfusedOps(const Graph& g);
+// `unfused_per_op`: lowering/unfused_ops.h's UnfusedOps(g) (how a node runs is the lowering's
+// decision, not the graph's).
+GraphSummary Summarize(const Graph& g, std::map<std::string, int64_t> unfused_per_op);
 // "3 nodes run unfused: LSTM x2, InstanceNormalization x1", or "" when there are none.
 std::string UnfusedOpsText(const std::map<std::string, int64_t>& unfused);
 nlohmann::json SummaryToJson(const GraphSummary& s);

@@ -69,11 +69,14 @@ Status CheckNodeEdges(const Graph& g, NodeId id, std::vector<int>* producers) {
   if (n.op_type.empty())
     return Status::InvalidArgument("node #" + std::to_string(id) + " has no op");
   if (n.outputs.empty()) return Status::InvalidArgument(NodeRef(n) + " has no outputs");
-  // Every op Fusor knows takes at most 5 inputs, except Concat and LSTM (8); nothing takes more
-  // than 65536.
-  constexpr size_t kMaxKnownInputs = 5, kMaxLstmInputs = 8, kMaxInputs = 65536;
+  // Every op Fusor knows takes at most 5 inputs, except Concat, GRU (6) and LSTM (8); nothing
+  // takes more than 65536.
+  constexpr size_t kMaxKnownInputs = 5, kMaxGruInputs = 6, kMaxLstmInputs = 8, kMaxInputs = 65536;
   bool variadic = n.op_type == "Concat" || !IsKnownOp(n.domain, n.op_type);
-  size_t limit = variadic ? kMaxInputs : n.op_type == "LSTM" ? kMaxLstmInputs : kMaxKnownInputs;
+  size_t limit = variadic              ? kMaxInputs
+                 : n.op_type == "LSTM" ? kMaxLstmInputs
+                 : n.op_type == "GRU"  ? kMaxGruInputs
+                                       : kMaxKnownInputs;
   if (n.inputs.size() > limit) {
     return Status::InvalidArgument(NodeRef(n) + " has " + std::to_string(n.inputs.size()) +
                                    " inputs; it takes at most " + std::to_string(limit));

@@ -182,8 +182,8 @@ Status Executor::Compile(const FusionPlan& plan) {
                      (fg.kind == GroupKind::kSingle && cls == OpClass::kReduction);
     bool alone = fg.nodes.size() == 1;
     if ((fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) &&
-        first.op_type == "LSTM" && options_.lower_rnn) {
-      kernel = BuildLstmKernel(ctx, fg.nodes[0]);  // Unimplemented falls back below.
+        (first.op_type == "LSTM" || first.op_type == "GRU") && options_.lower_rnn) {
+      kernel = BuildRnnKernel(ctx, fg.nodes[0]);  // Unimplemented falls back below.
     } else if (fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
       kernel = BuildReferenceKernel(ctx, fg.nodes[0]);
     } else if (anchor) {

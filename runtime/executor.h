@@ -49,8 +49,8 @@ struct ExecutorOptions {
   // Keep tensors between convolutions in oneDNN's blocked layout (lowering/layout.h); false stores
   // every tensor plain and reorders inside each conv group (for measuring what that saves).
   bool keep_blocked = true;
-  // Run LSTM nodes as oneDNN's RNN primitive (runtime/rnn_kernel.h); false runs them through the
-  // reference fallback (for measuring what the lowering saves).
+  // Run LSTM and GRU nodes as oneDNN's RNN primitive (runtime/rnn_kernel.h); false runs them
+  // through the reference fallback (for measuring what the lowering saves).
   bool lower_rnn = true;
 };
 

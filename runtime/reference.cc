@@ -688,6 +688,90 @@ Status RunLstm(const Node& n, const Lookup& in, TensorValues* values) {
   return Status::Ok();
 }
 
+// The tensors of one GRU node (ONNX GRU-14; layout 0: X [seq, batch, input]).
+struct GruIo {
+  const HostTensor *x, *w, *r, *b, *lens, *h0;
+  HostTensor *y, *yh;
+};
+
+// One direction of a GRU over every batch entry, from the ONNX definition (gates z, r, h; W and
+// R stacked in that order, B = [Wb, Rb]):
+//   z = sigmoid(Wz x + Rz h + Wbz + Rbz)     r = sigmoid(Wr x + Rr h + Wbr + Rbr)
+//   linear_before_reset 0: h~ = tanh(Wh x + Rh (r . h) + Rbh + Wbh)
+//   linear_before_reset 1: h~ = tanh(Wh x + r . (Rh h + Rbh) + Wbh)
+//   h' = (1 - z) . h~ + z . h
+// A batch entry's steps stop at its sequence length (reverse: start there); Y is zero beyond it.
+void RunGruDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool reverse) {
+  const int64_t seq = io.x->dims[0], batch = io.x->dims[1], in = io.x->dims[2];
+  const int64_t hid = a.hidden, dirs = a.directions;
+  const float clip = static_cast<float>(a.clip);
+  const float* w = io.w->f.data() + dir * 3 * hid * in;
+  const float* r = io.r->f.data() + dir * 3 * hid * hid;
+  const float* wb = io.b ? io.b->f.data() + dir * 6 * hid : nullptr;
+  const float* rb = wb ? wb + 3 * hid : nullptr;
+  // X W^T for every step at once: [seq * batch, in] x [in, 3 hid].
+  std::vector<float> xw(seq * batch * 3 * hid), wt(in * 3 * hid);
+  for (int64_t g = 0; g < 3 * hid; ++g) {
+    for (int64_t k = 0; k < in; ++k) wt[k * 3 * hid + g] = w[g * in + k];
+  }
+  ReferenceGemm(seq * batch, 3 * hid, in, io.x->f.data(), in, wt.data(), 3 * hid, xw.data(),
+                3 * hid, false);
+  auto clipped = [clip](double v) {
+    return static_cast<float>(clip > 0 ? std::clamp<double>(v, -clip, clip) : v);
+  };
+  auto bias = [](const float* p, int64_t g) { return p ? static_cast<double>(p[g]) : 0.0; };
+  // Row g of R times v.
+  auto rdot = [&](int64_t g, const std::vector<float>& v) {
+    double acc = 0;
+    for (int64_t k = 0; k < hid; ++k) acc += static_cast<double>(r[g * hid + k]) * v[k];
+    return acc;
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = io.lens ? std::clamp<int64_t>(io.lens->i[b], 0, seq) : seq;
+    std::vector<float> h(hid, 0.0f), z(hid), rh(hid), next(hid);
+    if (io.h0) std::copy_n(io.h0->f.data() + (dir * batch + b) * hid, hid, h.begin());
+    for (int64_t s = 0; s < len; ++s) {
+      const int64_t t = reverse ? len - 1 - s : s;
+      const float* x = xw.data() + (t * batch + b) * 3 * hid;
+      for (int64_t j = 0; j < hid; ++j) {
+        z[j] = Sigmoid(clipped(x[j] + rdot(j, h) + bias(wb, j) + bias(rb, j)));
+        const float reset =
+            Sigmoid(clipped(x[hid + j] + rdot(hid + j, h) + bias(wb, hid + j) + bias(rb, hid + j)));
+        rh[j] = a.linear_before_reset ? reset : reset * h[j];
+      }
+      for (int64_t j = 0; j < hid; ++j) {
+        const int64_t g = 2 * hid + j;
+        const double recurrent =
+            a.linear_before_reset ? rh[j] * (rdot(g, h) + bias(rb, g)) : rdot(g, rh) + bias(rb, g);
+        const float candidate = std::tanh(clipped(x[g] + recurrent + bias(wb, g)));
+        next[j] = (1.0f - z[j]) * candidate + z[j] * h[j];
+      }
+      h.swap(next);
+      if (io.y)
+        std::copy(h.begin(), h.end(), io.y->f.data() + ((t * dirs + dir) * batch + b) * hid);
+    }
+    if (io.yh) std::copy(h.begin(), h.end(), io.yh->f.data() + (dir * batch + b) * hid);
+  }
+}
+
+Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
+  FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
+  if (a.batch_first) {
+    return Status::Unimplemented(NodeLabel(n) +
+                                 ": GRU with layout=1 (batch first) is not supported; export "
+                                 "with the default layout 0");
+  }
+  if (!a.non_default_activation.empty()) {
+    return Status::Unimplemented(NodeLabel(n) + ": GRU activation '" + a.non_default_activation +
+                                 "' is not supported; only the default Sigmoid, Tanh");
+  }
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  auto out = [&](size_t i) { return i < n.outputs.size() ? &(*values)[n.outputs[i]] : nullptr; };
+  GruIo io{opt(0), opt(1), opt(2), opt(3), opt(4), opt(5), out(0), out(1)};
+  for (int64_t d = 0; d < a.directions; ++d) RunGruDirection(a, io, d, a.reverse || d == 1);
+  return Status::Ok();
+}
+
 // ScatterND: a copy of `data` with slices at `indices` replaced by (or combined with) `updates`.
 // Exporters build masks with it from constants (Swin's shifted-window mask), so it is folded.
 Status RunScatterNd(const Node& n, const HostTensor& data, const HostTensor& idx,
@@ -869,7 +953,8 @@ bool IsComputeOp(const std::string& op) {
                                "MaxPool",
                                "AveragePool",
                                "GlobalAveragePool",
-                               "LSTM"};
+                               "LSTM",
+                               "GRU"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -936,6 +1021,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   }
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
+  if (n.op_type == "GRU") return RunGru(g, n, in, values);
   return RunCompute(g, n, in, &(*values)[n.outputs[0]]);
 }
 

@@ -1,15 +1,16 @@
-// The LSTM lowering: an ONNX LSTM node runs as oneDNN's RNN primitive (lstm_forward, inference)
-// instead of the reference fallback. Building it converts the node's known W, R and B to oneDNN's
-// weights (ONNX stores the gates i, o, f, c; oneDNN wants i, f, c, o) and reorders them into the
-// primitive's layout once, at Bind. X, initial_h / initial_c, Y_h and Y_c are read and written in
-// place (ONNX's [seq, batch, input] and [directions, batch, hidden] are oneDNN's tnc and ldnc;
-// oneDNN takes each state pair whole, so the missing half of a pair is zeros or scratch);
-// Y goes through scratch when bidirectional (oneDNN concatenates the directions per step, ONNX
-// keeps them apart) or when nothing reads it.
+// The recurrent lowering: an ONNX LSTM or GRU node of the form lowering/rnn_form.h names runs as
+// oneDNN's RNN primitive (lstm_forward, gru_forward for linear_before_reset 0, lbr_gru_forward
+// for 1; inference) instead of the reference fallback. Building it converts the node's known W, R
+// and B to oneDNN's weights (ONNX stores LSTM's gates i, o, f, c, oneDNN wants i, f, c, o; GRU's
+// z, r, h are oneDNN's u, r, o; lbr_gru_forward keeps the candidate's recurrent bias as a fourth
+// bias gate) and reorders them into the primitive's layout once, at Bind. X, initial_h (and
+// LSTM's initial_c), Y_h (and Y_c) are read and written in place (ONNX's [seq, batch, input] and
+// [directions, batch, hidden] are oneDNN's tnc and ldnc; oneDNN takes LSTM's state pairs whole,
+// so the missing half of a pair is zeros or scratch); Y goes through scratch when bidirectional
+// (oneDNN concatenates the directions per step, ONNX keeps them apart) or when nothing reads it.
 //
-// What it does not lower stays on the reference fallback, with the reason in the Unimplemented
-// status: a batch-first layout, activations other than the defaults, clip, input_forget,
-// peepholes, sequence_lens that are not all the full length, weights unknown at build time.
+// A node without the primitive's form, or whose weights are unknown at build, gets Unimplemented
+// naming the reason, and the executor runs it through the reference fallback.
 //
 // Owned by its executor; Run is not reentrant.
 #pragma once
@@ -21,6 +22,6 @@
 
 namespace fusor {
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildLstmKernel(const KernelContext& ctx, NodeId id);
+StatusOr<std::unique_ptr<GroupKernel>> BuildRnnKernel(const KernelContext& ctx, NodeId id);
 
 }  // namespace fusor

@@ -97,5 +97,27 @@ TEST_P(PlanExplain, TermsAddUpToEachGroupsTimeAndAnchorsShowTheirCompute) {
 INSTANTIATE_TEST_SUITE_P(BundledModels, PlanExplain,
                          ::testing::Values("squeezenet1_1", "resnet18", "bert_base_encoder"));
 
+// An opaque node's group says how it runs, and so how it is priced: the GRU tagger's two GRUs on
+// oneDNN's RNN primitive (priced step by step), audio_encoder's InstanceNormalization through the
+// reference fallback (priced by the fallback's rule).
+TEST(PlanExplain, OpaqueGroupsNameTheirKernel) {
+  AnalyticalCostModel model(ThisCpu());
+  for (const auto& [name, want] :
+       {std::pair<std::string, std::string>{"gru_tagger", "GRU (oneDNN RNN)"},
+        {"audio_encoder", "InstanceNormalization (reference fallback)"}}) {
+    auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx",
+                            WithConstantFolding({}));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto searched = SearchPlan(*g, model, {.algorithm = SearchAlgorithm::kRules});
+    ASSERT_TRUE(searched.ok()) << searched.status().ToString();
+    int named = 0;
+    for (const ExplainedGroup& e : ExplainPlan(*g, searched->plan, model)) {
+      if (e.kind == "opaque") EXPECT_EQ(e.ops, want) << name;
+      named += e.ops == want;
+    }
+    EXPECT_GT(named, 0) << name;
+  }
+}
+
 }  // namespace
 }  // namespace fusor

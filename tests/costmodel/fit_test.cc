@@ -48,6 +48,7 @@ std::vector<CalibrationSample> SyntheticSamples(const HardwareProfile& truth, do
     if (i % 19 == 6) f.eval_calls = size / 100;
     if (i % 29 == 8) f.run_calls = size / 50;
     if (i % 43 == 11) f.chain_steps = size * 2;
+    if (i % 53 == 13) f.rnn_steps = size / 20;
     if (i % 31 == 9) {
       f.handoffs = 1 + i % 3;
       f.handoff_bytes = size;

@@ -1,15 +1,25 @@
-// The LSTM lowering to oneDNN's RNN primitive against the reference interpreter (itself checked by
-// hand in reference_test.cc), with seeded weights: every direction, with and without initial
-// state, a full sequence_lens, and with only some outputs read. What it does not lower runs
-// through the reference fallback and still gives the reference's values.
+// The LSTM and GRU lowerings to oneDNN's RNN primitives against the reference interpreter, with
+// seeded weights: every direction, with and without initial state, a full sequence_lens, GRU's
+// linear_before_reset 0 and 1, and with only some outputs read. What they do not lower runs
+// through the reference fallback and still gives the reference's values. The reference itself is
+// checked by hand (reference_test.cc) and, for GRU, against values torch and ONNX Runtime computed
+// (data/gru, written by tools/export_gru_models.py): the same models run through the reference,
+// the unfused plan and the rules plan.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
+#include "costmodel/cost_model.h"
+#include "graph/onnx_import.h"
+#include "graph/op_registry.h"
 #include "graph/plan.h"
+#include "graph/tensor_file.h"
+#include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
+#include "runtime/model_weights.h"
 #include "runtime/reference.h"
+#include "search/plan_search.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -61,25 +71,24 @@ LstmGraph BuildLstm(const LstmCase& c) {
 
 class LstmLowering : public ::testing::TestWithParam<LstmCase> {};
 
-TEST_P(LstmLowering, MatchesTheReference) {
-  const LstmCase& c = GetParam();
-  LstmGraph lg = BuildLstm(c);
-  const Graph& g = lg.g;
-  auto leaves = RandomLeafValues(g, 21);
+// Runs `g` (one recurrent node, group 0) with seeded weights `weights` in [-range, range] through
+// the unfused plan, twice, checking the node runs on the kernel `kernel` names and every output
+// equals the reference interpreter's.
+void ExpectMatchesTheReference(const Graph& g, const std::vector<TensorId>& weights, float range,
+                               uint64_t seed, uint32_t weight_seed, const std::string& kernel) {
+  auto leaves = RandomLeafValues(g, seed);
   ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> weight(-0.5f, 0.5f);
-  for (TensorId t : {lg.w, lg.r, lg.b}) {
+  std::mt19937 rng(weight_seed);
+  std::uniform_real_distribution<float> weight(-range, range);
+  for (TensorId t : weights) {
     for (float& v : (*leaves)[t].f) v = weight(rng);
   }
   auto want = RunReference(g, *leaves);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
   auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-  const std::string kernel = (*exec)->DescribeGroup(0);
-  const bool lowered = c.extra_attr.empty();
-  EXPECT_NE(kernel.find(lowered ? "LSTM oneDNN" : "reference fallback"), std::string::npos)
-      << kernel;
+  const std::string described = (*exec)->DescribeGroup(0);
+  EXPECT_NE(described.find(kernel), std::string::npos) << described;
   for (int run = 0; run < 2; ++run) {  // A second run starts from the same state.
     (*exec)->Run();
     for (TensorId t : g.outputs()) {
@@ -90,6 +99,13 @@ TEST_P(LstmLowering, MatchesTheReference) {
       EXPECT_LE(close->worst_ratio, 1.0) << g.tensor(t).name << ": " << close->ToString();
     }
   }
+}
+
+TEST_P(LstmLowering, MatchesTheReference) {
+  const LstmCase& c = GetParam();
+  LstmGraph lg = BuildLstm(c);
+  ExpectMatchesTheReference(lg.g, {lg.w, lg.r, lg.b}, 0.5f, 21, 7,
+                            c.extra_attr.empty() ? "LSTM oneDNN" : "reference fallback");
 }
 
 INSTANTIATE_TEST_SUITE_P(Directions, LstmLowering,
@@ -162,6 +178,166 @@ TEST(LstmLowering, ShortSequenceLensRunsTheFallback) {
   auto close = Compare(want->at(y), *got);
   ASSERT_TRUE(close.ok());
   EXPECT_LE(close->worst_ratio, 1.0) << close->ToString();
+}
+
+// ---------------------------------------------------------------------------------------------
+// GRU
+
+struct GruCase {
+  std::string direction;
+  bool linear_before_reset;
+  bool initial_h;
+  bool sequence_lens;      // A constant of the full length.
+  bool read_y;             // Y a graph output (else only Y_h is).
+  std::string extra_attr;  // An attribute oneDNN's GRU does not take: runs the fallback.
+};
+
+void PrintTo(const GruCase& c, std::ostream* os) {
+  *os << c.direction << (c.linear_before_reset ? " lbr" : "") << (c.initial_h ? " h0" : "")
+      << (c.sequence_lens ? " lens" : "") << (c.read_y ? " Y" : "")
+      << (c.extra_attr.empty() ? "" : " " + c.extra_attr);
+}
+
+struct GruGraph {
+  Graph g;
+  TensorId w, r, b;
+};
+
+GruGraph BuildGru(const GruCase& c) {
+  const int64_t dirs = c.direction == "bidirectional" ? 2 : 1;
+  IrBuilder b;
+  TensorId x = b.Input("x", {kSeq, kBatch, kIn});
+  TensorId w = b.Weight("w", {dirs, 3 * kHid, kIn}), r = b.Weight("r", {dirs, 3 * kHid, kHid});
+  TensorId bias = b.Weight("b", {dirs, 6 * kHid});
+  TensorId lens =
+      c.sequence_lens ? b.IntConstant("lens", std::vector<int64_t>(kBatch, kSeq)) : kNoId;
+  TensorId h0 = c.initial_h ? b.Input("h0", {dirs, kBatch, kHid}) : kNoId;
+  TensorId y = b.Act("y", {kSeq, dirs, kBatch, kHid}), yh = b.Act("yh", {dirs, kBatch, kHid});
+  std::vector<Attribute> attrs = {Int("hidden_size", kHid),
+                                  {"direction", c.direction},
+                                  Int("linear_before_reset", c.linear_before_reset ? 1 : 0)};
+  if (c.extra_attr == "clip") attrs.push_back({"clip", 0.5});
+  b.Op("GRU", {x, w, r, bias, lens, h0}, {y, yh}, attrs);
+  if (c.read_y) b.Output(y);
+  b.Output(yh);
+  return {b.Build(), w, r, bias};
+}
+
+class GruLowering : public ::testing::TestWithParam<GruCase> {};
+
+TEST_P(GruLowering, MatchesTheReference) {
+  const GruCase& c = GetParam();
+  GruGraph gg = BuildGru(c);
+  const std::string lowered = c.linear_before_reset ? "GRU (lbr) oneDNN" : "GRU oneDNN";
+  ExpectMatchesTheReference(gg.g, {gg.w, gg.r, gg.b}, 0.6f, 23, 9,
+                            c.extra_attr.empty() ? lowered : "reference fallback");
+}
+
+INSTANTIATE_TEST_SUITE_P(Directions, GruLowering,
+                         ::testing::Values(GruCase{"forward", false, false, false, true, ""},
+                                           GruCase{"forward", true, true, true, true, ""},
+                                           GruCase{"reverse", false, true, false, true, ""},
+                                           GruCase{"reverse", true, false, false, false, ""},
+                                           GruCase{"bidirectional", false, true, true, true, ""},
+                                           GruCase{"bidirectional", true, false, false, true, ""},
+                                           GruCase{"bidirectional", true, true, false, false, ""},
+                                           GruCase{"forward", false, true, false, true, "clip"}),
+                         [](const ::testing::TestParamInfo<GruCase>& info) {
+                           const GruCase& c = info.param;
+                           return c.direction + (c.linear_before_reset ? "_lbr" : "_nolbr") +
+                                  (c.initial_h ? "_state" : "") + (c.sequence_lens ? "_lens" : "") +
+                                  (c.read_y ? "_y" : "_state_only") +
+                                  (c.extra_attr.empty() ? "" : "_" + c.extra_attr);
+                         });
+
+// Models with their weights and the values another implementation computed for them
+// (tools/export_gru_models.py): torch for its own export (a 2-layer bidirectional GRU tagger,
+// linear_before_reset 1), ONNX Runtime for GRU nodes built with onnx.helper.
+struct GruModelCase {
+  std::string name;
+  bool lowered;  // Every GRU runs on oneDNN's RNN primitive (else through the fallback).
+};
+
+void PrintTo(const GruModelCase& c, std::ostream* os) { *os << c.name; }
+
+class GruModels : public ::testing::TestWithParam<GruModelCase> {};
+
+std::string GruDataDir(const std::string& name) {
+  return std::string(FUSOR_SOURCE_DIR) + "/tests/runtime/data/gru/" + name;
+}
+
+TEST_P(GruModels, ReferenceMatchesTheOtherImplementationAndEveryPlanMatchesTheReference) {
+  const std::string dir = GruDataDir(GetParam().name);
+  auto m = ImportOnnxFileWithWeights(dir + "/model.onnx", WithConstantFolding({}));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const Graph g = m->graph;
+  auto leaves = ModelLeafValues(g, std::move(m->weights), 1);
+  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
+  for (TensorId t : g.inputs()) {
+    auto value = ReadTensorFile(dir + "/" + g.tensor(t).name + ".npy");
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    ASSERT_TRUE(SetInputValue(g, g.tensor(t).name, std::move(*value), &*leaves).ok());
+  }
+  auto want = RunReference(g, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (size_t k = 0; k < g.outputs().size(); ++k) {
+    auto expected = ReadTensorFile(dir + "/output_" + std::to_string(k) + ".npy");
+    ASSERT_TRUE(expected.ok()) << expected.status().ToString();
+    auto e = ToHostTensor(std::move(*expected));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto close = Compare(*e, want->at(g.outputs()[k]));
+    ASSERT_TRUE(close.ok()) << close.status().ToString();
+    EXPECT_LE(close->worst_ratio, 1.0) << "reference, output " << k << ": " << close->ToString();
+  }
+  AnalyticalCostModel model{HardwareProfile{}};
+  SearchOptions so;
+  so.algorithm = SearchAlgorithm::kRules;
+  auto rules = SearchPlan(g, model, so);
+  ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+  for (const FusionPlan& plan : {UnfusedPlan(g), rules->plan}) {
+    auto exec = Executor::Create(g, plan, *leaves);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    for (size_t i = 0; i < plan.groups.size(); ++i) {
+      if (g.node(plan.groups[i].nodes[0]).op_type != "GRU") continue;
+      const std::string kernel = (*exec)->DescribeGroup(i);
+      EXPECT_NE(kernel.find(GetParam().lowered ? "oneDNN rnn" : "reference fallback"),
+                std::string::npos)
+          << kernel;
+    }
+    (*exec)->Run();
+    for (TensorId t : g.outputs()) {
+      auto got = (*exec)->Read(t);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      auto close = Compare(want->at(t), *got);
+      ASSERT_TRUE(close.ok()) << close.status().ToString();
+      EXPECT_LE(close->worst_ratio, 1.0) << g.tensor(t).name << ": " << close->ToString();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OtherImplementations, GruModels,
+                         ::testing::Values(GruModelCase{"torch_tagger", true},
+                                           GruModelCase{"lbr0_bidirectional", true},
+                                           GruModelCase{"lbr0_reverse_short_lens", false},
+                                           GruModelCase{"lbr1_forward_state_only", true}),
+                         [](const ::testing::TestParamInfo<GruModelCase>& info) {
+                           return info.param.name;
+                         });
+
+// A GRU whose W does not have the shape its hidden_size gives is refused at import, naming the
+// node and the tensor, before any kernel indexes it.
+TEST(GruLowering, MisshapenWeightsAreRefusedNamingTheNode) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {kSeq, kBatch, kIn});
+  TensorId w = b.Weight("w", {1, 4 * kHid, kIn}), r = b.Weight("r", {1, 3 * kHid, kHid});
+  TensorId y = b.Act("y", {kSeq, 1, kBatch, kHid});
+  b.Op("GRU", {x, w, r}, {y}, {Int("hidden_size", kHid)});
+  b.Output(y);
+  Graph g = b.Build();
+  Status s = CheckNodeShapes(g, g.node(0));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("W 'w' has shape 1x24x4, expected 1x18x4"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace
