@@ -26,6 +26,7 @@
 
 #include "costmodel/calibration.h"
 #include "costmodel/leave_models_out.h"
+#include "costmodel/sampled_suite.h"
 #include "costmodel/validation.h"
 #include "db/sqlite_plan_store.h"
 #include "graph/onnx_import.h"
@@ -446,8 +447,9 @@ WholePlanError WholePlanErrors(const std::vector<MeasuredWholePlan>& plans, cons
   return e;
 }
 
-FoldFitOptions Way(bool refit_profile, bool residual, double ridge) {
+FoldFitOptions Way(bool refit_profile, bool residual, double ridge, int sampled = 0) {
   FoldFitOptions o;
+  o.sampled_benchmarks = sampled;
   o.refit_profile = refit_profile;
   o.residual = residual;
   o.residual_options.ridge = ridge;
@@ -460,13 +462,13 @@ FoldFitOptions Way(bool refit_profile, bool residual, double ridge) {
 // the pooled figures of each way, and for `detail` the figures per model, per group kind and per
 // whole plan.
 int LeaveModelsOut(int folds, const std::string& detail, const CalibrationResult& cal,
-                   const std::vector<HeldOutRegion>& held_out,
-                   const std::vector<MeasuredWholePlan>& plans,
-                   const std::function<MeasureAlternativesFn()>& replay, int rounds, double ridge) {
+                   FoldData data, const std::function<MeasureAlternativesFn()>& replay,
+                   double ridge, int sampled) {
+  const std::vector<HeldOutRegion>& held_out = *data.regions;
+  const std::vector<MeasuredWholePlan>& plans = data.plans;
+  const int rounds = data.rounds;
   std::vector<std::string> models;
-  for (const HeldOutRegion& r : held_out) {
-    if (models.empty() || models.back() != r.model) models.push_back(r.model);
-  }
+  for (const Graph* g : data.models) models.push_back(g->model_name);
   std::map<std::string, int> fold_of = AssignFolds(models, folds);
   std::printf("leave-models-out: %zu models, %d folds by family\n", models.size(), folds);
   for (int f = 0; f < folds; ++f) {
@@ -480,17 +482,19 @@ int LeaveModelsOut(int folds, const std::string& detail, const CalibrationResult
       {"refit", Way(true, false, ridge)},
       {"residual", Way(false, true, ridge)},
       {"refit+residual", Way(true, true, ridge)},
+      {"sampled", Way(false, false, ridge, sampled)},
+      {"sampled+residual", Way(false, true, ridge, sampled)},
   };
   PrintSummaryHeader("held-out, fitted by");
   std::printf("%-22s whole-plan error: all plans / tuned plans / even-vs-odd\n", "");
   for (const auto& [name, options] : ways) {
     std::vector<std::unique_ptr<CostModel>> fold_models;
-    int train_regions = 0;
+    int train_regions = 0, train_sampled = 0;
     for (int f = 0; f < folds; ++f) {
-      auto m =
-          FitFold(f, fold_of, cal.profile, cal.samples, held_out, replay(), rounds, plans, options);
+      auto m = FitFold(f, fold_of, cal.profile, (data.measure = replay(), data), options);
       if (!m.ok()) return std::cerr << name << ": " << m.status().ToString() << "\n", 1;
       train_regions += m->training_regions;
+      train_sampled += m->sampled_benchmarks;
       fold_models.push_back(FoldCostModel(*m));
     }
     FoldedCostModel model(fold_of, std::move(fold_models));
@@ -543,7 +547,7 @@ int Main(int argc, char** argv) {
   std::string explain, dump, fit_db, pool = "served", replay;
   int fit_runs = 8;
   bool print_profile = false, whole_plans = false;
-  int folds = 0, whole_rounds = 2;
+  int folds = 0, whole_rounds = 2, sampled = 32, record_sampled = 0;
   double ridge = ResidualFitOptions{}.ridge;
   std::string fold_detail = "calibration";
   int worst = 30, max_ops = 6, regions = 40, rounds = 1;
@@ -580,6 +584,11 @@ int Main(int argc, char** argv) {
   app.add_option("--fold-detail", fold_detail,
                  "With --folds: per model / kind / plan figures of calibration, refit, residual or "
                  "refit+residual");
+  app.add_option(
+      "--sampled", sampled,
+      "Benchmarks sampled from the training models per fold (costmodel/sampled_suite.h)");
+  app.add_option("--record-sampled", record_sampled,
+                 "Measure the sampled benchmarks of each of this many folds into the table");
   app.add_option("--ridge", ridge, "With --folds: the residual's ridge weight");
   app.add_option("models", models, "ONNX models to draw held-out groups from");
   CLI11_PARSE(app, argc, argv);
@@ -613,6 +622,25 @@ int Main(int argc, char** argv) {
   }
   if (held_out.empty()) return 0;
   OneDnnMeasurer validation_measurer = MakeMeasurer(30, 1, 0.08);
+  if (record_sampled > 0) {
+    table.Note("sampled_start");
+    std::vector<std::string> names;
+    for (const Graph& g : graphs) names.push_back(g.model_name);
+    std::map<std::string, int> fold_of = AssignFolds(names, record_sampled);
+    MeasureFn measure = table.Fn(&calibration_measurer, remeasure);
+    for (int f = 0; f < record_sampled; ++f) {
+      std::vector<const Graph*> training;
+      for (const Graph& g : graphs)
+        if (fold_of[g.model_name] != f) training.push_back(&g);
+      for (const CalibrationBenchmark& b : SampledCalibrationSuite(training, {.count = sampled})) {
+        auto m = measure(b.graph, b.plan);
+        if (!m.ok()) return std::cerr << b.name << ": " << m.status().ToString() << "\n", 1;
+      }
+      table.Save();
+    }
+    table.Note("sampled_end");
+    table.Save();
+  }
   if (folds > 0) {
     std::vector<MeasuredWholePlan> plans;
     AnalyticalCostModel unused(cal->profile);
@@ -634,7 +662,14 @@ int Main(int argc, char** argv) {
       }
     }
     auto replay = [&] { return table.Alternatives(&validation_measurer, false, false); };
-    return LeaveModelsOut(folds, fold_detail, *cal, held_out, plans, replay, rounds, ridge);
+    FoldData data;
+    data.calibration = cal->samples;
+    data.regions = &held_out;
+    data.rounds = rounds;
+    data.plans = std::move(plans);
+    for (const Graph& g : graphs) data.models.push_back(&g);
+    data.measure_benchmark = table.Fn(&calibration_measurer, false);
+    return LeaveModelsOut(folds, fold_detail, *cal, std::move(data), replay, ridge, sampled);
   }
   HardwareProfile profile = cal->profile;
   if (!fit_db.empty()) {

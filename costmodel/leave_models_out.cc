@@ -4,7 +4,7 @@
 #include <cctype>
 #include <set>
 
-#include "graph/op_registry.h"
+#include "costmodel/sampled_suite.h"
 
 namespace fusor {
 namespace {
@@ -47,11 +47,7 @@ std::map<std::string, int> AssignFolds(const std::vector<std::string>& models, i
 }
 
 StatusOr<FoldModel> FitFold(int fold, const std::map<std::string, int>& folds,
-                            const HardwareProfile& start,
-                            const std::vector<CalibrationSample>& calibration,
-                            const std::vector<HeldOutRegion>& regions,
-                            const MeasureAlternativesFn& measure, int rounds,
-                            const std::vector<MeasuredWholePlan>& plans,
+                            const HardwareProfile& start, const FoldData& data,
                             const FoldFitOptions& options) {
   auto training = [&](const std::string& model) {
     auto it = folds.find(model);
@@ -60,27 +56,42 @@ StatusOr<FoldModel> FitFold(int fold, const std::map<std::string, int>& folds,
   FoldModel out;
   out.fold = fold;
   out.profile = start;
-  std::vector<CalibrationSample> samples = calibration;
+  std::vector<CalibrationSample> samples = data.calibration;
+  if (options.sampled_benchmarks > 0) {
+    std::vector<const Graph*> training_models;
+    for (const Graph* g : data.models)
+      if (training(g->model_name)) training_models.push_back(g);
+    for (const CalibrationBenchmark& b :
+         SampledCalibrationSuite(training_models, {.count = options.sampled_benchmarks})) {
+      auto m = data.measure_benchmark(b.graph, b.plan);
+      if (!m.ok() || m->unstable) continue;
+      samples.push_back(PlanSample(b.graph, b.plan, start.target, b.name, m->median_ns));
+      ++out.sampled_benchmarks;
+    }
+  }
   std::vector<std::pair<const HeldOutRegion*, std::vector<double>>> measured;
+  std::vector<CalibrationSample> region_samples;
   AnalyticalCostModel unused(start);
-  for (const HeldOutRegion& r : regions) {
+  for (const HeldOutRegion& r : *data.regions) {
     if (!training(r.model)) continue;
     // One region at a time, so its items are its alternatives in order, with the rounds kept as
     // validation keeps them.
-    auto report = ValidateCostModel({r}, unused, measure, {}, rounds);
+    auto report = ValidateCostModel({r}, unused, data.measure, {}, data.rounds);
     if (!report.ok() || report->items.size() != r.alternatives.size()) continue;
     std::vector<double> times;
     for (const ValidationItem& item : report->items) times.push_back(item.measured_ns);
     for (size_t a = 0; a < times.size(); ++a) {
-      samples.push_back(PlanSample(r.graph, r.alternatives[a].second, start.target,
-                                   r.model + " " + r.ops + " " + r.alternatives[a].first,
-                                   times[a]));
+      region_samples.push_back(PlanSample(r.graph, r.alternatives[a].second, start.target,
+                                          r.model + " " + r.ops + " " + r.alternatives[a].first,
+                                          times[a]));
     }
     measured.emplace_back(&r, std::move(times));
     ++out.training_regions;
   }
-  if (options.refit_profile) {
+  if (options.refit_profile || out.sampled_benchmarks > 0) {
     HardwareProfile profile = start;
+    if (options.refit_profile)
+      samples.insert(samples.end(), region_samples.begin(), region_samples.end());
     FUSOR_ASSIGN_OR_RETURN(FitReport report, FitProfile(samples, &profile, options.fit_options));
     (void)report;
     out.profile = profile;
@@ -94,7 +105,7 @@ StatusOr<FoldModel> FitFold(int fold, const std::map<std::string, int>& folds,
           ResidualSampleOf(base, r->graph, r->alternatives[a].second, times[a]));
     }
   }
-  for (const MeasuredWholePlan& p : plans) {
+  for (const MeasuredWholePlan& p : data.plans) {
     if (!training(p.graph->model_name) || p.rounds_ns.empty()) continue;
     residual_samples.push_back(ResidualSampleOf(base, *p.graph, p.plan, Median(p.rounds_ns)));
     ++out.training_plans;
@@ -118,15 +129,7 @@ std::unique_ptr<CostModel> FoldCostModel(const FoldModel& m) {
 }
 
 std::string RegionKind(const HeldOutRegion& r) {
-  const FusionGroup& fused = r.alternatives.front().second.groups.front();
-  std::string kind(GroupKindName(fused.kind));
-  if (fused.kind != GroupKind::kAnchor) return kind;
-  for (NodeId id : fused.nodes) {
-    if (ClassifyNode(r.graph, r.graph.node(id)) == OpClass::kAnchor) {
-      return kind + ":" + r.graph.node(id).op_type;
-    }
-  }
-  return kind;
+  return GroupKindLabel(r.graph, r.alternatives.front().second.groups.front());
 }
 
 }  // namespace fusor

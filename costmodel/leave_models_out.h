@@ -37,8 +37,23 @@ struct MeasuredWholePlan {
   std::vector<double> rounds_ns;
 };
 
+// The recorded measurements a fold may fit on (every model's: FitFold reads only the training
+// folds' ones). Pointers are not owned and outlive the call.
+struct FoldData {
+  std::vector<CalibrationSample> calibration;  // The hand-picked suite's samples.
+  const std::vector<HeldOutRegion>* regions = nullptr;
+  MeasureAlternativesFn measure;  // Each region's alternatives, `rounds` times.
+  int rounds = 1;
+  std::vector<MeasuredWholePlan> plans;
+  std::vector<const Graph*> models;  // The models the sampled suite is drawn from.
+  MeasureFn measure_benchmark;       // Times a sampled benchmark (unstable: left out).
+};
+
 // What a fold fits besides the calibration suite.
 struct FoldFitOptions {
+  // Add benchmarks sampled from the training models (costmodel/sampled_suite.h) to the
+  // calibration samples; 0 for none.
+  int sampled_benchmarks = 0;
   // Refit the profile's constants on the calibration samples plus the training models' regions.
   bool refit_profile = false;
   // Fit the residual on the training models' regions and whole plans.
@@ -52,19 +67,15 @@ struct FoldModel {
   int fold = 0;
   HardwareProfile profile;
   ResidualModel residual;  // Empty unless FoldFitOptions::residual.
-  int training_regions = 0, training_plans = 0;
+  int training_regions = 0, training_plans = 0, sampled_benchmarks = 0;
 };
 
-// Fits the model for `fold`: every region and whole plan whose model is in another fold (by
-// `folds`) is training data; the fold's own are never read. `start` is the profile fitted on the
-// calibration samples alone (its target and starting values). Regions are measured with
-// `measure` over `rounds` (each region's median of its kept rounds, as ValidateCostModel keeps).
+// Fits the model for `fold`: every region, whole plan and sampled benchmark whose model is in
+// another fold (by `folds`) is training data; the fold's own are never read. `start` is the
+// profile fitted on the calibration samples alone (its target and starting values). Regions are
+// scored by the median of their kept rounds, as ValidateCostModel keeps them.
 StatusOr<FoldModel> FitFold(int fold, const std::map<std::string, int>& folds,
-                            const HardwareProfile& start,
-                            const std::vector<CalibrationSample>& calibration,
-                            const std::vector<HeldOutRegion>& regions,
-                            const MeasureAlternativesFn& measure, int rounds,
-                            const std::vector<MeasuredWholePlan>& plans,
+                            const HardwareProfile& start, const FoldData& data,
                             const FoldFitOptions& options);
 
 // Predicts a group with the model of the fold its graph's model is in.
@@ -85,8 +96,7 @@ class FoldedCostModel final : public CostModel {
 // A fold's cost model: the analytical model with its profile, and the residual when it has one.
 std::unique_ptr<CostModel> FoldCostModel(const FoldModel& m);
 
-// The kind of a region for reports: its fused group's kind, and an anchor's op type
-// ("anchor:Conv", "loop", "reduction").
+// The kind of a region for reports: its fused group's GroupKindLabel ("anchor:Conv", "loop").
 std::string RegionKind(const HeldOutRegion& r);
 
 }  // namespace fusor

@@ -59,6 +59,27 @@ MeasureAlternativesFn Times(const std::string& model, double scale) {
   };
 }
 
+// Regions, whole plans and sampled benchmarks of both models, `model`'s times scaled by `scale`.
+FoldData Data(const Fixture& f, const std::string& model, double scale) {
+  FoldData d;
+  d.regions = &f.regions;
+  d.measure = Times(model, scale);
+  d.rounds = 2;
+  auto base = std::make_shared<AnalyticalCostModel>(HardwareProfile{});
+  for (const Graph& g : f.graphs) {
+    d.models.push_back(&g);
+    FusionPlan plan = MaxFusionPlan(g);
+    double t = base->Cost(g, plan).total.total_ns * (g.model_name == model ? scale : 1.3);
+    d.plans.push_back({&g, "max", plan, {t, t}});
+  }
+  // Sampled benchmarks carry no model name: every one is "measured" as predicted, so a change
+  // here would have to come from which models they are drawn from.
+  d.measure_benchmark = [base](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
+    return MeasuredTime{base->Cost(g, p).total.total_ns * 1.1, 0, false, {}, false};
+  };
+  return d;
+}
+
 // The regression the protocol exists for: a fold's fit must not see its own models. Changing
 // every time measured on the held-out model leaves its fold's profile and residual as they were.
 TEST(FitFold, TheHeldOutModelsMeasurementsNeverReachItsFoldsFit) {
@@ -69,18 +90,20 @@ TEST(FitFold, TheHeldOutModelsMeasurementsNeverReachItsFoldsFit) {
   FoldFitOptions options;
   options.refit_profile = true;
   options.residual = true;
+  options.sampled_benchmarks = 6;
   options.fit_options.max_iterations = 20;
   HardwareProfile start;
-  auto a = FitFold(fold, f.folds, start, {}, f.regions, Times("resnet18", 1.0), 2, {}, options);
-  auto b = FitFold(fold, f.folds, start, {}, f.regions, Times("resnet18", 2.5), 2, {}, options);
+  auto a = FitFold(fold, f.folds, start, Data(f, "resnet18", 1.0), options);
+  auto b = FitFold(fold, f.folds, start, Data(f, "resnet18", 2.5), options);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_GT(a->training_regions, 0);
+  EXPECT_EQ(a->training_plans, 1);
+  EXPECT_GT(a->sampled_benchmarks, 0);
   EXPECT_EQ(a->residual.weights, b->residual.weights);
   EXPECT_EQ(ProfileToJson(a->profile), ProfileToJson(b->profile));
   // And the other model's measurements do reach it.
-  auto c =
-      FitFold(fold, f.folds, start, {}, f.regions, Times("squeezenet1_1", 2.5), 2, {}, options);
+  auto c = FitFold(fold, f.folds, start, Data(f, "squeezenet1_1", 2.5), options);
   ASSERT_TRUE(c.ok());
   EXPECT_NE(a->residual.weights, c->residual.weights);
 }
