@@ -54,6 +54,10 @@ class MeasurementTable {
   }
   // Answers only from the table: what it lacks is unstable (left out), never measured.
   void set_replay_only() { replay_only_ = true; }
+  // Replays timings whose spread stayed above the limit as usable (their median is still a
+  // measurement): on a loaded host, more regions at the price of more noise, which the even/odd
+  // figures show.
+  void set_keep_unstable() { keep_unstable_ = true; }
 
   // Notes on how the table was recorded (host load when each phase began and ended, one entry per
   // run), under "_recording".
@@ -172,7 +176,8 @@ class MeasurementTable {
   MeasuredTime Recorded(const std::string& key) const {
     const auto& j = table_[key];
     std::vector<bool> chain = j.value("primitive_chain", std::vector<bool>{});
-    return MeasuredTime{j["median_ns"], j["cv"], j["unstable"], chain, j.value("disturbed", false)};
+    bool unstable = j["unstable"].get<bool>() && !keep_unstable_;
+    return MeasuredTime{j["median_ns"], j["cv"], unstable, chain, j.value("disturbed", false)};
   }
   MeasuredTime Record(const std::string& key, const Measurement& m) {
     table_[key] = {{"median_ns", m.median_ns},
@@ -185,7 +190,7 @@ class MeasurementTable {
   }
 
   std::string path_;
-  bool replay_only_ = false;
+  bool replay_only_ = false, keep_unstable_ = false;
   nlohmann::json table_ = nlohmann::json::object();
 };
 
@@ -503,9 +508,10 @@ int LeaveModelsOut(int folds, const std::string& detail, const CalibrationResult
     PrintSummaryRow(name, *report);
     WholePlanError w = WholePlanErrors(plans, model, false);
     std::printf(
-        "%-22s whole-plan %.1f%% / %.1f%% / %.1f%% over %d plans (%d training regions "
-        "per fold, mean)\n",
-        "", w.mape, w.tuned_mape, w.repeat_mape, w.plans, train_regions / folds);
+        "%-22s whole-plan %.1f%% / %.1f%% / %.1f%% over %d plans (per fold: %d training "
+        "regions, %d sampled benchmarks)\n",
+        "", w.mape, w.tuned_mape, w.repeat_mape, w.plans, train_regions / folds,
+        train_sampled / folds);
     if (detail != name) continue;
     std::printf("\nper model (%s)\n", name);
     PrintSummaryHeader("model");
@@ -547,6 +553,7 @@ int Main(int argc, char** argv) {
   std::string explain, dump, fit_db, pool = "served", replay;
   int fit_runs = 8;
   bool print_profile = false, whole_plans = false;
+  bool keep_unstable = false;
   int folds = 0, whole_rounds = 2, sampled = 32, record_sampled = 0;
   double ridge = ResidualFitOptions{}.ridge;
   std::string fold_detail = "calibration";
@@ -589,6 +596,8 @@ int Main(int argc, char** argv) {
       "Benchmarks sampled from the training models per fold (costmodel/sampled_suite.h)");
   app.add_option("--record-sampled", record_sampled,
                  "Measure the sampled benchmarks of each of this many folds into the table");
+  app.add_flag("--keep-unstable", keep_unstable,
+               "With --folds: replay timings whose spread stayed high as usable");
   app.add_option("--ridge", ridge, "With --folds: the residual's ridge weight");
   app.add_option("models", models, "ONNX models to draw held-out groups from");
   CLI11_PARSE(app, argc, argv);
@@ -598,6 +607,7 @@ int Main(int argc, char** argv) {
   MeasurementTable table(table_path);
   if (folds > 0) {
     table.set_replay_only();
+    if (keep_unstable) table.set_keep_unstable();
   } else {
     SettleHost(kSettleHostMaxMs, "costmodel_lab");
   }
@@ -652,9 +662,11 @@ int Main(int argc, char** argv) {
       for (size_t i = 0; i < listed->size(); ++i) {
         MeasuredWholePlan p{&g, (*listed)[i].first, (*listed)[i].second, {}};
         // Rounds timed in one of the host's slow states are left out while another round was not.
+        // A whole plan's timing is kept when its spread stayed high: it is one median of many
+        // kernels, and the even/odd error shows how far two of them part.
         for (bool keep_disturbed : {false, true}) {
           for (const MeasuredTime& m : (*times)[i]) {
-            if (!m.unstable && (keep_disturbed || !m.disturbed)) p.rounds_ns.push_back(m.median_ns);
+            if (keep_disturbed || !m.disturbed) p.rounds_ns.push_back(m.median_ns);
           }
           if (!p.rounds_ns.empty()) break;
         }
