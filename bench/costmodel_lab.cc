@@ -12,6 +12,12 @@
 // --pool served; or all, quickest, latest samples), and --replay R answers with the times a
 // `fusor costmodel validate --db D --json` report R measured. The figures then reproduce R's and
 // differ only by the model's code.
+//
+// Leave-models-out (docs/costmodel.md): --whole-plans also times each model's whole plans and
+// --record-sampled K each of K folds' sampled benchmarks into the table; --folds K then replays
+// the table alone (never measuring, so no quiet host is needed), fitting each fold on the other
+// folds' models only, and prints held-out figures per way of fitting, and with --fold-detail per
+// model, per group kind and per whole plan.
 #include <cmath>
 #include <cstdio>
 #include <ctime>
