@@ -581,13 +581,14 @@ void CostTerms::Add(const CostTerms& o) {
   handoff_ns += o.handoff_ns;
   tile_ns += o.tile_ns;
   overlap_ns += o.overlap_ns;
+  learned_ns += o.learned_ns;
 }
 
 std::vector<NamedTerm> NamedTerms(const CostTerms& t) {
   return {{"compute", t.flops_ns},    {"index", t.index_ns},     {"chains", t.chain_ns},
           {"memory", t.boundary_ns},  {"handoff", t.handoff_ns}, {"tiles", t.tile_ns},
           {"overlap", -t.overlap_ns}, {"spill", t.spill_ns},     {"launch", t.launch_ns},
-          {"reorder", t.reorder_ns}};
+          {"reorder", t.reorder_ns},  {"learned", t.learned_ns}};
 }
 
 // Values are born when first loaded (group inputs) or computed, and die after their last use in

@@ -139,8 +139,9 @@ struct GroupFeatures {
 // A group's predicted time and the terms it is the sum of. compute_ns and memory_ns are the two
 // sides of the overlap; the named terms below split them as EvaluateFeatures adds them, so that
 //   total = flops + index + chains + boundary + handoff + tiles - overlap + spill + launch +
-//   reorder
-// (to rounding; NamedTerms lists them in this order).
+//   reorder + learned
+// (to rounding; NamedTerms lists them in this order). learned is the residual's correction
+// (costmodel/residual.h), 0 for the analytical model alone.
 struct CostTerms {
   double compute_ns = 0;  // flops_ns + index_ns + chain_ns.
   double memory_ns = 0;   // boundary_ns + handoff_ns + tile_ns.
@@ -155,6 +156,7 @@ struct CostTerms {
   double handoff_ns = 0;   // Tensors handed over from the cores that wrote them.
   double tile_ns = 0;      // A fused loop's tile-buffer traffic in L1.
   double overlap_ns = 0;   // Subtracted: alpha * min(flops + index, boundary).
+  double learned_ns = 0;   // The learned residual's correction (costmodel/residual.h).
 
   // Adds every term of `other` (the groups of a calibration benchmark, of a plan).
   void Add(const CostTerms& other);

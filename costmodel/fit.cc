@@ -137,32 +137,6 @@ std::vector<std::vector<double>> Jacobian(const Problem& p, const std::vector<do
   return J;
 }
 
-// Solves A x = b by Gaussian elimination with partial pivoting; false if singular.
-bool Solve(std::vector<std::vector<double>> A, std::vector<double> b, std::vector<double>* x) {
-  const size_t n = b.size();
-  for (size_t c = 0; c < n; ++c) {
-    size_t pivot = c;
-    for (size_t r = c + 1; r < n; ++r) {
-      if (std::fabs(A[r][c]) > std::fabs(A[pivot][c])) pivot = r;
-    }
-    if (std::fabs(A[pivot][c]) < 1e-300) return false;
-    std::swap(A[c], A[pivot]);
-    std::swap(b[c], b[pivot]);
-    for (size_t r = c + 1; r < n; ++r) {
-      double k = A[r][c] / A[c][c];
-      for (size_t k2 = c; k2 < n; ++k2) A[r][k2] -= k * A[c][k2];
-      b[r] -= k * b[c];
-    }
-  }
-  x->assign(n, 0);
-  for (size_t c = n; c-- > 0;) {
-    double s = b[c];
-    for (size_t k = c + 1; k < n; ++k) s -= A[c][k] * (*x)[k];
-    (*x)[c] = s / A[c][c];
-  }
-  return true;
-}
-
 // One damped Gauss-Newton step: (J^T J + lambda diag(J^T J)) delta = -J^T r.
 bool Step(const std::vector<std::vector<double>>& J, const std::vector<double>& r, double lambda,
           std::vector<double>* delta) {
@@ -176,7 +150,7 @@ bool Step(const std::vector<std::vector<double>>& J, const std::vector<double>& 
     }
   }
   for (size_t a = 0; a < n; ++a) A[a][a] += lambda * std::max(A[a][a], 1e-12);
-  return Solve(A, g, delta);
+  return SolveLinearSystem(std::move(A), std::move(g), delta);
 }
 
 // Levenberg-Marquardt to convergence; returns the iterations used.
@@ -237,6 +211,32 @@ void RecordFit(const Problem& p, const std::vector<double>& u, HardwareProfile* 
 }
 
 }  // namespace
+
+bool SolveLinearSystem(std::vector<std::vector<double>> A, std::vector<double> b,
+                       std::vector<double>* x) {
+  const size_t n = b.size();
+  for (size_t c = 0; c < n; ++c) {
+    size_t pivot = c;
+    for (size_t r = c + 1; r < n; ++r) {
+      if (std::fabs(A[r][c]) > std::fabs(A[pivot][c])) pivot = r;
+    }
+    if (std::fabs(A[pivot][c]) < 1e-300) return false;
+    std::swap(A[c], A[pivot]);
+    std::swap(b[c], b[pivot]);
+    for (size_t r = c + 1; r < n; ++r) {
+      double k = A[r][c] / A[c][c];
+      for (size_t k2 = c; k2 < n; ++k2) A[r][k2] -= k * A[c][k2];
+      b[r] -= k * b[c];
+    }
+  }
+  x->assign(n, 0);
+  for (size_t c = n; c-- > 0;) {
+    double s = b[c];
+    for (size_t k = c + 1; k < n; ++k) s -= A[c][k] * (*x)[k];
+    (*x)[c] = s / A[c][c];
+  }
+  return true;
+}
 
 StatusOr<FitReport> FitProfile(const std::vector<CalibrationSample>& samples,
                                HardwareProfile* profile, const FitOptions& options) {

@@ -44,4 +44,8 @@ struct FitReport {
 StatusOr<FitReport> FitProfile(const std::vector<CalibrationSample>& samples,
                                HardwareProfile* profile, const FitOptions& options = {});
 
+// Solves A x = b by Gaussian elimination with partial pivoting; false if A is singular.
+bool SolveLinearSystem(std::vector<std::vector<double>> A, std::vector<double> b,
+                       std::vector<double>* x);
+
 }  // namespace fusor

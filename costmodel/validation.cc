@@ -186,7 +186,8 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.by_gap = GapBuckets();
   double abs_pct = 0, tau_sum = 0, decisive_tau_sum = 0, repeat_tau_sum = 0;
   int tau_pairs = 0, decisive_pairs = 0, agree = 0, decisive_agree = 0, repeat_pairs = 0,
-      repeat_agree = 0, repeat_decisions = 0;
+      repeat_agree = 0, repeat_decisions = 0, repeat_items = 0;
+  double repeat_pct = 0;
   for (size_t ri = 0; ri < regions.size(); ++ri) {
     const HeldOutRegion& r = regions[ri];
     if (progress) progress(ri, regions.size(), r.ops);
@@ -251,6 +252,9 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     tau = KendallTau(pred, meas, &pairs, 0.05);
     decisive_tau_sum += tau * pairs;
     decisive_pairs += pairs;
+    for (size_t i = 0; i < even.size(); ++i, ++repeat_items) {
+      repeat_pct += 100 * std::fabs(even[i] - odd[i]) / std::min(even[i], odd[i]);
+    }
     if (!even.empty()) {
       tau = KendallTau(even, odd, &pairs);
       repeat_tau_sum += tau * pairs;
@@ -274,6 +278,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
   report.decisive_tau = decisive_pairs ? decisive_tau_sum / decisive_pairs : 0;
   report.agreement = report.decisions ? static_cast<double>(agree) / report.decisions : 0;
   report.repeat_tau = repeat_pairs ? repeat_tau_sum / repeat_pairs : 0;
+  report.repeat_mape = repeat_items ? repeat_pct / repeat_items : 0;
   FinishGapBuckets(&report.by_gap);
   report.repeat_agreement =
       repeat_decisions ? static_cast<double>(repeat_agree) / repeat_decisions : 0;
@@ -351,7 +356,9 @@ nlohmann::json ReportToJson(const ValidationReport& r) {
           {"rounds", r.rounds},
           {"disturbed_rounds", r.disturbed_rounds},
           {"measurement_repeatability",
-           {{"kendall_tau", r.repeat_tau}, {"fuse_decision_agreement", r.repeat_agreement}}},
+           {{"kendall_tau", r.repeat_tau},
+            {"fuse_decision_agreement", r.repeat_agreement},
+            {"mape_percent", r.repeat_mape}}},
           {"kendall_tau_by_measured_gap", by_gap},
           {"wrong_fuse_calls", wrong},
           {"items", items}};

@@ -69,6 +69,9 @@ struct ValidationReport {
   // Even rounds against odd rounds (rounds >= 2; else 0): the measurement's own repeatability.
   double repeat_tau = 0;
   double repeat_agreement = 0;
+  // Mean relative difference of each alternative's even-round median from its odd-round one (in
+  // percent, against the smaller): the measurement's own error, a floor under any model's MAPE.
+  double repeat_mape = 0;
   // Measured gaps < 1%, 1-2%, 2-5%, 5-10%, >= 10%.
   std::vector<GapBucket> by_gap;
   // Rounds measured, and those left out as taken in one of the host's slow states (a region whose

@@ -194,6 +194,22 @@ TEST(ValidateCostModel, RepeatabilityComparesEvenRoundsWithOddOnes) {
   EXPECT_DOUBLE_EQ(once->repeat_tau, 0.0);  // One round has no halves to compare.
 }
 
+// The measurement's own error: odd rounds 10% slower than even ones read as 10% apart.
+TEST(ValidateCostModel, RepeatMapeIsTheEvenRoundsDistanceFromTheOddOnes) {
+  std::vector<HeldOutRegion> regions = ResNetRegions();
+  AnalyticalCostModel model{HardwareProfile{}};
+  std::map<const FusionPlan*, int> calls;
+  MeasureFn alternating = [&](const Graph& r, const FusionPlan& p) -> StatusOr<MeasuredTime> {
+    double t = model.Cost(r, p).total.total_ns;
+    return MeasuredTime{calls[&p]++ % 2 == 0 ? t : 1.1 * t, 0, false, {}, false};
+  };
+  auto report = ValidateCostModel(regions, model, OneAfterAnother(alternating), {}, 4);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NEAR(report->repeat_mape, 10.0, 1e-9);
+  EXPECT_NEAR(ReportToJson(*report)["measurement_repeatability"]["mape_percent"].get<double>(),
+              10.0, 1e-9);
+}
+
 // The machine check reads drift as the median of measured / predicted over the calibration
 // benchmarks: a machine 30% slower than at calibration shows 1.3 and is flagged; 5% is within
 // tolerance; a benchmark disturbed to 100x, or flagged unstable, does not move the median.
