@@ -42,6 +42,7 @@
 #include "runtime/host_tensor.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
+#include "runtime/timing_policy.h"
 #include "search/plan_search.h"
 #include "server/calibration_log.h"
 
@@ -208,15 +209,12 @@ StatusOr<Graph> ImportModel(const std::string& path) {
   return ImportOnnxFileWithDimsItHas(path, WithConstantFolding(options));
 }
 
-OneDnnMeasurer MakeMeasurer(double min_ms, int retries, double max_cv,
+// Times as the command the lab stands in for does (runtime/timing_policy.h).
+OneDnnMeasurer MakeMeasurer(TimingPolicy policy, double min_ms,
                             ChainBackend backend = ChainBackend::kAuto) {
   OneDnnMeasurerOptions mo;
   mo.executor.chain_backend = backend;
-  mo.timing.warmup = 2;
-  mo.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
-  mo.timing.retries = retries;
-  mo.timing.max_cv = max_cv;
-  mo.timing.quiet_wait_ms = 250;  // As `fusor costmodel validate`.
+  mo.timing = TimingFor(policy, min_ms);
   return OneDnnMeasurer(mo);
 }
 
@@ -617,8 +615,9 @@ int Main(int argc, char** argv) {
   } else {
     SettleHost(kSettleHostMaxMs, "costmodel_lab");
   }
-  OneDnnMeasurer calibration_measurer = MakeMeasurer(100, 2, 0.10);
-  OneDnnMeasurer onednn_measurer = MakeMeasurer(100, 2, 0.10, ChainBackend::kOneDnn);
+  OneDnnMeasurer calibration_measurer = MakeMeasurer(TimingPolicy::kCalibrate, 100);
+  OneDnnMeasurer onednn_measurer =
+      MakeMeasurer(TimingPolicy::kCalibrate, 100, ChainBackend::kOneDnn);
   HardwareProfile start;
   start.target = *target;
   auto cal = Calibrate(CalibrationSuite(*target), start, table.Fn(&calibration_measurer, remeasure),
@@ -637,7 +636,7 @@ int Main(int argc, char** argv) {
     graphs.push_back(std::move(*g));
   }
   if (held_out.empty()) return 0;
-  OneDnnMeasurer validation_measurer = MakeMeasurer(30, 1, 0.08);
+  OneDnnMeasurer validation_measurer = MakeMeasurer(TimingPolicy::kValidate, kValidateMinMs);
   if (record_sampled > 0) {
     table.Note("sampled_start");
     std::vector<std::string> names;

@@ -20,6 +20,7 @@
 #include "runtime/executor.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
+#include "runtime/timing_policy.h"
 #include "search/autotune.h"
 #include "search/plan_search.h"
 
@@ -64,10 +65,7 @@ Args Parse(int argc, char** argv) {
 OneDnnMeasurerOptions MeasureOptions(int threads, double min_ms) {
   OneDnnMeasurerOptions o;
   o.executor.threads = threads;
-  o.timing.warmup = 2;
-  o.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
-  o.timing.retries = 2;
-  o.timing.max_cv = 0.10;
+  o.timing = TimingFor(TimingPolicy::kBench, min_ms);
   return o;
 }
 

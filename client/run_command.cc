@@ -16,6 +16,7 @@
 #include "runtime/host_tensor.h"
 #include "runtime/measurer.h"
 #include "runtime/model_weights.h"
+#include "runtime/timing_policy.h"
 
 namespace fusor {
 namespace {
@@ -50,8 +51,7 @@ StatusOr<FusionPlan> ChoosePlan(const Graph& g, const RunOptions& o) {
 }
 
 TimingOptions Timing(const RunOptions& o, double min_ms) {
-  TimingOptions t;
-  t.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
+  TimingOptions t = TimingFor(TimingPolicy::kRun, min_ms);
   t.flush_cache = o.flush_cache;
   return t;
 }

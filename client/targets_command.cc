@@ -22,6 +22,7 @@
 #include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
+#include "runtime/timing_policy.h"
 #include "server/calibration_log.h"
 
 namespace fusor {
@@ -316,11 +317,7 @@ int RunValidate(const ValidateFlags& f) {
       regions.push_back(std::move(r));
   }
   OneDnnMeasurerOptions mo;
-  mo.timing.warmup = 1;
-  mo.timing.min_total_ns = 30'000'000;
-  mo.timing.retries = 1;
-  mo.timing.max_cv = 0.08;
-  mo.timing.quiet_wait_ms = 250;  // Held-out times are compared with the profile's predictions.
+  mo.timing = TimingFor(TimingPolicy::kValidate, kValidateMinMs);
   OneDnnMeasurer measurer(mo);
   auto to_time = [](const Measurement& m) {
     return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,

@@ -16,6 +16,7 @@
 #include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
+#include "runtime/timing_policy.h"
 #include "search/autotune.h"
 #include "search/plan_search.h"
 #include "server/calibration_log.h"
@@ -194,13 +195,12 @@ struct TuningService::State {
   MeasureFn CalibrationMeasure(double limit_s, std::map<std::string, double>* cv_by_benchmark,
                                const std::atomic<bool>* cancelled,
                                ChainBackend backend = ChainBackend::kAuto) {
-    OneDnnMeasurerOptions options = MeasurerOptions(this->options.calibration_benchmark_ms, 2);
+    OneDnnMeasurerOptions options =
+        MeasurerOptions(TimingPolicy::kCalibrate, this->options.calibration_benchmark_ms);
     options.executor.chain_backend = backend;
-    // The fit should describe the host in its quiet state, not a moment of it (measurer.h): each
-    // attempt waits up to 250 ms for it (at 50 ms the handoff benchmarks, which move data between
-    // cores, get timed in a slow state: handoff_ns fits 21 us instead of 3). On a host that never
-    // quiets that is up to 3 x 250 ms per benchmark, so the waiting stops once half the time limit
-    // has passed, and the rest is timed as the host is.
+    // The fit should describe the host in its quiet state (runtime/timing_policy.h). On a host
+    // that never quiets the wait is up to 3 x 250 ms per benchmark, so the waiting stops once half
+    // the time limit has passed, and the rest is timed as the host is.
     options.timing.quiet_wait_ms = this->options.calibration_quiet_wait_ms;
     auto patient = std::make_shared<OneDnnMeasurer>(options);
     options.timing.quiet_wait_ms = 0;
@@ -246,14 +246,10 @@ struct TuningService::State {
                     earlier.samples.size(), earlier.runs));
   }
 
-  OneDnnMeasurerOptions MeasurerOptions(double min_ms, int retries) const {
+  OneDnnMeasurerOptions MeasurerOptions(TimingPolicy policy, double min_ms) const {
     OneDnnMeasurerOptions m;
     m.executor.threads = options.measure_threads;
-    m.timing.warmup = 2;
-    m.timing.min_repeats = 5;
-    m.timing.min_total_ns = static_cast<int64_t>(min_ms * 1e6);
-    m.timing.retries = retries;
-    m.timing.max_cv = 0.10;
+    m.timing = TimingFor(policy, min_ms);
     return m;
   }
 };
@@ -405,7 +401,8 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
     std::lock_guard<std::mutex> lock(state_->measure_mu);
     if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(kSettleHostMaxMs, "tune");
-    OneDnnMeasurer measurer(state_->MeasurerOptions(state_->options.min_measure_ms, 1));
+    OneDnnMeasurer measurer(
+        state_->MeasurerOptions(TimingPolicy::kTune, state_->options.min_measure_ms));
     AutotuneOptions autotune;
     autotune.measure_budget = budget + 2;
     autotune.time_limit_s = limit;

@@ -20,6 +20,7 @@
 #include "costmodel/hardware_profile.h"
 #include "db/plan_store.h"
 #include "graph/validate.h"
+#include "runtime/timing_policy.h"
 #include "server/tuner_api.h"
 
 namespace fusor {
@@ -41,7 +42,7 @@ struct TuningServiceOptions {
   // calibration_quiet_wait_ms for a quiet host (runtime/measurer.h). Shorter only where the fit's
   // accuracy does not matter (tests of the calibration log).
   double calibration_benchmark_ms = 100;
-  int calibration_quiet_wait_ms = 250;
+  int calibration_quiet_wait_ms = kQuietWaitMs;
   // Calibration runs a fit uses, this one included: the newest of the calibration log, so a long
   // log never makes calibration slow. 1: every calibration fits its own samples alone.
   int calibration_runs_fitted = 8;
