@@ -406,22 +406,11 @@ namespace {
 bool UpsertTarget(pqxx::dbtransaction& txn, const v1::HardwareProfile& profile, int64_t now_ms) {
   const v1::TargetFingerprint& fp = profile.target();
   Params p;
-  std::string sql = fmt::format(
-      "INSERT INTO targets (target_id, cpu_model, isa, cores, onednn_version, cost_model_version, "
-      "calibrated_unix_ms, fingerprint, profile, updated_unix_ms) "
-      "VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}) "
-      "ON CONFLICT (target_id) DO UPDATE SET cpu_model = excluded.cpu_model, isa = excluded.isa, "
-      "cores = excluded.cores, onednn_version = excluded.onednn_version, "
-      "cost_model_version = excluded.cost_model_version, "
-      "calibrated_unix_ms = excluded.calibrated_unix_ms, fingerprint = excluded.fingerprint, "
-      "profile = excluded.profile, updated_unix_ms = excluded.updated_unix_ms "
-      "WHERE excluded.calibrated_unix_ms > targets.calibrated_unix_ms OR "
-      "(excluded.calibrated_unix_ms = targets.calibrated_unix_ms AND "
-      "excluded.profile IS DISTINCT FROM targets.profile)",
-      p.Text(fp.id()), p.Text(fp.cpu_model()), p.Text(fp.isa()), p.Int(fp.cores()),
-      p.Text(fp.onednn_version()), p.Text(profile.cost_model_version()),
-      p.Int(profile.calibrated_unix_ms()), p.Bytes(fp.SerializeAsString()),
-      p.Bytes(profile.SerializeAsString()), p.Int(now_ms));
+  std::string sql =
+      UpsertTargetSql({p.Text(fp.id()), p.Text(fp.cpu_model()), p.Text(fp.isa()), p.Int(fp.cores()),
+                       p.Text(fp.onednn_version()), p.Text(profile.cost_model_version()),
+                       p.Int(profile.calibrated_unix_ms()), p.Bytes(fp.SerializeAsString()),
+                       p.Bytes(profile.SerializeAsString()), p.Int(now_ms)});
   return p.Exec(txn, sql).affected_rows() > 0;
 }
 

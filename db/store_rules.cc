@@ -30,6 +30,25 @@ double Quantile(const std::vector<double>& sorted, double q) {
 
 }  // namespace
 
+std::string UpsertTargetSql(const std::array<std::string, 10>& values) {
+  std::string list;
+  for (const std::string& v : values) list += (list.empty() ? "" : ", ") + v;
+  return "INSERT INTO targets (target_id, cpu_model, isa, cores, onednn_version, "
+         "cost_model_version, calibrated_unix_ms, fingerprint, profile, updated_unix_ms) "
+         "VALUES (" +
+         list +
+         ") "
+         "ON CONFLICT (target_id) DO UPDATE SET cpu_model = excluded.cpu_model, isa = "
+         "excluded.isa, "
+         "cores = excluded.cores, onednn_version = excluded.onednn_version, "
+         "cost_model_version = excluded.cost_model_version, "
+         "calibrated_unix_ms = excluded.calibrated_unix_ms, fingerprint = excluded.fingerprint, "
+         "profile = excluded.profile, updated_unix_ms = excluded.updated_unix_ms "
+         "WHERE excluded.calibrated_unix_ms > targets.calibrated_unix_ms OR "
+         "(excluded.calibrated_unix_ms = targets.calibrated_unix_ms AND "
+         "excluded.profile IS DISTINCT FROM targets.profile)";
+}
+
 std::string ShortHash(std::string_view hash) { return std::string(hash.substr(0, 12)); }
 
 StatusOr<std::string> NormalizeHashPrefix(std::string_view prefix) {

@@ -5,6 +5,7 @@
 // drift apart. Pure functions, safe from any thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,6 +18,12 @@
 #include "proto/target.pb.h"
 
 namespace fusor::db {
+
+// The statement that stores a target's profile unless the stored one was calibrated later or is
+// identical (the newer calibration wins), in SQL both stores run. `values` are the placeholders
+// of target_id, cpu_model, isa, cores, onednn_version, cost_model_version, calibrated_unix_ms,
+// fingerprint, profile and updated_unix_ms, in that order ("?" for SQLite, "$n" for PostgreSQL).
+std::string UpsertTargetSql(const std::array<std::string, 10>& values);
 
 // The first 12 hex digits of a graph hash, for messages.
 std::string ShortHash(std::string_view hash);

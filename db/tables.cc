@@ -42,21 +42,11 @@ StatusOr<StoredPlan> ReadStoredPlan(const Statement& row, std::string_view curre
 StatusOr<bool> UpsertTarget(SqliteConnection& c, const v1::HardwareProfile& profile,
                             int64_t now_ms) {
   const v1::TargetFingerprint& fp = profile.target();
-  FUSOR_RETURN_IF_ERROR(c.Execute(
-      "INSERT INTO targets (target_id, cpu_model, isa, cores, onednn_version, cost_model_version, "
-      "calibrated_unix_ms, fingerprint, profile, updated_unix_ms) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-      "ON CONFLICT (target_id) DO UPDATE SET cpu_model = excluded.cpu_model, isa = excluded.isa, "
-      "cores = excluded.cores, onednn_version = excluded.onednn_version, "
-      "cost_model_version = excluded.cost_model_version, "
-      "calibrated_unix_ms = excluded.calibrated_unix_ms, fingerprint = excluded.fingerprint, "
-      "profile = excluded.profile, updated_unix_ms = excluded.updated_unix_ms "
-      "WHERE excluded.calibrated_unix_ms > targets.calibrated_unix_ms OR "
-      "(excluded.calibrated_unix_ms = targets.calibrated_unix_ms AND "
-      "excluded.profile IS NOT targets.profile)",
-      {fp.id(), fp.cpu_model(), fp.isa(), int64_t{fp.cores()}, fp.onednn_version(),
-       profile.cost_model_version(), profile.calibrated_unix_ms(), Blob{fp.SerializeAsString()},
-       Blob{profile.SerializeAsString()}, now_ms}));
+  FUSOR_RETURN_IF_ERROR(
+      c.Execute(UpsertTargetSql({"?", "?", "?", "?", "?", "?", "?", "?", "?", "?"}),
+                {fp.id(), fp.cpu_model(), fp.isa(), int64_t{fp.cores()}, fp.onednn_version(),
+                 profile.cost_model_version(), profile.calibrated_unix_ms(),
+                 Blob{fp.SerializeAsString()}, Blob{profile.SerializeAsString()}, now_ms}));
   return c.changes() > 0;
 }
 

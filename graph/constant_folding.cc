@@ -789,6 +789,12 @@ bool ReadsOnlyConstants(const Graph& g, const Node& n) {
   return any && !n.outputs.empty();
 }
 
+// Whether FoldConstantNodes tries to fold `n`: it reads only constants and its output is within
+// kMaxConstantElements.
+bool Foldable(const Graph& g, const Node& n) {
+  return ReadsOnlyConstants(g, n) && g.tensor(n.outputs[0]).num_elements() <= kMaxConstantElements;
+}
+
 bool FitsAsConstant(const Tensor& out, const AttrTensor& v) {
   int64_t n = static_cast<int64_t>(v.int_data.size() + v.float_data.size());
   return v.dims == out.dims && n == out.num_elements() && n <= kMaxConstantElements;
@@ -798,10 +804,7 @@ bool FitsAsConstant(const Tensor& out, const AttrTensor& v) {
 
 NodeId FirstFoldableNode(const Graph& g) {
   for (NodeId id = 0; id < static_cast<NodeId>(g.num_nodes()); ++id) {
-    const Node& n = g.node(id);
-    if (ReadsOnlyConstants(g, n) && g.tensor(n.outputs[0]).num_elements() <= kMaxConstantElements) {
-      return id;
-    }
+    if (Foldable(g, g.node(id))) return id;
   }
   return kNoId;
 }
@@ -811,8 +814,7 @@ StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate)
   int folded = 0;
   for (NodeId id = 0; id < static_cast<NodeId>(g->num_nodes()); ++id) {
     const Node& n = g->node(id);
-    if (!ReadsOnlyConstants(*g, n) ||
-        g->tensor(n.outputs[0]).num_elements() > kMaxConstantElements) {
+    if (!Foldable(*g, n)) {
       keep.push_back(id);
       continue;
     }
