@@ -9,6 +9,7 @@
 #include "costmodel/loop_evaluation.h"
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
+#include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
 #include "lowering/rnn_form.h"
@@ -92,12 +93,15 @@ double GroupReadBytes(const Graph& g, const FusionGroup& group, TensorId t) {
   return std::min(bytes, static_cast<double>(g.tensor(t).bytes()));
 }
 
-int PostOps(const Graph& g, const FusionGroup& group) {
-  if (group.kind != GroupKind::kAnchor && group.kind != GroupKind::kReduction) return 0;
-  if (RunsAsRowReduction(g, group)) return 0;  // Its epilogue is a loop of its own.
+// Post-ops of a oneDNN primitive: the nodes after its anchor or reduction (an epilogue's further
+// reductions are not post-ops; a kSingle group has none).
+int PostOps(const Graph& g, const FusionGroup& group, const GroupLowering& lowering) {
+  const bool takes = lowering.form == KernelForm::kAnchorPrimitive ||
+                     lowering.form == KernelForm::kReductionPrimitive;
+  if (!takes || group.kind == GroupKind::kSingle) return 0;
   int n = 0;
-  for (size_t i = 1; i < group.nodes.size(); ++i) {
-    const Node& node = g.node(group.nodes[i]);
+  for (NodeId id : lowering.after) {
+    const Node& node = g.node(id);
     if (ClassifyNode(g, node) == OpClass::kReduction) continue;
     // BatchNormalization is a per-channel scale and shift: two binary post-ops.
     n += node.op_type == "BatchNormalization" ? 2 : 1;
@@ -307,11 +311,10 @@ bool WrittenLikeAnAnchor(const Graph& g, NodeId node, int depth = 0) {
 // header's handoff. One that spilled to L3 or DRAM is priced by those levels' rates alone.
 void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                  const std::vector<TensorId>& materialized, const Residency& residency,
-                 const TargetFingerprint& target, GroupFeatures* f) {
+                 const TargetFingerprint& target, bool serial, GroupFeatures* f) {
   if (target.cores < 2) return;
   double working_set = WorkingSet(g, group, inputs, materialized);
   double remote = static_cast<double>(target.cores - 1) / target.cores;
-  bool serial = RunsSerially(g, group);
   bool anchor = ClassifyNode(g, g.node(group.nodes.front())) == OpClass::kAnchor;
   for (TensorId t : inputs) {
     const Tensor& info = g.tensor(t);
@@ -416,26 +419,12 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
   }
 }
 
-// How the runtime lowers a group: anchors, and reductions that are not row reductions (pooling,
-// a lone Softmax, other axes), are oneDNN primitives; everything else (loops, row reductions) is
-// one of our loops.
-bool RunsAsPrimitive(const Graph& g, const FusionGroup& group) {
-  OpClass head = ClassifyNode(g, g.node(group.nodes.front()));
-  return head == OpClass::kAnchor || (head == OpClass::kReduction && !RunsAsRowReduction(g, group));
-}
-
-// A row reduction runs its epilogue as a second loop.
-bool HasEpilogueLoop(const Graph& g, const FusionGroup& group) {
-  if (group.kind != GroupKind::kReduction) return false;
-  bool epilogue = ClassifyNode(g, g.node(group.nodes.back())) != OpClass::kReduction;
-  return epilogue && RunsAsRowReduction(g, group);
-}
-
 // Parallel regions our row reduction does not enter, of the one per loop kernel counted: its
 // reduction over few elements, and its epilogue loop over one tile (LayerNorm's per-row
 // Add+Sqrt of 128 values runs on the calling thread).
-double RowReductionForksSaved(const Graph& g, const FusionGroup& group) {
-  if (group.kind != GroupKind::kReduction || !RunsAsRowReduction(g, group)) return 0;
+double RowReductionForksSaved(const Graph& g, const FusionGroup& group,
+                              const GroupLowering& lowering) {
+  if (group.kind != GroupKind::kReduction || lowering.form != KernelForm::kRowReduction) return 0;
   for (NodeId id : group.nodes) {
     const Node& n = g.node(id);
     if (ClassifyNode(g, n) != OpClass::kReduction) continue;
@@ -443,7 +432,7 @@ double RowReductionForksSaved(const Graph& g, const FusionGroup& group) {
     if (len <= 0) return 0;
     const int64_t rows = g.tensor(n.inputs[0]).num_elements() / len;
     double saved = RowReductionForks(rows, len) ? 0 : 1;
-    if (HasEpilogueLoop(g, group)) {
+    if (!lowering.after.empty()) {  // The epilogue loop.
       const Tensor& out = g.tensor(g.node(group.nodes.back()).outputs[0]);
       saved += out.num_elements() <= kLoopTileElements ? 1 : 0;
     }
@@ -467,10 +456,11 @@ GroupFeatures ChainPrimitiveFeatures(const Graph& g, const FusionGroup& group,
   return f;
 }
 
-// Groups that run in our fused loop, or (reductions) whose prologue does.
-bool RunsThroughLoop(const Graph& g, const FusionGroup& group) {
-  OpClass head = ClassifyNode(g, g.node(group.nodes.front()));
-  return head != OpClass::kAnchor && head != OpClass::kOpaque;
+// Groups whose nodes the loop evaluation describes: our fused loops and row reductions, and a
+// oneDNN reduction's prologue loop.
+bool RunsThroughLoop(const GroupLowering& lowering) {
+  return lowering.form == KernelForm::kFusedLoop || lowering.form == KernelForm::kRowReduction ||
+         lowering.form == KernelForm::kReductionPrimitive;
 }
 
 void AddSpill(const Graph& g, const FusionGroup& group, const TargetFingerprint& t,
@@ -633,13 +623,15 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   // A group of views alone (Reshape, Flatten, ...) is a copy: the runtime gives every group's
   // output a buffer of its own.
   GroupFeatures f;
-  bool primitive = RunsAsPrimitive(g, group);
-  (primitive ? f.kernels : f.loop_kernels) = 1;
-  if (HasEpilogueLoop(g, group)) f.loop_kernels += 1;
-  f.post_ops = PostOps(g, group);
-  const bool serial = RunsSerially(g, group);
+  const GroupLowering lowering = LowerGroup(g, group, materialized);
+  f.kernels = lowering.primitives;
+  f.loop_kernels = lowering.loops;
+  // Arithmetic all inside oneDNN's JIT kernels, none in a loop of ours.
+  const bool jit = lowering.primitives > 0 && lowering.loops == 0;
+  f.post_ops = PostOps(g, group, lowering);
+  const bool serial = lowering.serial;
   std::optional<LoopEvaluation> loop;
-  if (RunsThroughLoop(g, group)) {
+  if (RunsThroughLoop(lowering)) {
     loop = EvaluateLoop(g, group, materialized, serial ? 1 : target.cores, target.l1d_bytes);
     f.indexed_elements = loop->indexed_elements;
     f.remapped_elements = loop->remapped_elements;
@@ -651,18 +643,18 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   }
   const LoopEvaluation* lp = loop ? &*loop : nullptr;
   const Residency residency(target, leaf_footprint);
-  AddCompute(g, group, lp, primitive, /*chain_head=*/false, &f);
+  AddCompute(g, group, lp, jit, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   AddRecurrentSteps(g, group, residency, &f);
   AddTileTraffic(g, group, materialized, lp, &f);
   AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);
-  AddHandoffs(g, group, inputs, materialized, residency, target, &f);
+  AddHandoffs(g, group, inputs, materialized, residency, target, serial, &f);
   AddSpill(g, group, target, &f);
   const int64_t block = ChannelBlockForIsa(target.isa);
   AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
   f.threads = serial ? 1 : target.cores;
-  f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group);
-  if (loop && HasPrimitiveChainForm(g, group.nodes, materialized)) {
+  f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group, lowering);
+  if (lowering.alternative == KernelAlternative::kPrimitiveChain) {
     GroupFeatures chain =
         ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads);
     chain.kernels += f.kernels;  // The same reorders around it (a loop group has no others).

@@ -12,15 +12,12 @@
 
 #include "base/host_memory.h"
 #include "graph/op_registry.h"
-#include "lowering/kernel_form.h"
 #include "lowering/layout.h"
-#include "lowering/threading.h"
+#include "runtime/group_builder.h"
 #include "runtime/group_kernel.h"
 #include "runtime/layout_adapter.h"
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
-#include "runtime/reference_kernel.h"
-#include "runtime/rnn_kernel.h"
 #include "runtime/thread_binding.h"
 
 namespace fusor {
@@ -37,11 +34,12 @@ struct Executor::DnnlState {
 struct Executor::Group {
   FusionGroup group;
   std::string label;
+  GroupLowering lowering;  // What the group runs as (lowering/group_lowering.h).
   std::unique_ptr<GroupKernel> kernel;
-  std::unique_ptr<GroupKernel> alternative;  // The other chain backend, until ChooseBackends.
-  bool serial = false;                       // Built and run on one thread (lowering/threading.h).
-  bool residual_choice = false;              // `alternative` takes the residual as a sum post-op.
-  bool primitive_chain = false;              // A loop group that runs as oneDNN's primitive chain.
+  // The record's alternative, timed against `kernel` and dropped by ChooseBackends.
+  std::unique_ptr<GroupKernel> alternative;
+  // The alternative `kernel` runs as, kNone when it runs in the record's form.
+  KernelAlternative running = KernelAlternative::kNone;
 };
 
 void Executor::ArenaFree::operator()(void* p) const { std::free(p); }
@@ -54,27 +52,6 @@ std::string GroupLabel(const Graph& g, const FusionGroup& group) {
     s += (i ? "," : "") + g.node(group.nodes[i]).op_type;
   }
   return s + "]";
-}
-
-// Splits an anchor or reduction group around its one anchor / reduction node.
-NodeId CenterNode(const Graph& g, const FusionGroup& group, OpClass cls) {
-  for (NodeId id : group.nodes) {
-    if (ClassifyNode(g, g.node(id)) == cls) return id;
-  }
-  return kNoId;
-}
-
-struct Split {
-  std::vector<NodeId> before, after;
-};
-
-Split AroundNode(const FusionGroup& group, NodeId center) {
-  Split s;
-  for (NodeId id : group.nodes) {
-    if (id < center) s.before.push_back(id);
-    if (id > center) s.after.push_back(id);
-  }
-  return s;
 }
 
 // The one blocked layout every input of `group` is stored in when the group is a loop of flat
@@ -169,71 +146,21 @@ Status Executor::Compile(const FusionPlan& plan) {
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& fg = plan.groups[i];
     ctx.outputs = all_outputs[i];
-    Group group{fg, GroupLabel(g, fg), nullptr, nullptr, RunsSerially(g, fg)};
+    Group group;
+    group.group = fg;
+    group.label = GroupLabel(g, fg);
+    group.lowering = LowerGroup(g, fg, all_outputs[i]);
     // Kernels are built with the thread count they will run with: some oneDNN primitives fix
     // their work split when created.
     UseThreads(group);
-    const Node& first = g.node(fg.nodes[0]);
-    OpClass cls = ClassifyNode(g, first);
-    StatusOr<std::unique_ptr<GroupKernel>> kernel = Status::Internal("unreachable");
-    bool anchor =
-        fg.kind == GroupKind::kAnchor || (fg.kind == GroupKind::kSingle && cls == OpClass::kAnchor);
-    bool reduction = fg.kind == GroupKind::kReduction ||
-                     (fg.kind == GroupKind::kSingle && cls == OpClass::kReduction);
-    bool alone = fg.nodes.size() == 1;
-    if ((fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) &&
-        (first.op_type == "LSTM" || first.op_type == "GRU") && options_.lower_rnn) {
-      kernel = BuildRnnKernel(ctx, fg.nodes[0]);  // Unimplemented falls back below.
-    } else if (fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
-      kernel = BuildReferenceKernel(ctx, fg.nodes[0]);
-    } else if (anchor) {
-      NodeId center = CenterNode(g, fg, OpClass::kAnchor);
-      std::vector<NodeId> chain = AroundNode(fg, center).after;
-      kernel = BuildAnchorKernel(ctx, center, chain);
-      if (options_.residual_add != ResidualAdd::kBinary && kernel.ok()) {
-        auto sum = BuildResidualSumKernel(ctx, center, chain);
-        if (sum.ok() && options_.residual_add == ResidualAdd::kSum) {
-          kernel = std::move(sum);
-        } else if (sum.ok()) {
-          group.alternative = std::move(sum).value();
-          group.residual_choice = true;
-        }
-      }
-    } else if (reduction) {
-      NodeId center = CenterNode(g, fg, OpClass::kReduction);
-      Split s = AroundNode(fg, center);
-      kernel = BuildReductionKernel(ctx, s.before, center, s.after);
-    } else {
-      kernel = BuildLoopKernel(ctx, fg.nodes);
-      // The primitive form is tried where the lowering says the group has it (as the cost model
-      // prices it); oneDNN may still decline it on this CPU (a reference implementation only).
-      if (kernel.ok() && options_.chain_backend != ChainBackend::kFusedLoop &&
-          HasPrimitiveChainForm(g, fg.nodes, ctx.outputs)) {
-        auto chain = BuildChainPrimitiveKernel(ctx, fg.nodes);
-        if (chain.ok()) {
-          group.alternative = std::move(kernel).value();
-          kernel = std::move(chain);
-          group.primitive_chain = true;
-        } else {
-          spdlog::debug("executor: {} runs as our loop: {}", group.label, chain.status().message());
-        }
-      }
-    }
-    // A single node whose lowering fails runs through the reference fallback instead, when the
-    // interpreter runs it; otherwise the lowering's error stands.
-    if (!kernel.ok() && alone && kernel.status().code() == Status::Code::kUnimplemented) {
-      auto fallback = BuildReferenceKernel(ctx, fg.nodes[0]);
-      if (fallback.ok()) {
-        spdlog::info("executor: {} runs through the reference fallback: {}", group.label,
-                     kernel.status().message());
-        kernel = std::move(fallback);
-      }
-    }
-    if (!kernel.ok()) {
+    auto built = BuildGroupKernels(ctx, group.lowering, options_.build_choices());
+    if (!built.ok()) {
       omp_set_num_threads(threads_);
-      return kernel.status().WithContext("group " + std::to_string(i) + " " + group.label);
+      return built.status().WithContext("group " + std::to_string(i) + " " + group.label);
     }
-    group.kernel = std::move(kernel).value();
+    group.alternative = std::move(built->alternative);
+    if (built->alternative_is_kernel) group.running = built->built_alternative;
+    group.kernel = std::move(built->kernel);
     // A loop of flat elementwise nodes over tensors in one blocked layout runs on them unchanged
     // and writes that layout; other kernels get plain copies of blocked inputs they cannot read.
     if (const auto* common =
@@ -319,25 +246,23 @@ void Executor::ChooseBackends() {
   for (size_t i = 0; i < groups_.size(); ++i) {
     Group& gr = groups_[i];
     if (!gr.alternative) continue;
-    bool keep = options_.chain_backend == ChainBackend::kOneDnn;
-    if (options_.chain_backend == ChainBackend::kAuto || gr.residual_choice) {
-      // Both kernels compute the same values into the same buffers; run each a few times.
-      UseThreads(gr);
-      double primitive = MedianSeconds(gr.kernel.get(), 5);
-      double loop = MedianSeconds(gr.alternative.get(), 5);
-      keep = primitive <= loop;
-      spdlog::debug("executor: group {} {}: {:.1f} us ({}), {:.1f} us ({})", i, gr.label,
-                    primitive * 1e6, gr.kernel->Describe(), loop * 1e6, gr.alternative->Describe());
+    // Both kernels compute the same values into the same buffers; run each a few times.
+    UseThreads(gr);
+    double form = MedianSeconds(gr.kernel.get(), 5);
+    double alternative = MedianSeconds(gr.alternative.get(), 5);
+    spdlog::debug("executor: group {} {}: {:.1f} us ({}), {:.1f} us ({})", i, gr.label, form * 1e6,
+                  gr.kernel->Describe(), alternative * 1e6, gr.alternative->Describe());
+    if (alternative < form) {
+      std::swap(gr.kernel, gr.alternative);
+      gr.running = gr.lowering.alternative;
     }
-    if (!keep) std::swap(gr.kernel, gr.alternative);
-    gr.primitive_chain = gr.primitive_chain && keep;
     gr.alternative.reset();
   }
   omp_set_num_threads(threads_);
 }
 
 void Executor::UseThreads(const Group& group) const {
-  omp_set_num_threads(group.serial ? 1 : threads_);
+  omp_set_num_threads(group.lowering.serial ? 1 : threads_);
 }
 
 Status Executor::SetInput(TensorId t, const HostTensor& value) {
@@ -379,7 +304,9 @@ void Executor::RunGroup(size_t index) {
 
 size_t Executor::num_groups() const { return groups_.size(); }
 
-bool Executor::RunsPrimitiveChain(size_t index) const { return groups_[index].primitive_chain; }
+bool Executor::RunsPrimitiveChain(size_t index) const {
+  return groups_[index].running == KernelAlternative::kPrimitiveChain;
+}
 
 std::string Executor::DescribeGroup(size_t index) const {
   return groups_[index].label + ": " + groups_[index].kernel->Describe();

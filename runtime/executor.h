@@ -18,28 +18,13 @@
 #include "base/status.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "runtime/group_builder.h"
 #include "runtime/host_tensor.h"
 #include "runtime/memory_plan.h"
 
 namespace fusor {
 
 class GroupKernel;
-
-// How a group of elementwise/broadcast nodes that oneDNN can also express as an eltwise/binary
-// primitive with post-ops is run.
-enum class ChainBackend : uint8_t {
-  kAuto = 0,       // Time both once at Create and keep the faster.
-  kOneDnn = 1,     // The oneDNN primitive whenever the chain has that form.
-  kFusedLoop = 2,  // Always our fused loop.
-};
-
-// How a Conv group with a per-element Add right after the conv takes the residual: as a binary
-// post-op reading it, or as a sum post-op on a copy of it in dst (group_kernel.h).
-enum class ResidualAdd : uint8_t {
-  kTimed = 0,  // Time both once at Create and keep the faster.
-  kBinary = 1,
-  kSum = 2,  // Wherever oneDNN takes it.
-};
 
 struct ExecutorOptions {
   int threads = 0;  // OpenMP threads for every kernel; 0 keeps the process default.
@@ -52,6 +37,8 @@ struct ExecutorOptions {
   // Run LSTM and GRU nodes as oneDNN's RNN primitive (runtime/rnn_kernel.h); false runs them
   // through the reference fallback (for measuring what the lowering saves).
   bool lower_rnn = true;
+
+  BuildChoices build_choices() const { return {chain_backend, residual_add, lower_rnn}; }
 };
 
 class Executor {

@@ -84,10 +84,11 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildAnchorKernel(const KernelContext& ct
 StatusOr<std::unique_ptr<GroupKernel>> BuildResidualSumKernel(const KernelContext& ctx,
                                                               NodeId anchor,
                                                               const std::vector<NodeId>& chain);
-StatusOr<std::unique_ptr<GroupKernel>> BuildReductionKernel(const KernelContext& ctx,
-                                                            const std::vector<NodeId>& prologue,
-                                                            NodeId reduction,
-                                                            const std::vector<NodeId>& epilogue);
+// A oneDNN reduction, pooling or softmax primitive, the prologue (if any) run first as our loop
+// into scratch and the epilogue as post-ops where oneDNN takes them.
+StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(
+    const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
+    const std::vector<NodeId>& epilogue);
 // A fused row reduction (trailing-axis Reduce*, GlobalAveragePool, last-axis Softmax) evaluating
 // the prologue inside the reduction; Unimplemented for other reductions.
 StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelContext& ctx,

@@ -1238,17 +1238,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildResidualSumKernel(const KernelContex
   }
 }
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildReductionKernel(const KernelContext& ctx,
-                                                            const std::vector<NodeId>& prologue,
-                                                            NodeId reduction,
-                                                            const std::vector<NodeId>& epilogue) {
-  FusionGroup group;
-  group.nodes = prologue;
-  group.nodes.push_back(reduction);
-  if (RunsAsRowReduction(*ctx.g, group)) {
-    auto fused = BuildRowReductionKernel(ctx, prologue, reduction, epilogue);
-    if (fused.ok() || fused.status().code() != Status::Code::kUnimplemented) return fused;
-  }
+StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(
+    const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
+    const std::vector<NodeId>& epilogue) {
   try {
     return BuildDnnlReduction(ctx, prologue, reduction, epilogue);
   } catch (const dnnl::error& e) {

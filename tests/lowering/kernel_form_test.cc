@@ -1,8 +1,9 @@
-// The lowering's kernel forms against the kernels the runtime builds: over every group of every
-// bundled model under several plans, an elementwise loop has a oneDNN primitive-chain form exactly
-// when the runtime builds that primitive for it, and a reduction group the lowering runs as our
-// row reduction builds as one. A form the runtime declines is a failure naming the group and why.
-#include "lowering/kernel_form.h"
+// The lowering's group records against the kernels the runtime builds from them: over every group
+// of every bundled model under several plans, BuildGroupKernels (what the executor runs) builds the
+// form the record names, and the alternative it names; an elementwise loop has a primitive-chain
+// form and a Conv a residual-sum form exactly when oneDNN builds one (so the record misses none).
+// A mismatch is a failure naming the group and what was built.
+#include "lowering/group_lowering.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "graph/graph_builder.h"
+#include "lowering/kernel_form.h"
+#include "runtime/group_builder.h"
 #include "runtime/group_kernel.h"
 #include "tests/lowering/bundled_models.h"
 
@@ -20,61 +24,87 @@ using testing::GroupText;
 
 class KernelFormsOfEveryModel : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(KernelFormsOfEveryModel, TheRuntimeBuildsTheKernelFormTheLoweringNames) {
+TEST_P(KernelFormsOfEveryModel, TheRuntimeBuildsEveryGroupAsItsLoweringRecordNamesIt) {
   auto g = testing::ImportBundledModel(GetParam());
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  ConstantValues constants(*g);
+  // Anchors need their weights' values: seeded random ones, as every measurement uses.
+  auto leaves = RandomLeafValues(*g, /*seed=*/1);
+  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   KernelContext ctx;
   ctx.g = &*g;
   ctx.engine = &engine;
   ctx.stream = &stream;
-  ctx.known = [&](TensorId t) { return constants(t); };
-  int loops = 0, chains = 0, rows = 0;
+  ctx.known = [&](TensorId t) -> const HostTensor* {
+    auto it = leaves->find(t);
+    bool leaf = it != leaves->end() && g->tensor(t).kind != TensorKind::kGraphInput;
+    return leaf ? &it->second : nullptr;
+  };
+  int groups = 0, chains = 0, sums = 0;
   for (const FusionPlan& plan : testing::PlansToCheck(*g)) {
     const auto materialized = AllMaterializedOutputs(*g, plan);
     for (size_t i = 0; i < plan.groups.size(); ++i) {
       const FusionGroup& group = plan.groups[i];
       ctx.outputs = materialized[i];
-      if (testing::PlainLoop(*g, group)) {
-        const bool form = HasPrimitiveChainForm(*g, group.nodes, materialized[i]);
-        auto built = BuildChainPrimitiveKernel(ctx, group.nodes);
-        std::string operands;
-        for (TensorId t : g->node(group.nodes[0]).inputs) {
-          if (t != kNoId) operands += " " + ShapeString(g->tensor(t).dims);
-        }
-        EXPECT_EQ(built.ok(), form)
-            << GroupText(*g, group) << " (head operands" << operands
-            << "): " << (built.ok() ? (*built)->Describe() : built.status().ToString());
-        ++loops;
-        chains += form ? 1 : 0;
-        continue;
+      const GroupLowering record = LowerGroup(*g, group, materialized[i]);
+      auto built = BuildGroupKernels(ctx, record);
+      ASSERT_TRUE(built.ok()) << GroupText(*g, group) << ": " << built.status().ToString();
+      EXPECT_EQ(KernelFormName(built->form), KernelFormName(record.form))
+          << GroupText(*g, group) << ": " << built->kernel->Describe();
+      EXPECT_EQ(KernelAlternativeName(built->built_alternative),
+                KernelAlternativeName(record.alternative))
+          << GroupText(*g, group) << ": " << built->kernel->Describe();
+      ++groups;
+      chains += record.alternative == KernelAlternative::kPrimitiveChain ? 1 : 0;
+      sums += record.alternative == KernelAlternative::kResidualSum ? 1 : 0;
+      // Where the record names no alternative, oneDNN has none to build either.
+      if (record.alternative != KernelAlternative::kNone) continue;
+      if (record.form == KernelForm::kFusedLoop) {
+        auto chain = BuildChainPrimitiveKernel(ctx, group.nodes);
+        EXPECT_FALSE(chain.ok()) << GroupText(*g, group)
+                                 << " has a primitive-chain form: " << (*chain)->Describe();
       }
-      if (!RunsAsRowReduction(*g, group)) continue;
-      std::vector<NodeId> prologue, epilogue;
-      NodeId reduction = kNoId;
-      for (NodeId id : group.nodes) {
-        if (reduction == kNoId && ClassifyNode(*g, g->node(id)) == OpClass::kReduction) {
-          reduction = id;
-        } else {
-          (reduction == kNoId ? prologue : epilogue).push_back(id);
-        }
+      if (record.form == KernelForm::kAnchorPrimitive) {
+        auto sum = BuildResidualSumKernel(ctx, record.center, record.after);
+        EXPECT_FALSE(sum.ok()) << GroupText(*g, group)
+                               << " has a residual-sum form: " << (*sum)->Describe();
       }
-      auto built = BuildRowReductionKernel(ctx, prologue, reduction, epilogue);
-      EXPECT_TRUE(built.ok()) << GroupText(*g, group) << ": " << built.status().ToString();
-      ++rows;
     }
   }
-  EXPECT_GT(loops, 0) << "no loop group in any plan of " << GetParam();
-  RecordProperty("loops", loops);
+  EXPECT_GT(groups, 0);
+  RecordProperty("groups", groups);
   RecordProperty("primitive_chains", chains);
-  RecordProperty("row_reductions", rows);
+  RecordProperty("residual_sums", sums);
 }
 
 INSTANTIATE_TEST_SUITE_P(Lowering, KernelFormsOfEveryModel,
                          ::testing::ValuesIn(testing::BundledModels()),
                          [](const auto& info) { return info.param; });
+
+TEST(GroupLowering, AConvFollowedByAnAddOfAComputedTensorHasTheResidualSumForm) {
+  // x -> Conv -> BatchNormalization -> Add(y, .), y a graph input of the conv's shape.
+  GraphBuilder b;
+  const Shape dims = {1, 16, 8, 8};
+  TensorId x = b.Input(dims), y = b.Input(dims);
+  TensorId c = b.Op("Conv", {x, b.Weight({16, 16, 3, 3})}, dims,
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  TensorId n = b.Op("BatchNormalization",
+                    {c, b.Weight({16}), b.Weight({16}), b.Weight({16}), b.Weight({16})}, dims);
+  TensorId s = b.Op("Add", {y, n}, dims);
+  b.Output(s);
+  const Graph& g = b.Linked();
+  GroupLowering r = LowerGroup(g, FusionGroup{GroupKind::kAnchor, {0, 1, 2}, {}}, {s});
+  EXPECT_EQ(r.form, KernelForm::kAnchorPrimitive);
+  EXPECT_EQ(r.center, 0);
+  EXPECT_EQ(r.after, (std::vector<NodeId>{1, 2}));
+  EXPECT_EQ(r.alternative, KernelAlternative::kResidualSum);
+  EXPECT_EQ(r.primitives, 1);
+  EXPECT_EQ(r.loops, 0);
+  // Without the Add the group has no residual to sum.
+  GroupLowering two = LowerGroup(g, FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, {n});
+  EXPECT_EQ(two.alternative, KernelAlternative::kNone);
+}
 
 }  // namespace
 }  // namespace fusor

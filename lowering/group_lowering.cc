@@ -1,0 +1,144 @@
+#include "lowering/group_lowering.h"
+
+#include "graph/op_registry.h"
+#include "lowering/kernel_form.h"
+#include "lowering/rnn_form.h"
+#include "lowering/threading.h"
+
+namespace fusor {
+namespace {
+
+// A tensor whose values the runtime has when it builds kernels: weights and constants.
+bool Known(const Graph& g, TensorId t) {
+  if (t == kNoId) return false;
+  const TensorKind kind = g.tensor(t).kind;
+  return kind == TensorKind::kWeight || kind == TensorKind::kConstant;
+}
+
+// An inference BatchNormalization reading `v` whose parameters are known: a per-channel affine
+// map the conv before it folds into its weights and bias.
+bool FoldsIntoConv(const Graph& g, const Node& n, TensorId v) {
+  if (n.op_type != "BatchNormalization" || n.inputs.empty() || n.inputs[0] != v) return false;
+  for (size_t j = 1; j <= 4; ++j) {
+    if (!Known(g, n.input(j)) || g.tensor(n.input(j)).dtype != DType::kFloat32) return false;
+  }
+  return true;
+}
+
+// Whether `dims` with ones prepended to the rank of `out` is `out`.
+bool SameAfterLeadingOnes(const Shape& dims, const Shape& out) {
+  if (dims.size() > out.size()) return false;
+  const size_t lead = out.size() - dims.size();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] != (i < lead ? 1 : dims[i - lead])) return false;
+  }
+  return true;
+}
+
+NodeId FirstOfClass(const Graph& g, const FusionGroup& group, OpClass cls) {
+  for (NodeId id : group.nodes) {
+    if (ClassifyNode(g, g.node(id)) == cls) return id;
+  }
+  return kNoId;
+}
+
+}  // namespace
+
+std::string_view KernelFormName(KernelForm form) {
+  switch (form) {
+    case KernelForm::kRnnPrimitive:
+      return "rnn_primitive";
+    case KernelForm::kReference:
+      return "reference";
+    case KernelForm::kAnchorPrimitive:
+      return "anchor_primitive";
+    case KernelForm::kRowReduction:
+      return "row_reduction";
+    case KernelForm::kReductionPrimitive:
+      return "reduction_primitive";
+    case KernelForm::kFusedLoop:
+      return "fused_loop";
+  }
+  return "?";
+}
+
+std::string_view KernelAlternativeName(KernelAlternative alternative) {
+  switch (alternative) {
+    case KernelAlternative::kNone:
+      return "none";
+    case KernelAlternative::kPrimitiveChain:
+      return "primitive_chain";
+    case KernelAlternative::kResidualSum:
+      return "residual_sum";
+  }
+  return "?";
+}
+
+bool HasResidualSumForm(const Graph& g, NodeId anchor, const std::vector<NodeId>& chain) {
+  const Node& conv = g.node(anchor);
+  if (conv.op_type != "Conv" || conv.outputs.empty()) return false;
+  TensorId v = conv.outputs[0];
+  const Shape& out = g.tensor(v).dims;
+  size_t next = 0;
+  if (!chain.empty() && FoldsIntoConv(g, g.node(chain[0]), v)) {
+    v = g.node(chain[0]).outputs[0];
+    next = 1;
+  }
+  if (next >= chain.size()) return false;
+  // The Add must be a binary post-op of the output's shape: x + x is an eltwise post-op instead.
+  const Node& add = g.node(chain[next]);
+  if (add.op_type != "Add" || add.inputs.size() != 2 || add.outputs.size() != 1) return false;
+  if (add.inputs[0] != v && add.inputs[1] != v) return false;
+  const TensorId other = add.inputs[0] == v ? add.inputs[1] : add.inputs[0];
+  if (other == v) return false;
+  const Tensor& operand = g.tensor(other);
+  return operand.dtype == DType::kFloat32 && g.tensor(add.outputs[0]).dtype == DType::kFloat32 &&
+         g.tensor(add.outputs[0]).dims == out && g.tensor(v).dims == out &&
+         SameAfterLeadingOnes(operand.dims, out);
+}
+
+GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
+                         const std::vector<TensorId>& materialized) {
+  GroupLowering r;
+  r.serial = RunsSerially(g, group);
+  const Node& first = g.node(group.nodes[0]);
+  const OpClass cls = ClassifyNode(g, first);
+  const bool alone = group.nodes.size() == 1;
+  auto split_around = [&](NodeId center) {
+    r.center = center;
+    for (NodeId id : group.nodes) {
+      if (id < center) r.before.push_back(id);
+      if (id > center) r.after.push_back(id);
+    }
+  };
+  if (group.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
+    split_around(group.nodes[0]);
+    r.form = RunsAsRnnPrimitive(g, first) ? KernelForm::kRnnPrimitive : KernelForm::kReference;
+    (r.form == KernelForm::kRnnPrimitive ? r.primitives : r.loops) = 1;
+  } else if (group.kind == GroupKind::kAnchor || (alone && cls == OpClass::kAnchor)) {
+    split_around(FirstOfClass(g, group, OpClass::kAnchor));
+    r.form = KernelForm::kAnchorPrimitive;
+    r.primitives = 1;
+    if (HasResidualSumForm(g, r.center, r.after)) r.alternative = KernelAlternative::kResidualSum;
+  } else if (group.kind == GroupKind::kReduction || (alone && cls == OpClass::kReduction)) {
+    split_around(FirstOfClass(g, group, OpClass::kReduction));
+    if (RunsAsRowReduction(g, group)) {
+      r.form = KernelForm::kRowReduction;
+      r.loops = r.after.empty() ? 1 : 2;
+    } else {
+      r.form = KernelForm::kReductionPrimitive;
+      r.primitives = 1;
+      r.loops = r.before.empty() ? 0 : 1;
+    }
+  } else {
+    r.form = KernelForm::kFusedLoop;
+    r.after = group.nodes;
+    r.loops = 1;
+    if (HasPrimitiveChainForm(g, group.nodes, materialized)) {
+      r.alternative = KernelAlternative::kPrimitiveChain;
+    }
+  }
+  return r;
+}
+
+}  // namespace fusor

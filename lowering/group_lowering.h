@@ -1,0 +1,70 @@
+// GroupLowering: what one fusion group of a plan becomes on the oneDNN backend, as one plain-data
+// record decided once from the graph. The runtime builds the kernel the record names (and the
+// alternative it names, timed against it when the executor is created); the cost model prices the
+// record's form. The finer decisions stay in the headers this record gathers: a fused loop's
+// chains and streaming (loop_lowering.h), the primitive-chain and row-reduction forms
+// (kernel_form.h), the RNN primitive (rnn_form.h), serial groups (threading.h).
+//
+// tests/lowering checks, for every group of every bundled model under several plans, that the
+// runtime builds the form and the alternative the record names.
+//
+// Plain data; LowerGroup is a pure function of the graph and its arguments, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+namespace fusor {
+
+enum class KernelForm : uint8_t {
+  kRnnPrimitive,        // oneDNN's LSTM / GRU primitive for one node (rnn_form.h).
+  kReference,           // The reference interpreter's kernel for one node: no lowering.
+  kAnchorPrimitive,     // A Conv / ConvTranspose / MatMul / Gemm primitive, the rest as post-ops.
+  kRowReduction,        // Our row-reduction loop, prologue inside, epilogue as a second loop.
+  kReductionPrimitive,  // A oneDNN reduction / pooling / softmax primitive (a prologue loop first).
+  kFusedLoop,           // Our fused loop (loop_lowering.h).
+};
+std::string_view KernelFormName(KernelForm form);
+
+// A second kernel the group also has, built beside the first and timed against it once when the
+// executor is created (the faster is kept): the cost model prices `form`.
+enum class KernelAlternative : uint8_t {
+  kNone,
+  // A fused loop that also has the form of one oneDNN eltwise / binary primitive with post-ops
+  // (HasPrimitiveChainForm).
+  kPrimitiveChain,
+  // A Conv whose first post-op is a per-element Add of a computed tensor: oneDNN's sum post-op on
+  // a copy of it in dst, which some implementations take where they refuse a binary post-op
+  // (HasResidualSumForm).
+  kResidualSum,
+};
+std::string_view KernelAlternativeName(KernelAlternative alternative);
+
+struct GroupLowering {
+  KernelForm form = KernelForm::kFusedLoop;
+  // The anchor, reduction, RNN or reference node; kNoId for a fused loop.
+  NodeId center = kNoId;
+  // The group's nodes before and after `center` (a loop's nodes are all in `after`).
+  std::vector<NodeId> before, after;
+  KernelAlternative alternative = KernelAlternative::kNone;
+  // Built and run on the calling thread alone (RunsSerially).
+  bool serial = false;
+  // Kernels launched per run of `form`: primitives (anchors, oneDNN reductions) and our loops (a
+  // row reduction with an epilogue runs it as a second loop; a oneDNN reduction with a prologue
+  // runs the prologue as a loop into scratch first).
+  int primitives = 0, loops = 0;
+};
+
+// Whether `anchor` (a Conv) followed by `chain` takes its first post-op, a per-element Add of a
+// computed tensor (after a BatchNormalization the conv folds), as oneDNN's sum post-op.
+bool HasResidualSumForm(const Graph& g, NodeId anchor, const std::vector<NodeId>& chain);
+
+// The record for `group` of a plan, whose outputs are `materialized` (AllMaterializedOutputs).
+GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
+                         const std::vector<TensorId>& materialized);
+
+}  // namespace fusor
