@@ -1,6 +1,7 @@
 #include "client/run_command.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -56,16 +57,44 @@ TimingOptions Timing(const RunOptions& o, double min_ms) {
   return t;
 }
 
+// Each group timed two ways: alone (run again and again, its inputs and weights warm) and inside
+// the plan (the median of its share of whole runs, its inputs just written by the group before
+// and its weights wherever the other groups left them). The cost model prices groups alone; the
+// difference is what the plan adds.
 void PrintGroups(Executor& exec, const RunOptions& o) {
-  std::printf("%5s %12s %7s  %s\n", "group", "median", "cv", "lowering");
-  int64_t sum = 0;
+  std::vector<Measurement> alone;
   for (size_t i = 0; i < exec.num_groups(); ++i) {
-    Measurement m = TimeRepeated([&] { exec.RunGroup(i); }, Timing(o, o.group_min_time_ms));
-    sum += m.median_ns;
-    std::printf("%5zu %9.3f ms %6.1f%%  %s%s\n", i, static_cast<double>(m.median_ns) / 1e6,
-                m.cv * 100, exec.DescribeGroup(i).c_str(), m.unstable ? "  [UNSTABLE]" : "");
+    alone.push_back(TimeRepeated([&] { exec.RunGroup(i); }, Timing(o, o.group_min_time_ms)));
   }
-  std::printf("sum of group medians: %.3f ms\n", static_cast<double>(sum) / 1e6);
+  std::vector<std::vector<double>> in_plan(exec.num_groups());
+  std::vector<double> seconds;
+  const TimingOptions timing = Timing(o, o.min_time_ms);
+  const auto start = std::chrono::steady_clock::now();
+  for (int run = 0; run < timing.warmup; ++run) exec.Run();
+  for (int run = 0; run < timing.max_repeats; ++run) {
+    exec.RunProfiled(&seconds);
+    for (size_t i = 0; i < seconds.size(); ++i) in_plan[i].push_back(seconds[i]);
+    auto elapsed = std::chrono::steady_clock::now() - start;
+    if (run + 1 >= timing.min_repeats && elapsed >= std::chrono::nanoseconds(timing.min_total_ns)) {
+      break;
+    }
+  }
+  std::printf("%5s %12s %12s %6s %7s  %s\n", "group", "alone", "in plan", "ratio", "cv",
+              "lowering");
+  double sum_alone = 0, sum_in_plan = 0;
+  for (size_t i = 0; i < exec.num_groups(); ++i) {
+    const Measurement& m = alone[i];
+    std::vector<double>& v = in_plan[i];
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    const double plan_ms = v[v.size() / 2] * 1e3, alone_ms = static_cast<double>(m.median_ns) / 1e6;
+    sum_alone += alone_ms;
+    sum_in_plan += plan_ms;
+    std::printf("%5zu %9.3f ms %9.3f ms %5.2fx %6.1f%%  %s%s\n", i, alone_ms, plan_ms,
+                alone_ms > 0 ? plan_ms / alone_ms : 0.0, m.cv * 100, exec.DescribeGroup(i).c_str(),
+                m.unstable ? "  [UNSTABLE]" : "");
+  }
+  std::printf("sum of group medians: %.3f ms alone, %.3f ms in the plan (%.2fx)\n", sum_alone,
+              sum_in_plan, sum_alone > 0 ? sum_in_plan / sum_alone : 0.0);
 }
 
 // The graph and its leaf values: the model's weights or seeded ones, then the given inputs.

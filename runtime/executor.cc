@@ -295,6 +295,20 @@ void Executor::Run() {
   omp_set_num_threads(threads_);
 }
 
+void Executor::RunProfiled(std::vector<double>* seconds) {
+  ScopedCallerBinding bind;
+  seconds->assign(groups_.size(), 0.0);
+  auto last = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    UseThreads(groups_[i]);
+    groups_[i].kernel->Run();
+    auto now = std::chrono::steady_clock::now();
+    (*seconds)[i] = std::chrono::duration<double>(now - last).count();
+    last = now;
+  }
+  omp_set_num_threads(threads_);
+}
+
 void Executor::RunGroup(size_t index) {
   ScopedCallerBinding bind;
   UseThreads(groups_[index]);

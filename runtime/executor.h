@@ -53,6 +53,10 @@ class Executor {
   Status SetInput(TensorId t, const HostTensor& value);
 
   void Run();
+  // Run(), with the time each group took in this run written to `seconds` (one per group): what a
+  // group costs inside the plan, its inputs coming from the group before it, against what it
+  // costs run again and again alone.
+  void RunProfiled(std::vector<double>* seconds);
   void RunGroup(size_t index);  // The groups before it must have run since their inputs changed.
 
   size_t num_groups() const;
