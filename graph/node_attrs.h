@@ -63,4 +63,24 @@ struct RecurrentAttrs {
 // or bidirectional, a negative hidden_size, a layout other than 0 or 1).
 StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n);
 
+// Resize (opsets 11-17) in the forms the runtime runs: mode nearest (any nearest_mode) or linear
+// (over every dim), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners or
+// asymmetric, scales or sizes given as constants. Anything else is Unimplemented naming the node
+// and the attribute value.
+struct ResizeParams {
+  bool linear = false;
+  std::string coordinate_mode, nearest_mode;
+  std::vector<double> scales;  // Per dim: the given scale, or output / input when sizes are given.
+  Shape in, out;
+};
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n);
+
+// The input positions output position x of dim d reads: nearest reads i0 (= i1, w = 0); linear
+// blends (1 - w) * in[i0] + w * in[i1], both inside the input (ONNX's edge clamping).
+struct ResizeTap {
+  int64_t i0 = 0, i1 = 0;
+  double w = 0;
+};
+ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x);
+
 }  // namespace fusor

@@ -58,6 +58,8 @@ std::string_view KernelFormName(KernelForm form) {
       return "reduction_primitive";
     case KernelForm::kFusedLoop:
       return "fused_loop";
+    case KernelForm::kResampling:
+      return "resampling";
   }
   return "?";
 }
@@ -130,6 +132,10 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
       r.primitives = 1;
       r.loops = r.before.empty() ? 0 : 1;
     }
+  } else if (alone && RunsAsResampling(g, first)) {
+    split_around(group.nodes[0]);
+    r.form = KernelForm::kResampling;
+    r.primitives = 1;
   } else {
     r.form = KernelForm::kFusedLoop;
     r.after = group.nodes;

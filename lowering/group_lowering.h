@@ -27,6 +27,7 @@ enum class KernelForm : uint8_t {
   kRowReduction,        // Our row-reduction loop, prologue inside, epilogue as a second loop.
   kReductionPrimitive,  // A oneDNN reduction / pooling / softmax primitive (a prologue loop first).
   kFusedLoop,           // Our fused loop (loop_lowering.h).
+  kResampling,          // oneDNN's resampling primitive for one linear Resize (RunsAsResampling).
 };
 std::string_view KernelFormName(KernelForm form);
 

@@ -1,6 +1,7 @@
 #include "lowering/kernel_form.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
@@ -124,6 +125,25 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
     }
   }
   return CheckPostOpChain(g, nodes, nodes[first - 1], chain).ok();
+}
+
+bool RunsAsResampling(const Graph& g, const Node& n) {
+  if (n.op_type != "Resize" || !n.domain.empty() || n.outputs.size() != 1) return false;
+  if (g.tensor(n.inputs[0]).dtype != DType::kFloat32 ||
+      g.tensor(n.outputs[0]).dtype != DType::kFloat32) {
+    return false;
+  }
+  StatusOr<ResizeParams> p = ResizeOf(g, n);
+  if (!p.ok() || !p->linear || p->in.size() < 3 || p->in.size() > 5) return false;
+  if (p->coordinate_mode != "half_pixel" && p->coordinate_mode != "pytorch_half_pixel")
+    return false;
+  if (p->in[0] != p->out[0] || p->in[1] != p->out[1]) return false;
+  for (size_t d = 2; d < p->in.size(); ++d) {
+    if (p->coordinate_mode == "pytorch_half_pixel" && p->out[d] <= 1) return false;
+    const double dims = static_cast<double>(p->out[d]) / static_cast<double>(p->in[d]);
+    if (std::fabs(p->scales[d] - dims) > 1e-9 * dims) return false;
+  }
+  return true;
 }
 
 }  // namespace fusor

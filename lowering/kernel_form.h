@@ -30,4 +30,12 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
 // 1280x7x7: 150 us, against 10 us for our loop with a Relu prologue over 1024x7x7).
 bool RunsAsRowReduction(const Graph& g, const FusionGroup& group);
 
+// Whether Resize node `n` runs as oneDNN's resampling primitive (resampling_linear) rather than
+// in our fused loop: linear over the spatial dims only (batch and channels kept), half_pixel
+// coordinates (or pytorch_half_pixel with every resized output dim over 1), float32, and each
+// scale equal to output / input (oneDNN derives its coordinates from the dims). oneDNN's linear
+// resampling is ONNX's half_pixel blend with edge clamping, vectorised over the channels; our loop
+// gathers the four corners of each output element one index at a time.
+bool RunsAsResampling(const Graph& g, const Node& n);
+
 }  // namespace fusor

@@ -24,6 +24,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
       return BuildReductionPrimitiveKernel(ctx, r.before, r.center, r.after);
     case KernelForm::kFusedLoop:
       return BuildLoopKernel(ctx, r.after);
+    case KernelForm::kResampling:
+      return BuildResamplingKernel(ctx, r.center);
   }
   return Status::Internal("unknown kernel form");
 }

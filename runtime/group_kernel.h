@@ -95,6 +95,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelConte
                                                                const std::vector<NodeId>& prologue,
                                                                NodeId reduction,
                                                                const std::vector<NodeId>& epilogue);
+// oneDNN's linear resampling primitive for a Resize node (lowering/kernel_form.h RunsAsResampling),
+// reading and writing plain layouts.
+StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext& ctx, NodeId id);
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
                                                        const std::vector<NodeId>& nodes);
 // An eltwise or binary primitive with post-ops for a chain of elementwise/broadcast nodes, or

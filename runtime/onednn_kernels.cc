@@ -1248,6 +1248,34 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(
   }
 }
 
+StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext& ctx, NodeId id) {
+  const Graph& g = *ctx.g;
+  const Node& n = g.node(id);
+  if (!RunsAsResampling(g, n)) {
+    return Status::Unimplemented(NodeLabel(n) +
+                                 ": not a linear half-pixel Resize of the spatial dims");
+  }
+  try {
+    memory::desc src = PlainLayout(g.tensor(n.inputs[0]).dims);
+    memory::desc dst = PlainLayout(g.tensor(n.outputs[0]).dims);
+    dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                     algorithm::resampling_linear, src, dst);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::resampling_forward::primitive_desc pd(d, attr, *ctx.engine);
+    auto k = std::make_unique<StepKernel>(ctx, "resampling (" + ImplName(pd) + ")");
+    Step main;
+    main.prim = dnnl::primitive(pd);
+    main.args.push_back({DNNL_ARG_SRC, TensorArg(n.inputs[0], src)});
+    AddScratchpad(k.get(), &main, pd);
+    main.args.push_back({DNNL_ARG_DST, TensorArg(n.outputs[0], dst)});
+    k->steps().push_back(std::move(main));
+    return std::unique_ptr<GroupKernel>(std::move(k));
+  } catch (const dnnl::error& e) {
+    return Status::Internal(NodeLabel(n) + ": oneDNN: " + e.what());
+  }
+}
+
 StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelContext& ctx,
                                                                  const std::vector<NodeId>& nodes) {
   const Graph& g = *ctx.g;

@@ -51,17 +51,6 @@ Status ResolveWindow(const Graph& g, const Node& n, Window* w) {
   return Status::Ok();
 }
 
-// ONNX's coordinate_transformation_mode: the input coordinate output position x maps to.
-double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
-  double scale = p.scales[d], xr = static_cast<double>(x);
-  double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
-  const std::string& mode = p.coordinate_mode;
-  if (mode == "asymmetric") return xr / scale;
-  if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (out - 1) : 0.0;
-  if (mode == "pytorch_half_pixel" && out <= 1) return 0.0;
-  return (xr + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel.
-}
-
 }  // namespace
 
 std::vector<int64_t> RowMajorStrides(const Shape& dims) {
@@ -246,108 +235,6 @@ int64_t PadSourceIndex(PadMode mode, int64_t c, int64_t len) {
   c %= period;
   if (c < 0) c += period;
   return c < len ? c : period - c;
-}
-
-namespace {
-
-template <size_t N>
-bool IsOneOf(const std::string& value, const char* const (&options)[N]) {
-  return std::find(std::begin(options), std::end(options), value) != std::end(options);
-}
-
-// Resize's mode attributes; Unimplemented naming the value for what the runtime does not run.
-Status ReadResizeModes(const Node& n, ResizeParams* p) {
-  auto unsupported = [&n](const std::string& attr, const std::string& value, const char* ok) {
-    return Status::Unimplemented(NodeLabel(n) + ": " + attr + " '" + value +
-                                 "' is not supported; " + ok);
-  };
-  static const char* const kModes[] = {"nearest", "linear"};
-  static const char* const kCoordinates[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                             "asymmetric"};
-  static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                         "ceil"};
-  std::string mode = n.GetString("mode", "nearest");
-  if (!IsOneOf(mode, kModes)) return unsupported("mode", mode, "nearest and linear are");
-  p->linear = mode == "linear";
-  p->coordinate_mode = n.GetString("coordinate_transformation_mode", "half_pixel");
-  if (!IsOneOf(p->coordinate_mode, kCoordinates)) {
-    return unsupported("coordinate_transformation_mode", p->coordinate_mode,
-                       "half_pixel, pytorch_half_pixel, align_corners and asymmetric are");
-  }
-  p->nearest_mode = n.GetString("nearest_mode", "round_prefer_floor");
-  if (!p->linear && !IsOneOf(p->nearest_mode, kNearest)) {
-    return unsupported("nearest_mode", p->nearest_mode,
-                       "round_prefer_floor, round_prefer_ceil, floor and ceil are");
-  }
-  return Status::Ok();
-}
-
-// Per-dim scales: output / input when sizes are given, else the constant scales.
-Status ReadResizeScales(const Graph& g, const Node& n, ResizeParams* p) {
-  TensorId scales = n.input(2), sizes = n.input(3);
-  if (sizes != kNoId && g.tensor(sizes).num_elements() > 0) {
-    FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> s, ConstantInts(g, n, 3));
-    if (s != p->out) {
-      return Status::InvalidArgument(NodeLabel(n) + ": sizes " + ShapeString(s) +
-                                     " differ from the output's " + ShapeString(p->out));
-    }
-    for (size_t d = 0; d < p->in.size(); ++d) {
-      p->scales.push_back(static_cast<double>(p->out[d]) / static_cast<double>(p->in[d]));
-    }
-    return Status::Ok();
-  }
-  if (scales == kNoId || g.tensor(scales).num_elements() == 0) {
-    return Status::InvalidArgument(NodeLabel(n) + ": neither scales nor sizes is given");
-  }
-  const Tensor& t = g.tensor(scales);
-  if (t.kind != TensorKind::kConstant || !IsFloatingPoint(t.dtype)) {
-    return Status::Unimplemented(NodeLabel(n) + ": scales '" + t.name +
-                                 "' must be a float constant; the runtime does not support "
-                                 "scales computed at run time");
-  }
-  p->scales = t.float_data;
-  if (p->scales.size() != p->in.size() ||
-      std::any_of(p->scales.begin(), p->scales.end(), [](double s) { return !(s > 0); })) {
-    return Status::InvalidArgument(NodeLabel(n) + ": scales must be " +
-                                   std::to_string(p->in.size()) + " positive values");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n) {
-  ResizeParams p;
-  p.in = g.tensor(n.input(0)).dims;
-  p.out = g.tensor(n.outputs[0]).dims;
-  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, &p));
-  if (p.in.size() != p.out.size()) {
-    return Status::InvalidArgument(NodeLabel(n) + ": output rank differs from the input's");
-  }
-  FUSOR_RETURN_IF_ERROR(ReadResizeScales(g, n, &p));
-  return p;
-}
-
-ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x) {
-  double pos = ResizeSourceCoordinate(p, d, x);
-  int64_t last = p.in[d] - 1;
-  ResizeTap tap;
-  if (p.linear) {
-    pos = std::clamp(pos, 0.0, static_cast<double>(last));
-    tap.i0 = static_cast<int64_t>(std::floor(pos));
-    tap.i1 = std::min(tap.i0 + 1, last);
-    tap.w = pos - static_cast<double>(tap.i0);
-    return tap;
-  }
-  double below = std::floor(pos), frac = pos - below;
-  bool up = false;  // Whether the position rounds to below + 1.
-  if (frac > 0) {
-    const std::string& m = p.nearest_mode;
-    up = m == "ceil" || (m == "round_prefer_floor" && frac > 0.5) ||
-         (m == "round_prefer_ceil" && frac >= 0.5);
-  }
-  tap.i0 = tap.i1 = std::clamp<int64_t>(static_cast<int64_t>(below) + (up ? 1 : 0), 0, last);
-  return tap;
 }
 
 StatusOr<std::pair<float, float>> ClipBounds(

@@ -112,7 +112,9 @@ TEST(PlanExplain, OpaqueGroupsNameTheirKernel) {
     ASSERT_TRUE(searched.ok()) << searched.status().ToString();
     int named = 0;
     for (const ExplainedGroup& e : ExplainPlan(*g, searched->plan, model)) {
-      if (e.kind == "opaque") EXPECT_EQ(e.ops, want) << name;
+      if (e.kind == "opaque") {
+        EXPECT_EQ(e.ops, want) << name;
+      }
       named += e.ops == want;
     }
     EXPECT_GT(named, 0) << name;

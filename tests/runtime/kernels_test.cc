@@ -817,6 +817,34 @@ TEST(LoopKernel, TrilinearResizeAcrossTiles) {
   ExpectMatchesReference(g, UnfusedPlan(g));
 }
 
+// A lone linear half-pixel Resize of the spatial dims runs as oneDNN's resampling primitive
+// (lowering/kernel_form.h RunsAsResampling): a segmentation head's 8x upsampling, a 2x
+// downsampling, and 1-D and 3-D forms, each against the reference interpreter.
+TEST(ResamplingKernel, LinearHalfPixelResizeRunsAsOneDnnResamplingAndMatchesReference) {
+  struct Case {
+    Shape in, out;
+    const char* coordinates;
+  };
+  const Case cases[] = {{{1, 21, 5, 5}, {1, 21, 40, 40}, "half_pixel"},
+                        {{2, 3, 16, 12}, {2, 3, 8, 6}, "pytorch_half_pixel"},
+                        {{1, 4, 7}, {1, 4, 19}, "half_pixel"},
+                        {{1, 2, 3, 5, 4}, {1, 2, 6, 9, 8}, "half_pixel"}};
+  for (const Case& c : cases) {
+    IrBuilder b;
+    TensorId x = b.Input("x", c.in);
+    TensorId y = b.Act("y", c.out);
+    b.Op("Resize",
+         {x, b.FloatConstant("roi", {}), b.FloatConstant("sc", {}), b.IntConstant("sz", c.out)},
+         {y}, {{"mode", "linear"}, {"coordinate_transformation_mode", c.coordinates}});
+    b.Output(y);
+    Graph g = b.Build();
+    SCOPED_TRACE(ShapeString(c.in) + " -> " + ShapeString(c.out));
+    std::string described;
+    ExpectMatchesReference(g, UnfusedPlan(g), ChainBackend::kFusedLoop, &described);
+    EXPECT_NE(described.find("resampling"), std::string::npos) << described;
+  }
+}
+
 TEST(Executor, UnsupportedResizeModeNamesNodeAndMode) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 1, 2, 2});
