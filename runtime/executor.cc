@@ -169,7 +169,8 @@ Status Executor::Compile(const FusionPlan& plan) {
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& fg = plan.groups[i];
     ctx.outputs = all_outputs[i];
-    Group group{fg, GroupLabel(g, fg), nullptr, nullptr, RunsSerially(g, fg)};
+    Group group{fg, GroupLabel(g, fg), nullptr, nullptr,
+                RunsSerially(g, fg, options_.rnn_implementation)};
     // Kernels are built with the thread count they will run with: some oneDNN primitives fix
     // their work split when created.
     UseThreads(group);
@@ -183,7 +184,8 @@ Status Executor::Compile(const FusionPlan& plan) {
     bool alone = fg.nodes.size() == 1;
     if ((fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) &&
         (first.op_type == "LSTM" || first.op_type == "GRU") && options_.lower_rnn) {
-      kernel = BuildRnnKernel(ctx, fg.nodes[0]);  // Unimplemented falls back below.
+      // Unimplemented falls back below.
+      kernel = BuildRnnKernel(ctx, fg.nodes[0], options_.rnn_implementation);
     } else if (fg.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
       kernel = BuildReferenceKernel(ctx, fg.nodes[0]);
     } else if (anchor) {
