@@ -61,8 +61,9 @@ StatusOr<RnnPrimitive> RnnPrimitiveForm(const Graph& g, const Node& n) {
 }
 
 RnnImplementation RnnImplementationFor(const RnnPrimitive& p) {
-  (void)p;
-  return RnnImplementation::kLoop;
+  const bool gru = p.cell != RnnCell::kLstm;
+  return gru && p.batch >= kRnnPrimitiveMinGruBatch ? RnnImplementation::kPrimitive
+                                                    : RnnImplementation::kLoop;
 }
 
 bool RunsAsRnnPrimitive(const Graph& g, const Node& n) {

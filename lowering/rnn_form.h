@@ -45,8 +45,16 @@ StatusOr<RnnPrimitive> RnnPrimitiveForm(const Graph& g, const Node& n);
 // Whether `n` runs as a recurrent kernel, ours or oneDNN's (RnnPrimitiveForm succeeds).
 bool RunsAsRnnPrimitive(const Graph& g, const Node& n);
 
-// The implementation a recurrent node of form `p` runs on (see rnn_form.cc for the measurements
-// behind the rule).
+// The implementation a recurrent node of form `p` runs on: ours, except a GRU over at least
+// kRnnPrimitiveMinGruBatch batch entries, which runs on oneDNN's primitive. Measured side by side
+// (bench/rnn_bench --sweep: 16 steps, input = hidden, batch 1-32, hidden 64-1024; a 2-vCPU Xeon
+// guest with AVX-512 at load 9-10, so single ratios are rough; docs/benchmarks.md): oneDNN 2.6's
+// LSTM (brgemm) was slower than ours on one core in every shape but two within noise (ours
+// 1.0-2.9x faster); its GEMM-based GRU beat ours on one core from batch 8 (ours 0.76-0.84x of its
+// speed) and the team only brought ours to a tie there (1.01-1.31x), while below batch 8 ours led
+// on the team at hidden 64 and 256 (1.04-1.80x). At a tie the primitive wins: it runs on one
+// thread, with no per-step barrier to wait at when the host is loaded.
+inline constexpr int64_t kRnnPrimitiveMinGruBatch = 8;
 RnnImplementation RnnImplementationFor(const RnnPrimitive& p);
 
 }  // namespace fusor

@@ -11,6 +11,7 @@
 
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "costmodel/cost_model.h"
 #include "graph/onnx_import.h"
@@ -335,6 +336,32 @@ INSTANTIATE_TEST_SUITE_P(
       std::string op = c.op == "GRU (lbr)" ? "GRU_lbr" : c.op;
       return op + "_" + c.direction + "_output" + std::to_string(c.read);
     });
+
+// The lowering's rule (lowering/rnn_form.h RnnImplementationFor): a GRU over a batch of
+// kRnnPrimitiveMinGruBatch runs on oneDNN's primitive, on one thread; an LSTM of that batch, and
+// a GRU of a smaller one, on our loop. Each gives the reference's values.
+TEST(RecurrentImplementation, TheLoweringPicksByCellAndBatch) {
+  for (const auto& [op, batch, want] :
+       {std::tuple<std::string, int64_t, RnnImplementation>{"GRU", kRnnPrimitiveMinGruBatch,
+                                                            RnnImplementation::kPrimitive},
+        {"GRU", kRnnPrimitiveMinGruBatch - 1, RnnImplementation::kLoop},
+        {"LSTM", kRnnPrimitiveMinGruBatch, RnnImplementation::kLoop}}) {
+    SCOPED_TRACE(op + " batch " + std::to_string(batch));
+    const int64_t gates = op == "LSTM" ? 4 : 3;
+    IrBuilder b;
+    TensorId x = b.Input("x", {kSeq, batch, kIn});
+    TensorId w = b.Weight("w", {1, gates * kHid, kIn}), r = b.Weight("r", {1, gates * kHid, kHid});
+    TensorId y = b.Act("y", {kSeq, 1, batch, kHid});
+    b.Op(op, {x, w, r}, {y}, {Int("hidden_size", kHid)});
+    b.Output(y);
+    Graph g = b.Build();
+    ASSERT_EQ(RnnPrimitiveForm(g, g.node(0))->implementation, want);
+    if (want == RnnImplementation::kPrimitive) {
+      EXPECT_TRUE(RunsSerially(g, UnfusedPlan(g).groups[0]));
+    }
+    ExpectMatchesTheReference(g, {w, r}, 0.5f, 41, 13, KernelOf(op, want));
+  }
+}
 
 // Models with their weights and the values another implementation computed for them
 // (tools/export_gru_models.py): torch for its own export (a 2-layer bidirectional GRU tagger,
