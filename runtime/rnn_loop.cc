@@ -73,7 +73,23 @@ FUSOR_INLINE void Products(const float* panel, const float* h, int64_t ldh, int6
   _Pragma("GCC unroll 16") for (int r = 0; r < kRows; ++r) {
     _Pragma("GCC unroll 16") for (int q = 0; q < kQ; ++q) acc[r][q] = vector_math::Splat<V>(0.0f);
   }
-  for (int64_t k = 0; k < len; ++k) {
+  int64_t k = 0;
+  if constexpr (kRows == 1) {
+    // One batch row has a single FMA chain per accumulator: a second set over the odd k keeps
+    // twice the loads in flight.
+    V odd[kQ];
+    _Pragma("GCC unroll 16") for (int q = 0; q < kQ; ++q) odd[q] = vector_math::Splat<V>(0.0f);
+    for (; k + 1 < len; k += 2) {
+      const float* w = panel + k * kG * kUnitBlock;
+      const V h0 = vector_math::Splat<V>(h[k]), h1 = vector_math::Splat<V>(h[k + 1]);
+      _Pragma("GCC unroll 16") for (int q = 0; q < kQ; ++q) {
+        acc[0][q] += h0 * Load<V>(w + q * kL);
+        odd[q] += h1 * Load<V>(w + kG * kUnitBlock + q * kL);
+      }
+    }
+    _Pragma("GCC unroll 16") for (int q = 0; q < kQ; ++q) acc[0][q] += odd[q];
+  }
+  for (; k < len; ++k) {
     const float* w = panel + k * kG * kUnitBlock;
     V hv[kRows];
     _Pragma("GCC unroll 16") for (int r = 0; r < kRows; ++r) {
