@@ -33,6 +33,13 @@ ComputeClass ClassOfFlops(const Graph& g, const Node& n, OpClass c) {
   return ComputeClass::kElementwise;
 }
 
+// An LSTM or GRU on oneDNN's RNN primitive, whose gate activations are its JIT eltwise kernels
+// (on our recurrence loop they are vector_math.h's, our loops' rate).
+bool RunsOnOneDnnRnn(const Graph& g, const Node& n) {
+  return RunsAsRnnPrimitive(g, n) &&
+         RnnPrimitiveForm(g, n)->implementation == RnnImplementation::kPrimitive;
+}
+
 // Elements at which a fused loop evaluates `t`, or its own size outside a loop.
 double EvaluatedElements(const Graph& g, const LoopEvaluation* loop, TensorId t) {
   if (loop != nullptr) {
@@ -66,7 +73,7 @@ void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* 
     ComputeClass c = n.op_type == "Erf"                   ? ComputeClass::kErf
                      : swish && id == group.nodes.front() ? ComputeClass::kJitSwish
                      : jit && n.op_type == "Sigmoid"      ? ComputeClass::kJitSigmoid
-                     : RunsAsRnnPrimitive(g, n)           ? ComputeClass::kJitTranscendental
+                     : RunsOnOneDnnRnn(g, n)              ? ComputeClass::kJitTranscendental
                                                           : transcendental;
     f->flops[static_cast<int>(c)] += cost.transcendentals * scale;
   }
@@ -178,16 +185,42 @@ void AddMemory(const Graph& g, const FusionGroup& group, const std::vector<Tenso
   }
 }
 
-// The RNN primitive runs its steps one after another (see the header): each reads its direction's
-// R (one gate product per step, the recurrence) from the level of the running core's caches that
-// holds R alone, where it stays through the steps, and has the fixed cost of a step. AddMemory
-// counts R's first read.
+// Our recurrence loop (runtime/rnn_loop.h; see the header): the input projection is one matmul
+// primitive (its FLOPs are the node's, with R's), whose output the steps read back; every step
+// reads all of R, each thread its slice of the units from the level of its own core's caches that
+// holds the slice (directions advance together, so a step is every direction's), has the fixed
+// cost of a step, and ends in a team barrier (two for GRU without linear_before_reset), priced as
+// a team wake-up (fork_ns): both are one synchronisation of the team.
+void AddRecurrenceLoopSteps(const RnnPrimitive& p, double r_bytes, const Residency& residency,
+                            GroupFeatures* f) {
+  const double threads = std::max(1.0, f->threads), steps = static_cast<double>(p.seq);
+  f->read_bytes[static_cast<int>(residency.HeldByOneCore(r_bytes / threads))] +=
+      (steps - 1) * r_bytes;
+  const double padded = static_cast<double>((p.hidden + 15) / 16 * 16);
+  const double projection =
+      4.0 * static_cast<double>(p.seq * p.batch * p.directions * p.gates()) * padded;
+  const int level = static_cast<int>(residency.WriteLevel(projection));
+  f->write_bytes[level] += projection;
+  f->read_bytes[level] += projection;
+  f->kernels += 1;
+  f->rnn_steps = steps;
+  if (threads > 1) f->forks += 1 + steps * (p.cell == RnnCell::kGru ? 2 : 1);
+}
+
+// A recurrent group runs its steps one after another. On oneDNN's RNN primitive (see the header)
+// each step reads its direction's R (one gate product per step, the recurrence) from the level of
+// the running core's caches that holds R alone, where it stays through the steps, and has the
+// fixed cost of a step; our loop as above. AddMemory counts R's first read. Reads f->threads.
 void AddRecurrentSteps(const Graph& g, const FusionGroup& group, const Residency& residency,
                        GroupFeatures* f) {
   if (group.nodes.size() != 1) return;
   StatusOr<RnnPrimitive> rnn = RnnPrimitiveForm(g, g.node(group.nodes[0]));
   if (!rnn.ok()) return;
   const double r_bytes = static_cast<double>(g.tensor(g.node(group.nodes[0]).inputs[2]).bytes());
+  if (rnn->implementation == RnnImplementation::kLoop) {
+    AddRecurrenceLoopSteps(*rnn, r_bytes, residency, f);
+    return;
+  }
   const double steps = static_cast<double>(rnn->seq);
   f->read_bytes[static_cast<int>(residency.HeldByOneCore(r_bytes / rnn->directions))] +=
       (steps - 1) * r_bytes;
@@ -645,7 +678,6 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const Residency residency(target, leaf_footprint);
   AddCompute(g, group, lp, jit, /*chain_head=*/false, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
-  AddRecurrentSteps(g, group, residency, &f);
   AddTileTraffic(g, group, materialized, lp, &f);
   AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);
   AddHandoffs(g, group, inputs, materialized, residency, target, serial, &f);
@@ -654,6 +686,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
   f.threads = serial ? 1 : target.cores;
   f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group, lowering);
+  AddRecurrentSteps(g, group, residency, &f);
   if (lowering.alternative == KernelAlternative::kPrimitiveChain) {
     GroupFeatures chain =
         ChainPrimitiveFeatures(g, group, inputs, materialized, residency, f.threads);

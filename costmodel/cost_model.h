@@ -36,12 +36,17 @@
 // L1 write and one L1 read per internal consumer, unless it is computed inside its one reader's
 // single-pass chain (costmodel/loop_evaluation.h): then it costs a chain step instead.
 //
-// An LSTM or GRU on oneDNN's RNN primitive (lowering/rnn_form.h) runs its time steps one after
-// another, each direction in turn: per step a GEMM of the hidden state by R (a GEMV at batch 1)
-// and the gate kernel. Besides its FLOPs (X's gate products for all steps at once, at the matmul
-// rate; R's at the same rate) it reads R again at every step from the level of one core's caches
-// that holds it (the group runs on one thread), and each step has a fixed cost, rnn_step_ns,
-// fitted from calibration benchmarks of short and long recurrences (costmodel/calibration.h).
+// An LSTM or GRU on a recurrent kernel (lowering/rnn_form.h) runs its time steps one after
+// another. Besides its FLOPs (X's gate products for all steps at once, at the matmul rate; R's at
+// the same rate) each step reads R again and has a fixed cost, rnn_step_ns, fitted from
+// calibration benchmarks of short and long recurrences (costmodel/calibration.h). On our
+// recurrence loop (runtime/rnn_loop.h) the input projection is a matmul kernel whose output the
+// steps read back, each thread reads its slice of R (R / threads) from the level of its own
+// core's caches that holds it, both directions share a step, and on the thread team each step
+// ends in a barrier priced as a team wake-up (fork_ns); its gate activations run at our loops'
+// rate. On oneDNN's RNN primitive (one thread) each step is one direction's, per step a GEMM of
+// the hidden state by R (a GEMV at batch 1) and the JIT gate kernel, R read from the level of one
+// core's caches that holds it.
 //
 // A node that runs through the reference fallback (an opaque node oneDNN has no lowering for:
 // lowering/unfused_ops.h) is priced by a stated rule, not measured alone: one loop launch, its

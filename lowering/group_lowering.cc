@@ -100,9 +100,10 @@ bool HasResidualSumForm(const Graph& g, NodeId anchor, const std::vector<NodeId>
 }
 
 GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
-                         const std::vector<TensorId>& materialized) {
+                         const std::vector<TensorId>& materialized,
+                         std::optional<RnnImplementation> rnn) {
   GroupLowering r;
-  r.serial = RunsSerially(g, group);
+  r.serial = RunsSerially(g, group, rnn);
   const Node& first = g.node(group.nodes[0]);
   const OpClass cls = ClassifyNode(g, first);
   const bool alone = group.nodes.size() == 1;
@@ -116,7 +117,16 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
   if (group.kind == GroupKind::kOpaque || (alone && cls == OpClass::kOpaque)) {
     split_around(group.nodes[0]);
     r.form = RunsAsRnnPrimitive(g, first) ? KernelForm::kRnnPrimitive : KernelForm::kReference;
-    (r.form == KernelForm::kRnnPrimitive ? r.primitives : r.loops) = 1;
+    r.loops = 1;
+    if (r.form == KernelForm::kRnnPrimitive) {
+      r.rnn = rnn.value_or(RnnPrimitiveForm(g, first)->implementation);
+      // oneDNN's primitive is one launch; ours is a loop region after its input projection, a
+      // oneDNN matmul the cost model adds with the steps (AddRecurrentSteps).
+      if (r.rnn == RnnImplementation::kPrimitive) {
+        r.loops = 0;
+        r.primitives = 1;
+      }
+    }
   } else if (group.kind == GroupKind::kAnchor || (alone && cls == OpClass::kAnchor)) {
     split_around(FirstOfClass(g, group, OpClass::kAnchor));
     r.form = KernelForm::kAnchorPrimitive;

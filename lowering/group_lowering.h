@@ -12,19 +12,21 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/rnn_form.h"
 
 namespace fusor {
 
 enum class KernelForm : uint8_t {
-  kRnnPrimitive,        // oneDNN's LSTM / GRU primitive for one node (rnn_form.h).
-  kReference,           // The reference interpreter's kernel for one node: no lowering.
-  kAnchorPrimitive,     // A Conv / ConvTranspose / MatMul / Gemm primitive, the rest as post-ops.
-  kRowReduction,        // Our row-reduction loop, prologue inside, epilogue as a second loop.
+  kRnnPrimitive,     // A recurrent kernel for one LSTM / GRU node: ours or oneDNN's (rnn_form.h).
+  kReference,        // The reference interpreter's kernel for one node: no lowering.
+  kAnchorPrimitive,  // A Conv / ConvTranspose / MatMul / Gemm primitive, the rest as post-ops.
+  kRowReduction,     // Our row-reduction loop, prologue inside, epilogue as a second loop.
   kReductionPrimitive,  // A oneDNN reduction / pooling / softmax primitive (a prologue loop first).
   kFusedLoop,           // Our fused loop (loop_lowering.h).
   kResampling,          // oneDNN's resampling primitive for one linear Resize (RunsAsResampling).
@@ -54,6 +56,8 @@ struct GroupLowering {
   KernelAlternative alternative = KernelAlternative::kNone;
   // Built and run on the calling thread alone (RunsSerially).
   bool serial = false;
+  // kRnnPrimitive: which recurrent kernel runs it (rnn_form.h RnnImplementationFor).
+  RnnImplementation rnn = RnnImplementation::kLoop;
   // Kernels launched per run of `form`: primitives (anchors, oneDNN reductions) and our loops (a
   // row reduction with an epilogue runs it as a second loop; a oneDNN reduction with a prologue
   // runs the prologue as a loop into scratch first).
@@ -65,7 +69,10 @@ struct GroupLowering {
 bool HasResidualSumForm(const Graph& g, NodeId anchor, const std::vector<NodeId>& chain);
 
 // The record for `group` of a plan, whose outputs are `materialized` (AllMaterializedOutputs).
+// `rnn` forces the recurrent kernel of an LSTM / GRU group (benchmarks comparing them); unset, the
+// lowering's choice.
 GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
-                         const std::vector<TensorId>& materialized);
+                         const std::vector<TensorId>& materialized,
+                         std::optional<RnnImplementation> rnn = std::nullopt);
 
 }  // namespace fusor

@@ -12,7 +12,7 @@ namespace {
 
 Status NoPrimitive(const Node& n, const std::string& why) {
   return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type + " " + why +
-                               " has no oneDNN lowering; it runs through the reference fallback");
+                               " has no recurrent kernel; it runs through the reference fallback");
 }
 
 // oneDNN's RNN primitives have no per-entry sequence length: a sequence_lens must give every
@@ -56,7 +56,14 @@ StatusOr<RnnPrimitive> RnnPrimitiveForm(const Graph& g, const Node& n) {
   p.hidden = a.hidden;
   p.directions = a.directions;
   p.reverse = a.reverse;
+  p.implementation = RnnImplementationFor(p);
   return p;
+}
+
+RnnImplementation RnnImplementationFor(const RnnPrimitive& p) {
+  const bool gru = p.cell != RnnCell::kLstm;
+  return gru && p.batch >= kRnnPrimitiveMinGruBatch ? RnnImplementation::kPrimitive
+                                                    : RnnImplementation::kLoop;
 }
 
 bool RunsAsRnnPrimitive(const Graph& g, const Node& n) {

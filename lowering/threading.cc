@@ -6,10 +6,16 @@
 
 namespace fusor {
 
-bool RunsSerially(const Graph& g, const FusionGroup& group) {
-  // An opaque node runs through the reference fallback, whose loops are written for one core.
+bool RunsSerially(const Graph& g, const FusionGroup& group, std::optional<RnnImplementation> rnn) {
+  // An opaque node runs through the reference fallback, whose loops are written for one core, or
+  // on oneDNN's RNN primitive, whose steps at batch 1 are too small to share; our recurrence loop
+  // splits every step's hidden units among the team.
   if (group.nodes.size() == 1 && ClassifyNode(g, g.node(group.nodes[0])) == OpClass::kOpaque) {
-    return true;
+    const Node& n = g.node(group.nodes[0]);
+    if (!RunsAsRnnPrimitive(g, n)) return true;
+    if (rnn.value_or(RnnPrimitiveForm(g, n)->implementation) != RnnImplementation::kLoop) {
+      return true;
+    }
   }
   double flops = 0, bytes = 0;
   for (NodeId id : group.nodes) {

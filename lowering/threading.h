@@ -5,13 +5,17 @@
 // thresholds here runs serially: the runtime sets one OpenMP thread while it builds and runs the
 // group's kernels, and the cost model prices it on one core with no team to wake. One rule for
 // both, so that the model predicts what the runtime does. An opaque node (run through the
-// reference fallback, runtime/reference_kernel.h) always runs serially.
+// reference fallback, runtime/reference_kernel.h, or as oneDNN's RNN primitive) always runs
+// serially; an LSTM or GRU on our recurrence loop (lowering/rnn_form.h) by the thresholds.
 //
 // Pure functions; thread-safe.
 #pragma once
 
+#include <optional>
+
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/rnn_form.h"
 
 namespace fusor {
 
@@ -20,7 +24,10 @@ namespace fusor {
 inline constexpr double kSerialMaxFlops = 1 << 19;  // Transcendentals count 16 FLOPs each.
 inline constexpr double kSerialMaxBytes = 1 << 17;  // Read and written, every node of the group.
 
-bool RunsSerially(const Graph& g, const FusionGroup& group);
+// `rnn`: the implementation a recurrent group runs on when a caller forces one (benchmarks);
+// unset, the lowering's (RnnPrimitiveForm).
+bool RunsSerially(const Graph& g, const FusionGroup& group,
+                  std::optional<RnnImplementation> rnn = std::nullopt);
 
 // Elements per tile of our fused loop; a loop of one tile runs on the calling thread (no
 // parallel region: even one that does not fork costs microseconds in libgomp).

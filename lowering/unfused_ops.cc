@@ -6,7 +6,9 @@
 namespace fusor {
 
 std::string UnfusedKernelName(const Graph& g, const Node& n) {
-  return RunsAsRnnPrimitive(g, n) ? "oneDNN RNN" : "reference fallback";
+  if (!RunsAsRnnPrimitive(g, n)) return "reference fallback";
+  return RnnPrimitiveForm(g, n)->implementation == RnnImplementation::kLoop ? "recurrence loop"
+                                                                            : "oneDNN RNN";
 }
 
 std::map<std::string, int64_t> UnfusedOps(const Graph& g) {

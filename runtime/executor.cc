@@ -149,7 +149,7 @@ Status Executor::Compile(const FusionPlan& plan) {
     Group group;
     group.group = fg;
     group.label = GroupLabel(g, fg);
-    group.lowering = LowerGroup(g, fg, all_outputs[i]);
+    group.lowering = LowerGroup(g, fg, all_outputs[i], options_.rnn_implementation);
     // Kernels are built with the thread count they will run with: some oneDNN primitives fix
     // their work split when created.
     UseThreads(group);

@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/rnn_form.h"
 #include "runtime/group_builder.h"
 #include "runtime/host_tensor.h"
 #include "runtime/memory_plan.h"
@@ -34,9 +36,12 @@ struct ExecutorOptions {
   // Keep tensors between convolutions in oneDNN's blocked layout (lowering/layout.h); false stores
   // every tensor plain and reorders inside each conv group (for measuring what that saves).
   bool keep_blocked = true;
-  // Run LSTM and GRU nodes as oneDNN's RNN primitive (runtime/rnn_kernel.h); false runs them
+  // Run LSTM and GRU nodes on a recurrent kernel (runtime/rnn_kernel.h); false runs them
   // through the reference fallback (for measuring what the lowering saves).
   bool lower_rnn = true;
+  // The recurrent kernel every LSTM and GRU runs on, with the threads lowering/threading.h gives
+  // it; unset, the lowering's choice (lowering/rnn_form.h). For benchmarks comparing them.
+  std::optional<RnnImplementation> rnn_implementation;
 
   BuildChoices build_choices() const { return {chain_backend, residual_add, lower_rnn}; }
 };

@@ -12,7 +12,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
                                                  const BuildChoices& choices) {
   switch (r.form) {
     case KernelForm::kRnnPrimitive:
-      if (choices.lower_rnn) return BuildRnnKernel(ctx, r.center);
+      if (choices.lower_rnn) return BuildRnnKernel(ctx, r.center, r.rnn);
       return BuildReferenceKernel(ctx, r.center);
     case KernelForm::kReference:
       return BuildReferenceKernel(ctx, r.center);

@@ -29,7 +29,7 @@ FUSOR_INLINE T UnaryValue(UnaryOp op, float a, float b, T x) {
     case UnaryOp::kSigmoid:
       return vector_math::Sigmoid(x);
     case UnaryOp::kTanh:
-      return 2.0f * vector_math::Sigmoid(2.0f * x) - 1.0f;
+      return vector_math::Tanh(x);
     case UnaryOp::kExp:
       return vector_math::Exp(x);
     case UnaryOp::kSqrt:

@@ -10,6 +10,7 @@
 #include "graph/node_attrs.h"
 #include "lowering/rnn_form.h"
 #include "runtime/host_tensor.h"
+#include "runtime/rnn_loop.h"
 
 namespace fusor {
 namespace {
@@ -30,7 +31,7 @@ const char* CellName(RnnCell cell) {
 
 Status Unsupported(const Node& n, const std::string& why) {
   return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type + " " + why +
-                               " has no oneDNN lowering; it runs through the reference fallback");
+                               " has no recurrent kernel; it runs through the reference fallback");
 }
 
 // The weights the build converts must be known when it runs.
@@ -287,10 +288,13 @@ class RnnKernel : public GroupKernel {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildRnnKernel(const KernelContext& ctx, NodeId id) {
+StatusOr<std::unique_ptr<GroupKernel>> BuildRnnKernel(const KernelContext& ctx, NodeId id,
+                                                      std::optional<RnnImplementation> forced) {
   const Node& n = ctx.g->node(id);
   FUSOR_ASSIGN_OR_RETURN(RnnPrimitive p, RnnPrimitiveForm(*ctx.g, n));
   FUSOR_RETURN_IF_ERROR(CheckWeightsKnown(ctx, n));
+  if (forced) p.implementation = *forced;
+  if (p.implementation == RnnImplementation::kLoop) return BuildRnnLoopKernel(ctx, id, p);
   auto kernel = std::make_unique<RnnKernel>(ctx, id, p);
   FUSOR_RETURN_IF_ERROR(kernel->Create(ctx));
   return std::unique_ptr<GroupKernel>(std::move(kernel));

@@ -1,4 +1,5 @@
-// The recurrent lowering: an ONNX LSTM or GRU node of the form lowering/rnn_form.h names runs as
+// The recurrent lowering: an ONNX LSTM or GRU node of the form lowering/rnn_form.h names runs on
+// the implementation that lowering gives it: our recurrence loop (runtime/rnn_loop.h) or
 // oneDNN's RNN primitive (lstm_forward, gru_forward for linear_before_reset 0, lbr_gru_forward
 // for 1; inference) instead of the reference fallback. Building it converts the node's known W, R
 // and B to oneDNN's weights (ONNX stores LSTM's gates i, o, f, c, oneDNN wants i, f, c, o; GRU's
@@ -16,12 +17,17 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "base/status.h"
+#include "lowering/rnn_form.h"
 #include "runtime/group_kernel.h"
 
 namespace fusor {
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildRnnKernel(const KernelContext& ctx, NodeId id);
+// The kernel of recurrent node `id`: on the lowering's implementation, or on `forced` (benchmarks
+// and tests compare them).
+StatusOr<std::unique_ptr<GroupKernel>> BuildRnnKernel(
+    const KernelContext& ctx, NodeId id, std::optional<RnnImplementation> forced = std::nullopt);
 
 }  // namespace fusor

@@ -117,4 +117,10 @@ FUSOR_INLINE T Sigmoid(T x) {
   return one / (one + Exp(-x));
 }
 
+// tanh(x) = 2 sigmoid(2x) - 1: one exp, and saturating to +-1 where exp clamps.
+template <typename T>
+FUSOR_INLINE T Tanh(T x) {
+  return 2.0f * Sigmoid(2.0f * x) - 1.0f;
+}
+
 }  // namespace fusor::vector_math

@@ -98,12 +98,12 @@ INSTANTIATE_TEST_SUITE_P(BundledModels, PlanExplain,
                          ::testing::Values("squeezenet1_1", "resnet18", "bert_base_encoder"));
 
 // An opaque node's group says how it runs, and so how it is priced: the GRU tagger's two GRUs on
-// oneDNN's RNN primitive (priced step by step), audio_encoder's InstanceNormalization through the
+// our recurrence loop (priced step by step), audio_encoder's InstanceNormalization through the
 // reference fallback (priced by the fallback's rule).
 TEST(PlanExplain, OpaqueGroupsNameTheirKernel) {
   AnalyticalCostModel model(ThisCpu());
   for (const auto& [name, want] :
-       {std::pair<std::string, std::string>{"gru_tagger", "GRU (oneDNN RNN)"},
+       {std::pair<std::string, std::string>{"gru_tagger", "GRU (recurrence loop)"},
         {"audio_encoder", "InstanceNormalization (reference fallback)"}}) {
     auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx",
                             WithConstantFolding({}));

@@ -5,6 +5,7 @@
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "lowering/kernel_form.h"
+#include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 #include "tests/graph/ir_builder.h"
 
@@ -123,10 +124,11 @@ Graph ConvReluExp(int64_t channels) {
   return b.Build();
 }
 
-// An LSTM that runs as oneDNN's RNN primitive is priced as one: its gate products at the matmul
-// rate and R read once per step; one the primitive does not take (clip) keeps the fallback's
-// stated rule, its FLOPs at the elementwise rate.
-TEST(PlanFeatures, LstmOnTheRnnPrimitiveIsPricedAsGemmsWithRecurrentReads) {
+// An LSTM on our recurrence loop is priced as its kernel runs: its gate products at the matmul
+// rate, R read once per step, and the input projection written and read back once; one the
+// recurrent kernels do not take (clip) keeps the fallback's stated rule, its FLOPs at the
+// elementwise rate.
+TEST(PlanFeatures, LstmOnTheRecurrenceLoopIsPricedAsGemmsWithRecurrentReads) {
   auto lstm = [](bool clip) {
     IrBuilder b;
     TensorId x = b.Input("x", {16, 1, 32});
@@ -151,7 +153,30 @@ TEST(PlanFeatures, LstmOnTheRnnPrimitiveIsPricedAsGemmsWithRecurrentReads) {
     on_reads += on.read_bytes[l];
     off_reads += off.read_bytes[l];
   }
-  EXPECT_DOUBLE_EQ(on_reads - off_reads, 15 * 128 * 32 * 4.0);  // R again at 15 more steps.
+  const double projection = 16 * 128 * 4.0;  // [seq, batch, gates * hidden] floats.
+  EXPECT_DOUBLE_EQ(on_reads - off_reads, 15 * 128 * 32 * 4.0 + projection);  // R at 15 more steps.
+  EXPECT_EQ(on.rnn_steps, 16);
+}
+
+// A recurrent node large enough for the thread team splits every step among it: each core reads
+// its half of R per step, and every step ends in a barrier, priced as a team wake-up, as does the
+// projection's matmul; both directions of a bidirectional node advance in the same steps.
+TEST(PlanFeatures, RecurrenceLoopOnTheTeamPaysABarrierPerStep) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {32, 1, 256});
+  TensorId w = b.Weight("w", {2, 1024, 256}), r = b.Weight("r", {2, 1024, 256});
+  TensorId y = b.Act("y", {32, 2, 1, 256});
+  b.Op("LSTM", {x, w, r}, {y}, {Int("hidden_size", 256), {"direction", "bidirectional"}});
+  b.Output(y);
+  Graph g = b.Build();
+  ASSERT_EQ(RnnPrimitiveForm(g, g.node(0))->implementation, RnnImplementation::kLoop);
+  TargetFingerprint two;
+  two.cores = 2;
+  ASSERT_FALSE(RunsSerially(g, UnfusedPlan(g).groups[0]));
+  GroupFeatures f = PlanFeatures(g, UnfusedPlan(g), two).at(0);
+  EXPECT_EQ(f.threads, 2);
+  EXPECT_EQ(f.rnn_steps, 32);
+  EXPECT_EQ(f.forks, 1 + 1 + 32);  // The loop's team, the projection's, a barrier per step.
 }
 
 // A loop reading what a conv just wrote on two cores gets half of it from the other core's cache;

@@ -1,7 +1,9 @@
-// The LSTM and GRU lowerings to oneDNN's RNN primitives against the reference interpreter, with
-// seeded weights: every direction, with and without initial state, a full sequence_lens, GRU's
-// linear_before_reset 0 and 1, and with only some outputs read. What they do not lower runs
-// through the reference fallback and still gives the reference's values. The reference itself is
+// The LSTM and GRU lowerings, on our recurrence loop (runtime/rnn_loop.h) and on oneDNN's RNN
+// primitives, against the reference interpreter, with seeded weights: every direction, with and
+// without initial state, a full sequence_lens, GRU's linear_before_reset 0 and 1, batch > 1, and
+// with only some outputs read; small nodes run on one thread, larger ones on the whole team
+// (lowering/threading.h). What they do not lower runs through the reference fallback and still
+// gives the reference's values. The reference itself is
 // checked by hand (reference_test.cc) and, for GRU, against values torch and ONNX Runtime computed
 // (data/gru, written by tools/export_gru_models.py): the same models run through the reference,
 // the unfused plan and the rules plan.
@@ -9,12 +11,15 @@
 
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "costmodel/cost_model.h"
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "graph/plan.h"
 #include "graph/tensor_file.h"
+#include "lowering/rnn_form.h"
+#include "lowering/threading.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/model_weights.h"
@@ -75,7 +80,8 @@ class LstmLowering : public ::testing::TestWithParam<LstmCase> {};
 // the unfused plan, twice, checking the node runs on the kernel `kernel` names and every output
 // equals the reference interpreter's.
 void ExpectMatchesTheReference(const Graph& g, const std::vector<TensorId>& weights, float range,
-                               uint64_t seed, uint32_t weight_seed, const std::string& kernel) {
+                               uint64_t seed, uint32_t weight_seed, const std::string& kernel,
+                               const ExecutorOptions& options = {}) {
   auto leaves = RandomLeafValues(g, seed);
   ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
   std::mt19937 rng(weight_seed);
@@ -85,7 +91,7 @@ void ExpectMatchesTheReference(const Graph& g, const std::vector<TensorId>& weig
   }
   auto want = RunReference(g, *leaves);
   ASSERT_TRUE(want.ok()) << want.status().ToString();
-  auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
+  auto exec = Executor::Create(g, UnfusedPlan(g), *leaves, options);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   const std::string described = (*exec)->DescribeGroup(0);
   EXPECT_NE(described.find(kernel), std::string::npos) << described;
@@ -101,11 +107,29 @@ void ExpectMatchesTheReference(const Graph& g, const std::vector<TensorId>& weig
   }
 }
 
+// The executor options that run every recurrent node on `impl`.
+ExecutorOptions On(RnnImplementation impl) {
+  ExecutorOptions o;
+  o.rnn_implementation = impl;
+  return o;
+}
+
+// What Describe says of a node of `cell` ("LSTM", "GRU", "GRU (lbr)") on `impl`.
+std::string KernelOf(const std::string& cell, RnnImplementation impl) {
+  return cell + (impl == RnnImplementation::kLoop ? " recurrence loop" : " oneDNN");
+}
+
+constexpr RnnImplementation kBoth[] = {RnnImplementation::kLoop, RnnImplementation::kPrimitive};
+
 TEST_P(LstmLowering, MatchesTheReference) {
   const LstmCase& c = GetParam();
   LstmGraph lg = BuildLstm(c);
-  ExpectMatchesTheReference(lg.g, {lg.w, lg.r, lg.b}, 0.5f, 21, 7,
-                            c.extra_attr.empty() ? "LSTM oneDNN" : "reference fallback");
+  for (RnnImplementation impl : kBoth) {
+    SCOPED_TRACE(KernelOf("LSTM", impl));
+    ExpectMatchesTheReference(lg.g, {lg.w, lg.r, lg.b}, 0.5f, 21, 7,
+                              c.extra_attr.empty() ? KernelOf("LSTM", impl) : "reference fallback",
+                              On(impl));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Directions, LstmLowering,
@@ -141,17 +165,19 @@ TEST(LstmLowering, InitialHiddenAloneAndFinalHiddenAlone) {
   for (TensorId t : {w, r}) {
     for (float& v : (*leaves)[t].f) v = weight(rng);
   }
-  auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
-  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-  EXPECT_NE((*exec)->DescribeGroup(0).find("LSTM oneDNN"), std::string::npos);
-  (*exec)->Run();
   auto want = RunReference(g, *leaves);
   ASSERT_TRUE(want.ok());
-  auto got = (*exec)->Read(yh);
-  ASSERT_TRUE(got.ok());
-  auto close = Compare(want->at(yh), *got);
-  ASSERT_TRUE(close.ok());
-  EXPECT_LE(close->worst_ratio, 1.0) << (*exec)->DescribeGroup(0) << ": " << close->ToString();
+  for (RnnImplementation impl : kBoth) {
+    auto exec = Executor::Create(g, UnfusedPlan(g), *leaves, On(impl));
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    EXPECT_NE((*exec)->DescribeGroup(0).find(KernelOf("LSTM", impl)), std::string::npos);
+    (*exec)->Run();
+    auto got = (*exec)->Read(yh);
+    ASSERT_TRUE(got.ok());
+    auto close = Compare(want->at(yh), *got);
+    ASSERT_TRUE(close.ok());
+    EXPECT_LE(close->worst_ratio, 1.0) << (*exec)->DescribeGroup(0) << ": " << close->ToString();
+  }
 }
 
 // A sequence_lens shorter than the sequence changes which steps run: oneDNN's LSTM has no such
@@ -167,6 +193,10 @@ TEST(LstmLowering, ShortSequenceLensRunsTheFallback) {
   Graph g = b.Build();
   auto leaves = RandomLeafValues(g, 3);
   ASSERT_TRUE(leaves.ok());
+  const Status why = RnnPrimitiveForm(g, g.node(0)).status();
+  EXPECT_NE(why.message().find("with sequence_lens other than the full length"), std::string::npos)
+      << why.message();
+  EXPECT_NE(why.message().find("reference fallback"), std::string::npos) << why.message();
   auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   EXPECT_NE((*exec)->DescribeGroup(0).find("reference fallback"), std::string::npos);
@@ -228,9 +258,12 @@ class GruLowering : public ::testing::TestWithParam<GruCase> {};
 TEST_P(GruLowering, MatchesTheReference) {
   const GruCase& c = GetParam();
   GruGraph gg = BuildGru(c);
-  const std::string lowered = c.linear_before_reset ? "GRU (lbr) oneDNN" : "GRU oneDNN";
-  ExpectMatchesTheReference(gg.g, {gg.w, gg.r, gg.b}, 0.6f, 23, 9,
-                            c.extra_attr.empty() ? lowered : "reference fallback");
+  for (RnnImplementation impl : kBoth) {
+    const std::string lowered = KernelOf(c.linear_before_reset ? "GRU (lbr)" : "GRU", impl);
+    SCOPED_TRACE(lowered);
+    ExpectMatchesTheReference(gg.g, {gg.w, gg.r, gg.b}, 0.6f, 23, 9,
+                              c.extra_attr.empty() ? lowered : "reference fallback", On(impl));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Directions, GruLowering,
@@ -250,12 +283,92 @@ INSTANTIATE_TEST_SUITE_P(Directions, GruLowering,
                                   (c.extra_attr.empty() ? "" : "_" + c.extra_attr);
                          });
 
+// Nodes large enough to run on the whole thread team (lowering/threading.h): hidden 40 (three
+// blocks of 16 units, the last one padded), batch 5 (AVX-512 computes 4 batch rows at a time,
+// then 1), every direction, initial states given, and one output read at a time.
+struct TeamCase {
+  std::string op;  // "LSTM", "GRU" or "GRU (lbr)".
+  std::string direction;
+  int read;  // The one output a graph output: 0 Y, 1 Y_h, 2 Y_c.
+};
+
+void PrintTo(const TeamCase& c, std::ostream* os) {
+  *os << c.op << " " << c.direction << " output " << c.read;
+}
+
+class RecurrenceOnTheTeam : public ::testing::TestWithParam<TeamCase> {};
+
+TEST_P(RecurrenceOnTheTeam, MatchesTheReference) {
+  const TeamCase& c = GetParam();
+  constexpr int64_t kTeamSeq = 10, kTeamBatch = 5, kTeamIn = 20, kTeamHid = 40;
+  const bool lstm = c.op == "LSTM";
+  const int64_t dirs = c.direction == "bidirectional" ? 2 : 1, gates = lstm ? 4 : 3;
+  IrBuilder b;
+  TensorId x = b.Input("x", {kTeamSeq, kTeamBatch, kTeamIn});
+  TensorId w = b.Weight("w", {dirs, gates * kTeamHid, kTeamIn});
+  TensorId r = b.Weight("r", {dirs, gates * kTeamHid, kTeamHid});
+  TensorId bias = b.Weight("b", {dirs, 2 * gates * kTeamHid});
+  TensorId h0 = b.Input("h0", {dirs, kTeamBatch, kTeamHid});
+  std::vector<TensorId> ins = {x, w, r, bias, kNoId, h0};
+  if (lstm) ins.push_back(b.Input("c0", {dirs, kTeamBatch, kTeamHid}));
+  std::vector<TensorId> outs = {b.Act("y", {kTeamSeq, dirs, kTeamBatch, kTeamHid}),
+                                b.Act("yh", {dirs, kTeamBatch, kTeamHid})};
+  if (lstm) outs.push_back(b.Act("yc", {dirs, kTeamBatch, kTeamHid}));
+  std::vector<Attribute> attrs = {Int("hidden_size", kTeamHid), {"direction", c.direction}};
+  if (!lstm) attrs.push_back(Int("linear_before_reset", c.op == "GRU (lbr)" ? 1 : 0));
+  b.Op(lstm ? "LSTM" : "GRU", ins, outs, attrs);
+  b.Output(outs[c.read]);
+  Graph g = b.Build();
+  ASSERT_FALSE(RunsSerially(g, UnfusedPlan(g).groups[0]));
+  ExpectMatchesTheReference(g, {w, r, bias}, 0.4f, 31, 11, KernelOf(c.op, RnnImplementation::kLoop),
+                            On(RnnImplementation::kLoop));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cells, RecurrenceOnTheTeam,
+    ::testing::Values(TeamCase{"LSTM", "forward", 0}, TeamCase{"LSTM", "reverse", 1},
+                      TeamCase{"LSTM", "bidirectional", 2}, TeamCase{"LSTM", "bidirectional", 0},
+                      TeamCase{"GRU", "forward", 0}, TeamCase{"GRU", "bidirectional", 1},
+                      TeamCase{"GRU (lbr)", "reverse", 0},
+                      TeamCase{"GRU (lbr)", "bidirectional", 1}),
+    [](const ::testing::TestParamInfo<TeamCase>& info) {
+      const TeamCase& c = info.param;
+      std::string op = c.op == "GRU (lbr)" ? "GRU_lbr" : c.op;
+      return op + "_" + c.direction + "_output" + std::to_string(c.read);
+    });
+
+// The lowering's rule (lowering/rnn_form.h RnnImplementationFor): a GRU over a batch of
+// kRnnPrimitiveMinGruBatch runs on oneDNN's primitive, on one thread; an LSTM of that batch, and
+// a GRU of a smaller one, on our loop. Each gives the reference's values.
+TEST(RecurrentImplementation, TheLoweringPicksByCellAndBatch) {
+  for (const auto& [op, batch, want] :
+       {std::tuple<std::string, int64_t, RnnImplementation>{"GRU", kRnnPrimitiveMinGruBatch,
+                                                            RnnImplementation::kPrimitive},
+        {"GRU", kRnnPrimitiveMinGruBatch - 1, RnnImplementation::kLoop},
+        {"LSTM", kRnnPrimitiveMinGruBatch, RnnImplementation::kLoop}}) {
+    SCOPED_TRACE(op + " batch " + std::to_string(batch));
+    const int64_t gates = op == "LSTM" ? 4 : 3;
+    IrBuilder b;
+    TensorId x = b.Input("x", {kSeq, batch, kIn});
+    TensorId w = b.Weight("w", {1, gates * kHid, kIn}), r = b.Weight("r", {1, gates * kHid, kHid});
+    TensorId y = b.Act("y", {kSeq, 1, batch, kHid});
+    b.Op(op, {x, w, r}, {y}, {Int("hidden_size", kHid)});
+    b.Output(y);
+    Graph g = b.Build();
+    ASSERT_EQ(RnnPrimitiveForm(g, g.node(0))->implementation, want);
+    if (want == RnnImplementation::kPrimitive) {
+      EXPECT_TRUE(RunsSerially(g, UnfusedPlan(g).groups[0]));
+    }
+    ExpectMatchesTheReference(g, {w, r}, 0.5f, 41, 13, KernelOf(op, want));
+  }
+}
+
 // Models with their weights and the values another implementation computed for them
 // (tools/export_gru_models.py): torch for its own export (a 2-layer bidirectional GRU tagger,
 // linear_before_reset 1), ONNX Runtime for GRU nodes built with onnx.helper.
 struct GruModelCase {
   std::string name;
-  bool lowered;  // Every GRU runs on oneDNN's RNN primitive (else through the fallback).
+  bool lowered;  // Every GRU runs on a recurrent kernel (else through the fallback).
 };
 
 void PrintTo(const GruModelCase& c, std::ostream* os) { *os << c.name; }
@@ -300,7 +413,7 @@ TEST_P(GruModels, ReferenceMatchesTheOtherImplementationAndEveryPlanMatchesTheRe
     for (size_t i = 0; i < plan.groups.size(); ++i) {
       if (g.node(plan.groups[i].nodes[0]).op_type != "GRU") continue;
       const std::string kernel = (*exec)->DescribeGroup(i);
-      EXPECT_NE(kernel.find(GetParam().lowered ? "oneDNN rnn" : "reference fallback"),
+      EXPECT_NE(kernel.find(GetParam().lowered ? "recurrence loop" : "reference fallback"),
                 std::string::npos)
           << kernel;
     }

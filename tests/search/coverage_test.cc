@@ -117,20 +117,20 @@ TEST(CoverageFolding, SwinWindowMasksFoldAtImport) {
   EXPECT_EQ(UnfusedOpsText(UnfusedOps(*g)), "3 nodes run unfused: Equal x2, Not x1");
 }
 
-// LSTM runs unfused (on oneDNN's RNN primitive), and the summary `fusor inspect` and `fusor tune`
+// LSTM runs unfused (on our recurrence loop), and the summary `fusor inspect` and `fusor tune`
 // print counts it.
 TEST(CoverageFolding, LstmIsCountedAsUnfused) {
   auto g = ImportModel("lstm_tagger");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_EQ(UnfusedOpsText(UnfusedOps(*g)), "2 nodes run unfused: LSTM (oneDNN RNN) x2");
+  EXPECT_EQ(UnfusedOpsText(UnfusedOps(*g)), "2 nodes run unfused: LSTM (recurrence loop) x2");
 }
 
 // torch's GRU export (two bidirectional layers, linear_before_reset 1, initial_h an Expand of zeros
-// that folds at import) runs on oneDNN's RNN primitive, counted the same way.
+// that folds at import) runs on our recurrence loop, counted the same way.
 TEST(CoverageFolding, GruIsCountedAsUnfused) {
   auto g = ImportModel("gru_tagger");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_EQ(UnfusedOpsText(UnfusedOps(*g)), "2 nodes run unfused: GRU (oneDNN RNN) x2");
+  EXPECT_EQ(UnfusedOpsText(UnfusedOps(*g)), "2 nodes run unfused: GRU (recurrence loop) x2");
 }
 
 }  // namespace
