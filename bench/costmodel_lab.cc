@@ -3,7 +3,8 @@
 // measurement in a JSON table keyed by graph hash and plan, and on later runs answers from the
 // table, so a change to the model's features or fit is re-evaluated in a second, not re-measured.
 // Prints each calibration sample's fit and the held-out accuracy (the figures of
-// `fusor costmodel validate`), worst items first.
+// `fusor costmodel validate`, from the command's own workflow, accuracy/validation_run.h), worst
+// items first.
 //
 //   costmodel_lab --table T.json [--remeasure] [--worst N] models/*.onnx
 //
@@ -30,6 +31,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "accuracy/validation_run.h"
 #include "costmodel/calibration.h"
 #include "costmodel/leave_models_out.h"
 #include "costmodel/sampled_suite.h"
@@ -122,7 +124,8 @@ class MeasurementTable {
       }
       if (replay_only_) return Status::NotFound(g.model_name + ": whole plans not recorded");
       FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer->MeasurePlans(g, list));
-      for (size_t i = 0; i < ms.size(); ++i) out[i].push_back(Record(keys[i], ms[i]));
+      for (size_t i = 0; i < ms.size(); ++i)
+        out[i].push_back(Record(keys[i], MeasuredTimeOf(ms[i])));
       Save();
     }
     return out;
@@ -136,27 +139,24 @@ class MeasurementTable {
       if (!remeasure && table_.contains(key)) return Recorded(key);
       if (replay_only_) return MeasuredTime{1, 0, true, {}, true};
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
-      return Record(key, m);
+      return Record(key, MeasuredTimeOf(m));
     };
   }
 
   // Validation's rounds: the n-th request for one plan (n > 0) is a measurement of its own,
-  // "|round n". A region's alternatives are measured together, side by side (as `fusor
-  // costmodel validate`) or, with `one_after_another`, each alone in turn.
-  MeasureAlternativesFn Alternatives(OneDnnMeasurer* measurer, bool remeasure,
-                                     bool one_after_another) {
+  // "|round n". A region the table lacks is timed by `live`: side by side as `fusor costmodel
+  // validate` times (accuracy/validation_run.h), or each alternative alone in turn.
+  MeasureAlternativesFn Alternatives(MeasureAlternativesFn live, bool remeasure) {
     auto seen = std::make_shared<std::unordered_map<std::string, int>>();
-    return [this, measurer, remeasure, one_after_another,
+    return [this, live = std::move(live), remeasure,
             seen](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
       std::vector<std::string> keys;
-      std::vector<FusionPlan> plans;
       bool recorded = !remeasure;
       for (const auto& [name, plan] : r.alternatives) {
         std::string key = RecordedMeasurer::PlanKey(r.graph, plan);
         if (int round = (*seen)[key]++; round > 0) key += "|round " + std::to_string(round);
         recorded &= table_.contains(key);
         keys.push_back(key);
-        plans.push_back(plan);
       }
       std::vector<MeasuredTime> out;
       if (recorded) {
@@ -165,15 +165,7 @@ class MeasurementTable {
       }
       if (replay_only_)
         return std::vector<MeasuredTime>(keys.size(), MeasuredTime{1, 0, true, {}, true});
-      std::vector<Measurement> ms;
-      if (one_after_another) {
-        for (const FusionPlan& plan : plans) {
-          FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(r.graph, plan));
-          ms.push_back(std::move(m));
-        }
-      } else {
-        FUSOR_ASSIGN_OR_RETURN(ms, measurer->MeasurePlans(r.graph, plans));
-      }
+      FUSOR_ASSIGN_OR_RETURN(std::vector<MeasuredTime> ms, live(r));
       for (size_t i = 0; i < ms.size(); ++i) out.push_back(Record(keys[i], ms[i]));
       return out;
     };
@@ -186,14 +178,14 @@ class MeasurementTable {
     bool unstable = j["unstable"].get<bool>() && !keep_unstable_;
     return MeasuredTime{j["median_ns"], j["cv"], unstable, chain, j.value("disturbed", false)};
   }
-  MeasuredTime Record(const std::string& key, const Measurement& m) {
-    table_[key] = {{"median_ns", m.median_ns},
+  // A runtime measurement's median is whole nanoseconds (MeasuredTimeOf), kept as an integer.
+  MeasuredTime Record(const std::string& key, const MeasuredTime& m) {
+    table_[key] = {{"median_ns", static_cast<int64_t>(m.median_ns)},
                    {"cv", m.cv},
                    {"unstable", m.unstable},
                    {"primitive_chain", m.primitive_chain},
                    {"disturbed", m.disturbed}};
-    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
-                        m.disturbed};
+    return m;
   }
 
   std::string path_;
@@ -636,7 +628,8 @@ int Main(int argc, char** argv) {
     graphs.push_back(std::move(*g));
   }
   if (held_out.empty()) return 0;
-  OneDnnMeasurer validation_measurer = MakeMeasurer(TimingPolicy::kValidate, kValidateMinMs);
+  // Times as `fusor costmodel validate` does.
+  OneDnnMeasurer validation_measurer(ValidationMeasurerOptions());
   if (record_sampled > 0) {
     table.Note("sampled_start");
     std::vector<std::string> names;
@@ -678,7 +671,9 @@ int Main(int argc, char** argv) {
         if (!p.rounds_ns.empty()) plans.push_back(std::move(p));
       }
     }
-    auto replay = [&] { return table.Alternatives(&validation_measurer, false, false); };
+    auto replay = [&] {
+      return table.Alternatives(MeasureSideBySide(&validation_measurer), false);
+    };
     FoldData data;
     data.calibration = cal->samples;
     data.regions = &held_out;
@@ -696,7 +691,9 @@ int Main(int argc, char** argv) {
   }
   AnalyticalCostModel model(profile);
   MeasureAlternativesFn measure =
-      table.Alternatives(&validation_measurer, remeasure, one_after_another);
+      table.Alternatives(one_after_another ? OneAfterAnother(MeasurePlanWith(&validation_measurer))
+                                           : MeasureSideBySide(&validation_measurer),
+                         remeasure);
   if (!replay.empty()) {
     auto replayed = ReplayReport(replay);
     if (!replayed.ok()) return std::cerr << replayed.status().ToString() << "\n", 1;
@@ -704,16 +701,22 @@ int Main(int argc, char** argv) {
     rounds = 1;
   }
   table.Note("regions_start");
-  // Saved as it goes: a recording of all shared models takes a while and keeps what it measured.
-  auto report = ValidateCostModel(
-      held_out, model, measure,
-      [&](size_t done, size_t total, const std::string&) {
+  // The command's workflow, answered from the table where it can (so without the machine checks,
+  // which only mean something live); saved as it goes: a recording of all shared models takes a
+  // while and keeps what it measured.
+  ValidationRunOptions validation;
+  validation.rounds = rounds;
+  validation.machine_check = false;
+  auto run = RunValidation(
+      held_out, profile, validation,
+      [&](const std::string&, size_t done, size_t total, const std::string&) {
         if (done % 8 == 0 || done == total) table.Save();
       },
-      rounds);
+      measure);
   table.Note("regions_end");
   table.Save();
-  if (!report.ok()) return std::cerr << report.status().ToString() << "\n", 1;
+  if (!run.ok()) return std::cerr << run.status().ToString() << "\n", 1;
+  const ValidationReport& report = run->report;
   if (whole_plans) {
     table.Note("whole_plans_start");
     for (const Graph& g : graphs) {
@@ -737,8 +740,8 @@ int Main(int argc, char** argv) {
   if (!explain.empty()) {
     Explain(held_out, profile, explain, table.Fn(&validation_measurer, false));
   }
-  if (!dump.empty()) std::ofstream(dump) << ReportToJson(*report).dump(1);
-  PrintValidation(*report, worst);
+  if (!dump.empty()) std::ofstream(dump) << ReportToJson(report).dump(1);
+  PrintValidation(report, worst);
   return 0;
 }
 

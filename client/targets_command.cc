@@ -12,17 +12,15 @@
 #include <memory>
 #include <sstream>
 
+#include "accuracy/validation_run.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/progress_display.h"
 #include "client/text_format.h"
 #include "costmodel/hardware_profile.h"
 #include "costmodel/validation.h"
-#include "graph/onnx_import.h"
-#include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
-#include "runtime/timing_policy.h"
 #include "server/calibration_log.h"
 
 namespace fusor {
@@ -266,28 +264,6 @@ Status WritePlot(const ValidationReport& r, const std::string& png) {
   return Status::Ok();
 }
 
-// The quick calibration suite measured again against the profile (costmodel/validation.h).
-StatusOr<MachineCheck> MeasureMachineCheck(const HardwareProfile& profile, const MeasureFn& measure,
-                                           const std::string& when) {
-  ProgressDisplay progress;
-  auto suite = CalibrationSuite(profile.target, /*scale=*/0.5);
-  auto check = CheckMachine(
-      suite, profile, measure, [&](size_t done, size_t total, const std::string& name) {
-        progress.Update("machine check (" + when + ")",
-                        static_cast<double>(done) / std::max<size_t>(total, 1), name);
-      });
-  progress.Finish();
-  return check;
-}
-
-nlohmann::json MachineCheckJson(const MachineCheck& c) {
-  return {{"benchmarks", c.benchmarks},
-          {"median_measured_over_predicted", c.median_ratio},
-          {"p10", c.p10_ratio},
-          {"p90", c.p90_ratio},
-          {"drifted", MachineDrifted(c)}};
-}
-
 void PrintMachineCheck(const MachineCheck& before, const MachineCheck& after) {
   std::printf(
       "machine check    calibration benchmarks run at %.2fx the profile's prediction before, "
@@ -309,81 +285,52 @@ constexpr size_t kWrongCallsShown = 8;
 int RunValidate(const ValidateFlags& f) {
   auto profile = LocalProfile(f.connection);
   if (!profile.ok()) return ReportError("costmodel validate", profile.status());
-  std::vector<HeldOutRegion> regions;
-  for (const auto& path : f.models) {
-    auto g = ImportOnnxFile(path, WithConstantFolding({}));
-    if (!g.ok()) return ReportError("costmodel validate", g.status());
-    for (auto& r : HeldOutRegions(*g, f.max_ops, f.regions, f.seed))
-      regions.push_back(std::move(r));
-  }
-  OneDnnMeasurerOptions mo;
-  mo.timing = TimingFor(TimingPolicy::kValidate, kValidateMinMs);
-  OneDnnMeasurer measurer(mo);
-  auto to_time = [](const Measurement& m) {
-    return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
-                        m.disturbed};
-  };
-  MeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
-    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer.MeasurePlan(g, plan));
-    return to_time(m);
-  };
-  SettleHost(kSettleHostMaxMs, "costmodel validate");
-  auto before = MeasureMachineCheck(*profile, measure, "before");
-  if (!before.ok()) return ReportError("costmodel validate", before.status());
+  ValidationRunOptions options;
+  options.max_ops = f.max_ops;
+  options.regions = f.regions;
+  options.seed = f.seed;
+  options.rounds = f.rounds;
   ProgressDisplay progress;
-  // A region's alternatives are timed side by side, so the order among them is not the host's.
-  MeasureAlternativesFn measure_alternatives =
-      [&](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
-    std::vector<FusionPlan> plans;
-    for (const auto& [name, plan] : r.alternatives) plans.push_back(plan);
-    FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer.MeasurePlans(r.graph, plans));
-    std::vector<MeasuredTime> out;
-    for (const Measurement& m : ms) out.push_back(to_time(m));
-    return out;
-  };
-  AnalyticalCostModel model(*profile);
-  auto report = ValidateCostModel(
-      regions, model, measure_alternatives,
-      [&](size_t done, size_t total, const std::string& ops) {
-        progress.Update("measure", static_cast<double>(done) / std::max<size_t>(total, 1), ops);
-      },
-      f.rounds);
+  std::string phase;
+  auto run = RunValidation(
+      f.models, *profile, options,
+      [&](const std::string& now, size_t done, size_t total, const std::string& name) {
+        if (now != phase) progress.Finish(), phase = now;
+        progress.Update(now, static_cast<double>(done) / std::max<size_t>(total, 1), name);
+      });
   progress.Finish();
-  if (!report.ok()) return ReportError("costmodel validate", report.status());
-  auto after = MeasureMachineCheck(*profile, measure, "after");
-  if (!after.ok()) return ReportError("costmodel validate", after.status());
-  nlohmann::json j = ReportToJson(*report);
-  j["machine_check"] = {{"before", MachineCheckJson(*before)}, {"after", MachineCheckJson(*after)}};
+  if (!run.ok()) return ReportError("costmodel validate", run.status());
+  const ValidationReport& report = run->report;
+  nlohmann::json j = ValidationRunToJson(*run);
   if (f.json) {
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("held-out regions %d (%zu alternatives measured, %d skipped as unstable)\n",
-                report->regions, report->items.size(), report->skipped_unstable);
-    if (report->disturbed_rounds > 0) {
+                report.regions, report.items.size(), report.skipped_unstable);
+    if (report.disturbed_rounds > 0) {
       std::printf(
           "slow host        %d of %d rounds were measured in one of the host's slow states and "
           "left "
           "out (data between cores %.1fx+ dearer than kept on one)\n",
-          report->disturbed_rounds, report->rounds, kMaxCrossCoreRatio);
+          report.disturbed_rounds, report.rounds, kMaxCrossCoreRatio);
     }
-    std::printf("MAPE             %.1f%% (median %.1f%%, p90 %.1f%%)   goal <= 20%%\n",
-                report->mape, j["median_ape_percent"].get<double>(),
-                j["p90_ape_percent"].get<double>());
+    std::printf("MAPE             %.1f%% (median %.1f%%, p90 %.1f%%)   goal <= 20%%\n", report.mape,
+                j["median_ape_percent"].get<double>(), j["p90_ape_percent"].get<double>());
     std::printf("Kendall tau      %.3f (%.3f over pairs measured >= 5%% apart)   goal >= 0.8\n",
-                report->kendall_tau, report->decisive_tau);
+                report.kendall_tau, report.decisive_tau);
     std::printf(
         "fuse-or-not      %.1f%% of %d decisions agree with measurement (%.1f%% of %d "
         "decisive ones, gap >= 5%%)   goal >= 90%%\n",
-        100 * report->agreement, report->decisions, 100 * report->decisive_agreement,
-        report->decisive_decisions);
+        100 * report.agreement, report.decisions, 100 * report.decisive_agreement,
+        report.decisive_decisions);
     if (f.rounds >= 2) {
       std::printf(
           "repeatability    tau %.3f, fuse-or-not %.1f%%: even rounds against odd ones, how far "
           "any model could agree with these measurements\n",
-          report->repeat_tau, 100 * report->repeat_agreement);
+          report.repeat_tau, 100 * report.repeat_agreement);
     }
     std::printf("tau by measured gap (model / even-vs-odd rounds, pairs):");
-    for (const GapBucket& b : report->by_gap) {
+    for (const GapBucket& b : report.by_gap) {
       if (std::isinf(b.max_gap)) {
         std::printf("  >=%g%%", 100 * b.min_gap);
       } else {
@@ -392,8 +339,8 @@ int RunValidate(const ValidateFlags& f) {
       std::printf(" %.2f / %.2f (%d)", b.tau, b.repeat_tau, b.pairs);
     }
     std::printf("\n");
-    PrintMachineCheck(*before, *after);
-    std::vector<WrongFuseCall> wrong = WrongFuseCalls(*report);
+    PrintMachineCheck(*run->before, *run->after);
+    std::vector<WrongFuseCall> wrong = WrongFuseCalls(report);
     if (!wrong.empty()) {
       std::printf("wrong fuse-or-not calls (fused / unfused time, measured vs predicted%s):\n",
                   wrong.size() > kWrongCallsShown ? "; all of them with --json" : "");
@@ -406,7 +353,7 @@ int RunValidate(const ValidateFlags& f) {
     }
   }
   if (!f.plot.empty()) {
-    Status s = WritePlot(*report, f.plot);
+    Status s = WritePlot(report, f.plot);
     if (!s.ok()) return ReportError("costmodel validate", s);
     std::cerr << "wrote " << f.plot << "\n";
   }

@@ -21,6 +21,9 @@
 // producer fused before it is computed that many times per output element. A Pad whose pads (or
 // constant_value) are computed at run time reads them from their tensor in every tile.
 //
+// Build is in fused_loop_compile.cc, Run and EvalRange in fused_loop_eval.cc; the values' types
+// are private to those two (fused_loop_internal.h).
+//
 // Ownership: Build copies what it needs from the graph; memory is bound by the caller (Bind) and
 // must outlive Run. Run and EvalRange are const and safe to call from several threads once bound;
 // Bind is not.
