@@ -61,6 +61,17 @@ class GroupKernel {
 // Row-major float32 layout of `dims` (a scalar as [1]): how tensors are stored unless kept blocked.
 dnnl::memory::desc PlainLayout(const Shape& dims);
 
+// Primitive attributes with a user scratchpad: every kernel hands each primitive a slice of the
+// group's scratch (the executor's arena) rather than letting oneDNN allocate per call.
+dnnl::primitive_attr UserScratchpadAttr();
+
+// Output `i` of node `id` when the group materializes it (something reads it), else kNoId.
+TensorId MaterializedOutput(const Graph& g, NodeId id, const std::vector<TensorId>& materialized,
+                            size_t i);
+
+// The error of a kernel of node `id` that finds no buffer for tensor `t` when bound.
+Status NoBufferFor(const Graph& g, NodeId id, TensorId t);
+
 struct KernelContext {
   const Graph* g = nullptr;
   dnnl::engine* engine = nullptr;

@@ -24,6 +24,25 @@ dnnl::memory::desc PlainLayout(const Shape& dims) {
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
 
+dnnl::primitive_attr UserScratchpadAttr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+TensorId MaterializedOutput(const Graph& g, NodeId id, const std::vector<TensorId>& materialized,
+                            size_t i) {
+  const Node& n = g.node(id);
+  if (i >= n.outputs.size()) return kNoId;
+  const bool read =
+      std::find(materialized.begin(), materialized.end(), n.outputs[i]) != materialized.end();
+  return read ? n.outputs[i] : kNoId;
+}
+
+Status NoBufferFor(const Graph& g, NodeId id, TensorId t) {
+  return Status::Internal(NodeLabel(g.node(id)) + ": no buffer for '" + g.tensor(t).name + "'");
+}
+
 namespace {
 
 using dnnl::algorithm;
@@ -436,9 +455,8 @@ std::optional<dnnl::primitive_attr> MakeAttr(const std::vector<std::vector<PostO
       po.append_binary(p.alg, layout(*dims));
     }
   }
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = UserScratchpadAttr();
   attr.set_post_ops(po);
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
 
@@ -1260,9 +1278,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext
     memory::desc dst = PlainLayout(g.tensor(n.outputs[0]).dims);
     dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference,
                                      algorithm::resampling_linear, src, dst);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::resampling_forward::primitive_desc pd(d, attr, *ctx.engine);
+    dnnl::resampling_forward::primitive_desc pd(d, UserScratchpadAttr(), *ctx.engine);
     auto k = std::make_unique<StepKernel>(ctx, "resampling (" + ImplName(pd) + ")");
     Step main;
     main.prim = dnnl::primitive(pd);

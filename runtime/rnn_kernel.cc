@@ -93,19 +93,19 @@ class RnnKernel : public GroupKernel {
           pd_ = dnnl::lstm_forward::primitive_desc(
               dnnl::lstm_forward::desc(prop, dir, src_layer, src_iter, src_iter, w_layer, w_iter,
                                        bias, dst_layer, dst_iter, dst_iter),
-              ScratchpadAttr(), engine_);
+              UserScratchpadAttr(), engine_);
           break;
         case RnnCell::kGru:
           pd_ = dnnl::gru_forward::primitive_desc(
               dnnl::gru_forward::desc(prop, dir, src_layer, src_iter, w_layer, w_iter, bias,
                                       dst_layer, dst_iter),
-              ScratchpadAttr(), engine_);
+              UserScratchpadAttr(), engine_);
           break;
         case RnnCell::kLbrGru:
           pd_ = dnnl::lbr_gru_forward::primitive_desc(
               dnnl::lbr_gru_forward::desc(prop, dir, src_layer, src_iter, w_layer, w_iter, bias,
                                           dst_layer, dst_iter),
-              ScratchpadAttr(), engine_);
+              UserScratchpadAttr(), engine_);
           break;
       }
     } catch (const dnnl::error& e) {
@@ -174,25 +174,8 @@ class RnnKernel : public GroupKernel {
  private:
   static int64_t Aligned(size_t bytes) { return (static_cast<int64_t>(bytes) + 63) / 64 * 64; }
 
-  static dnnl::primitive_attr ScratchpadAttr() {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return attr;
-  }
-
-  // The node's output `i` when the group materializes it (something reads it), else kNoId.
-  TensorId Output(size_t i) const {
-    const Node& n = g_->node(id_);
-    if (i >= n.outputs.size()) return kNoId;
-    bool read =
-        std::find(materialized_.begin(), materialized_.end(), n.outputs[i]) != materialized_.end();
-    return read ? n.outputs[i] : kNoId;
-  }
-
-  Status Missing(TensorId t) const {
-    return Status::Internal(NodeLabel(g_->node(id_)) + ": no buffer for '" + g_->tensor(t).name +
-                            "'");
-  }
+  TensorId Output(size_t i) const { return MaterializedOutput(*g_, id_, materialized_, i); }
+  Status Missing(TensorId t) const { return NoBufferFor(*g_, id_, t); }
 
   // Binds tensor `t` in place; an argument the primitive takes without the tensor (the other of
   // a state pair) binds `instead`; one the primitive does not take binds nothing.

@@ -261,8 +261,7 @@ class RnnLoopKernel : public GroupKernel {
     const memory::desc weights({p_.input, cols}, memory::data_type::f32, tag::any);
     const memory::desc bias({1, cols}, memory::data_type::f32, tag::ab);
     const memory::desc dst({rows, cols}, memory::data_type::f32, tag::ab);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::primitive_attr attr = UserScratchpadAttr();
     try {
       pd_ =
           dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, bias, dst), attr, engine_);
@@ -404,19 +403,8 @@ class RnnLoopKernel : public GroupKernel {
     }
   }
 
-  // The node's output `i` when the group materializes it (something reads it), else kNoId.
-  TensorId Output(size_t i) const {
-    const Node& n = g_->node(id_);
-    if (i >= n.outputs.size()) return kNoId;
-    bool read =
-        std::find(materialized_.begin(), materialized_.end(), n.outputs[i]) != materialized_.end();
-    return read ? n.outputs[i] : kNoId;
-  }
-
-  Status Missing(TensorId t) const {
-    return Status::Internal(NodeLabel(g_->node(id_)) + ": no buffer for '" + g_->tensor(t).name +
-                            "'");
-  }
+  TensorId Output(size_t i) const { return MaterializedOutput(*g_, id_, materialized_, i); }
+  Status Missing(TensorId t) const { return NoBufferFor(*g_, id_, t); }
 
   // W [dirs, G hid, in] to the projection's [in, cols] (stored transposed, as ONNX's rows), B's
   // Wb + Rb (GRU lbr: the candidate's Rb apart) to its bias, R [dirs, G hid, hid] to the panels.
