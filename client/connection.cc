@@ -64,19 +64,24 @@ StatusOr<std::unique_ptr<TunerApi>> ConnectRemote(const ConnectionOptions& o) {
 }
 
 StatusOr<std::unique_ptr<TunerApi>> ConnectLocal(const ConnectionOptions& o) {
-  TuningServiceOptions t;
-  t.db_location = o.db_path;
   // A person's first `fusor tune` on a machine calibrates it (about 10 s) rather than tuning with
   // the uncalibrated defaults, whose plans the measured refinement would mostly reject.
-  t.auto_calibrate = true;
-  if (t.db_location.empty()) {
-    FUSOR_ASSIGN_OR_RETURN(t.db_location, db::DefaultDatabasePath(/*create_directories=*/true));
-  }
-  FUSOR_ASSIGN_OR_RETURN(auto service, TuningService::Open(t));
+  FUSOR_ASSIGN_OR_RETURN(auto service, OpenLocalTuner(o.db_path, /*auto_calibrate=*/true));
   return std::unique_ptr<TunerApi>(std::move(service));
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<TuningService>> OpenLocalTuner(const std::string& db_path,
+                                                        bool auto_calibrate) {
+  TuningServiceOptions t;
+  t.db_location = db_path;
+  t.auto_calibrate = auto_calibrate;
+  if (t.db_location.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(t.db_location, db::DefaultDatabasePath(/*create_directories=*/true));
+  }
+  return TuningService::Open(t);
+}
 
 void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o) {
   auto* server =

@@ -27,6 +27,7 @@
 
 #include "base/status.h"
 #include "server/tuner_api.h"
+#include "server/tuning_service.h"
 
 namespace fusor {
 
@@ -53,5 +54,9 @@ void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o);
 // database fails with. Reaching a remote server is not tried here: the first call reports
 // UNAVAILABLE.
 StatusOr<std::unique_ptr<TunerApi>> Connect(const ConnectionOptions& o);
+
+// The in-process tuning service local mode uses, over db_path (empty: the per-user default).
+StatusOr<std::unique_ptr<TuningService>> OpenLocalTuner(const std::string& db_path,
+                                                        bool auto_calibrate);
 
 }  // namespace fusor

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include "client/agent_command.h"
 #include "client/db_commands.h"
 #include "client/exit_codes.h"
 #include "client/inspect_command.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   fusor::AddRunCommand(app, &exit_code);
   fusor::AddDbCommands(app, &exit_code);
   fusor::AddTargetCommands(app, &exit_code);
+  fusor::AddAgentCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

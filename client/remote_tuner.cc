@@ -107,37 +107,35 @@ Status RemoteTuner::Tune(const v1::TuneRequest& request, const EventSink& on_eve
   return s;
 }
 
-StatusOr<v1::GetPlanResponse> RemoteTuner::GetPlan(const v1::GetPlanRequest& request) {
+template <typename Response, typename Call>
+StatusOr<Response> RemoteTuner::Unary(Call call, const std::atomic<bool>* cancelled) const {
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kQuick);
-  v1::GetPlanResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->GetPlan(&ctx, request, &response)));
+  CancelWatch watch(&ctx, cancelled);
+  Response response;
+  FUSOR_RETURN_IF_ERROR(Convert(ctx, call(&ctx, &response)));
   return response;
 }
 
+StatusOr<v1::GetPlanResponse> RemoteTuner::GetPlan(const v1::GetPlanRequest& request) {
+  return Unary<v1::GetPlanResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->GetPlan(c, request, r); });
+}
+
 StatusOr<v1::QueryPlansResponse> RemoteTuner::QueryPlans(const v1::QueryPlansRequest& request) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, CallKind::kQuick);
-  v1::QueryPlansResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->QueryPlans(&ctx, request, &response)));
-  return response;
+  return Unary<v1::QueryPlansResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->QueryPlans(c, request, r); });
 }
 
 StatusOr<v1::RegisterTargetResponse> RemoteTuner::RegisterTarget(
     const v1::RegisterTargetRequest& request) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, CallKind::kQuick);
-  v1::RegisterTargetResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->RegisterTarget(&ctx, request, &response)));
-  return response;
+  return Unary<v1::RegisterTargetResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->RegisterTarget(c, request, r); });
 }
 
 StatusOr<v1::ListTargetsResponse> RemoteTuner::ListTargets(const v1::ListTargetsRequest& request) {
-  grpc::ClientContext ctx;
-  Prepare(&ctx, CallKind::kQuick);
-  v1::ListTargetsResponse response;
-  FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->ListTargets(&ctx, request, &response)));
-  return response;
+  return Unary<v1::ListTargetsResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->ListTargets(c, request, r); });
 }
 
 StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateRequest& request,
@@ -148,6 +146,31 @@ StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateReques
   v1::CalibrateResponse response;
   FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->Calibrate(&ctx, request, &response)));
   return response;
+}
+
+StatusOr<v1::RegisterAgentResponse> RemoteTuner::RegisterAgent(
+    const v1::RegisterAgentRequest& request) {
+  return Unary<v1::RegisterAgentResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->RegisterAgent(c, request, r); });
+}
+
+StatusOr<v1::LeaseMeasurementJobResponse> RemoteTuner::LeaseMeasurementJob(
+    const v1::LeaseMeasurementJobRequest& request, const std::atomic<bool>* cancelled) {
+  return Unary<v1::LeaseMeasurementJobResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->LeaseMeasurementJob(c, request, r); },
+      cancelled);
+}
+
+StatusOr<v1::RenewMeasurementLeaseResponse> RemoteTuner::RenewMeasurementLease(
+    const v1::RenewMeasurementLeaseRequest& request) {
+  return Unary<v1::RenewMeasurementLeaseResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->RenewMeasurementLease(c, request, r); });
+}
+
+StatusOr<v1::ReportMeasurementResponse> RemoteTuner::ReportMeasurement(
+    const v1::ReportMeasurementRequest& request) {
+  return Unary<v1::ReportMeasurementResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->ReportMeasurement(c, request, r); });
 }
 
 }  // namespace fusor

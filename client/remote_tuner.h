@@ -41,10 +41,21 @@ class RemoteTuner final : public TunerApi {
   using TunerApi::Calibrate;
   StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request,
                                             const std::atomic<bool>* cancelled) override;
+  StatusOr<v1::RegisterAgentResponse> RegisterAgent(
+      const v1::RegisterAgentRequest& request) override;
+  StatusOr<v1::LeaseMeasurementJobResponse> LeaseMeasurementJob(
+      const v1::LeaseMeasurementJobRequest& request, const std::atomic<bool>* cancelled) override;
+  StatusOr<v1::RenewMeasurementLeaseResponse> RenewMeasurementLease(
+      const v1::RenewMeasurementLeaseRequest& request) override;
+  StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
+      const v1::ReportMeasurementRequest& request) override;
 
  private:
   enum class CallKind { kQuick, kLong };
   void Prepare(grpc::ClientContext* ctx, CallKind kind) const;
+  // One quick unary call: `call(ctx, response)` makes it; cancelled as *cancelled turns true.
+  template <typename Response, typename Call>
+  StatusOr<Response> Unary(Call call, const std::atomic<bool>* cancelled = nullptr) const;
   Status Convert(const grpc::ClientContext& ctx, const grpc::Status& s) const;
 
   const RemoteTunerOptions options_;

@@ -36,7 +36,9 @@ struct TuneFlags {
   std::string save_plan;
 };
 
-void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
+void PrintSummary(const v1::TuneEvent::Result& result, const Graph& g) {
+  const v1::Plan& plan = result.plan();
+  const bool cache_hit = result.cache_hit();
   std::map<std::string, int> kinds;
   int recomputed = 0;
   for (const auto& group : plan.groups()) {
@@ -63,9 +65,13 @@ void PrintSummary(const v1::Plan& plan, bool cache_hit, const Graph& g) {
               DurationText(plan.unfused_predicted_ns()).c_str(),
               RatioText(plan.unfused_predicted_ns(), plan.predicted_ns()).c_str());
   if (plan.measured_ns() > 0) {
-    std::printf("measured         %s vs %s unfused: %s\n", DurationText(plan.measured_ns()).c_str(),
-                DurationText(plan.unfused_measured_ns()).c_str(),
-                RatioText(plan.unfused_measured_ns(), plan.measured_ns()).c_str());
+    std::printf(
+        "measured         %s vs %s unfused: %s%s\n", DurationText(plan.measured_ns()).c_str(),
+        DurationText(plan.unfused_measured_ns()).c_str(),
+        RatioText(plan.unfused_measured_ns(), plan.measured_ns()).c_str(),
+        result.measured_by().empty() ? "" : (" (on agent " + result.measured_by() + ")").c_str());
+  } else if (!result.unmeasured_reason().empty()) {
+    std::printf("measured         not measured: %s\n", result.unmeasured_reason().c_str());
   } else {
     std::printf("measured         not measured (the target is not this machine, or budget 0)\n");
   }
@@ -134,7 +140,7 @@ int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string
     (void)google::protobuf::util::MessageToJsonString(result, &text, opts);
     std::cout << text << "\n";
   } else {
-    PrintSummary(result.plan(), result.cache_hit(), g);
+    PrintSummary(result, g);
   }
   return kExitOk;
 }

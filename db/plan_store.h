@@ -30,6 +30,7 @@
 #include "proto/graph.pb.h"
 #include "proto/plan.pb.h"
 #include "proto/target.pb.h"
+#include "proto/tuner.pb.h"
 
 namespace fusor::db {
 
@@ -64,6 +65,47 @@ struct Measurement {
   double median_ns = 0;
   double spread = 0;  // Interquartile range over median: 0.05 means the middle half is within 5%.
   int64_t measured_unix_ms = 0;  // 0 when writing: the store uses the plan's created time.
+  // The measurement agent that timed it; empty when fusord (or the CLI) timed it itself.
+  std::string agent_id;
+};
+
+// A measurement agent: one process on a machine of its target that leases that target's jobs.
+struct AgentRecord {
+  std::string agent_id;
+  std::string target_id;
+  std::string name;  // What the agent calls itself (its host), for people.
+  int64_t registered_unix_ms = 0;
+  int64_t last_seen_unix_ms = 0;  // Its latest call; set by the store.
+};
+
+// The states of a measurement job: queued (no agent holds it), leased (an agent holds it until
+// lease_expires_unix_ms, then it is as good as queued), done (an agent reported), cancelled (the
+// Tune that enqueued it stopped waiting).
+inline constexpr std::string_view kJobQueued = "queued";
+inline constexpr std::string_view kJobLeased = "leased";
+inline constexpr std::string_view kJobDone = "done";
+inline constexpr std::string_view kJobCancelled = "cancelled";
+
+// A measurement job as stored. The store keeps `job` (graph, plans, timing) and `result` as they
+// are given; the job's id and lease fields are filled in when it is read.
+struct MeasurementJobRow {
+  int64_t job_id = 0;
+  std::string target_id;
+  std::string state;     // kJobQueued, ...
+  std::string agent_id;  // The holder while leased; who reported when done.
+  int64_t lease = 0;     // Times leased: a lease is (job_id, agent_id, lease).
+  int64_t lease_expires_unix_ms = 0;
+  int64_t created_unix_ms = 0;
+  int64_t finished_unix_ms = 0;  // When reported or cancelled; 0 before.
+  v1::MeasurementJob job;
+  v1::MeasurementResult result;  // When done.
+};
+
+// Who holds which lease of a job, as the agent names it when renewing or reporting.
+struct JobLease {
+  int64_t job_id = 0;
+  std::string agent_id;
+  int64_t lease = 0;
 };
 
 // Filters for QueryPlans; every set field must match. Results come newest first (created time),
@@ -241,6 +283,37 @@ class PlanStore {
   // One entry per database file behind the store.
   virtual StatusOr<std::vector<DatabaseStats>> Stats(
       std::string_view current_cost_model_version) = 0;
+
+  // Measurement agents and their job queue (schema version 3). Times are the store's clock (the
+  // database server's for PostgreSQL), so replicas on hosts whose clocks differ agree on which
+  // lease has expired and which agent is live. The defaults, for stores no fusord serves agents
+  // through (snapshots, layered stores), refuse with Unimplemented.
+
+  // Records an agent (registered and last seen now); an agent id registered again is replaced.
+  virtual Status PutAgent(const AgentRecord& agent);
+  // Marks an agent as heard from now and returns it; NotFound when never registered.
+  virtual StatusOr<AgentRecord> TouchAgent(std::string_view agent_id);
+  // Agents of the target heard from within the last live_ms.
+  virtual StatusOr<int64_t> CountLiveAgents(std::string_view target_id, int64_t live_ms);
+
+  // Queues a job for job.target_id() (a stored target) and returns its id.
+  virtual StatusOr<int64_t> EnqueueJob(const v1::MeasurementJob& job);
+  // Leases the oldest job of the target that is queued or whose lease expired to agent_id for
+  // lease_ms, in one transaction that other leasers skip past (never one job to two agents);
+  // nullopt when there is none. The lease number grows by one with every lease.
+  virtual StatusOr<std::optional<MeasurementJobRow>> LeaseJob(std::string_view target_id,
+                                                              std::string_view agent_id,
+                                                              int64_t lease_ms);
+  // Extends a lease the agent still holds to now + lease_ms and returns the new expiry;
+  // FailedPrecondition naming the job's state and holder when it no longer holds it.
+  virtual StatusOr<int64_t> RenewLease(const JobLease& lease, int64_t lease_ms);
+  // Stores the result of a job the agent still holds (this very lease, expired or not, as long as
+  // no other agent took the job since) and marks it done; FailedPrecondition as RenewLease.
+  virtual Status FinishJob(const JobLease& lease, const v1::MeasurementResult& result);
+  // Cancels a job that is not done (a done job stays done); NotFound when unknown.
+  virtual Status CancelJob(int64_t job_id);
+  // The job as stored; NotFound when unknown.
+  virtual StatusOr<MeasurementJobRow> GetJob(int64_t job_id);
 };
 
 }  // namespace fusor::db

@@ -67,6 +67,19 @@ class PostgresPlanStore final : public PlanStore {
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
   StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
                                                      const std::atomic<bool>* cancelled) override;
+  // Measurement agents and jobs; a lease is SELECT ... FOR UPDATE SKIP LOCKED, so leasers on
+  // several replicas never get one job and never wait on each other's rows.
+  Status PutAgent(const AgentRecord& agent) override;
+  StatusOr<AgentRecord> TouchAgent(std::string_view agent_id) override;
+  StatusOr<int64_t> CountLiveAgents(std::string_view target_id, int64_t live_ms) override;
+  StatusOr<int64_t> EnqueueJob(const v1::MeasurementJob& job) override;
+  StatusOr<std::optional<MeasurementJobRow>> LeaseJob(std::string_view target_id,
+                                                      std::string_view agent_id,
+                                                      int64_t lease_ms) override;
+  StatusOr<int64_t> RenewLease(const JobLease& lease, int64_t lease_ms) override;
+  Status FinishJob(const JobLease& lease, const v1::MeasurementResult& result) override;
+  Status CancelJob(int64_t job_id) override;
+  StatusOr<MeasurementJobRow> GetJob(int64_t job_id) override;
 
   // The location without its password, as StoredPlan::database and messages name it.
   const std::string& name() const { return name_; }

@@ -27,6 +27,8 @@ namespace {
 //   tuning_history  append-only log of what happened to plans and targets.
 //   calibration_samples  (version 2) append-only log of calibration micro-benchmarks, one row per
 //                   benchmark per calibration run; see kSchemaV2.
+//   agents, measurement_jobs  (version 3) measurement agents and the queue of jobs they lease;
+//                   measurements.agent_id names the agent that timed a measurement; see kSchemaV3.
 constexpr std::string_view kSchemaV1 = R"sql(
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -125,8 +127,42 @@ CREATE INDEX calibration_samples_by_run
   ON calibration_samples (target_id, cost_model_version, run_id);
 )sql";
 
+// Version 3: measurement agents (`fusor agent`) and their job queue. An agent row is one agent
+// process of a target, heard from at last_seen_unix_ms (live while recent). A job is the plans of
+// one Tune to time on an agent of its target: queued, leased to agent_id until
+// lease_expires_unix_ms (lease counts the leases; an expired lease may be taken by another
+// agent, and only the agent holding the current lease may renew it or report), done (result
+// holds the timings, agent_id who reported) or cancelled. measurements.agent_id is the agent that
+// timed a measurement, NULL when fusord timed it itself.
+constexpr std::string_view kSchemaV3 = R"sql(
+ALTER TABLE measurements ADD COLUMN agent_id TEXT;
+CREATE TABLE agents (
+  agent_id           TEXT PRIMARY KEY,
+  target_id          TEXT NOT NULL REFERENCES targets (target_id),
+  name               TEXT NOT NULL,      -- what the agent calls itself (its host)
+  registered_unix_ms INTEGER NOT NULL,
+  last_seen_unix_ms  INTEGER NOT NULL    -- its latest call
+);
+CREATE INDEX agents_by_target ON agents (target_id, last_seen_unix_ms);
+CREATE TABLE measurement_jobs (
+  job_id                INTEGER PRIMARY KEY,
+  target_id             TEXT NOT NULL REFERENCES targets (target_id),
+  graph_hash            TEXT NOT NULL,
+  state                 TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'done', 'cancelled')),
+  agent_id              TEXT,              -- the holder while leased; who reported when done
+  lease                 INTEGER NOT NULL DEFAULT 0,  -- times leased
+  lease_expires_unix_ms INTEGER NOT NULL DEFAULT 0,
+  created_unix_ms       INTEGER NOT NULL,
+  finished_unix_ms      INTEGER,           -- reported or cancelled
+  job                   BLOB NOT NULL,     -- fusor.v1.MeasurementJob: graph, plans, timing
+  result                BLOB               -- fusor.v1.MeasurementResult, when done
+);
+CREATE INDEX measurement_jobs_by_target ON measurement_jobs (target_id, state, job_id);
+)sql";
+
 // kMigrations[i] takes a database from version i to version i + 1. Never edit a released one.
-constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1, kSchemaV2};
+constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1, kSchemaV2,
+                                                                      kSchemaV3};
 
 struct FileFacts {
   int64_t version = 0;

@@ -21,9 +21,12 @@
 
 namespace fusor::db {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 // The first version with the calibration_samples table.
 inline constexpr int kCalibrationLogVersion = 2;
+// The first version with measurement agents and jobs (agents, measurement_jobs,
+// measurements.agent_id).
+inline constexpr int kAgentsVersion = 3;
 inline constexpr int32_t kApplicationId = 0x46555352;  // "FUSR"
 
 // What an opened database is.

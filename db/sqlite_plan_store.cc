@@ -526,7 +526,7 @@ StatusOr<std::vector<Measurement>> SqlitePlanStore::GetMeasurements(const PlanKe
     return Status::NotFound(fmt::format("no plan for graph {} on target '{}' in '{}'",
                                         ShortHash(key.graph_hash), key.target_id, path_));
   }
-  return tables::ReadMeasurements(*c, row->plan_id);
+  return tables::ReadMeasurements(*c, row->plan_id, schema_.version >= kAgentsVersion);
 }
 
 StatusOr<std::vector<HistoryEvent>> SqlitePlanStore::History(const HistoryQuery& query) {
@@ -630,6 +630,112 @@ StatusOr<std::unique_ptr<PlanKeyLock>> SqlitePlanStore::LockPlanKey(
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return std::unique_ptr<PlanKeyLock>(std::make_unique<FileRangeLock>(fd));
+}
+
+// Measurement agents and jobs ------------------------------------------------------------------
+
+Status SqlitePlanStore::PutAgent(const AgentRecord& agent) {
+  FUSOR_RETURN_IF_ERROR(ValidateAgent(agent));
+  return Write(fmt::format("register agent '{}'", agent.agent_id), [&](SqliteConnection& c) {
+    FUSOR_RETURN_IF_ERROR(RequireTarget(c, agent.target_id));
+    return tables::UpsertAgent(c, agent, NowUnixMs());
+  });
+}
+
+StatusOr<AgentRecord> SqlitePlanStore::TouchAgent(std::string_view agent_id) {
+  std::optional<AgentRecord> agent;
+  FUSOR_RETURN_IF_ERROR(Write("note an agent's call", [&](SqliteConnection& c) -> Status {
+    FUSOR_ASSIGN_OR_RETURN(agent, tables::TouchAgent(c, agent_id, NowUnixMs()));
+    return Status::Ok();
+  }));
+  if (!agent) {
+    return Status::NotFound(fmt::format(
+        "agent '{}' is not registered in database '{}'; register it (fusor agent does at start)",
+        agent_id, path_));
+  }
+  return *std::move(agent);
+}
+
+StatusOr<int64_t> SqlitePlanStore::CountLiveAgents(std::string_view target_id, int64_t live_ms) {
+  if (schema_.version < kAgentsVersion) return 0;
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  return tables::CountLiveAgents(*c, target_id, NowUnixMs() - live_ms);
+}
+
+StatusOr<int64_t> SqlitePlanStore::EnqueueJob(const v1::MeasurementJob& job) {
+  FUSOR_RETURN_IF_ERROR(ValidateJob(job));
+  int64_t job_id = 0;
+  FUSOR_RETURN_IF_ERROR(
+      Write(fmt::format("queue a measurement job for target '{}'", job.target_id()),
+            [&](SqliteConnection& c) -> Status {
+              FUSOR_RETURN_IF_ERROR(RequireTarget(c, job.target_id()));
+              FUSOR_ASSIGN_OR_RETURN(job_id, tables::InsertJob(c, job, NowUnixMs()));
+              return Status::Ok();
+            }));
+  return job_id;
+}
+
+StatusOr<std::optional<MeasurementJobRow>> SqlitePlanStore::LeaseJob(std::string_view target_id,
+                                                                     std::string_view agent_id,
+                                                                     int64_t lease_ms) {
+  FUSOR_RETURN_IF_ERROR(ValidateLease({1, std::string(agent_id), 1}, lease_ms));
+  std::optional<MeasurementJobRow> leased;
+  FUSOR_RETURN_IF_ERROR(Write("lease a measurement job", [&](SqliteConnection& c) -> Status {
+    leased.reset();
+    int64_t now = NowUnixMs();
+    FUSOR_ASSIGN_OR_RETURN(std::optional<int64_t> job_id, tables::LeasableJob(c, target_id, now));
+    if (!job_id) return Status::Ok();
+    FUSOR_RETURN_IF_ERROR(tables::SetJobLease(c, *job_id, agent_id, now + lease_ms));
+    FUSOR_ASSIGN_OR_RETURN(leased, tables::FindJob(c, *job_id));
+    return Status::Ok();
+  }));
+  return leased;
+}
+
+StatusOr<MeasurementJobRow> SqlitePlanStore::HeldJob(SqliteConnection& c, const JobLease& lease) {
+  FUSOR_ASSIGN_OR_RETURN(std::optional<MeasurementJobRow> row, tables::FindJob(c, lease.job_id));
+  if (!row) return UnknownJob(lease.job_id, path_);
+  FUSOR_RETURN_IF_ERROR(CheckHoldsLease(lease, *row, path_));
+  return *std::move(row);
+}
+
+StatusOr<int64_t> SqlitePlanStore::RenewLease(const JobLease& lease, int64_t lease_ms) {
+  FUSOR_RETURN_IF_ERROR(ValidateLease(lease, lease_ms));
+  int64_t expires = 0;
+  FUSOR_RETURN_IF_ERROR(Write(fmt::format("renew the lease of measurement job {}", lease.job_id),
+                              [&](SqliteConnection& c) -> Status {
+                                FUSOR_RETURN_IF_ERROR(HeldJob(c, lease).status());
+                                expires = NowUnixMs() + lease_ms;
+                                return tables::ExtendJobLease(c, lease.job_id, expires);
+                              }));
+  return expires;
+}
+
+Status SqlitePlanStore::FinishJob(const JobLease& lease, const v1::MeasurementResult& result) {
+  FUSOR_RETURN_IF_ERROR(ValidateLease(lease, 1));
+  return Write(fmt::format("store the result of measurement job {}", lease.job_id),
+               [&](SqliteConnection& c) -> Status {
+                 FUSOR_RETURN_IF_ERROR(HeldJob(c, lease).status());
+                 return tables::EndJob(c, lease.job_id, kJobDone, &result, NowUnixMs());
+               });
+}
+
+Status SqlitePlanStore::CancelJob(int64_t job_id) {
+  return Write(
+      fmt::format("cancel measurement job {}", job_id), [&](SqliteConnection& c) -> Status {
+        FUSOR_ASSIGN_OR_RETURN(std::optional<MeasurementJobRow> row, tables::FindJob(c, job_id));
+        if (!row) return UnknownJob(job_id, path_);
+        if (row->state == kJobDone) return Status::Ok();
+        return tables::EndJob(c, job_id, kJobCancelled, nullptr, NowUnixMs());
+      });
+}
+
+StatusOr<MeasurementJobRow> SqlitePlanStore::GetJob(int64_t job_id) {
+  if (schema_.version < kAgentsVersion) return UnknownJob(job_id, path_);
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(std::optional<MeasurementJobRow> row, tables::FindJob(*c, job_id));
+  if (!row) return UnknownJob(job_id, path_);
+  return *std::move(row);
 }
 
 }  // namespace fusor::db

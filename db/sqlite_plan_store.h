@@ -79,6 +79,19 @@ class SqlitePlanStore final : public PlanStore {
   // when its holder closes it or dies. FailedPrecondition on a read-only store.
   StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
                                                      const std::atomic<bool>* cancelled) override;
+  // Measurement agents and jobs. A lease is taken in one BEGIN IMMEDIATE transaction, which
+  // holds the file's write lock, so two leasers (threads or processes) never get one job.
+  Status PutAgent(const AgentRecord& agent) override;
+  StatusOr<AgentRecord> TouchAgent(std::string_view agent_id) override;
+  StatusOr<int64_t> CountLiveAgents(std::string_view target_id, int64_t live_ms) override;
+  StatusOr<int64_t> EnqueueJob(const v1::MeasurementJob& job) override;
+  StatusOr<std::optional<MeasurementJobRow>> LeaseJob(std::string_view target_id,
+                                                      std::string_view agent_id,
+                                                      int64_t lease_ms) override;
+  StatusOr<int64_t> RenewLease(const JobLease& lease, int64_t lease_ms) override;
+  Status FinishJob(const JobLease& lease, const v1::MeasurementResult& result) override;
+  Status CancelJob(int64_t job_id) override;
+  StatusOr<MeasurementJobRow> GetJob(int64_t job_id) override;
 
   // Merges a bundle in one transaction, without duplicates: a target keeps the newer calibration,
   // a graph is added once, and a plan under an existing key replaces the stored one only when
@@ -111,6 +124,8 @@ class SqlitePlanStore final : public PlanStore {
                                                   const std::vector<SqlValue>& values,
                                                   std::string_view current_cost_model_version);
   StatusOr<DatabaseStats> StatsLocked(SqliteConnection& c, std::string_view current_cmv);
+  // The job under its row, held by the lease (CheckHoldsLease), inside a write transaction.
+  StatusOr<MeasurementJobRow> HeldJob(SqliteConnection& c, const JobLease& lease);
 
   const std::string path_;
   const SqliteOpenOptions options_;

@@ -220,6 +220,76 @@ uint32_t PlanKeyLockId(const PlanKey& key) {
          uint32_t{digest[3]} << 24;
 }
 
+std::string LeasableJobSql(std::string_view now) {
+  return fmt::format("(state = '{}' OR (state = '{}' AND lease_expires_unix_ms < {}))", kJobQueued,
+                     kJobLeased, now);
+}
+
+Status ValidateAgent(const AgentRecord& agent) {
+  if (agent.agent_id.empty()) return Status::InvalidArgument("agent has no agent_id");
+  if (agent.target_id.empty()) {
+    return Status::InvalidArgument(fmt::format("agent '{}' has no target_id", agent.agent_id));
+  }
+  return Status::Ok();
+}
+
+Status ValidateJob(const v1::MeasurementJob& job) {
+  if (job.target_id().empty()) return Status::InvalidArgument("measurement job has no target_id");
+  if (job.graph_hash().size() != 64) {
+    return Status::InvalidArgument(
+        fmt::format("measurement job's graph_hash '{}' is not a canonical hash (64 hex digits)",
+                    job.graph_hash()));
+  }
+  if (job.plans_size() == 0) {
+    return Status::InvalidArgument("measurement job has no plans to measure");
+  }
+  return Status::Ok();
+}
+
+Status ValidateLease(const JobLease& lease, int64_t lease_ms) {
+  if (lease.agent_id.empty()) return Status::InvalidArgument("lease names no agent_id");
+  if (lease.job_id <= 0 || lease.lease <= 0) {
+    return Status::InvalidArgument(
+        fmt::format("lease {} of job {} is not a lease a store gives (both start at 1)",
+                    lease.lease, lease.job_id));
+  }
+  if (lease_ms <= 0) {
+    return Status::InvalidArgument(fmt::format("lease time {} ms must be positive", lease_ms));
+  }
+  return Status::Ok();
+}
+
+Status CheckHoldsLease(const JobLease& lease, const MeasurementJobRow& row,
+                       const std::string& database) {
+  if (row.state == kJobLeased && row.agent_id == lease.agent_id && row.lease == lease.lease) {
+    return Status::Ok();
+  }
+  std::string now;
+  if (row.state == kJobLeased) {
+    now = fmt::format("leased to agent '{}' (lease {})", row.agent_id, row.lease);
+  } else if (row.state == kJobDone) {
+    now = fmt::format("done, reported by agent '{}'", row.agent_id);
+  } else {
+    now = std::string(row.state);
+  }
+  return Status::FailedPrecondition(fmt::format(
+      "agent '{}' no longer holds measurement job {} (its lease {}) in '{}': the job is {} now; "
+      "a lease not renewed in time goes to another agent",
+      lease.agent_id, lease.job_id, lease.lease, database, now));
+}
+
+void FillJobLease(MeasurementJobRow& row) {
+  row.job.set_job_id(row.job_id);
+  row.job.set_target_id(row.target_id);
+  row.job.set_lease(row.lease);
+  row.job.set_lease_expires_unix_ms(row.lease_expires_unix_ms);
+}
+
+Status UnknownJob(int64_t job_id, const std::string& database) {
+  return Status::NotFound(
+      fmt::format("measurement job {} is not in database '{}'", job_id, database));
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -85,4 +85,21 @@ uint32_t PlanKeyLockId(const PlanKey& key);
 // Milliseconds since the Unix epoch, now.
 int64_t NowUnixMs();
 
+// Measurement jobs (plan_store.h). The condition, in SQL both stores run over measurement_jobs,
+// that a job may be leased at time `now` (a placeholder): queued, or leased with its lease
+// expired.
+std::string LeasableJobSql(std::string_view now);
+// What PutAgent, EnqueueJob and the lease calls accept; InvalidArgument naming the field.
+Status ValidateAgent(const AgentRecord& agent);
+Status ValidateJob(const v1::MeasurementJob& job);
+Status ValidateLease(const JobLease& lease, int64_t lease_ms);
+// Ok when `row` (read under the job's row lock) is the lease the agent names: leased, to that
+// agent, under that lease number; otherwise FailedPrecondition saying who holds the job now.
+Status CheckHoldsLease(const JobLease& lease, const MeasurementJobRow& row,
+                       const std::string& database);
+// Copies a job row's id and lease into its MeasurementJob message, as an agent receives it.
+void FillJobLease(MeasurementJobRow& row);
+// NotFound naming a job id the store does not know.
+Status UnknownJob(int64_t job_id, const std::string& database);
+
 }  // namespace fusor::db

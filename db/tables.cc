@@ -158,20 +158,24 @@ Status InsertMeasurements(SqliteConnection& c, int64_t plan_id,
     SampleSummary summary = Summarize(m.samples_ns);
     SqlValue group = m.group_id ? SqlValue(int64_t{*m.group_id}) : SqlValue(std::monostate{});
     int64_t at = m.measured_unix_ms != 0 ? m.measured_unix_ms : default_unix_ms;
+    SqlValue agent = m.agent_id.empty() ? SqlValue(std::monostate{}) : SqlValue(m.agent_id);
     FUSOR_RETURN_IF_ERROR(c.Execute(
         "INSERT INTO measurements (plan_id, group_id, samples, sample_count, median_ns, spread, "
-        "measured_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "measured_unix_ms, agent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         {plan_id, group, SamplesJson(m.samples_ns), static_cast<int64_t>(m.samples_ns.size()),
-         summary.median_ns, summary.spread, at}));
+         summary.median_ns, summary.spread, at, agent}));
   }
   return Status::Ok();
 }
 
-StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t plan_id) {
+StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t plan_id,
+                                                    bool with_agents) {
   FUSOR_ASSIGN_OR_RETURN(
       StatementLease row,
-      c.Prepare("SELECT group_id, samples, median_ns, spread, measured_unix_ms FROM measurements "
-                "WHERE plan_id = ? ORDER BY group_id IS NOT NULL, group_id, measurement_id"));
+      c.Prepare(fmt::format(
+          "SELECT group_id, samples, median_ns, spread, measured_unix_ms, {} FROM measurements "
+          "WHERE plan_id = ? ORDER BY group_id IS NOT NULL, group_id, measurement_id",
+          with_agents ? "agent_id" : "NULL")));
   FUSOR_RETURN_IF_ERROR(row->Bind({plan_id}));
   std::vector<Measurement> measurements;
   for (;;) {
@@ -183,6 +187,7 @@ StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t
     m.median_ns = row->Double(2);
     m.spread = row->Double(3);
     m.measured_unix_ms = row->Int(4);
+    if (!row->IsNull(5)) m.agent_id = row->Text(5);
     measurements.push_back(std::move(m));
   }
 }
@@ -285,6 +290,115 @@ Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats) {
       if (t.target_id == row->Text(0)) t.calibration_samples = row->Int(1);
     }
   }
+}
+
+}  // namespace fusor::db::tables
+
+namespace fusor::db::tables {
+
+// Measurement agents and jobs ------------------------------------------------------------------
+
+Status UpsertAgent(SqliteConnection& c, const AgentRecord& agent, int64_t now_ms) {
+  return c.Execute(
+      "INSERT INTO agents (agent_id, target_id, name, registered_unix_ms, last_seen_unix_ms) "
+      "VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent_id) DO UPDATE SET target_id = "
+      "excluded.target_id, name = excluded.name, registered_unix_ms = "
+      "excluded.registered_unix_ms, last_seen_unix_ms = excluded.last_seen_unix_ms",
+      {agent.agent_id, agent.target_id, agent.name, now_ms, now_ms});
+}
+
+StatusOr<std::optional<AgentRecord>> TouchAgent(SqliteConnection& c, std::string_view agent_id,
+                                                int64_t now_ms) {
+  FUSOR_RETURN_IF_ERROR(c.Execute("UPDATE agents SET last_seen_unix_ms = ? WHERE agent_id = ?",
+                                  {now_ms, std::string(agent_id)}));
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT agent_id, target_id, name, registered_unix_ms, last_seen_unix_ms "
+                "FROM agents WHERE agent_id = ?"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(agent_id)}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<AgentRecord>();
+  return std::optional<AgentRecord>(
+      AgentRecord{row->Text(0), row->Text(1), row->Text(2), row->Int(3), row->Int(4)});
+}
+
+StatusOr<int64_t> CountLiveAgents(SqliteConnection& c, std::string_view target_id,
+                                  int64_t seen_after_ms) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT count(*) FROM agents WHERE target_id = ? AND last_seen_unix_ms >= ?"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(target_id), seen_after_ms}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  return found ? row->Int(0) : 0;
+}
+
+StatusOr<int64_t> InsertJob(SqliteConnection& c, const v1::MeasurementJob& job, int64_t now_ms) {
+  FUSOR_RETURN_IF_ERROR(
+      c.Execute("INSERT INTO measurement_jobs (target_id, graph_hash, state, created_unix_ms, job) "
+                "VALUES (?, ?, ?, ?, ?)",
+                {job.target_id(), job.graph_hash(), std::string(kJobQueued), now_ms,
+                 Blob{job.SerializeAsString()}}));
+  return c.last_insert_rowid();
+}
+
+StatusOr<std::optional<int64_t>> LeasableJob(SqliteConnection& c, std::string_view target_id,
+                                             int64_t now_ms) {
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row,
+                         c.Prepare("SELECT job_id FROM measurement_jobs WHERE target_id = ? AND " +
+                                   LeasableJobSql("?") + " ORDER BY job_id LIMIT 1"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(target_id), now_ms}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<int64_t>();
+  return std::optional<int64_t>(row->Int(0));
+}
+
+Status SetJobLease(SqliteConnection& c, int64_t job_id, std::string_view agent_id,
+                   int64_t expires_ms) {
+  return c.Execute(
+      "UPDATE measurement_jobs SET state = ?, agent_id = ?, lease = lease + 1, "
+      "lease_expires_unix_ms = ? WHERE job_id = ?",
+      {std::string(kJobLeased), std::string(agent_id), expires_ms, job_id});
+}
+
+Status ExtendJobLease(SqliteConnection& c, int64_t job_id, int64_t expires_ms) {
+  return c.Execute("UPDATE measurement_jobs SET lease_expires_unix_ms = ? WHERE job_id = ?",
+                   {expires_ms, job_id});
+}
+
+Status EndJob(SqliteConnection& c, int64_t job_id, std::string_view state,
+              const v1::MeasurementResult* result, int64_t now_ms) {
+  SqlValue blob = result ? SqlValue(Blob{result->SerializeAsString()}) : SqlValue(std::monostate{});
+  return c.Execute(
+      "UPDATE measurement_jobs SET state = ?, result = ?, finished_unix_ms = ? WHERE job_id = ?",
+      {std::string(state), blob, now_ms, job_id});
+}
+
+StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT job_id, target_id, state, agent_id, lease, lease_expires_unix_ms, "
+                "created_unix_ms, finished_unix_ms, job, result FROM measurement_jobs "
+                "WHERE job_id = ?"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({job_id}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<MeasurementJobRow>();
+  MeasurementJobRow j;
+  j.job_id = row->Int(0);
+  j.target_id = row->Text(1);
+  j.state = row->Text(2);
+  j.agent_id = row->IsNull(3) ? "" : row->Text(3);
+  j.lease = row->Int(4);
+  j.lease_expires_unix_ms = row->Int(5);
+  j.created_unix_ms = row->Int(6);
+  j.finished_unix_ms = row->IsNull(7) ? 0 : row->Int(7);
+  FUSOR_ASSIGN_OR_RETURN(j.job,
+                         ParseColumn<v1::MeasurementJob>(*row, 8, "measurement job", c.path()));
+  if (!row->IsNull(9)) {
+    FUSOR_ASSIGN_OR_RETURN(
+        j.result, ParseColumn<v1::MeasurementResult>(*row, 9, "measurement result", c.path()));
+  }
+  FillJobLease(j);
+  return std::optional<MeasurementJobRow>(std::move(j));
 }
 
 }  // namespace fusor::db::tables

@@ -68,7 +68,9 @@ Status DeletePlanRow(SqliteConnection& c, int64_t plan_id);
 // gets default_unix_ms.
 Status InsertMeasurements(SqliteConnection& c, int64_t plan_id,
                           std::span<const Measurement> measurements, int64_t default_unix_ms);
-StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t plan_id);
+// with_agents: the file has measurements.agent_id (schema version 3).
+StatusOr<std::vector<Measurement>> ReadMeasurements(SqliteConnection& c, int64_t plan_id,
+                                                    bool with_agents);
 
 // Tuning history.
 Status AppendHistory(SqliteConnection& c, const HistoryEvent& event);
@@ -82,5 +84,25 @@ StatusOr<std::vector<CalibrationRun>> ReadCalibrationRuns(SqliteConnection& c,
                                                           const CalibrationRunQuery& query);
 // Adds the log's counts (runs, samples, samples per target) to stats.
 Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats);
+
+// Measurement agents and jobs (schema version 3). UpsertAgent registers an agent now; TouchAgent
+// sets its last_seen to now and reads it back (nullopt when unknown).
+Status UpsertAgent(SqliteConnection& c, const AgentRecord& agent, int64_t now_ms);
+StatusOr<std::optional<AgentRecord>> TouchAgent(SqliteConnection& c, std::string_view agent_id,
+                                                int64_t now_ms);
+StatusOr<int64_t> CountLiveAgents(SqliteConnection& c, std::string_view target_id,
+                                  int64_t seen_after_ms);
+StatusOr<int64_t> InsertJob(SqliteConnection& c, const v1::MeasurementJob& job, int64_t now_ms);
+// The oldest job of the target that may be leased at now_ms (LeasableJobSql).
+StatusOr<std::optional<int64_t>> LeasableJob(SqliteConnection& c, std::string_view target_id,
+                                             int64_t now_ms);
+// Leases the job to the agent until expires_ms (the lease number grows by one).
+Status SetJobLease(SqliteConnection& c, int64_t job_id, std::string_view agent_id,
+                   int64_t expires_ms);
+Status ExtendJobLease(SqliteConnection& c, int64_t job_id, int64_t expires_ms);
+// Moves a job to done (with its result) or cancelled.
+Status EndJob(SqliteConnection& c, int64_t job_id, std::string_view state,
+              const v1::MeasurementResult* result, int64_t now_ms);
+StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id);
 
 }  // namespace fusor::db::tables

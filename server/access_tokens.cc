@@ -44,9 +44,10 @@ bool IsTokenText(std::string_view token) {
 StatusOr<RoleSet> ParseRole(std::string_view name) {
   if (name == "read") return RoleSet{kRoleRead};
   if (name == "tune") return RoleSet{kRoleTune};
+  if (name == "agent") return RoleSet{kRoleAgent};
   if (name == "admin") return kAllRoles;
   return Status::InvalidArgument("unknown role '" + std::string(name) +
-                                 "'; roles are read, tune and admin, comma-separated");
+                                 "'; roles are read, tune, agent and admin, comma-separated");
 }
 
 StatusOr<RoleSet> ParseRoles(std::string_view text) {
@@ -71,6 +72,8 @@ std::string_view RoleName(Role role) {
       return "tune";
     case kRoleAdmin:
       return "admin";
+    case kRoleAgent:
+      return "agent";
   }
   return "unknown";
 }
@@ -78,7 +81,7 @@ std::string_view RoleName(Role role) {
 std::string RoleSetText(RoleSet roles) {
   if (roles & kRoleAdmin) return "admin";
   std::string out;
-  for (Role r : {kRoleRead, kRoleTune}) {
+  for (Role r : {kRoleRead, kRoleTune, kRoleAgent}) {
     if (!(roles & r)) continue;
     if (!out.empty()) out += ",";
     out += RoleName(r);

@@ -3,15 +3,17 @@
 // names, and Authorize checks that the principal holds the role an RPC needs:
 //   read  — GetPlan, QueryPlans, ListTargets
 //   tune  — Tune
-//   admin — RegisterTarget, Calibrate; admin implies read and tune.
+//   agent — RegisterAgent, LeaseMeasurementJob, RenewMeasurementLease, ReportMeasurement: a
+//           measurement agent (`fusor agent`) on a target machine
+//   admin — RegisterTarget, Calibrate; admin implies read, tune and agent.
 //
 // Token file format (version 1), one token per line, '#' starts a comment, blank lines ignored:
 //   TOKEN ROLES [NAME]
 // TOKEN is 16 or more printable non-space ASCII characters (generate one with
-// `openssl rand -hex 32`); ROLES is a comma-separated list of read, tune, admin; NAME is who holds
-// it, written to the request log instead of the token (default "token@LINE"). A duplicate token,
-// an unknown role or a short token is an error naming the line, so fusord refuses to start rather
-// than run with a policy nobody wrote.
+// `openssl rand -hex 32`); ROLES is a comma-separated list of read, tune, agent, admin; NAME is who
+// holds it, written to the request log instead of the token (default "token@LINE"). A duplicate
+// token, an unknown role or a short token is an error naming the line, so fusord refuses to start
+// rather than run with a policy nobody wrote.
 //
 // Only SHA-256 digests of the tokens stay in memory, and lookup is by digest, so the time a lookup
 // takes says nothing about how much of a guessed token was right. Immutable after Load; safe to
@@ -31,9 +33,10 @@ enum Role : uint8_t {
   kRoleRead = 1,
   kRoleTune = 2,
   kRoleAdmin = 4,
+  kRoleAgent = 8,
 };
 using RoleSet = uint8_t;
-constexpr RoleSet kAllRoles = kRoleRead | kRoleTune | kRoleAdmin;
+constexpr RoleSet kAllRoles = kRoleRead | kRoleTune | kRoleAdmin | kRoleAgent;
 
 std::string_view RoleName(Role role);
 // "read,tune" or "admin"; for logs and error messages.

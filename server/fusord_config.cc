@@ -106,6 +106,12 @@ const std::vector<Setting>& Settings() {
                  [](C* c) { return &c->server.max_jobs_per_principal; }),
       Field<int>("max_joiners_per_job", "--max-joiners-per-job",
                  [](C* c) { return &c->server.max_joiners_per_job; }),
+      Field<double>("agent_lease_s", "--agent-lease",
+                    [](C* c) { return &c->tuning.agent_lease_s; }),
+      Field<double>("agent_live_s", "--agent-live", [](C* c) { return &c->tuning.agent_live_s; }),
+      Field<double>("agent_poll_s", "--agent-poll", [](C* c) { return &c->tuning.agent_poll_s; }),
+      Field<bool>("measure_on_agents", "--measure-on-agents",
+                  [](C* c) { return &c->tuning.measure_on_agents; }),
       Field<std::string>("log_level", "--log-level", [](C* c) { return &c->log_level; }),
       Field<std::string>("log_format", "--log-format", [](C* c) { return &c->log_format; }),
       Field<std::string>("metrics_listen", "--metrics-listen",
@@ -149,6 +155,12 @@ Status CheckValues(const FusordConfig& c) {
   }
   if (!(t.max_time_limit_s >= t.default_time_limit_s) || t.max_time_limit_s > 86'400) {
     return Status::InvalidArgument("max_time_limit_s must be in [default_time_limit_s, 86400]");
+  }
+  if (!(t.agent_lease_s > 0 && t.agent_lease_s <= 86'400) ||
+      !(t.agent_live_s > 0 && t.agent_live_s <= 86'400) ||
+      !(t.agent_poll_s >= 0 && t.agent_poll_s <= 600)) {
+    return Status::InvalidArgument(
+        "agent_lease_s and agent_live_s must be in (0, 86400], agent_poll_s in [0, 600]");
   }
   if (!(t.max_calibration_time_limit_s >= t.calibration_time_limit_s) ||
       t.max_calibration_time_limit_s > 86'400) {
@@ -208,6 +220,14 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
                   "Tuning jobs one principal may have queued or running");
   app->add_option("--max-joiners-per-job", c->server.max_joiners_per_job,
                   "Callers that may share one tuning job");
+  app->add_option("--agent-lease", c->tuning.agent_lease_s,
+                  "Seconds a measurement agent's lease lasts unless renewed");
+  app->add_option("--agent-live", c->tuning.agent_live_s,
+                  "Seconds since its last call within which an agent counts as live");
+  app->add_option("--agent-poll", c->tuning.agent_poll_s,
+                  "Most seconds an agent's poll waits for a job");
+  app->add_flag("--measure-on-agents", c->tuning.measure_on_agents,
+                "Send this CPU's measurements to live agents of it too");
   app->add_option("--log-level", c->log_level, "trace, debug, info, warn, error");
   app->add_option("--log-format", c->log_format, "text, or json (one JSON object a line)");
   app->add_option("--metrics-listen", c->metrics_listen,

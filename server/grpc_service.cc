@@ -179,6 +179,53 @@ grpc::Status GrpcTunerService::Calibrate(grpc::ServerContext* ctx,
       response));
 }
 
+grpc::Status GrpcTunerService::RegisterAgent(grpc::ServerContext* ctx,
+                                             const v1::RegisterAgentRequest* request,
+                                             v1::RegisterAgentResponse* response) {
+  RequestLog log(ctx, "RegisterAgent", next_request_id_++, log_policy_.get());
+  return log.Finish(RunUnary(
+      ctx, kRoleAgent, &log,
+      [&] {
+        log.set_target(request->profile().target().id());
+        return tuner_->RegisterAgent(*request);
+      },
+      response));
+}
+
+grpc::Status GrpcTunerService::LeaseMeasurementJob(grpc::ServerContext* ctx,
+                                                   const v1::LeaseMeasurementJobRequest* request,
+                                                   v1::LeaseMeasurementJobResponse* response) {
+  RequestLog log(ctx, "LeaseMeasurementJob", next_request_id_++, log_policy_.get());
+  return log.Finish(RunUnary(
+      ctx, kRoleAgent, &log,
+      [&] {
+        CallWatch watch(ctx);
+        auto leased = tuner_->LeaseMeasurementJob(*request, watch.stopped());
+        if (leased.ok() && leased->leased()) {
+          log.set_graph(leased->job().graph_hash());
+          log.set_target(leased->job().target_id());
+        }
+        return leased;
+      },
+      response));
+}
+
+grpc::Status GrpcTunerService::RenewMeasurementLease(
+    grpc::ServerContext* ctx, const v1::RenewMeasurementLeaseRequest* request,
+    v1::RenewMeasurementLeaseResponse* response) {
+  RequestLog log(ctx, "RenewMeasurementLease", next_request_id_++, log_policy_.get());
+  return log.Finish(RunUnary(
+      ctx, kRoleAgent, &log, [&] { return tuner_->RenewMeasurementLease(*request); }, response));
+}
+
+grpc::Status GrpcTunerService::ReportMeasurement(grpc::ServerContext* ctx,
+                                                 const v1::ReportMeasurementRequest* request,
+                                                 v1::ReportMeasurementResponse* response) {
+  RequestLog log(ctx, "ReportMeasurement", next_request_id_++, log_policy_.get());
+  return log.Finish(RunUnary(
+      ctx, kRoleAgent, &log, [&] { return tuner_->ReportMeasurement(*request); }, response));
+}
+
 grpc::Status GrpcTunerService::Tune(grpc::ServerContext* ctx, const v1::TuneRequest* request,
                                     grpc::ServerWriter<v1::TuneEvent>* writer) {
   RequestLog log(ctx, "Tune", next_request_id_++, log_policy_.get());

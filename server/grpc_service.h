@@ -49,6 +49,18 @@ class GrpcTunerService final : public v1::FusionTuner::Service {
                            v1::ListTargetsResponse* response) override;
   grpc::Status Calibrate(grpc::ServerContext* ctx, const v1::CalibrateRequest* request,
                          v1::CalibrateResponse* response) override;
+  // Measurement agents: the 'agent' role.
+  grpc::Status RegisterAgent(grpc::ServerContext* ctx, const v1::RegisterAgentRequest* request,
+                             v1::RegisterAgentResponse* response) override;
+  grpc::Status LeaseMeasurementJob(grpc::ServerContext* ctx,
+                                   const v1::LeaseMeasurementJobRequest* request,
+                                   v1::LeaseMeasurementJobResponse* response) override;
+  grpc::Status RenewMeasurementLease(grpc::ServerContext* ctx,
+                                     const v1::RenewMeasurementLeaseRequest* request,
+                                     v1::RenewMeasurementLeaseResponse* response) override;
+  grpc::Status ReportMeasurement(grpc::ServerContext* ctx,
+                                 const v1::ReportMeasurementRequest* request,
+                                 v1::ReportMeasurementResponse* response) override;
 
  private:
   Status Admit(grpc::ServerContext* ctx, Role needed, RequestLog* log) const;

@@ -73,4 +73,34 @@ StatusOr<std::unique_ptr<db::PlanKeyLock>> TimedPlanStore::LockPlanKey(
   return store_->LockPlanKey(key, cancelled);
 }
 
+Status TimedPlanStore::PutAgent(const db::AgentRecord& agent) {
+  return Timed("put_agent", [&] { return store_->PutAgent(agent); });
+}
+StatusOr<db::AgentRecord> TimedPlanStore::TouchAgent(std::string_view agent_id) {
+  return Timed("touch_agent", [&] { return store_->TouchAgent(agent_id); });
+}
+StatusOr<int64_t> TimedPlanStore::CountLiveAgents(std::string_view target_id, int64_t live_ms) {
+  return Timed("count_live_agents", [&] { return store_->CountLiveAgents(target_id, live_ms); });
+}
+StatusOr<int64_t> TimedPlanStore::EnqueueJob(const v1::MeasurementJob& job) {
+  return Timed("enqueue_job", [&] { return store_->EnqueueJob(job); });
+}
+StatusOr<std::optional<db::MeasurementJobRow>> TimedPlanStore::LeaseJob(std::string_view target_id,
+                                                                        std::string_view agent_id,
+                                                                        int64_t lease_ms) {
+  return Timed("lease_job", [&] { return store_->LeaseJob(target_id, agent_id, lease_ms); });
+}
+StatusOr<int64_t> TimedPlanStore::RenewLease(const db::JobLease& lease, int64_t lease_ms) {
+  return Timed("renew_lease", [&] { return store_->RenewLease(lease, lease_ms); });
+}
+Status TimedPlanStore::FinishJob(const db::JobLease& lease, const v1::MeasurementResult& result) {
+  return Timed("finish_job", [&] { return store_->FinishJob(lease, result); });
+}
+Status TimedPlanStore::CancelJob(int64_t job_id) {
+  return Timed("cancel_job", [&] { return store_->CancelJob(job_id); });
+}
+StatusOr<db::MeasurementJobRow> TimedPlanStore::GetJob(int64_t job_id) {
+  return Timed("get_job", [&] { return store_->GetJob(job_id); });
+}
+
 }  // namespace fusor

@@ -38,6 +38,17 @@ class TimedPlanStore final : public db::PlanStore {
   // Forwarded untimed: it waits for another replica's tune, not for the database.
   StatusOr<std::unique_ptr<db::PlanKeyLock>> LockPlanKey(
       const db::PlanKey& key, const std::atomic<bool>* cancelled) override;
+  Status PutAgent(const db::AgentRecord& agent) override;
+  StatusOr<db::AgentRecord> TouchAgent(std::string_view agent_id) override;
+  StatusOr<int64_t> CountLiveAgents(std::string_view target_id, int64_t live_ms) override;
+  StatusOr<int64_t> EnqueueJob(const v1::MeasurementJob& job) override;
+  StatusOr<std::optional<db::MeasurementJobRow>> LeaseJob(std::string_view target_id,
+                                                          std::string_view agent_id,
+                                                          int64_t lease_ms) override;
+  StatusOr<int64_t> RenewLease(const db::JobLease& lease, int64_t lease_ms) override;
+  Status FinishJob(const db::JobLease& lease, const v1::MeasurementResult& result) override;
+  Status CancelJob(int64_t job_id) override;
+  StatusOr<db::MeasurementJobRow> GetJob(int64_t job_id) override;
 
  private:
   const std::unique_ptr<db::PlanStore> store_;

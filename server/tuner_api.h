@@ -36,6 +36,38 @@ class TunerApi {
   StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request) {
     return Calibrate(request, nullptr);
   }
+
+  // Measurement agents (`fusor agent`). An implementation without them (a test fake) answers
+  // Unimplemented. LeaseMeasurementJob waits for a job up to the request's wait and stops soon
+  // after *cancelled (if given) becomes true.
+  virtual StatusOr<v1::RegisterAgentResponse> RegisterAgent(
+      const v1::RegisterAgentRequest& request);
+  virtual StatusOr<v1::LeaseMeasurementJobResponse> LeaseMeasurementJob(
+      const v1::LeaseMeasurementJobRequest& request, const std::atomic<bool>* cancelled);
+  virtual StatusOr<v1::RenewMeasurementLeaseResponse> RenewMeasurementLease(
+      const v1::RenewMeasurementLeaseRequest& request);
+  virtual StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
+      const v1::ReportMeasurementRequest& request);
 };
+
+inline Status NoMeasurementAgents() {
+  return Status::Unimplemented("this tuner serves no measurement agents");
+}
+inline StatusOr<v1::RegisterAgentResponse> TunerApi::RegisterAgent(
+    const v1::RegisterAgentRequest&) {
+  return NoMeasurementAgents();
+}
+inline StatusOr<v1::LeaseMeasurementJobResponse> TunerApi::LeaseMeasurementJob(
+    const v1::LeaseMeasurementJobRequest&, const std::atomic<bool>*) {
+  return NoMeasurementAgents();
+}
+inline StatusOr<v1::RenewMeasurementLeaseResponse> TunerApi::RenewMeasurementLease(
+    const v1::RenewMeasurementLeaseRequest&) {
+  return NoMeasurementAgents();
+}
+inline StatusOr<v1::ReportMeasurementResponse> TunerApi::ReportMeasurement(
+    const v1::ReportMeasurementRequest&) {
+  return NoMeasurementAgents();
+}
 
 }  // namespace fusor

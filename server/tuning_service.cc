@@ -15,10 +15,12 @@
 #include "graph/graph_proto.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
+#include "runtime/measurer_factory.h"
 #include "runtime/onednn_info.h"
 #include "runtime/timing_policy.h"
 #include "search/autotune.h"
 #include "search/plan_search.h"
+#include "server/agent_dispatch.h"
 #include "server/calibration_log.h"
 #include "server/service_metrics.h"
 #include "server/timed_plan_store.h"
@@ -133,12 +135,15 @@ db::Measurement ToDb(const Measurement& m) {
 
 struct TuningService::State {
   TuningServiceOptions options;
+  MeasurerFactory measurers;             // options.measurers, or real oneDNN runs.
+  const Clock* clock;                    // options.clock, or the steady clock.
   std::unique_ptr<db::PlanStore> store;  // A TimedPlanStore around the store it was handed.
   TargetFingerprint local;
   mutable std::mutex profile_mu;
   HardwareProfile local_profile;  // Guarded by profile_mu.
   // One measurement at a time: two would share the cores and disturb each other's timings.
   std::mutex measure_mu;
+  std::unique_ptr<AgentDispatch> agents;  // Over `store`.
   // Last, so the callback reading `store` is removed before the store closes.
   metrics::CallbackRegistration calibration_age;
 
@@ -202,23 +207,24 @@ struct TuningService::State {
     // that never quiets the wait is up to 3 x 250 ms per benchmark, so the waiting stops once half
     // the time limit has passed, and the rest is timed as the host is.
     options.timing.quiet_wait_ms = this->options.calibration_quiet_wait_ms;
-    auto patient = std::make_shared<OneDnnMeasurer>(options);
+    std::shared_ptr<Measurer> patient = measurers(TimingPolicy::kCalibrate, options);
     options.timing.quiet_wait_ms = 0;
-    auto hurried = std::make_shared<OneDnnMeasurer>(options);
-    auto start = std::chrono::steady_clock::now();
-    auto deadline = start + std::chrono::duration<double>(limit_s);
-    auto stop_waiting = start + std::chrono::duration<double>(limit_s / 2);
-    return [patient, hurried, deadline, stop_waiting, limit_s, cv_by_benchmark, cancelled](
+    std::shared_ptr<Measurer> hurried = measurers(TimingPolicy::kCalibrate, options);
+    const Clock* clock = this->clock;
+    const int64_t start = clock->NowNs();
+    const int64_t deadline = start + static_cast<int64_t>(limit_s * 1e9);
+    const int64_t stop_waiting = start + static_cast<int64_t>(limit_s / 2 * 1e9);
+    return [patient, hurried, clock, deadline, stop_waiting, limit_s, cv_by_benchmark, cancelled](
                const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
       if (cancelled != nullptr && cancelled->load()) {
         return Status::Cancelled("calibration was cancelled");
       }
-      auto now = std::chrono::steady_clock::now();
+      const int64_t now = clock->NowNs();
       if (now > deadline) {
         return Status::DeadlineExceeded("calibration passed its time limit of " +
                                         std::to_string(limit_s) + " s");
       }
-      OneDnnMeasurer* measurer = now < stop_waiting ? patient.get() : hurried.get();
+      Measurer* measurer = now < stop_waiting ? patient.get() : hurried.get();
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
       (*cv_by_benchmark)[g.model_name] = m.cv;
       return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
@@ -267,7 +273,17 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db:
                                                              const TuningServiceOptions& options) {
   auto state = std::make_unique<State>();
   state->options = options;
+  state->measurers = options.measurers ? options.measurers : OneDnnMeasurers();
+  state->clock = options.clock != nullptr ? options.clock : &Clock::Real();
   state->store = std::make_unique<TimedPlanStore>(std::move(store));
+  if (!(options.agent_lease_s > 0) || !(options.agent_live_s > 0) || !(options.agent_poll_s >= 0)) {
+    return Status::InvalidArgument(
+        "agent_lease_s and agent_live_s must be positive and agent_poll_s not negative");
+  }
+  state->agents = std::make_unique<AgentDispatch>(
+      state->store.get(), state->clock,
+      AgentDispatchOptions{options.agent_lease_s, options.agent_live_s, options.agent_poll_s,
+                           options.min_measure_ms});
   FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   auto stored = state->store->GetTarget(state->local.Id());
   if (stored.ok() && stored->cost_model_version() != kCostModelVersion) {
@@ -347,8 +363,22 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options(), state_->options));
   int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
                                                       : state_->options.default_measure_budget;
-  std::string options_text =
-      search.CanonicalText() + ";measure_budget=" + std::to_string(local ? budget : 0);
+  // Where the plans are timed: on a live agent of the target (any target but this CPU, and this
+  // CPU too with measure_on_agents), else here for this CPU, else nowhere (the prediction).
+  bool on_agents = false;
+  if (budget > 0 && (!local || state_->options.measure_on_agents)) {
+    FUSOR_ASSIGN_OR_RETURN(int64_t live, state_->agents->LiveAgents(target_id));
+    on_agents = live > 0;
+  }
+  const bool measure_here = local && budget > 0 && !on_agents;
+  std::string unmeasured_reason;
+  if (!local && budget > 0 && !on_agents) {
+    unmeasured_reason = "no live measurement agent of target " + target_id +
+                        " (run `fusor agent` on a machine of it); the plan is the cost model's "
+                        "prediction";
+  }
+  std::string options_text = search.CanonicalText() + ";measure_budget=" +
+                             std::to_string(measure_here || on_agents ? budget : 0);
   db::PlanKey key{hash, target_id, kCostModelVersion, options_text};
 
   // One cache lookup is counted per Tune: a hit at once, else what is found once the key's lock is
@@ -368,17 +398,18 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
 
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
   AnalyticalCostModel model(profile);
-  auto search_start = std::chrono::steady_clock::now();
+  const int64_t search_start_ns = state_->clock->NowNs();
   const double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
                                                             : state_->options.default_time_limit_s;
   // The search stops at the Tune's time limit with the plan it has, and at cancellation.
   SearchStop stop;
   stop.cancelled = cancelled;
-  stop.deadline_ns = Clock::Real().NowNs() + static_cast<int64_t>(limit * 1e9);
+  stop.clock = state_->clock;
+  stop.deadline_ns = search_start_ns + static_cast<int64_t>(limit * 1e9);
   StatusOr<SearchResult> search_result = SearchPlan(g, model, search, stop);
   Metrics()
       .search_seconds.With({std::string(AlgorithmName(search.algorithm))})
-      .Observe(metrics::SecondsSince(search_start));
+      .Observe(static_cast<double>(state_->clock->NowNs() - search_start_ns) / 1e9);
   FUSOR_ASSIGN_OR_RETURN(SearchResult searched, std::move(search_result));
   const SearchStats& st = searched.stats;
   spdlog::info(
@@ -397,18 +428,39 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   FusionPlan plan = searched.plan;
   std::vector<db::Measurement> measurements;
   v1::Plan out;
-  if (local && budget > 0) {
+  std::string measured_by;
+  if (on_agents) {
+    on_event(Progress("measure", 0.3, "measuring on an agent of target " + target_id));
+    FUSOR_ASSIGN_OR_RETURN(
+        AgentOutcome outcome,
+        state_->agents->Measure(
+            g, hash, target_id, AgentDispatch::Candidates(g, plan, budget, search.max_group_nodes),
+            stop.deadline_ns, cancelled,
+            [&](const std::string& d) { on_event(Progress("measure", 0.5, d)); }));
+    if (outcome.measured) {
+      plan = outcome.plan;
+      out.set_measured_ns(outcome.measured_ns);
+      out.set_unfused_measured_ns(outcome.unfused_measured_ns);
+      measurements.push_back(outcome.measurement);
+      measured_by = outcome.agent_id;
+    } else {
+      unmeasured_reason = outcome.unmeasured_reason;
+    }
+  }
+  if (!unmeasured_reason.empty()) on_event(Progress("measure", 0.9, unmeasured_reason));
+  if (measure_here) {
     on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
     std::lock_guard<std::mutex> lock(state_->measure_mu);
     if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(kSettleHostMaxMs, "tune");
-    OneDnnMeasurer measurer(
+    std::unique_ptr<Measurer> measurer = state_->measurers(
+        TimingPolicy::kTune,
         state_->MeasurerOptions(TimingPolicy::kTune, state_->options.min_measure_ms));
     AutotuneOptions autotune;
     autotune.measure_budget = budget + 2;
     autotune.time_limit_s = limit;
     ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
     auto tuned = Autotune(
-        g, model, profile.target, plan, &measurer, autotune,
+        g, model, profile.target, plan, measurer.get(), autotune,
         [&](double f, const std::string& d) { on_event(Progress("measure", 0.3 + 0.6 * f, d)); },
         cancelled);
     if (!tuned.ok()) return tuned.status();
@@ -433,12 +485,14 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   out.set_peak_memory_bytes(cost.peak_activation_bytes);
   out.set_created_unix_ms(NowMs());
   FUSOR_RETURN_IF_ERROR(state_->store->PutPlan(out, ToProto(g), measurements));
-  spdlog::info("tune: graph={} target={} groups={} predicted={:.3f}ms measured={:.3f}ms",
+  spdlog::info("tune: graph={} target={} groups={} predicted={:.3f}ms measured={:.3f}ms{}",
                hash.substr(0, 16), target_id, out.groups_size(), out.predicted_ns() / 1e6,
-               out.measured_ns() / 1e6);
+               out.measured_ns() / 1e6, measured_by.empty() ? "" : " agent=" + measured_by);
   v1::TuneEvent e;
   *e.mutable_result()->mutable_plan() = out;
   e.mutable_result()->set_cache_hit(false);
+  e.mutable_result()->set_measured_by(measured_by);
+  e.mutable_result()->set_unmeasured_reason(unmeasured_reason);
   on_event(e);
   return Status::Ok();
 }
@@ -510,6 +564,35 @@ StatusOr<v1::RegisterTargetResponse> TuningService::RegisterTarget(
   v1::RegisterTargetResponse response;
   response.set_target_id(p.target.Id());
   return response;
+}
+
+StatusOr<v1::RegisterAgentResponse> TuningService::RegisterAgent(
+    const v1::RegisterAgentRequest& request) {
+  if (request.profile().calibrated_unix_ms() == 0) {
+    return Status::InvalidArgument(
+        "the agent's profile of target '" + request.profile().target().id() +
+        "' was never calibrated; an agent registers its machine's calibrated profile (fusor "
+        "agent calibrates first)");
+  }
+  v1::RegisterTargetRequest target;
+  *target.mutable_profile() = request.profile();
+  FUSOR_ASSIGN_OR_RETURN(v1::RegisterTargetResponse registered, RegisterTarget(target));
+  return state_->agents->Register(request.name(), registered.target_id());
+}
+
+StatusOr<v1::LeaseMeasurementJobResponse> TuningService::LeaseMeasurementJob(
+    const v1::LeaseMeasurementJobRequest& request, const std::atomic<bool>* cancelled) {
+  return state_->agents->Lease(request, cancelled);
+}
+
+StatusOr<v1::RenewMeasurementLeaseResponse> TuningService::RenewMeasurementLease(
+    const v1::RenewMeasurementLeaseRequest& request) {
+  return state_->agents->Renew(request);
+}
+
+StatusOr<v1::ReportMeasurementResponse> TuningService::ReportMeasurement(
+    const v1::ReportMeasurementRequest& request) {
+  return state_->agents->Report(request);
 }
 
 StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTargetsRequest&) {

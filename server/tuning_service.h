@@ -2,7 +2,8 @@
 // untrusted graph (FromProto with limits), canonicalises and hashes it, answers from the database
 // when a current plan is stored for (hash, target, cost-model version, options), and otherwise
 // searches with the target's calibrated cost model, refines the result by measuring alternatives
-// on this CPU (only when the target is this machine), and stores the plan with its measurements.
+// on this CPU when the target is this machine, or on a measurement agent of the target
+// (server/agent_dispatch.h) when one is live, and stores the plan with its measurements.
 // RegisterTarget / ListTargets / Calibrate manage hardware profiles; the service's own CPU is
 // detected at Open and calibrated on demand. Calibrate appends its samples to the database's
 // calibration log and fits over them and the samples of earlier runs (server/calibration_log.h).
@@ -17,9 +18,11 @@
 #include <mutex>
 #include <string>
 
+#include "base/clock.h"
 #include "costmodel/hardware_profile.h"
 #include "db/plan_store.h"
 #include "graph/validate.h"
+#include "runtime/measurer_factory.h"
 #include "runtime/timing_policy.h"
 #include "server/tuner_api.h"
 
@@ -50,6 +53,22 @@ struct TuningServiceOptions {
   // Calibrate this CPU before the first Tune for it if it was never calibrated (the CLI's local
   // mode does; a server is calibrated deliberately, through Calibrate).
   bool auto_calibrate = false;
+  // How the service measures and reads time: real oneDNN runs (OneDnnMeasurers) and the steady
+  // clock unless a test or another measurement path hands in its own. The clock must outlive the
+  // service.
+  MeasurerFactory measurers;
+  const Clock* clock = nullptr;
+
+  // Measurement agents (`fusor agent`). A Tune for a target with a live agent enqueues its
+  // candidate plans as a measurement job and waits for an agent's timings; a job not renewed for
+  // agent_lease_s goes to another agent. An agent is live while it was heard from (a lease poll,
+  // a renewal, a report) within agent_live_s. An agent's poll waits up to agent_poll_s for a job.
+  double agent_lease_s = 60;
+  double agent_live_s = 90;
+  double agent_poll_s = 20;
+  // This CPU's Tunes go to live agents of this CPU too, and fusord measures only when none is
+  // live: replicas sharing a host then never time plans against each other.
+  bool measure_on_agents = false;
 };
 
 class TuningService final : public TunerApi {
@@ -71,6 +90,16 @@ class TuningService final : public TunerApi {
   using TunerApi::Calibrate;
   StatusOr<v1::CalibrateResponse> Calibrate(const v1::CalibrateRequest& request,
                                             const std::atomic<bool>* cancelled) override;
+  // Measurement agents (server/agent_dispatch.h). RegisterAgent stores the agent's calibrated
+  // profile as RegisterTarget does (the newer calibration wins) and records the agent.
+  StatusOr<v1::RegisterAgentResponse> RegisterAgent(
+      const v1::RegisterAgentRequest& request) override;
+  StatusOr<v1::LeaseMeasurementJobResponse> LeaseMeasurementJob(
+      const v1::LeaseMeasurementJobRequest& request, const std::atomic<bool>* cancelled) override;
+  StatusOr<v1::RenewMeasurementLeaseResponse> RenewMeasurementLease(
+      const v1::RenewMeasurementLeaseRequest& request) override;
+  StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
+      const v1::ReportMeasurementRequest& request) override;
 
   // The fingerprint id of the CPU this service runs on.
   std::string local_target_id() const;

@@ -74,4 +74,18 @@ class PlanStoreContract : public ::testing::TestWithParam<testing::StoreBackendF
   std::unique_ptr<PlanStore> store_;
 };
 
+// PlanStoreContract with agents a1 and a2 of target-a registered, for the job queue's contract
+// (job_queue_contract_test.cc).
+class JobQueueContract : public PlanStoreContract {
+ protected:
+  void SetUp() override {
+    PlanStoreContract::SetUp();
+    if (HasFatalFailure()) return;
+    for (const char* agent : {"a1", "a2"}) {
+      Status s = store_->PutAgent({agent, "target-a", std::string(agent) + "-host", 0, 0});
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+};
+
 }  // namespace fusor::db

@@ -79,6 +79,10 @@ INSTANTIATE_TEST_SUITE_P(Postgres, PlanStoreContract,
                          ::testing::Values(testing::StoreBackendFactory{"postgresql",
                                                                         testing::PostgresBackend}),
                          testing::BackendName);
+INSTANTIATE_TEST_SUITE_P(Postgres, JobQueueContract,
+                         ::testing::Values(testing::StoreBackendFactory{"postgresql",
+                                                                        testing::PostgresBackend}),
+                         testing::BackendName);
 
 class PostgresPlanStoreTest : public ::testing::Test {
  protected:

@@ -43,6 +43,10 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, PlanStoreContract,
                          ::testing::Values(testing::StoreBackendFactory{"sqlite",
                                                                         testing::SqliteBackend}),
                          testing::BackendName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, JobQueueContract,
+                         ::testing::Values(testing::StoreBackendFactory{"sqlite",
+                                                                        testing::SqliteBackend}),
+                         testing::BackendName);
 
 class SqlitePlanStoreTest : public ::testing::Test {
  protected:

@@ -100,5 +100,18 @@ TEST(Authorize, AdminImpliesEveryRole) {
             "Calibrate needs a token with the 'admin' role; 'farm' has read,tune");
 }
 
+TEST(Authorize, TheAgentRoleIsForMeasurementAgentsOnly) {
+  auto t = AccessTokens::Parse("dddddddddddddddd4 agent build-07\n", "tokens");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto agent = t->Authenticate("Bearer dddddddddddddddd4");
+  ASSERT_TRUE(agent.ok());
+  EXPECT_EQ(agent->roles, kRoleAgent);
+  EXPECT_TRUE(Authorize(*agent, kRoleAgent, "LeaseMeasurementJob").ok());
+  Status denied = Authorize(*agent, kRoleTune, "Tune");
+  EXPECT_EQ(denied.code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(denied.message(), "Tune needs a token with the 'tune' role; 'build-07' has agent");
+  EXPECT_TRUE(Authorize(Principal{"op", kAllRoles}, kRoleAgent, "RegisterAgent").ok());
+}
+
 }  // namespace
 }  // namespace fusor

@@ -81,15 +81,20 @@ std::string FusorBinary() {
   return std::string(FUSOR_BINARY_DIR) + "/client/fusor";
 }
 
-StatusOr<std::unique_ptr<FusordProcess>> FusordProcess::Start(const std::vector<std::string>& args,
-                                                              const std::filesystem::path& log) {
-  std::vector<std::string> argv = {FusordBinary(), "--listen", "127.0.0.1:0"};
-  argv.insert(argv.end(), args.begin(), args.end());
+StatusOr<std::unique_ptr<FusordProcess>> FusordProcess::StartProgram(
+    const std::vector<std::string>& argv, const std::filesystem::path& log) {
   int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return Status::IOError("cannot create " + log.string());
   pid_t pid = Spawn(argv, fd, {{"OMP_WAIT_POLICY", "passive"}});
   close(fd);
-  std::unique_ptr<FusordProcess> p(new FusordProcess(pid, log));
+  return std::unique_ptr<FusordProcess>(new FusordProcess(pid, log));
+}
+
+StatusOr<std::unique_ptr<FusordProcess>> FusordProcess::Start(const std::vector<std::string>& args,
+                                                              const std::filesystem::path& log) {
+  std::vector<std::string> argv = {FusordBinary(), "--listen", "127.0.0.1:0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<FusordProcess> p, StartProgram(argv, log));
   std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
   auto end = std::chrono::steady_clock::now() + 30s;
   while (std::chrono::steady_clock::now() < end) {

@@ -1,4 +1,5 @@
-// Runs the real fusord (and the fusor CLI) as child processes for the integration tests: start on
+// Runs the real fusord (and the fusor CLI, and `fusor agent`) as child processes for the
+// integration tests: start fusord on
 // a free loopback port (fusord is given port 0 and its log says which it bound), stop with
 // SIGTERM, read the log. The destructor kills a fusord still running.
 #pragma once
@@ -25,6 +26,10 @@ class FusordProcess {
   // Starts fusord with `args` and --listen 127.0.0.1:0, logging to `log`; waits until it listens.
   static StatusOr<std::unique_ptr<FusordProcess>> Start(const std::vector<std::string>& args,
                                                         const std::filesystem::path& log);
+  // Starts any program (argv[0] a path, a `fusor agent` for instance) logging to `log`, without
+  // waiting for anything; port() is 0.
+  static StatusOr<std::unique_ptr<FusordProcess>> StartProgram(const std::vector<std::string>& argv,
+                                                               const std::filesystem::path& log);
   ~FusordProcess();
 
   int port() const { return port_; }

@@ -16,6 +16,7 @@
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
+#include "runtime/measurer_factory.h"
 #include "server/calibration_log.h"
 
 namespace fusor {
@@ -202,10 +203,83 @@ TEST_F(TuningServiceTest, ARegisteredRemoteTargetIsTunedByPredictionOnly) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->plan().target_id(), remote.target.Id());
   EXPECT_EQ(r->plan().measured_ns(), 0);  // Not this CPU: nothing measured here.
+  EXPECT_NE(
+      r->unmeasured_reason().find("no live measurement agent of target " + remote.target.Id()),
+      std::string::npos)
+      << r->unmeasured_reason();
   // A plan for one target is never served for another.
   v1::GetPlanRequest local;
   local.set_graph_hash(r->plan().graph_hash());
   EXPECT_EQ(service_->GetPlan(local).status().code(), Status::Code::kNotFound);
+}
+
+// The measurer seam: real oneDNN measurers, made by the factory the service is handed, and told
+// which timing policy they serve.
+class RecordingFactory {
+ public:
+  MeasurerFactory Factory() {
+    return [this](TimingPolicy policy, const OneDnnMeasurerOptions& options) {
+      policies.push_back(policy);
+      return OneDnnMeasurers()(policy, options);
+    };
+  }
+  std::vector<TimingPolicy> policies;
+};
+
+TEST_F(TuningServiceTest, TuneMeasuresThroughTheMeasurerFactoryItIsHanded) {
+  RecordingFactory made;
+  TuningServiceOptions o = Options();
+  o.measurers = made.Factory();
+  Reopen(o);
+  auto r = Tune(Request());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->plan().measured_ns(), 0);
+  EXPECT_EQ(made.policies, std::vector<TimingPolicy>{TimingPolicy::kTune});
+}
+
+// A real measurer that moves a manual clock on by `step` after each plan it times.
+class ClockMovingMeasurer final : public Measurer {
+ public:
+  ClockMovingMeasurer(std::unique_ptr<Measurer> real, const ManualClock* clock,
+                      std::chrono::seconds step)
+      : real_(std::move(real)), clock_(clock), step_(step) {}
+  StatusOr<Measurement> MeasurePlan(const Graph& g, const FusionPlan& plan) override {
+    auto m = real_->MeasurePlan(g, plan);
+    clock_->Advance(step_);
+    return m;
+  }
+  StatusOr<Measurement> MeasureGroup(const Graph& g, const FusionGroup& group) override {
+    return real_->MeasureGroup(g, group);
+  }
+
+ private:
+  std::unique_ptr<Measurer> real_;
+  const ManualClock* clock_;
+  std::chrono::seconds step_;
+};
+
+TEST_F(TuningServiceTest, CalibrationKeepsItsTimeLimitOnTheClockItIsHanded) {
+  ManualClock clock;
+  std::vector<TimingPolicy> policies;
+  TuningServiceOptions o = Options();
+  o.calibration_benchmark_ms = 5;
+  o.calibration_quiet_wait_ms = 0;
+  o.clock = &clock;
+  o.measurers = [&](TimingPolicy policy, const OneDnnMeasurerOptions& options) {
+    policies.push_back(policy);
+    return std::make_unique<ClockMovingMeasurer>(OneDnnMeasurers()(policy, options), &clock,
+                                                 std::chrono::seconds(1000));
+  };
+  Reopen(o);
+  // The first benchmark takes 1000 s on this clock, past the 600 s limit: the second is refused.
+  auto calibrated = service_->Calibrate({});
+  EXPECT_EQ(calibrated.status().code(), Status::Code::kDeadlineExceeded)
+      << calibrated.status().ToString();
+  ASSERT_FALSE(policies.empty());
+  for (TimingPolicy p : policies) EXPECT_EQ(p, TimingPolicy::kCalibrate);
+  auto targets = service_->ListTargets({});
+  ASSERT_TRUE(targets.ok());
+  EXPECT_EQ(targets->profiles(0).calibrated_unix_ms(), 0);  // Nothing stored.
 }
 
 TEST_F(TuningServiceTest, RecalibrationMakesStoredPlansStale) {

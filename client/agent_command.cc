@@ -1,0 +1,66 @@
+#include "client/agent_command.h"
+
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "client/connection.h"
+#include "client/exit_codes.h"
+#include "client/measurement_agent.h"
+
+namespace fusor {
+namespace {
+
+// Set by SIGTERM / SIGINT: the agent finishes (or gives up) its poll and stops between jobs.
+std::atomic<bool> g_stop{false};
+
+void RequestStop(int) { g_stop = true; }
+
+struct AgentFlags {
+  ConnectionOptions connection;
+  std::string local_db;
+  MeasurementAgentOptions agent;
+};
+
+int RunAgent(const AgentFlags& f) {
+  if (!f.connection.remote()) {
+    return ReportError("agent", Status::InvalidArgument(
+                                    "fusor agent needs --server (the fusord it measures for) and "
+                                    "a token with the 'agent' role"));
+  }
+  auto server = Connect(f.connection);
+  if (!server.ok()) return ReportError("agent", server.status());
+  auto local = OpenLocalTuner(f.local_db, /*auto_calibrate=*/false);
+  if (!local.ok()) return ReportError("agent", local.status().WithContext("--local-db"));
+  auto profile = CalibratedLocalProfile(**local);
+  if (!profile.ok()) return ReportError("agent", profile.status());
+  MeasurementAgent agent(server->get(), f.agent);
+  if (Status s = agent.Register(*profile); !s.ok()) return ReportError("agent", s);
+  std::cerr << "agent " << agent.agent_id() << " measuring for target " << agent.target_id()
+            << " at " << f.connection.server << "\n";
+  std::signal(SIGTERM, RequestStop);
+  std::signal(SIGINT, RequestStop);
+  if (Status s = agent.Run(&g_stop); !s.ok()) return ReportError("agent", s);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddAgentCommand(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "agent", "Measure plans for a fusord on this machine (a measurement agent of its target)");
+  auto f = std::make_shared<AgentFlags>();
+  AddConnectionOptions(cmd, &f->connection);
+  cmd->add_option("--local-db", f->local_db,
+                  "This machine's tuning database, holding its calibration (default: the "
+                  "per-user SQLite file)");
+  cmd->add_option("--name", f->agent.name, "Name of this agent (default: the host name)");
+  cmd->add_option("--measure-threads", f->agent.measure_threads, "OpenMP threads; 0: all cores");
+  cmd->add_option("--min-measure-ms", f->agent.min_measure_ms,
+                  "Repeat each plan's timing this long (default: as fusord asks)");
+  cmd->add_option("--poll", f->agent.poll_s, "Seconds one poll for a job waits");
+  cmd->add_option("--max-jobs", f->agent.max_jobs, "Stop after this many jobs (default: never)");
+  cmd->callback([f, exit_code] { *exit_code = RunAgent(*f); });
+}
+
+}  // namespace fusor

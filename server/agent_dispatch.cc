@@ -1,0 +1,239 @@
+#include "server/agent_dispatch.h"
+
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "graph/graph_proto.h"
+#include "search/autotune.h"
+#include "search/plan_search.h"
+
+namespace fusor {
+namespace {
+
+// How often a waiting Tune reads its job, and a waiting agent's poll tries to lease one: short
+// next to a lease (a minute) and to a measurement (seconds), long next to one store round trip
+// (a lease attempt is a write transaction, so idle agents poll less often).
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+constexpr auto kLeasePollInterval = std::chrono::milliseconds(200);
+
+bool Cancelled(const std::atomic<bool>* cancelled) {
+  return cancelled != nullptr && cancelled->load();
+}
+
+// 8 random hex digits: the part of an agent id that keeps two agents of one name apart.
+std::string RandomSuffix() {
+  std::random_device device;
+  return fmt::format("{:08x}", device());
+}
+
+// A name fit for an id: letters, digits, '.', '_' and '-' kept, anything else '_'.
+std::string IdSafe(const std::string& name) {
+  std::string out = name.empty() ? "agent" : name.substr(0, 64);
+  for (char& c : out) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  return out;
+}
+
+// A result an agent reports for a job: an error, or one sane timing per plan.
+Status CheckResult(const v1::MeasurementResult& result, const v1::MeasurementJob& job) {
+  if (!result.error().empty()) return Status::Ok();
+  if (result.timings_size() != job.plans_size()) {
+    return Status::InvalidArgument(
+        fmt::format("measurement job {} has {} plans, the result {} timings; report one timing "
+                    "per plan, in the job's order (or an error)",
+                    job.job_id(), job.plans_size(), result.timings_size()));
+  }
+  for (int i = 0; i < result.timings_size(); ++i) {
+    double median = result.timings(i).median_ns();
+    if (!std::isfinite(median) || median <= 0) {
+      return Status::InvalidArgument(fmt::format(
+          "measurement job {}: timing {} has median_ns {}; a time must be finite and positive",
+          job.job_id(), i, median));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+AgentDispatch::AgentDispatch(db::PlanStore* store, const Clock* clock, AgentDispatchOptions options)
+    : store_(store), clock_(clock), options_(options) {}
+
+StatusOr<v1::RegisterAgentResponse> AgentDispatch::Register(const std::string& name,
+                                                            const std::string& target_id) {
+  db::AgentRecord agent;
+  agent.agent_id = IdSafe(name) + "-" + RandomSuffix();
+  agent.target_id = target_id;
+  agent.name = name;
+  FUSOR_RETURN_IF_ERROR(store_->PutAgent(agent));
+  spdlog::info("agent: registered {} for target {}", agent.agent_id, target_id);
+  v1::RegisterAgentResponse response;
+  response.set_agent_id(agent.agent_id);
+  response.set_target_id(target_id);
+  response.set_lease_s(options_.lease_s);
+  return response;
+}
+
+StatusOr<int64_t> AgentDispatch::LiveAgents(const std::string& target_id) {
+  return store_->CountLiveAgents(target_id, static_cast<int64_t>(options_.live_s * 1000));
+}
+
+// Polls the queue until a job of the agent's target can be leased or the wait is over; each call
+// counts as hearing from the agent, so an agent that keeps polling stays live.
+StatusOr<v1::LeaseMeasurementJobResponse> AgentDispatch::Lease(
+    const v1::LeaseMeasurementJobRequest& request, const std::atomic<bool>* cancelled) {
+  if (!(request.wait_s() >= 0)) {
+    return Status::InvalidArgument(
+        fmt::format("wait_s {} must not be negative (0: do not wait)", request.wait_s()));
+  }
+  const double wait_s = std::min(request.wait_s(), options_.poll_s);
+  const int64_t until = clock_->NowNs() + static_cast<int64_t>(wait_s * 1e9);
+  v1::LeaseMeasurementJobResponse response;
+  FUSOR_ASSIGN_OR_RETURN(db::AgentRecord agent, store_->TouchAgent(request.agent_id()));
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(std::optional<db::MeasurementJobRow> job,
+                           store_->LeaseJob(agent.target_id, agent.agent_id, LeaseMs()));
+    if (job) {
+      spdlog::info("agent: job {} (graph {}) leased to {} (lease {})", job->job_id,
+                   job->job.graph_hash().substr(0, 16), agent.agent_id, job->lease);
+      response.set_leased(true);
+      *response.mutable_job() = std::move(job->job);
+      return response;
+    }
+    if (Cancelled(cancelled) || clock_->NowNs() >= until) return response;
+    clock_->SleepFor(kLeasePollInterval);
+  }
+}
+
+StatusOr<v1::RenewMeasurementLeaseResponse> AgentDispatch::Renew(
+    const v1::RenewMeasurementLeaseRequest& request) {
+  FUSOR_RETURN_IF_ERROR(store_->TouchAgent(request.agent_id()).status());
+  FUSOR_ASSIGN_OR_RETURN(
+      int64_t expires,
+      store_->RenewLease({request.job_id(), request.agent_id(), request.lease()}, LeaseMs()));
+  v1::RenewMeasurementLeaseResponse response;
+  response.set_lease_expires_unix_ms(expires);
+  return response;
+}
+
+StatusOr<v1::ReportMeasurementResponse> AgentDispatch::Report(
+    const v1::ReportMeasurementRequest& request) {
+  FUSOR_RETURN_IF_ERROR(store_->TouchAgent(request.agent_id()).status());
+  FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow job, store_->GetJob(request.job_id()));
+  FUSOR_RETURN_IF_ERROR(CheckResult(request.result(), job.job));
+  FUSOR_RETURN_IF_ERROR(
+      store_->FinishJob({request.job_id(), request.agent_id(), request.lease()}, request.result()));
+  spdlog::info("agent: job {} reported by {}{}", request.job_id(), request.agent_id(),
+               request.result().error().empty() ? "" : ": " + request.result().error());
+  return v1::ReportMeasurementResponse();
+}
+
+std::vector<FusionPlan> AgentDispatch::Candidates(const Graph& g, const FusionPlan& searched,
+                                                  int budget, int max_group_nodes) {
+  std::vector<FusionPlan> out = {searched};
+  for (FusionPlan baseline : {RulesPlan(g, max_group_nodes), UnfusedPlan(g)}) {
+    if (static_cast<int>(out.size()) >= budget) break;
+    if (std::find(out.begin(), out.end(), baseline) == out.end()) out.push_back(baseline);
+  }
+  return out;
+}
+
+StatusOr<AgentOutcome> AgentDispatch::Measure(
+    const Graph& g, const std::string& graph_hash, const std::string& target_id,
+    const std::vector<FusionPlan>& candidates, int64_t deadline_ns,
+    const std::atomic<bool>* cancelled, const std::function<void(const std::string&)>& progress) {
+  v1::MeasurementJob job;
+  job.set_target_id(target_id);
+  job.set_graph_hash(graph_hash);
+  *job.mutable_graph() = ToProto(g);
+  for (const FusionPlan& plan : candidates) PlanToProto(plan, job.add_plans());
+  job.set_min_measure_ms(options_.min_measure_ms);
+  FUSOR_ASSIGN_OR_RETURN(int64_t job_id, store_->EnqueueJob(job));
+  spdlog::info("agent: job {} queued: graph={} target={} plans={}", job_id,
+               graph_hash.substr(0, 16), target_id, candidates.size());
+  progress(fmt::format("measurement job {} queued for the agents of target {}", job_id, target_id));
+  StatusOr<db::MeasurementJobRow> done = WaitForJob(job_id, deadline_ns, cancelled, progress);
+  if (!done.ok() || done->state != db::kJobDone) {
+    // Stopped waiting: the job is nobody's any more (an agent holding it is told so when it
+    // reports).
+    Status cancel = store_->CancelJob(job_id);
+    if (!cancel.ok()) spdlog::warn("agent: cancelling job {}: {}", job_id, cancel.ToString());
+  }
+  if (!done.ok()) return done.status();
+  if (done->state != db::kJobDone) {
+    AgentOutcome outcome;
+    outcome.unmeasured_reason = fmt::format(
+        "no agent of target {} reported measurement job {} within the Tune's time limit; the "
+        "plan is the cost model's prediction",
+        target_id, job_id);
+    return outcome;
+  }
+  return Choose(*done, candidates, g);
+}
+
+StatusOr<db::MeasurementJobRow> AgentDispatch::WaitForJob(
+    int64_t job_id, int64_t deadline_ns, const std::atomic<bool>* cancelled,
+    const std::function<void(const std::string&)>& progress) {
+  int64_t announced_lease = 0;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow row, store_->GetJob(job_id));
+    if (row.state == db::kJobDone || row.state == db::kJobCancelled) return row;
+    if (row.state == db::kJobLeased && row.lease != announced_lease) {
+      announced_lease = row.lease;
+      progress(fmt::format("measuring on agent {}{}", row.agent_id,
+                           row.lease > 1 ? fmt::format(" (lease {}: an earlier agent's lease "
+                                                       "expired)",
+                                                       row.lease)
+                                         : ""));
+    }
+    if (Cancelled(cancelled)) return Status::Cancelled("tuning was cancelled");
+    if (clock_->NowNs() >= deadline_ns) return row;
+    clock_->SleepFor(kPollInterval);
+  }
+}
+
+// The searched plan (candidate 0) unless another candidate was timed faster by more than the
+// noise margin, as the local measured refinement decides (search/autotune.h).
+AgentOutcome AgentDispatch::Choose(const db::MeasurementJobRow& job,
+                                   const std::vector<FusionPlan>& candidates,
+                                   const Graph& g) const {
+  AgentOutcome outcome;
+  const v1::MeasurementResult& result = job.result;
+  if (!result.error().empty() || result.timings_size() != static_cast<int>(candidates.size())) {
+    outcome.unmeasured_reason = fmt::format(
+        "agent {} could not measure job {}: {}; the plan is the cost model's prediction",
+        job.agent_id, job.job_id,
+        result.error().empty() ? "its result does not match the job" : result.error());
+    return outcome;
+  }
+  const double margin = AutotuneOptions().noise_margin;
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (result.timings(i).median_ns() < result.timings(best).median_ns() * (1 - margin)) {
+      best = i;
+    }
+  }
+  const FusionPlan unfused = UnfusedPlan(g);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i] == unfused) outcome.unfused_measured_ns = result.timings(i).median_ns();
+  }
+  outcome.measured = true;
+  outcome.plan = candidates[best];
+  outcome.measured_ns = result.timings(best).median_ns();
+  outcome.agent_id = job.agent_id;
+  const v1::PlanTiming& timing = result.timings(best);
+  outcome.measurement.samples_ns.assign(timing.samples_ns().begin(), timing.samples_ns().end());
+  if (outcome.measurement.samples_ns.empty()) outcome.measurement.samples_ns = {timing.median_ns()};
+  outcome.measurement.agent_id = job.agent_id;
+  return outcome;
+}
+
+}  // namespace fusor

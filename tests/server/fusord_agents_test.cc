@@ -1,0 +1,324 @@
+// Measurement agents with the real parts: the real fusord on loopback over a real PostgreSQL 15
+// (tests/db/test_postgres.h) or a real SQLite file, real `fusor agent` processes (and the same
+// agent code in process), real oneDNN runs. A Tune for a target with a live agent is measured on
+// the agent and records it; an agent killed with SIGKILL mid-job leaves its job to another agent
+// once its lease expires, and the plan is stored; a report for a job the agent no longer holds is
+// refused; a target with no live agent gets the prediction, saying so; wrong roles and unknown
+// agents get clear errors. fusord runs with --measure-on-agents, so this host's agents measure
+// for this host's CPU, and with short leases; waits poll with generous bounds that only fail on
+// a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "client/measurement_agent.h"
+#include "client/remote_tuner.h"
+#include "costmodel/hardware_profile.h"
+#include "db/sqlite_plan_store.h"
+#include "tests/db/test_postgres.h"
+#include "tests/server/fusord_process.h"
+#include "tests/server/test_graphs.h"
+#include "tests/server/test_tokens.h"
+
+namespace fusor::testing {
+namespace {
+
+using db::testing::TestPostgres;
+using namespace std::chrono_literals;
+
+constexpr char kAgentToken[] = "agent-token-0123456789";
+
+// Polls `done` every 50 ms until it holds; false after `bound` (a hang, not a slow host).
+bool Eventually(const std::function<bool()>& done, std::chrono::seconds bound = 120s) {
+  auto end = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+class FusordAgents : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir("fusord-agents");
+    tokens_ = WriteTokenFile(dir_);
+    std::ofstream(tokens_, std::ios::app) << kAgentToken << " agent farm-agent\n";
+    agent_token_file_ = (dir_ / "agent-token").string();
+    std::ofstream(agent_token_file_) << kAgentToken << "\n";
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      if (fusord_) std::cerr << "fusord log:\n" << fusord_->Log();
+      for (auto& [name, agent] : agents_) std::cerr << name << " log:\n" << agent->Log();
+    }
+    agents_.clear();
+    fusord_.reset();
+    postgres_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void StartPostgres() {
+    auto server = TestPostgres::Start();
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    postgres_ = std::move(server).value();
+    auto uri = postgres_->CreateDatabase("fusor");
+    ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+    db_ = *uri;
+  }
+
+  // fusord on db_ with agents measuring this CPU, leases of `lease_s`.
+  void StartFusord(double lease_s) {
+    auto p = FusordProcess::Start(
+        {"--db", db_, "--token-file", tokens_, "--measure-on-agents", "--agent-lease",
+         std::to_string(lease_s), "--agent-poll", "1", "--measure-threads", "1",
+         "--default-time-limit", "120", "--shutdown-grace", "2"},
+        dir_ / "fusord.log");
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    fusord_ = std::move(p).value();
+  }
+
+  RemoteTuner Client(const std::string& token) const {
+    RemoteTunerOptions o;
+    o.address = fusord_->address();
+    o.token = token;
+    return RemoteTuner(o);
+  }
+
+  // This CPU's profile as fusord stored it, marked calibrated now: what an agent of this machine
+  // registers (the agents here reuse it rather than calibrate for a minute).
+  v1::HardwareProfile CalibratedProfile() const {
+    auto targets = Client(kAdminToken).ListTargets({});
+    EXPECT_TRUE(targets.ok()) << targets.status().ToString();
+    EXPECT_EQ(targets->profiles_size(), 1);
+    v1::HardwareProfile p = targets->profiles(0);
+    p.set_calibrated_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
+    return p;
+  }
+
+  // A `fusor agent` process whose own database holds this machine's calibration.
+  FusordProcess* StartAgent(const std::string& name, const std::vector<std::string>& extra = {}) {
+    std::string local_db = (dir_ / (name + ".db")).string();
+    {
+      auto store = db::SqlitePlanStore::Open(local_db, {});
+      EXPECT_TRUE(store.ok()) << store.status().ToString();
+      if (!store.ok()) return nullptr;
+      Status s = (*store)->PutTarget(CalibratedProfile());
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    std::vector<std::string> argv = {FusorBinary(),
+                                     "agent",
+                                     "--server",
+                                     fusord_->address(),
+                                     "--token-file",
+                                     agent_token_file_,
+                                     "--local-db",
+                                     local_db,
+                                     "--name",
+                                     name,
+                                     "--measure-threads",
+                                     "1",
+                                     "--poll",
+                                     "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto p = FusordProcess::StartProgram(argv, dir_ / (name + ".log"));
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return nullptr;
+    agents_.emplace_back(name, std::move(p).value());
+    return agents_.back().second.get();
+  }
+
+  std::string Sql(const std::string& sql) const { return TestPostgres::Query(db_, sql); }
+
+  StatusOr<v1::TuneEvent::Result> Tune(const v1::TuneRequest& request) const {
+    v1::TuneEvent::Result result;
+    Status s = Client(kReadTuneToken)
+                   .Tune(
+                       request,
+                       [&](const v1::TuneEvent& e) {
+                         if (e.has_result()) result = e.result();
+                       },
+                       nullptr);
+    if (!s.ok()) return s;
+    return result;
+  }
+
+  static v1::TuneRequest Request(const v1::Graph& graph, int budget = 3) {
+    v1::TuneRequest r = TuneRequestFor(graph);
+    r.mutable_options()->set_measure_budget(budget);
+    r.mutable_options()->set_time_limit_s(300);
+    return r;
+  }
+
+  std::filesystem::path dir_;
+  std::string tokens_;
+  std::string agent_token_file_;
+  std::unique_ptr<TestPostgres> postgres_;
+  std::string db_;
+  std::unique_ptr<FusordProcess> fusord_;
+  std::vector<std::pair<std::string, std::unique_ptr<FusordProcess>>> agents_;
+};
+
+TEST_F(FusordAgents, ATuneIsMeasuredOnALiveAgentAndTheMeasurementNamesIt) {
+  ASSERT_NO_FATAL_FAILURE(StartPostgres());
+  ASSERT_NO_FATAL_FAILURE(StartFusord(30));
+  ASSERT_NE(StartAgent("agent-a"), nullptr);
+  ASSERT_TRUE(Eventually([&] { return Sql("SELECT count(*) FROM agents") == "1"; }));
+
+  auto tuned = Tune(Request(ChainGraph(6, 4096, "chain6")));
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->measured_by().rfind("agent-a-", 0), 0u) << tuned->measured_by();
+  EXPECT_EQ(tuned->unmeasured_reason(), "");
+  EXPECT_GT(tuned->plan().measured_ns(), 0);
+  EXPECT_EQ(Sql("SELECT agent_id FROM measurements"), tuned->measured_by());
+  EXPECT_EQ(Sql("SELECT state || ' ' || agent_id || ' ' || lease FROM measurement_jobs"),
+            "done " + tuned->measured_by() + " 1");
+
+  // The same request again is served from the store.
+  auto again = Tune(Request(ChainGraph(6, 4096, "chain6")));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->cache_hit());
+  EXPECT_EQ(Sql("SELECT count(*) FROM measurement_jobs"), "1");
+}
+
+TEST_F(FusordAgents, AnAgentKilledMidJobLeavesTheJobToAnotherAndThePlanIsStored) {
+  ASSERT_NO_FATAL_FAILURE(StartPostgres());
+  ASSERT_NO_FATAL_FAILURE(StartFusord(2));
+  // Agent a times each plan for as long as its repeat cap allows (seconds on a megabyte-wide
+  // chain), so it is still measuring when killed.
+  FusordProcess* slow = StartAgent("agent-a", {"--min-measure-ms", "600000"});
+  ASSERT_NE(slow, nullptr);
+  ASSERT_TRUE(Eventually([&] { return Sql("SELECT count(*) FROM agents") == "1"; }));
+
+  StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
+  std::thread tune([&] { tuned = Tune(Request(ChainGraph(8, 1 << 20, "wide8"))); });
+  bool leased = Eventually([&] {
+    return Sql("SELECT agent_id FROM measurement_jobs WHERE state = 'leased'")
+               .rfind("agent-a-", 0) == 0;
+  });
+  EXPECT_TRUE(leased);
+  slow->Kill();
+  EXPECT_EQ(Sql("SELECT state FROM measurement_jobs"), "leased");  // a died holding it.
+  ASSERT_NE(StartAgent("agent-b"), nullptr);
+  tune.join();
+
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->measured_by().rfind("agent-b-", 0), 0u) << tuned->measured_by();
+  EXPECT_GT(tuned->plan().measured_ns(), 0);
+  EXPECT_EQ(Sql("SELECT state || ' ' || lease FROM measurement_jobs"), "done 2");
+  EXPECT_EQ(Sql("SELECT count(*) FROM plans"), "1");
+  EXPECT_EQ(Sql("SELECT agent_id FROM measurements"), tuned->measured_by());
+}
+
+// The agent code in process, against fusord on a SQLite file.
+class FusordAgentsOnSqlite : public FusordAgents {
+ protected:
+  void SetUp() override {
+    FusordAgents::SetUp();
+    db_ = (dir_ / "tuning.db").string();
+  }
+};
+
+TEST_F(FusordAgentsOnSqlite, AReportForAJobTheAgentNoLongerHoldsIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(1));
+  RemoteTuner connection = Client(kAgentToken);
+  MeasurementAgentOptions options;
+  options.measure_threads = 1;
+  options.poll_s = 1;
+  MeasurementAgent first(&connection, options);
+  ASSERT_TRUE(first.Register(CalibratedProfile()).ok());
+
+  StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
+  std::thread tune([&] { tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+  std::optional<v1::MeasurementJob> job;
+  ASSERT_TRUE(Eventually([&] {
+    auto leased = first.Lease(nullptr);
+    EXPECT_TRUE(leased.ok()) << leased.status().ToString();
+    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
+    return job.has_value();
+  }));
+  EXPECT_EQ(job->lease(), 1);
+  // The first agent goes quiet; its lease expires and the second agent takes the job.
+  options.max_jobs = 1;
+  MeasurementAgent second(&connection, options);
+  ASSERT_TRUE(second.Register(CalibratedProfile()).ok());
+  Status ran = second.Run(nullptr);
+  EXPECT_TRUE(ran.ok()) << ran.ToString();
+  tune.join();
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->measured_by(), second.agent_id());
+
+  Status late = first.Report(*job, first.Measure(*job));
+  EXPECT_EQ(late.code(), Status::Code::kFailedPrecondition) << late.ToString();
+  EXPECT_NE(late.message().find("no longer holds measurement job"), std::string::npos)
+      << late.ToString();
+  EXPECT_NE(late.message().find(second.agent_id()), std::string::npos) << late.ToString();
+}
+
+TEST_F(FusordAgentsOnSqlite, ATargetWithNoLiveAgentGetsThePredictionAndSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(30));
+  // Another machine's calibrated profile, registered by an operator; no agent of it runs.
+  auto other = ProfileFromProto(CalibratedProfile());
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  other->target.cpu_model = "Other CPU of the farm";
+  v1::RegisterTargetRequest registration;
+  ProfileToProto(*other, registration.mutable_profile());
+  auto registered = Client(kAdminToken).RegisterTarget(registration);
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+
+  v1::TuneRequest request = Request(ChainGraph(4, 1024, "chain4"));
+  request.set_target_id(registered->target_id());
+  auto tuned = Tune(request);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->plan().measured_ns(), 0);
+  EXPECT_EQ(tuned->measured_by(), "");
+  EXPECT_NE(tuned->unmeasured_reason().find("no live measurement agent of target " +
+                                            registered->target_id()),
+            std::string::npos)
+      << tuned->unmeasured_reason();
+}
+
+TEST_F(FusordAgentsOnSqlite, WrongRolesAndUnknownAgentsGetClearErrors) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(30));
+  v1::RegisterAgentRequest registration;
+  *registration.mutable_profile() = CalibratedProfile();
+  auto refused = Client(kReadTuneToken).RegisterAgent(registration);
+  EXPECT_EQ(refused.status().code(), Status::Code::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("'agent' role"), std::string::npos)
+      << refused.status().ToString();
+
+  v1::LeaseMeasurementJobRequest lease;
+  lease.set_agent_id("nobody-00000000");
+  auto unknown = Client(kAgentToken).LeaseMeasurementJob(lease, nullptr);
+  EXPECT_EQ(unknown.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(unknown.status().message().find("agent 'nobody-00000000' is not registered"),
+            std::string::npos)
+      << unknown.status().ToString();
+
+  v1::RegisterAgentRequest uncalibrated = registration;
+  uncalibrated.mutable_profile()->set_calibrated_unix_ms(0);
+  auto never = Client(kAgentToken).RegisterAgent(uncalibrated);
+  EXPECT_EQ(never.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(never.status().message().find("never calibrated"), std::string::npos)
+      << never.status().ToString();
+
+  // A report naming a lease the agent never had.
+  auto agent = Client(kAgentToken).RegisterAgent(registration);
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  v1::ReportMeasurementRequest report;
+  report.set_agent_id(agent->agent_id());
+  report.set_job_id(4242);
+  report.set_lease(1);
+  auto nothing = Client(kAgentToken).ReportMeasurement(report);
+  EXPECT_EQ(nothing.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(nothing.status().message().find("measurement job 4242"), std::string::npos)
+      << nothing.status().ToString();
+}
+
+}  // namespace
+}  // namespace fusor::testing
