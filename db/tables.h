@@ -83,4 +83,13 @@ StatusOr<std::vector<CalibrationRun>> ReadCalibrationRuns(SqliteConnection& c,
 // Adds the log's counts (runs, samples, samples per target) to stats.
 Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats);
 
+// The learned residual's log and fits (schema version 3). Rows without a time get now_ms.
+Status InsertResidualSamples(SqliteConnection& c, std::span<const ResidualSampleRow> rows,
+                             int64_t now_ms);
+StatusOr<std::vector<ResidualSampleRow>> ReadResidualSamples(SqliteConnection& c,
+                                                             const ResidualSampleQuery& query);
+Status UpsertResidual(SqliteConnection& c, const StoredResidual& residual, int64_t now_ms);
+StatusOr<std::optional<StoredResidual>> FindResidual(SqliteConnection& c,
+                                                     std::string_view target_id);
+
 }  // namespace fusor::db::tables
