@@ -106,6 +106,10 @@ const std::vector<Setting>& Settings() {
                  [](C* c) { return &c->server.max_jobs_per_principal; }),
       Field<int>("max_joiners_per_job", "--max-joiners-per-job",
                  [](C* c) { return &c->server.max_joiners_per_job; }),
+      Field<bool>("learned_residual", "--no-learned-residual",
+                  [](C* c) { return &c->tuning.learned_residual; }),
+      Field<int>("residual_refit_every", "--residual-refit-every",
+                 [](C* c) { return &c->tuning.residual_refit_every; }),
       Field<std::string>("log_level", "--log-level", [](C* c) { return &c->log_level; }),
       Field<std::string>("log_format", "--log-format", [](C* c) { return &c->log_format; }),
       Field<std::string>("metrics_listen", "--metrics-listen",
@@ -154,6 +158,9 @@ Status CheckValues(const FusordConfig& c) {
       t.max_calibration_time_limit_s > 86'400) {
     return Status::InvalidArgument(
         "max_calibration_time_limit_s must be in [calibration_time_limit_s, 86400]");
+  }
+  if (t.residual_refit_every < 1 || t.residual_refit_every > 1'000'000) {
+    return Status::InvalidArgument("residual_refit_every must be in [1, 1000000]");
   }
   return Status::Ok();
 }
@@ -208,6 +215,12 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
                   "Tuning jobs one principal may have queued or running");
   app->add_option("--max-joiners-per-job", c->server.max_joiners_per_job,
                   "Callers that may share one tuning job");
+  app->add_flag_callback(
+      "--no-learned-residual", [c] { c->tuning.learned_residual = false; },
+      "Score every Tune with the analytical cost model alone and fit no residual (timings are "
+      "still kept)");
+  app->add_option("--residual-refit-every", c->tuning.residual_refit_every,
+                  "Refit a target's learned residual after this many new timings");
   app->add_option("--log-level", c->log_level, "trace, debug, info, warn, error");
   app->add_option("--log-format", c->log_format, "text, or json (one JSON object a line)");
   app->add_option("--metrics-listen", c->metrics_listen,

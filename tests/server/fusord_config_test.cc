@@ -37,6 +37,30 @@ TEST(FusordConfig, FileSetsEveryKeyTheFlagsLeaveAlone) {
   EXPECT_EQ(p.config.log_level, "debug");
 }
 
+TEST(FusordConfig, TheLearnedResidualIsOnUnlessTheKeyOrTheFlagTurnsItOff) {
+  Parsed on({});
+  ASSERT_TRUE(ApplyConfigJson("{}", "f.json", on.app, &on.config).ok());
+  EXPECT_TRUE(on.config.tuning.learned_residual);
+  EXPECT_EQ(on.config.tuning.residual_refit_every, 32);
+
+  Parsed file({});
+  Status s = ApplyConfigJson(R"({"learned_residual": false, "residual_refit_every": 5})", "f.json",
+                             file.app, &file.config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(file.config.tuning.learned_residual);
+  EXPECT_EQ(file.config.tuning.residual_refit_every, 5);
+
+  Parsed flag({"--no-learned-residual"});
+  s = ApplyConfigJson(R"({"learned_residual": true})", "f.json", flag.app, &flag.config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(flag.config.tuning.learned_residual) << "the flag wins";
+
+  Parsed zero({"--residual-refit-every", "0"});
+  s = ApplyConfigFile(zero.app, &zero.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("residual_refit_every"), std::string::npos) << s.message();
+}
+
 TEST(FusordConfig, UnknownKeyIsAnErrorNamingIt) {
   Parsed p({});
   Status s = ApplyConfigJson(R"({"listen": "127.0.0.1:1", "queue_sise": 4})", "fusord.json", p.app,
