@@ -158,11 +158,14 @@ TEST_F(FusordResidual, TimingsAccumulateTheFitScoresTheNextTuneAndTheSwitchTurns
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   size_t timings_before = Timings(target);
   StartFusord({"--no-learned-residual", "--residual-refit-every", "1"});
-  StatusOr<v1::Plan> server_off = Tune(request_);
-  ASSERT_TRUE(server_off.ok()) << server_off.status().ToString();
-  EXPECT_EQ(server_off->residual_training_samples(), 0);
-  EXPECT_TRUE(server_off->learned_residual().empty());
-  EXPECT_GT(Timings(target), timings_before);
+  // Until a timing is kept (a loaded host may leave a tune's timings all unstable).
+  for (int tune = 0; tune < 6 && Timings(target) == timings_before; ++tune) {
+    StatusOr<v1::Plan> server_off = Tune(request_);
+    ASSERT_TRUE(server_off.ok()) << server_off.status().ToString();
+    EXPECT_EQ(server_off->residual_training_samples(), 0);
+    EXPECT_TRUE(server_off->learned_residual().empty());
+  }
+  EXPECT_GT(Timings(target), timings_before) << "six tunes kept no stable timing";
   StatusOr<db::StoredResidual> after = Database()->GetResidual(target);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(after->last_sample_id, before->last_sample_id);
