@@ -165,6 +165,7 @@ ordered_json PlanSummaryJson(const db::StoredPlan& stored) {
       {"model_name", stored.model_name},
       {"target_id", p.target_id()},
       {"cost_model_version", p.cost_model_version()},
+      {"residual_training_samples", p.residual_training_samples()},
       {"search_options", p.search_options()},
       {"predicted_ns", p.predicted_ns()},
       {"measured_ns", OptionalNs(p.measured_ns())},
@@ -374,6 +375,8 @@ void PrintPlanDetail(const db::StoredPlan& s, const std::vector<db::Measurement>
       DurationText(p.predicted_ns()), DurationText(p.measured_ns()),
       DurationText(p.unfused_predicted_ns()), DurationText(p.unfused_measured_ns()),
       SpeedUpText(p));
+  std::cout << fmt::format("  chosen with {}\n",
+                           CostModelText(p.cost_model_version(), p.residual_training_samples()));
   std::cout << fmt::format("  {} groups, peak memory {}, created {}, from {}\n", p.groups_size(),
                            ByteString(p.peak_memory_bytes()), LocalIsoTime(p.created_unix_ms()),
                            s.database);

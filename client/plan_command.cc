@@ -15,6 +15,7 @@
 #include "client/plan_explain.h"
 #include "client/text_format.h"
 #include "costmodel/cost_model.h"
+#include "costmodel/residual.h"
 #include "graph/canonical.h"
 #include "graph/plan.h"
 
@@ -167,15 +168,41 @@ int RunShow(const PlanFlags& f) {
   return kExitOk;
 }
 
+// The model the plan was chosen with: the analytical one, with the learned residual the plan
+// carries on top (its `learned` term) when it has one.
+StatusOr<std::unique_ptr<CostModel>> ChoosingModel(const Loaded& l) {
+  if (l.proto.learned_residual().empty()) {
+    return std::unique_ptr<CostModel>(std::make_unique<AnalyticalCostModel>(l.profile));
+  }
+  nlohmann::json j = nlohmann::json::parse(l.proto.learned_residual(), nullptr, false);
+  StatusOr<ResidualModel> residual =
+      j.is_discarded() ? Status::InvalidArgument("it is not JSON") : ResidualFromJson(j);
+  if (!residual.ok()) {
+    return Status::Corruption("the learned residual stored with the plan of graph " +
+                              l.proto.graph_hash().substr(0, 12) + " on target '" +
+                              l.proto.target_id() + "' does not read back (" +
+                              residual.status().message() + "); retune with --force");
+  }
+  return std::unique_ptr<CostModel>(
+      std::make_unique<CorrectedCostModel>(l.profile, *std::move(residual)));
+}
+
 // Every group's predicted time and the named terms it adds up to (client/plan_explain.h).
 int RunExplain(const PlanFlags& f) {
   auto l = Load(f);
   if (!l.ok()) return Fail("explain", l.status());
-  std::vector<ExplainedGroup> groups =
-      ExplainPlan(l->graph, l->plan, AnalyticalCostModel(l->profile));
+  StatusOr<std::unique_ptr<CostModel>> model = ChoosingModel(*l);
+  if (!model.ok()) return Fail("explain", model.status());
+  std::vector<ExplainedGroup> groups = ExplainPlan(l->graph, l->plan, **model);
+  const std::string& version = l->proto.cost_model_version();
+  const int32_t training = l->proto.residual_training_samples();
   if (f.json) {
-    std::cout << ExplainJson(groups).dump(2) << "\n";
+    nlohmann::json out = ExplainJson(groups);
+    out["cost_model_version"] = version;
+    out["residual_training_samples"] = training;
+    std::cout << out.dump(2) << "\n";
   } else {
+    std::cout << "chosen with " << CostModelText(version, training) << "\n";
     std::cout << ExplainTable(groups, l->profile.calibrated_unix_ms != 0);
   }
   return kExitOk;

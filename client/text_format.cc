@@ -39,6 +39,11 @@ std::string RatioText(double before, double after) {
   return fmt::format("{:.2f}x", before / after);
 }
 
+std::string CostModelText(std::string_view version, int64_t residual_training_samples) {
+  if (residual_training_samples <= 0) return fmt::format("{} alone", version);
+  return fmt::format("{} + learned residual ({} timings)", version, residual_training_samples);
+}
+
 std::string LocalIsoTime(int64_t unix_ms) {
   if (unix_ms == 0) return "-";
   std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);

@@ -36,4 +36,8 @@ std::string RatioText(double before, double after);
 // "-" for 0 (never).
 std::string LocalIsoTime(int64_t unix_ms);
 
+// The cost model a plan was chosen with: "analytical-34 + learned residual (120 timings)", or
+// "analytical-34 alone" when the residual's training set size is 0 (none).
+std::string CostModelText(std::string_view version, int64_t residual_training_samples);
+
 }  // namespace fusor

@@ -32,6 +32,7 @@ struct TuneFlags {
   int64_t memory_budget = 0;
   std::string target;
   bool force = false;
+  bool no_residual = false;
   bool json = false;
   std::string save_plan;
 };
@@ -50,6 +51,8 @@ void PrintSummary(const v1::TuneEvent::Result& result, const Graph& g) {
   std::printf("target           %s\n", plan.target_id().c_str());
   std::printf("cache            %s\n",
               cache_hit ? "hit (stored plan, current)" : "miss (tuned now)");
+  std::printf("cost model       %s\n",
+              CostModelText(plan.cost_model_version(), plan.residual_training_samples()).c_str());
   std::printf("groups           %d (", plan.groups_size());
   bool first = true;
   for (const auto& [k, n] : kinds) {
@@ -108,6 +111,7 @@ int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string
   o->set_time_limit_s(f.time_limit_s);
   o->set_seed(f.seed);
   o->set_memory_budget_bytes(f.memory_budget);
+  o->set_no_residual(f.no_residual);
   ProgressDisplay progress;
   v1::TuneEvent::Result result;
   bool got_result = false;
@@ -180,6 +184,9 @@ void AddTuneCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--memory-budget", f->memory_budget, "Peak activation bytes allowed (0: none)");
   cmd->add_option("--target", f->target, "Target id to tune for (default: the tuner's own CPU)");
   cmd->add_flag("--force", f->force, "Tune again even if a current plan is stored");
+  cmd->add_flag("--no-residual", f->no_residual,
+                "Score with the analytical cost model alone, without the target's learned "
+                "residual");
   cmd->add_flag("--json", f->json, "Print the result as JSON");
   cmd->add_option("--save-plan", f->save_plan,
                   "Write the plan as JSON for `fusor run --plan` (PLAN.batch=8.json per binding "

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "base/sha256.h"
 #include "costmodel/fit.h"
 #include "graph/op_registry.h"
 
@@ -124,6 +125,58 @@ ResidualSample ResidualSampleOf(const AnalyticalCostModel& base, const Graph& g,
     CostTerms t = EvaluateFeatures(features[i], base.profile());
     s.predicted_ns.push_back(t.total_ns);
     s.x.push_back(ResidualFeaturesOf(g, plan.groups[i], features[i], t));
+  }
+  return s;
+}
+
+const std::string& ResidualFeaturesVersion() {
+  static const std::string version = [] {
+    Sha256 h;
+    for (const char* name : kNames) h.UpdateString(name);
+    return "f" + std::to_string(kResidualFeatures) + "-" + h.FinishHex().substr(0, 12);
+  }();
+  return version;
+}
+
+nlohmann::json ResidualSampleToJson(const ResidualSample& s) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (size_t g = 0; g < s.x.size(); ++g) {
+    nlohmann::json row = nlohmann::json::array({s.predicted_ns[g]});
+    for (double v : s.x[g]) row.push_back(v);
+    groups.push_back(std::move(row));
+  }
+  return {{"model", s.model}, {"measured_ns", s.measured_ns}, {"groups", std::move(groups)}};
+}
+
+StatusOr<ResidualSample> ResidualSampleFromJson(const nlohmann::json& j) {
+  auto finite = [](const nlohmann::json& v) {
+    return v.is_number() && std::isfinite(v.get<double>());
+  };
+  if (!j.is_object() || !j.contains("measured_ns") || !finite(j["measured_ns"]) ||
+      !j.contains("groups") || !j["groups"].is_array()) {
+    return Status::InvalidArgument(
+        "residual sample: expected an object with a finite 'measured_ns' and a 'groups' array");
+  }
+  ResidualSample s;
+  s.measured_ns = j["measured_ns"].get<double>();
+  if (j.contains("model") && j["model"].is_string()) s.model = j["model"].get<std::string>();
+  for (size_t g = 0; g < j["groups"].size(); ++g) {
+    const nlohmann::json& row = j["groups"][g];
+    if (!row.is_array() || row.size() != kResidualFeatures + 1) {
+      return Status::InvalidArgument("residual sample: group " + std::to_string(g) + " has not " +
+                                     std::to_string(kResidualFeatures + 1) +
+                                     " numbers (the predicted time, then the features)");
+    }
+    for (const nlohmann::json& v : row) {
+      if (!finite(v)) {
+        return Status::InvalidArgument("residual sample: group " + std::to_string(g) +
+                                       " has a value that is not a finite number");
+      }
+    }
+    s.predicted_ns.push_back(row[0].get<double>());
+    ResidualFeatureVector x{};
+    for (size_t k = 0; k < x.size(); ++k) x[k] = row[k + 1].get<double>();
+    s.x.push_back(x);
   }
   return s;
 }

@@ -73,6 +73,17 @@ StatusOr<ResidualModel> FitResidual(const std::vector<ResidualSample>& samples,
 nlohmann::json ResidualToJson(const ResidualModel& r);
 StatusOr<ResidualModel> ResidualFromJson(const nlohmann::json& j);
 
+// Identifies the feature vector's layout: "f29-" and 12 hex digits of a SHA-256 over the names in
+// order. A stored sample is read back only under the version it was written with, so a change of
+// the features is never misread as the old ones.
+const std::string& ResidualFeaturesVersion();
+
+// A sample as kept in the tuning database: {"model", "measured_ns", "groups": [[predicted_ns,
+// x...], ...]}, the features in ResidualFeatureNames() order. Parsing is strict: a group of the
+// wrong length, a non-finite number or a missing field is an error naming it.
+nlohmann::json ResidualSampleToJson(const ResidualSample& s);
+StatusOr<ResidualSample> ResidualSampleFromJson(const nlohmann::json& j);
+
 // The analytical model with the residual on top: each group's terms are the analytical ones, and
 // learned_ns = total * (factor - 1) is added to the total as a term of its own.
 class CorrectedCostModel final : public CostModel {

@@ -276,6 +276,25 @@ StatusOr<std::vector<CalibrationRun>> LayeredPlanStore::CalibrationRuns(
       [](const CalibrationRun& r) { return r.run_unix_ms; }, query.max_runs);
 }
 
+// Learned residual --------------------------------------------------------------------------------
+
+Status LayeredPlanStore::AppendResidualSamples(std::span<const ResidualSampleRow> rows) {
+  return layers_.front()->AppendResidualSamples(rows);
+}
+
+StatusOr<std::vector<ResidualSampleRow>> LayeredPlanStore::ResidualSamples(
+    const ResidualSampleQuery& query) {
+  return layers_.front()->ResidualSamples(query);
+}
+
+Status LayeredPlanStore::PutResidual(const StoredResidual& residual) {
+  return layers_.front()->PutResidual(residual);
+}
+
+StatusOr<StoredResidual> LayeredPlanStore::GetResidual(std::string_view target_id) {
+  return layers_.front()->GetResidual(target_id);
+}
+
 StatusOr<std::vector<DatabaseStats>> LayeredPlanStore::Stats(
     std::string_view current_cost_model_version) {
   std::vector<DatabaseStats> all;

@@ -47,6 +47,13 @@ class LayeredPlanStore final : public PlanStore {
   // The newest runs over all layers (by run time; the higher layer first on a tie). Run ids are
   // per file: a run is identified by (database, run_id).
   StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
+  // The learned residual's log and fits live in the top layer alone: snapshots carry plans, and
+  // sample ids are per file.
+  Status AppendResidualSamples(std::span<const ResidualSampleRow> rows) override;
+  StatusOr<std::vector<ResidualSampleRow>> ResidualSamples(
+      const ResidualSampleQuery& query) override;
+  Status PutResidual(const StoredResidual& residual) override;
+  StatusOr<StoredResidual> GetResidual(std::string_view target_id) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
   // The top layer's lock: the only layer that is written.
   StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,

@@ -1,8 +1,10 @@
 // PlanStore: the tuning database as the rest of Fusor sees it. It keeps targets (a CPU fingerprint
 // with its latest calibrated hardware profile), graphs (by canonical hash), plans keyed by
 // (graph hash, target, cost-model version, search options), the measurements behind each plan, an
-// append-only tuning history, and the append-only calibration log (every micro-benchmark sample
-// of every calibration run, so fits can be rerun over all samples so far). No SQL leaves db/:
+// append-only tuning history, the append-only calibration log (every micro-benchmark sample
+// of every calibration run, so fits can be rerun over all samples so far), and the learned
+// residual's log (every plan or region a tune timed, with its features) and fitted residual per
+// target. No SQL leaves db/:
 // callers use this interface, and unit tests elsewhere may fake it. SqlitePlanStore (one file),
 // PostgresPlanStore (one PostgreSQL database shared by fusord replicas) and LayeredPlanStore (a
 // writable store over read-only snapshots) implement it; OpenPlanStore (open_plan_store.h) turns
@@ -187,6 +189,41 @@ struct CalibrationRunQuery {
   int32_t max_runs = 8;
 };
 
+// One timed plan or region of a tune, as the learned residual's log keeps it. features_json is
+// the JSON the cost model wrote (costmodel's ResidualSampleToJson) and features_version the
+// layout of its features (ResidualFeaturesVersion); db/ stores both and never reads the JSON.
+struct ResidualSampleRow {
+  int64_t sample_id = 0;  // Set by the store (increasing); ignored on append.
+  std::string target_id;
+  std::string cost_model_version;
+  std::string graph_hash;  // The graph tuned (a region's too: the graph it was cut from).
+  std::string source;      // What was timed: "plan", or "region Conv+Relu" and the like.
+  std::string features_version;
+  std::string features_json;
+  double measured_ns = 0;        // Median time, finite and > 0.
+  int64_t measured_unix_ms = 0;  // 0 when appending means now.
+};
+
+// Which samples ResidualSamples returns: the newest max_samples of one target under one
+// cost-model version with a sample id above after_sample_id, oldest first.
+struct ResidualSampleQuery {
+  std::string target_id;
+  std::string cost_model_version;
+  int64_t after_sample_id = 0;
+  int32_t max_samples = 4096;
+};
+
+// A target's fitted residual (one per target, replaced by each fit).
+struct StoredResidual {
+  std::string target_id;
+  std::string cost_model_version;  // The cost model it corrects.
+  std::string residual_json;       // costmodel's ResidualToJson; db/ does not read it.
+  int64_t training_samples = 0;
+  int64_t last_sample_id = 0;  // The newest sample the fit saw: later ones are new to it.
+  int64_t fitted_unix_ms = 0;  // 0 when writing means now.
+  std::string database;        // Set when read.
+};
+
 struct TargetStats {
   std::string target_id;
   std::string cpu_model;
@@ -279,6 +316,18 @@ class PlanStore {
   // A database older than the calibration log (schema version 1) has none.
   virtual StatusOr<std::vector<CalibrationRun>> CalibrationRuns(
       const CalibrationRunQuery& query) = 0;
+
+  // Appends timed plans or regions to the learned residual's log in one transaction. Each row's
+  // target must be stored, and it needs a cost-model version, a features version, features and a
+  // finite time > 0. Rows are never updated or deleted.
+  virtual Status AppendResidualSamples(std::span<const ResidualSampleRow> rows) = 0;
+  // The samples the query selects. A database older than the log (schema version 4) has none.
+  virtual StatusOr<std::vector<ResidualSampleRow>> ResidualSamples(
+      const ResidualSampleQuery& query) = 0;
+  // Stores a target's residual, replacing the one stored; the target must be stored.
+  virtual Status PutResidual(const StoredResidual& residual) = 0;
+  // The residual stored for a target, of whatever cost-model version; NotFound when none.
+  virtual StatusOr<StoredResidual> GetResidual(std::string_view target_id) = 0;
 
   // One entry per database file behind the store.
   virtual StatusOr<std::vector<DatabaseStats>> Stats(

@@ -142,9 +142,35 @@ CREATE TABLE measurement_jobs (
 CREATE INDEX measurement_jobs_by_target ON measurement_jobs (target_id, state, job_id);
 )sql";
 
+// The learned residual, as in SQLite's version 4 (schema.cc).
+constexpr std::string_view kSchemaV4 = R"sql(
+CREATE TABLE residual_samples (
+  sample_id          BIGSERIAL PRIMARY KEY,
+  target_id          TEXT COLLATE "C" NOT NULL REFERENCES targets (target_id),
+  cost_model_version TEXT COLLATE "C" NOT NULL,
+  graph_hash         TEXT COLLATE "C" NOT NULL,
+  source             TEXT NOT NULL,
+  features_version   TEXT COLLATE "C" NOT NULL,
+  features           TEXT NOT NULL,
+  measured_ns        DOUBLE PRECISION NOT NULL,
+  measured_unix_ms   BIGINT NOT NULL
+);
+CREATE INDEX residual_samples_by_target
+  ON residual_samples (target_id, cost_model_version, sample_id);
+
+CREATE TABLE residuals (
+  target_id          TEXT COLLATE "C" PRIMARY KEY REFERENCES targets (target_id),
+  cost_model_version TEXT COLLATE "C" NOT NULL,
+  residual           TEXT NOT NULL,
+  training_samples   BIGINT NOT NULL,
+  last_sample_id     BIGINT NOT NULL,
+  fitted_unix_ms     BIGINT NOT NULL
+);
+)sql";
+
 // kMigrations[i] takes a database from version i to version i + 1. Never edit a released one.
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1, kSchemaV2,
-                                                                      kSchemaV3};
+                                                                      kSchemaV3, kSchemaV4};
 
 // Advisory lock classes (the first key of PostgreSQL's two-key advisory locks), so Fusor's locks
 // keep apart from each other and from other applications' single-key locks.
@@ -766,6 +792,114 @@ StatusOr<std::vector<CalibrationRun>> PostgresPlanStore::CalibrationRuns(
     return Status::Ok();
   }));
   return runs;
+}
+
+// Learned residual
+// ---------------------------------------------------------------------------------
+
+Status PostgresPlanStore::RequireTarget(pqxx::dbtransaction& txn, std::string_view target_id) {
+  Params t;
+  if (!t.Exec(txn, fmt::format("SELECT 1 FROM targets WHERE target_id = {}", t.Text(target_id)))
+           .empty()) {
+    return Status::Ok();
+  }
+  return Status::FailedPrecondition(fmt::format(
+      "target '{}' is not in database '{}'; store (register) its hardware profile first", target_id,
+      name_));
+}
+
+Status PostgresPlanStore::AppendResidualSamples(std::span<const ResidualSampleRow> rows) {
+  FUSOR_RETURN_IF_ERROR(ValidateResidualSamples(rows));
+  if (rows.empty()) return Status::Ok();
+  return Write(
+      fmt::format("append {} residual samples of target '{}'", rows.size(), rows.front().target_id),
+      [&](pqxx::dbtransaction& txn) -> Status {
+        const int64_t now = NowUnixMs();
+        for (const ResidualSampleRow& r : rows) {
+          FUSOR_RETURN_IF_ERROR(RequireTarget(txn, r.target_id));
+          Params p;
+          p.Exec(txn,
+                 fmt::format("INSERT INTO residual_samples (target_id, cost_model_version, "
+                             "graph_hash, source, features_version, features, measured_ns, "
+                             "measured_unix_ms) VALUES ({}, {}, {}, {}, {}, {}, {}, {})",
+                             p.Text(r.target_id), p.Text(r.cost_model_version),
+                             p.Text(r.graph_hash), p.Text(r.source), p.Text(r.features_version),
+                             p.Text(r.features_json), p.Real(r.measured_ns),
+                             p.Int(r.measured_unix_ms != 0 ? r.measured_unix_ms : now)));
+        }
+        return Status::Ok();
+      });
+}
+
+StatusOr<std::vector<ResidualSampleRow>> PostgresPlanStore::ResidualSamples(
+    const ResidualSampleQuery& query) {
+  FUSOR_RETURN_IF_ERROR(ValidateResidualSampleQuery(query));
+  std::vector<ResidualSampleRow> rows;
+  FUSOR_RETURN_IF_ERROR(Read("read the residual samples", [&](pqxx::dbtransaction& txn) -> Status {
+    rows.clear();
+    Params p;
+    std::string sql = fmt::format(
+        "SELECT * FROM (SELECT sample_id, graph_hash, source, features_version, features, "
+        "measured_ns, measured_unix_ms FROM residual_samples WHERE target_id = {} AND "
+        "cost_model_version = {} AND sample_id > {} ORDER BY sample_id DESC LIMIT {}) newest "
+        "ORDER BY sample_id",
+        p.Text(query.target_id), p.Text(query.cost_model_version), p.Int(query.after_sample_id),
+        p.Int(query.max_samples));
+    for (const pqxx::row& row : p.Exec(txn, sql)) {
+      rows.push_back({row[0].as<int64_t>(), query.target_id, query.cost_model_version,
+                      row[1].as<std::string>(), row[2].as<std::string>(), row[3].as<std::string>(),
+                      row[4].as<std::string>(), row[5].as<double>(), row[6].as<int64_t>()});
+    }
+    return Status::Ok();
+  }));
+  return rows;
+}
+
+Status PostgresPlanStore::PutResidual(const StoredResidual& r) {
+  FUSOR_RETURN_IF_ERROR(ValidateResidual(r));
+  return Write(
+      fmt::format("store the residual of target '{}'", r.target_id),
+      [&](pqxx::dbtransaction& txn) -> Status {
+        FUSOR_RETURN_IF_ERROR(RequireTarget(txn, r.target_id));
+        Params p;
+        p.Exec(txn, fmt::format("INSERT INTO residuals (target_id, cost_model_version, residual, "
+                                "training_samples, last_sample_id, fitted_unix_ms) VALUES ({}, {}, "
+                                "{}, {}, {}, {}) ON CONFLICT (target_id) DO UPDATE SET "
+                                "cost_model_version = EXCLUDED.cost_model_version, residual = "
+                                "EXCLUDED.residual, training_samples = EXCLUDED.training_samples, "
+                                "last_sample_id = EXCLUDED.last_sample_id, fitted_unix_ms = "
+                                "EXCLUDED.fitted_unix_ms",
+                                p.Text(r.target_id), p.Text(r.cost_model_version),
+                                p.Text(r.residual_json), p.Int(r.training_samples),
+                                p.Int(r.last_sample_id),
+                                p.Int(r.fitted_unix_ms != 0 ? r.fitted_unix_ms : NowUnixMs())));
+        return Status::Ok();
+      });
+}
+
+StatusOr<StoredResidual> PostgresPlanStore::GetResidual(std::string_view target_id) {
+  std::optional<StoredResidual> found;
+  FUSOR_RETURN_IF_ERROR(Read("read a residual", [&](pqxx::dbtransaction& txn) -> Status {
+    Params p;
+    pqxx::result r = p.Exec(
+        txn, fmt::format("SELECT cost_model_version, residual, training_samples, last_sample_id, "
+                         "fitted_unix_ms FROM residuals WHERE target_id = {}",
+                         p.Text(target_id)));
+    if (r.empty()) return Status::Ok();
+    found = StoredResidual{std::string(target_id),
+                           r[0][0].as<std::string>(),
+                           r[0][1].as<std::string>(),
+                           r[0][2].as<int64_t>(),
+                           r[0][3].as<int64_t>(),
+                           r[0][4].as<int64_t>(),
+                           name_};
+    return Status::Ok();
+  }));
+  if (!found) {
+    return Status::NotFound(
+        fmt::format("no learned residual for target '{}' in '{}'", target_id, name_));
+  }
+  return std::move(*found);
 }
 
 // Plans: reads

@@ -64,6 +64,11 @@ class PostgresPlanStore final : public PlanStore {
   StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) override;
   StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) override;
   StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
+  Status AppendResidualSamples(std::span<const ResidualSampleRow> rows) override;
+  StatusOr<std::vector<ResidualSampleRow>> ResidualSamples(
+      const ResidualSampleQuery& query) override;
+  Status PutResidual(const StoredResidual& residual) override;
+  StatusOr<StoredResidual> GetResidual(std::string_view target_id) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
   StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,
                                                      const std::atomic<bool>* cancelled) override;
@@ -98,6 +103,8 @@ class PostgresPlanStore final : public PlanStore {
   Status Read(std::string_view what, const Body& body) { return Run(what, false, body); }
   Status Write(std::string_view what, const Body& body);
   Status Migrate();
+  // FailedPrecondition naming the target when it is not stored.
+  Status RequireTarget(pqxx::dbtransaction& txn, std::string_view target_id);
 
   const std::string uri_;   // With the password: never logged.
   const std::string name_;  // Redacted.

@@ -10,10 +10,11 @@
 namespace fusor::db {
 namespace {
 
-// Schema version 2 = version 1 plus calibration_samples. Times are milliseconds since the Unix
-// epoch (UTC); durations are nanoseconds; protos are serialized fusor.v1 messages. Columns beside a
-// proto repeat its fields so that people (sqlite3 shell) and indexes can use them; the proto is
-// what readers return.
+// Schema version 4 = version 1 plus calibration_samples (2), measurement agents and jobs (3),
+// residual_samples and residuals (4).
+// Times are milliseconds since the Unix epoch (UTC); durations are nanoseconds; protos are
+// serialized fusor.v1 messages. Columns beside a proto repeat its fields so that people (sqlite3
+// shell) and indexes can use them; the proto is what readers return.
 //
 //   meta            key/value facts about the file ('created_unix_ms'; for a deployment
 //                   snapshot 'snapshot_of_target' and 'snapshot_exported_unix_ms').
@@ -29,6 +30,8 @@ namespace {
 //                   benchmark per calibration run; see kSchemaV2.
 //   agents, measurement_jobs  (version 3) measurement agents and the queue of jobs they lease;
 //                   measurements.agent_id names the agent that timed a measurement; see kSchemaV3.
+//   residual_samples  (version 4) append-only log of what tunes timed, with the learned
+//                   residual's features; residuals: each target's fitted residual. See kSchemaV4.
 constexpr std::string_view kSchemaV1 = R"sql(
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
@@ -160,9 +163,40 @@ CREATE TABLE measurement_jobs (
 CREATE INDEX measurement_jobs_by_target ON measurement_jobs (target_id, state, job_id);
 )sql";
 
+// Version 4: the learned residual (costmodel/residual.h). residual_samples keeps every plan and
+// region a tune timed stably, with each group's analytical prediction and features as JSON
+// (costmodel ResidualSampleToJson; db/ does not read it). features_version names the features'
+// layout (ResidualFeaturesVersion): a row of another layout is skipped by the reader, never
+// misread. residuals holds each target's latest fit (costmodel ResidualToJson), the cost model it
+// corrects, its training set's size and the newest sample it saw (later samples are new to it).
+constexpr std::string_view kSchemaV4 = R"sql(
+CREATE TABLE residual_samples (
+  sample_id          INTEGER PRIMARY KEY,
+  target_id          TEXT NOT NULL REFERENCES targets (target_id),
+  cost_model_version TEXT NOT NULL,      -- cost model that predicted and computed the features
+  graph_hash         TEXT NOT NULL,      -- graph tuned (a region's: the graph it was cut from)
+  source             TEXT NOT NULL,      -- 'plan', or 'region Conv+Relu' and the like
+  features_version   TEXT NOT NULL,      -- layout of the features, e.g. f29-0123456789ab
+  features           TEXT NOT NULL,      -- JSON: per group predicted ns and features
+  measured_ns        REAL NOT NULL,      -- median time of the whole plan or region
+  measured_unix_ms   INTEGER NOT NULL
+);
+CREATE INDEX residual_samples_by_target
+  ON residual_samples (target_id, cost_model_version, sample_id);
+
+CREATE TABLE residuals (
+  target_id          TEXT PRIMARY KEY REFERENCES targets (target_id),
+  cost_model_version TEXT NOT NULL,      -- cost model the residual corrects
+  residual           TEXT NOT NULL,      -- JSON fusor.residual.v1
+  training_samples   INTEGER NOT NULL,
+  last_sample_id     INTEGER NOT NULL,   -- newest residual_samples row the fit saw
+  fitted_unix_ms     INTEGER NOT NULL
+);
+)sql";
+
 // kMigrations[i] takes a database from version i to version i + 1. Never edit a released one.
 constexpr std::array<std::string_view, kSchemaVersion> kMigrations = {kSchemaV1, kSchemaV2,
-                                                                      kSchemaV3};
+                                                                      kSchemaV3, kSchemaV4};
 
 struct FileFacts {
   int64_t version = 0;

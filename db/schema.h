@@ -9,8 +9,8 @@
 //
 // A read-only open does not migrate: it reads a file of any older version as it is, so readers
 // check SchemaInfo::version before touching a table a later version added (calibration_samples:
-// version 2) and treat it as empty. Every migration must keep that possible, i.e. only add tables,
-// columns and indexes.
+// version 2; agents, measurement_jobs: version 3; residual_samples, residuals: version 4) and treat
+// it as empty. Every migration must keep that possible, i.e. only add tables, columns and indexes.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +21,14 @@
 
 namespace fusor::db {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 // The first version with the calibration_samples table.
 inline constexpr int kCalibrationLogVersion = 2;
 // The first version with measurement agents and jobs (agents, measurement_jobs,
 // measurements.agent_id).
 inline constexpr int kAgentsVersion = 3;
+// The first version with the residual_samples and residuals tables.
+inline constexpr int kResidualLogVersion = 4;
 inline constexpr int32_t kApplicationId = 0x46555352;  // "FUSR"
 
 // What an opened database is.

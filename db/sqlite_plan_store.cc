@@ -439,6 +439,50 @@ StatusOr<std::vector<CalibrationRun>> SqlitePlanStore::CalibrationRuns(
   return tables::ReadCalibrationRuns(*c, query);
 }
 
+// Learned residual ------------------------------------------------------------------------------
+
+Status SqlitePlanStore::AppendResidualSamples(std::span<const ResidualSampleRow> rows) {
+  FUSOR_RETURN_IF_ERROR(ValidateResidualSamples(rows));
+  if (rows.empty()) return Status::Ok();
+  return Write(
+      fmt::format("append {} residual samples of target '{}'", rows.size(), rows.front().target_id),
+      [&](SqliteConnection& c) -> Status {
+        for (const ResidualSampleRow& r : rows)
+          FUSOR_RETURN_IF_ERROR(RequireTarget(c, r.target_id));
+        return tables::InsertResidualSamples(c, rows, NowUnixMs());
+      });
+}
+
+StatusOr<std::vector<ResidualSampleRow>> SqlitePlanStore::ResidualSamples(
+    const ResidualSampleQuery& query) {
+  FUSOR_RETURN_IF_ERROR(ValidateResidualSampleQuery(query));
+  if (schema_.version < kResidualLogVersion) return std::vector<ResidualSampleRow>();
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  return tables::ReadResidualSamples(*c, query);
+}
+
+Status SqlitePlanStore::PutResidual(const StoredResidual& residual) {
+  FUSOR_RETURN_IF_ERROR(ValidateResidual(residual));
+  return Write(fmt::format("store the residual of target '{}'", residual.target_id),
+               [&](SqliteConnection& c) -> Status {
+                 FUSOR_RETURN_IF_ERROR(RequireTarget(c, residual.target_id));
+                 return tables::UpsertResidual(c, residual, NowUnixMs());
+               });
+}
+
+StatusOr<StoredResidual> SqlitePlanStore::GetResidual(std::string_view target_id) {
+  std::optional<StoredResidual> found;
+  if (schema_.version >= kResidualLogVersion) {
+    FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+    FUSOR_ASSIGN_OR_RETURN(found, tables::FindResidual(*c, target_id));
+  }
+  if (!found) {
+    return Status::NotFound(
+        fmt::format("no learned residual for target '{}' in '{}'", target_id, path_));
+  }
+  return std::move(*found);
+}
+
 // Plans: reads ----------------------------------------------------------------------------------
 
 StatusOr<std::optional<StoredPlan>> SqlitePlanStore::ReadOnePlan(

@@ -73,6 +73,11 @@ class SqlitePlanStore final : public PlanStore {
   StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) override;
   StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) override;
   StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
+  Status AppendResidualSamples(std::span<const ResidualSampleRow> rows) override;
+  StatusOr<std::vector<ResidualSampleRow>> ResidualSamples(
+      const ResidualSampleQuery& query) override;
+  Status PutResidual(const StoredResidual& residual) override;
+  StatusOr<StoredResidual> GetResidual(std::string_view target_id) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
   // An open-file-description lock on one byte (the key's lock id) of the file PATH-tunelock beside
   // the database, so fusord processes sharing one file tune a key once; the kernel releases it

@@ -124,6 +124,39 @@ Status ValidateCalibrationRun(const CalibrationRun& run) {
   return Status::Ok();
 }
 
+Status ValidateResidualSamples(std::span<const ResidualSampleRow> rows) {
+  for (const ResidualSampleRow& r : rows) {
+    bool time_ok = std::isfinite(r.measured_ns) && r.measured_ns > 0;
+    if (r.target_id.empty() || r.cost_model_version.empty() || r.features_version.empty() ||
+        r.features_json.empty() || !time_ok) {
+      return Status::InvalidArgument(fmt::format(
+          "residual sample '{}' of graph {} on target '{}' has measured_ns {}; a sample needs a "
+          "target_id, a cost_model_version, a features_version, features and a finite time > 0",
+          r.source, ShortHash(r.graph_hash), r.target_id, r.measured_ns));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateResidualSampleQuery(const ResidualSampleQuery& query) {
+  if (query.max_samples < 1) {
+    return Status::InvalidArgument(
+        fmt::format("max_samples is {}; ask for at least 1 residual sample", query.max_samples));
+  }
+  return Status::Ok();
+}
+
+Status ValidateResidual(const StoredResidual& r) {
+  if (r.target_id.empty() || r.cost_model_version.empty() || r.residual_json.empty() ||
+      r.training_samples < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "a residual needs a target_id, a cost_model_version, its JSON and a training set size >= "
+        "0 (got '{}', '{}', {} characters, {})",
+        r.target_id, r.cost_model_version, r.residual_json.size(), r.training_samples));
+  }
+  return Status::Ok();
+}
+
 Status ValidateExpireRule(const ExpireRule& rule) {
   if (rule.created_before_unix_ms == 0 && !rule.stale) {
     return Status::InvalidArgument("an expiry rule needs created_before_unix_ms or stale");

@@ -35,6 +35,10 @@ StatusOr<std::string> NormalizeHashPrefix(std::string_view prefix);
 Status ValidatePlan(const v1::Plan& plan);
 Status ValidateMeasurements(const v1::Plan& plan, std::span<const Measurement> measurements);
 Status ValidateCalibrationRun(const CalibrationRun& run);
+// What AppendResidualSamples, ResidualSamples and PutResidual accept.
+Status ValidateResidualSamples(std::span<const ResidualSampleRow> rows);
+Status ValidateResidualSampleQuery(const ResidualSampleQuery& query);
+Status ValidateResidual(const StoredResidual& residual);
 // An expiry rule selects something.
 Status ValidateExpireRule(const ExpireRule& rule);
 

@@ -292,6 +292,62 @@ Status CountCalibrationLog(SqliteConnection& c, DatabaseStats& stats) {
   }
 }
 
+// Learned residual ------------------------------------------------------------------------------
+
+Status InsertResidualSamples(SqliteConnection& c, std::span<const ResidualSampleRow> rows,
+                             int64_t now_ms) {
+  for (const ResidualSampleRow& r : rows) {
+    FUSOR_RETURN_IF_ERROR(c.Execute(
+        "INSERT INTO residual_samples (target_id, cost_model_version, graph_hash, source, "
+        "features_version, features, measured_ns, measured_unix_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        {r.target_id, r.cost_model_version, r.graph_hash, r.source, r.features_version,
+         r.features_json, r.measured_ns, r.measured_unix_ms != 0 ? r.measured_unix_ms : now_ms}));
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<ResidualSampleRow>> ReadResidualSamples(SqliteConnection& c,
+                                                             const ResidualSampleQuery& query) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT * FROM (SELECT sample_id, graph_hash, source, features_version, features, "
+                "measured_ns, measured_unix_ms FROM residual_samples WHERE target_id = ?1 AND "
+                "cost_model_version = ?2 AND sample_id > ?3 ORDER BY sample_id DESC LIMIT ?4) "
+                "ORDER BY sample_id"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({query.target_id, query.cost_model_version, query.after_sample_id,
+                                   int64_t{query.max_samples}}));
+  std::vector<ResidualSampleRow> rows;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return rows;
+    rows.push_back({row->Int(0), query.target_id, query.cost_model_version, row->Text(1),
+                    row->Text(2), row->Text(3), row->Text(4), row->Double(5), row->Int(6)});
+  }
+}
+
+Status UpsertResidual(SqliteConnection& c, const StoredResidual& r, int64_t now_ms) {
+  return c.Execute(
+      "INSERT OR REPLACE INTO residuals (target_id, cost_model_version, residual, "
+      "training_samples, last_sample_id, fitted_unix_ms) VALUES (?, ?, ?, ?, ?, ?)",
+      {r.target_id, r.cost_model_version, r.residual_json, r.training_samples, r.last_sample_id,
+       r.fitted_unix_ms != 0 ? r.fitted_unix_ms : now_ms});
+}
+
+StatusOr<std::optional<StoredResidual>> FindResidual(SqliteConnection& c,
+                                                     std::string_view target_id) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT cost_model_version, residual, training_samples, last_sample_id, "
+                "fitted_unix_ms FROM residuals WHERE target_id = ?"));
+  FUSOR_RETURN_IF_ERROR(row->Bind({std::string(target_id)}));
+  FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+  if (!found) return std::optional<StoredResidual>();
+  return std::optional<StoredResidual>(StoredResidual{std::string(target_id), row->Text(0),
+                                                      row->Text(1), row->Int(2), row->Int(3),
+                                                      row->Int(4), c.path()});
+}
+
 }  // namespace fusor::db::tables
 
 namespace fusor::db::tables {

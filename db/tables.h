@@ -104,5 +104,13 @@ Status ExtendJobLease(SqliteConnection& c, int64_t job_id, int64_t expires_ms);
 Status EndJob(SqliteConnection& c, int64_t job_id, std::string_view state,
               const v1::MeasurementResult* result, int64_t now_ms);
 StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id);
+// The learned residual's log and fits (schema version 4). Rows without a time get now_ms.
+Status InsertResidualSamples(SqliteConnection& c, std::span<const ResidualSampleRow> rows,
+                             int64_t now_ms);
+StatusOr<std::vector<ResidualSampleRow>> ReadResidualSamples(SqliteConnection& c,
+                                                             const ResidualSampleQuery& query);
+Status UpsertResidual(SqliteConnection& c, const StoredResidual& residual, int64_t now_ms);
+StatusOr<std::optional<StoredResidual>> FindResidual(SqliteConnection& c,
+                                                     std::string_view target_id);
 
 }  // namespace fusor::db::tables

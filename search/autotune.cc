@@ -115,10 +115,15 @@ class Refinement {
     while (plans.size() < count && CanMeasure(static_cast<int>(plans.size()) + 1 + kWholePlans))
       plans.push_back(alternatives[plans.size()].plan);
     FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, MeasureSideBySide(r, plans));
+    auto region = std::make_shared<const Graph>(r);
     std::vector<double> measured;
     for (size_t i = 0; i < ms.size(); ++i) {
       const Measurement& m = ms[i];
       measured.push_back(m.unstable ? 1e300 : static_cast<double>(m.median_ns));
+      if (!m.unstable && m.median_ns > 0) {
+        result_.timed.push_back({region, "region " + OpsOf(r) + ":" + alternatives[i].name,
+                                 alternatives[i].plan, static_cast<double>(m.median_ns)});
+      }
       if (alternatives[i].plan.groups.size() == 1 && !m.unstable) {
         GroupFeatures f = PlanFeatures(r, alternatives[i].plan, target_)[0];
         result_.samples.push_back(
@@ -203,6 +208,11 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
                          refine.MeasureSideBySide(g, whole));
   result.measured = whole_measured.front();
   result.unfused_measured = whole_measured.back();
+  for (size_t i = 0; i < whole.size() && i < whole_measured.size(); ++i) {
+    const Measurement& m = whole_measured[i];
+    if (!m.unstable && m.median_ns > 0)
+      result.timed.push_back({nullptr, "plan", whole[i], static_cast<double>(m.median_ns)});
+  }
   Measurement rules_measured;
   if (rules != result.plan) rules_measured = whole_measured[1];
   // The challenger: the faster of the two baselines that beats the tuned plan by the margin.

@@ -12,12 +12,14 @@
 // made MobileNetV2's tuned plan the unfused one). Every measurement counts against
 // `measure_budget`, which does not refuse those confirmation runs (at most four);
 // `time_limit_s` and the cancelled flag stop early with what is known.
-// Also returns each single-group measurement as a calibration sample, for later refits.
+// Also returns each single-group measurement as a calibration sample, for later refits, and every
+// stable timing of a region alternative or whole plan (the learned residual's training data).
 // Uses the runtime through the Measurer seam; not thread-safe (one measurement at a time).
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,12 +46,21 @@ struct RegionTrial {
   bool chosen = false;
 };
 
+// One stable timing: a plan of a region cut from the graph, or (region null) of the whole graph.
+struct TimedPlan {
+  std::shared_ptr<const Graph> region;  // Null: the plan is of the graph Autotune was given.
+  std::string what;                     // "plan", or "region Conv+Relu:fused" and the like.
+  FusionPlan plan;
+  double measured_ns = 0;
+};
+
 struct AutotuneResult {
   FusionPlan plan;
   Measurement measured;          // The final plan, whole.
   Measurement unfused_measured;  // Every op alone, whole: the baseline for the speed-up.
   std::vector<RegionTrial> trials;
   std::vector<CalibrationSample> samples;
+  std::vector<TimedPlan> timed;  // In the order measured; confirmation rounds left out.
   int measurements = 0;
   bool stopped_early = false;  // Budget, time limit or cancellation cut the refinement short.
 };

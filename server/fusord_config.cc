@@ -112,6 +112,10 @@ const std::vector<Setting>& Settings() {
       Field<double>("agent_poll_s", "--agent-poll", [](C* c) { return &c->tuning.agent_poll_s; }),
       Field<bool>("measure_on_agents", "--measure-on-agents",
                   [](C* c) { return &c->tuning.measure_on_agents; }),
+      Field<bool>("learned_residual", "--learned-residual",
+                  [](C* c) { return &c->tuning.learned_residual; }),
+      Field<int>("residual_refit_every", "--residual-refit-every",
+                 [](C* c) { return &c->tuning.residual_refit_every; }),
       Field<std::string>("log_level", "--log-level", [](C* c) { return &c->log_level; }),
       Field<std::string>("log_format", "--log-format", [](C* c) { return &c->log_format; }),
       Field<std::string>("metrics_listen", "--metrics-listen",
@@ -166,6 +170,9 @@ Status CheckValues(const FusordConfig& c) {
       t.max_calibration_time_limit_s > 86'400) {
     return Status::InvalidArgument(
         "max_calibration_time_limit_s must be in [calibration_time_limit_s, 86400]");
+  }
+  if (t.residual_refit_every < 1 || t.residual_refit_every > 1'000'000) {
+    return Status::InvalidArgument("residual_refit_every must be in [1, 1000000]");
   }
   return Status::Ok();
 }
@@ -228,6 +235,11 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
                   "Most seconds an agent's poll waits for a job");
   app->add_flag("--measure-on-agents", c->tuning.measure_on_agents,
                 "Send this CPU's measurements to live agents of it too");
+  app->add_flag("--learned-residual", c->tuning.learned_residual,
+                "Score Tunes with the target's learned residual on top of the analytical cost "
+                "model and fit it (timings are kept either way)");
+  app->add_option("--residual-refit-every", c->tuning.residual_refit_every,
+                  "Refit a target's learned residual after this many new timings");
   app->add_option("--log-level", c->log_level, "trace, debug, info, warn, error");
   app->add_option("--log-format", c->log_format, "text, or json (one JSON object a line)");
   app->add_option("--metrics-listen", c->metrics_listen,

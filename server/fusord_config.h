@@ -32,6 +32,10 @@
 //   max_jobs_per_principal [--max-jobs-per-principal]  Tune jobs one principal may have queued
 //                                        or running at once; default 4
 //   max_joiners_per_job [--max-joiners-per-job]        callers sharing one Tune job; default 64
+//   learned_residual [--learned-residual]  score Tunes with the target's learned residual on
+//                                        top of the analytical model, and fit it; default false
+//   residual_refit_every [--residual-refit-every]  new timings of a target before its residual
+//                                        is fitted again (also on Calibrate); default 32
 //   log_level [--log-level]              trace, debug, info, warn, error; default info
 //   log_format [--log-format]            text (one line per event) or json (JSON lines); text
 //   metrics_listen [--metrics-listen]    HOST:PORT or PORT (127.0.0.1) of the Prometheus /metrics

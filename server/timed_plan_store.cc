@@ -57,6 +57,19 @@ Status TimedPlanStore::DeletePlan(const db::PlanKey& key) {
 StatusOr<int64_t> TimedPlanStore::ExpirePlans(const db::ExpireRule& rule) {
   return Timed("expire_plans", [&] { return store_->ExpirePlans(rule); });
 }
+Status TimedPlanStore::AppendResidualSamples(std::span<const db::ResidualSampleRow> rows) {
+  return Timed("append_residual_samples", [&] { return store_->AppendResidualSamples(rows); });
+}
+StatusOr<std::vector<db::ResidualSampleRow>> TimedPlanStore::ResidualSamples(
+    const db::ResidualSampleQuery& query) {
+  return Timed("residual_samples", [&] { return store_->ResidualSamples(query); });
+}
+Status TimedPlanStore::PutResidual(const db::StoredResidual& residual) {
+  return Timed("put_residual", [&] { return store_->PutResidual(residual); });
+}
+StatusOr<db::StoredResidual> TimedPlanStore::GetResidual(std::string_view target_id) {
+  return Timed("get_residual", [&] { return store_->GetResidual(target_id); });
+}
 StatusOr<int64_t> TimedPlanStore::AppendCalibrationRun(const db::CalibrationRun& run) {
   return Timed("append_calibration_run", [&] { return store_->AppendCalibrationRun(run); });
 }

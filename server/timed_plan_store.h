@@ -33,6 +33,11 @@ class TimedPlanStore final : public db::PlanStore {
   StatusOr<int64_t> AppendCalibrationRun(const db::CalibrationRun& run) override;
   StatusOr<std::vector<db::CalibrationRun>> CalibrationRuns(
       const db::CalibrationRunQuery& query) override;
+  Status AppendResidualSamples(std::span<const db::ResidualSampleRow> rows) override;
+  StatusOr<std::vector<db::ResidualSampleRow>> ResidualSamples(
+      const db::ResidualSampleQuery& query) override;
+  Status PutResidual(const db::StoredResidual& residual) override;
+  StatusOr<db::StoredResidual> GetResidual(std::string_view target_id) override;
   StatusOr<std::vector<db::DatabaseStats>> Stats(
       std::string_view current_cost_model_version) override;
   // Forwarded untimed: it waits for another replica's tune, not for the database.

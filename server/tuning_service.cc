@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <span>
 
 #include "costmodel/calibration.h"
@@ -22,6 +23,7 @@
 #include "search/plan_search.h"
 #include "server/agent_dispatch.h"
 #include "server/calibration_log.h"
+#include "server/learned_residual.h"
 #include "server/service_metrics.h"
 #include "server/timed_plan_store.h"
 
@@ -144,8 +146,91 @@ struct TuningService::State {
   // One measurement at a time: two would share the cores and disturb each other's timings.
   std::mutex measure_mu;
   std::unique_ptr<AgentDispatch> agents;  // Over `store`.
+  // One residual fit at a time (two tunes may finish together); guards residual_version_logged.
+  std::mutex residual_mu;
+  // Targets whose stored residual of another cost-model version was logged: once each.
+  std::set<std::string> residual_version_logged;
   // Last, so the callback reading `store` is removed before the store closes.
   metrics::CallbackRegistration calibration_age;
+
+  // The model a Tune scores with: the analytical model, with the target's stored residual on top
+  // when `use_residual` and one is usable; records on `out` which residual (and its training
+  // set's size) chose the plan. A residual that is not usable is reported and left out: the
+  // tune goes on with the analytical model.
+  std::unique_ptr<CostModel> ScoringModel(const HardwareProfile& profile,
+                                          const std::string& target_id, bool use_residual,
+                                          const EventSink& on_event, v1::Plan* out) {
+    if (!use_residual) return std::make_unique<AnalyticalCostModel>(profile);
+    StatusOr<std::optional<UsableResidual>> stored = StoredResidualFor(*store, target_id);
+    if (!stored.ok()) {
+      ReportUnusedResidual(target_id, stored.status(), on_event);
+      return std::make_unique<AnalyticalCostModel>(profile);
+    }
+    if (!stored->has_value()) return std::make_unique<AnalyticalCostModel>(profile);
+    UsableResidual& r = **stored;
+    out->set_learned_residual(r.json);
+    out->set_residual_training_samples(r.model.training_samples);
+    return std::make_unique<CorrectedCostModel>(profile, std::move(r.model));
+  }
+
+  // Another cost model's residual is logged once per target; anything else (an unreadable
+  // residual, a database error) every time, and told to the caller.
+  void ReportUnusedResidual(const std::string& target_id, const Status& why,
+                            const EventSink& on_event) {
+    if (why.code() == Status::Code::kFailedPrecondition) {
+      std::lock_guard<std::mutex> lock(residual_mu);
+      if (residual_version_logged.insert(target_id).second) spdlog::info("tune: {}", why.message());
+      return;
+    }
+    spdlog::error("tune: {}; scoring with the analytical model alone", why.message());
+    on_event(Progress("search", 0.05, why.message() + "; scoring with the analytical model alone"));
+  }
+
+  // Keeps a tune's stable timings in the residual log, then refits the target's residual when
+  // enough arrived since its last fit. Failures are logged: the tune's plan stands without them.
+  void KeepTimings(const AnalyticalCostModel& base, const Graph& g, const std::string& hash,
+                   const std::string& target_id, const std::vector<TimedPlan>& timed) {
+    std::vector<db::ResidualSampleRow> rows = ResidualRowsOf(base, g, hash, target_id, timed);
+    if (rows.empty()) return;
+    Status kept = store->AppendResidualSamples(rows);
+    if (!kept.ok()) {
+      spdlog::warn("tune: graph={} target={} timings not kept for the learned residual: {}",
+                   hash.substr(0, 16), target_id, kept.message());
+      return;
+    }
+    if (!options.learned_residual) return;
+    std::lock_guard<std::mutex> lock(residual_mu);
+    StatusOr<int> fresh = NewResidualSamples(*store, target_id, options.residual_refit_every);
+    if (fresh.ok() && *fresh < options.residual_refit_every) return;
+    if (!fresh.ok()) {
+      spdlog::warn("tune: target={} cannot count new timings: {}", target_id,
+                   fresh.status().message());
+      return;
+    }
+    RefitResidualLocked(target_id, "timings since the last fit");
+  }
+
+  // Fits the target's residual now (Calibrate); the previous residual stays when it fails.
+  void RefitResidual(const std::string& target_id, const char* why) {
+    if (!options.learned_residual) return;
+    std::lock_guard<std::mutex> lock(residual_mu);
+    RefitResidualLocked(target_id, why);
+  }
+
+  void RefitResidualLocked(const std::string& target_id, const char* why) {
+    StatusOr<db::StoredResidual> fitted =
+        fusor::RefitResidual(*store, target_id, options.residual_max_samples);
+    if (fitted.ok()) {
+      spdlog::info("residual: target={} refitted ({}) on {} timings", target_id, why,
+                   fitted->training_samples);
+      residual_version_logged.erase(target_id);
+    } else if (fitted.status().code() == Status::Code::kFailedPrecondition) {
+      spdlog::info("residual: target={} not fitted: {}", target_id, fitted.status().message());
+    } else {
+      spdlog::warn("residual: target={} fit failed, the previous residual stays: {}", target_id,
+                   fitted.status().message());
+    }
+  }
 
   HardwareProfile LocalProfile() const {
     std::lock_guard<std::mutex> lock(profile_mu);
@@ -377,8 +462,11 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
                         " (run `fusor agent` on a machine of it); the plan is the cost model's "
                         "prediction";
   }
+  // A plan scored by the analytical model alone is kept apart from one the residual helped pick.
+  const bool use_residual = state_->options.learned_residual && !request.options().no_residual();
   std::string options_text = search.CanonicalText() + ";measure_budget=" +
-                             std::to_string(measure_here || on_agents ? budget : 0);
+                             std::to_string(measure_here || on_agents ? budget : 0) +
+                             (use_residual ? ";residual=on" : "");
   db::PlanKey key{hash, target_id, kCostModelVersion, options_text};
 
   // One cache lookup is counted per Tune: a hit at once, else what is found once the key's lock is
@@ -396,8 +484,12 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     if (served) return Status::Ok();
   }
 
+  v1::Plan out;
+  const AnalyticalCostModel base(profile);
+  std::unique_ptr<CostModel> scoring =
+      state_->ScoringModel(profile, target_id, use_residual, on_event, &out);
+  const CostModel& model = *scoring;
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
-  AnalyticalCostModel model(profile);
   const int64_t search_start_ns = state_->clock->NowNs();
   const double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
                                                             : state_->options.default_time_limit_s;
@@ -427,7 +519,6 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
   FusionPlan plan = searched.plan;
   std::vector<db::Measurement> measurements;
-  v1::Plan out;
   std::string measured_by;
   if (on_agents) {
     on_event(Progress("measure", 0.3, "measuring on an agent of target " + target_id));
@@ -448,6 +539,7 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     }
   }
   if (!unmeasured_reason.empty()) on_event(Progress("measure", 0.9, unmeasured_reason));
+  std::vector<TimedPlan> timed;
   if (measure_here) {
     on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
     std::lock_guard<std::mutex> lock(state_->measure_mu);
@@ -468,6 +560,7 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     out.set_measured_ns(static_cast<double>(tuned->measured.median_ns));
     out.set_unfused_measured_ns(static_cast<double>(tuned->unfused_measured.median_ns));
     measurements.push_back(ToDb(tuned->measured));
+    timed = std::move(tuned->timed);
   }
   if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
 
@@ -485,9 +578,13 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   out.set_peak_memory_bytes(cost.peak_activation_bytes);
   out.set_created_unix_ms(NowMs());
   FUSOR_RETURN_IF_ERROR(state_->store->PutPlan(out, ToProto(g), measurements));
-  spdlog::info("tune: graph={} target={} groups={} predicted={:.3f}ms measured={:.3f}ms{}",
-               hash.substr(0, 16), target_id, out.groups_size(), out.predicted_ns() / 1e6,
-               out.measured_ns() / 1e6, measured_by.empty() ? "" : " agent=" + measured_by);
+  spdlog::info(
+      "tune: graph={} target={} groups={} predicted={:.3f}ms measured={:.3f}ms "
+      "residual_training_samples={}{}",
+      hash.substr(0, 16), target_id, out.groups_size(), out.predicted_ns() / 1e6,
+      out.measured_ns() / 1e6, out.residual_training_samples(),
+      measured_by.empty() ? "" : " agent=" + measured_by);
+  state_->KeepTimings(base, g, hash, target_id, timed);
   v1::TuneEvent e;
   *e.mutable_result()->mutable_plan() = out;
   e.mutable_result()->set_cache_hit(false);
@@ -681,6 +778,7 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
     std::lock_guard<std::mutex> plock(state_->profile_mu);
     state_->local_profile = result.profile;
   }
+  state_->RefitResidual(state_->local.Id(), "calibrate");
   spdlog::info(
       "calibrate: target={} run={} fitted {} samples from {} runs ({} from this run, {} stored "
       "samples skipped) rms_error={:.3f} skipped_unstable={}",

@@ -69,6 +69,22 @@ struct TuningServiceOptions {
   // This CPU's Tunes go to live agents of this CPU too, and fusord measures only when none is
   // live: replicas sharing a host then never time plans against each other.
   bool measure_on_agents = false;
+  // The learned residual (server/learned_residual.h, docs/costmodel.md). On: a Tune scores with
+  // the target's stored residual on top of the analytical model unless the request says
+  // no_residual, and residuals are fitted. Off: every Tune scores with the analytical model
+  // alone and nothing is fitted. Either way every stable timing of a tune is kept in the
+  // database's residual log.
+  bool learned_residual = false;
+  // A target's residual is fitted again on Calibrate, and once this many timings were kept since
+  // its last fit. A tune at the default budget keeps 6-9 (its regions' alternatives and 2-3 whole
+  // plans), so 32 is about four tunes: often enough that a new target gets a residual after its
+  // first few models, rarely enough that a batch of tunes is not scored by a model that changes
+  // under it after every one for a few percent more data. A fit itself is cheap (29 weights,
+  // milliseconds over a few hundred timings).
+  int residual_refit_every = 32;
+  // A fit uses the newest this-many timings of the target, so a long log never makes it slow: a
+  // whole plan's row of a 100-group model is ~60 KB of JSON, read and parsed at every refit.
+  int residual_max_samples = 2048;
 };
 
 class TuningService final : public TunerApi {

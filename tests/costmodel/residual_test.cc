@@ -114,6 +114,36 @@ TEST(ResidualJson, RoundTripsAndNamesWhatIsWrong) {
   EXPECT_NE(bad.status().message().find("serial"), std::string::npos);
 }
 
+TEST(ResidualSampleJson, RoundTripsExactlyAndRefusesAGroupOfAnotherLayout) {
+  Graph g = Import("squeezenet1_1");
+  AnalyticalCostModel base(HardwareProfile{});
+  ResidualSample s = ResidualSampleOf(base, g, MaxFusionPlan(g), 1.5e6);
+  ASSERT_GT(s.x.size(), 1u);
+  // Through text, as the tuning database keeps it.
+  auto back = ResidualSampleFromJson(nlohmann::json::parse(ResidualSampleToJson(s).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->measured_ns, s.measured_ns);
+  EXPECT_EQ(back->predicted_ns, s.predicted_ns);
+  EXPECT_EQ(back->x, s.x);
+  EXPECT_EQ(back->model, s.model);
+
+  nlohmann::json shorter = ResidualSampleToJson(s);
+  shorter["groups"][1].erase(shorter["groups"][1].size() - 1);
+  auto bad = ResidualSampleFromJson(shorter);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("group 1"), std::string::npos) << bad.status().message();
+  nlohmann::json no_time = ResidualSampleToJson(s);
+  no_time.erase("measured_ns");
+  EXPECT_FALSE(ResidualSampleFromJson(no_time).ok());
+}
+
+TEST(ResidualFeaturesVersion, NamesTheCountAndIsStable) {
+  const std::string& v = ResidualFeaturesVersion();
+  EXPECT_EQ(v.rfind("f" + std::to_string(kResidualFeatures) + "-", 0), 0u) << v;
+  EXPECT_EQ(v.size(), 4u + 12u) << v;
+  EXPECT_EQ(v, ResidualFeaturesVersion());
+}
+
 TEST(CorrectedCostModel, TheCorrectionIsItsOwnTermAndTheTermsStillAddUp) {
   Graph g = Import("squeezenet1_1");
   HardwareProfile profile;

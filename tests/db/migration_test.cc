@@ -1,7 +1,8 @@
 // Schema migrations on a real file of the previous version: tests/db/data/schema_v1.sql is the dump
 // of a database that the version-1 code wrote (targets, plans with measurements, a replaced plan,
 // a deleted one, history). A writable open upgrades it in place keeping every row; a read-only
-// open (a deployed snapshot cannot be migrated) reads it as it is, with an empty calibration log.
+// open (a deployed snapshot cannot be migrated) reads it as it is, with an empty calibration log
+// and no residual samples or residuals.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -77,6 +78,8 @@ TEST(SchemaMigration, Version1FileUpgradesInPlaceKeepingEveryRow) {
   EXPECT_EQ(store->schema().migrated_from, kSchemaVersion);
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM plans"), "3");
   EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM calibration_samples"), "2");
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM residual_samples"), "0");
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM residuals"), "0");
 }
 
 // A regression guard for the version bump: snapshots exported by the previous fusor are read-only
@@ -101,6 +104,11 @@ TEST(SchemaMigration, Version1SnapshotStillOpensReadOnlyAndStaysVersion1) {
   EXPECT_EQ(stats->at(0).schema_version, 1);
   EXPECT_EQ(stats->at(0).plans, 3);
   EXPECT_EQ(stats->at(0).calibration_samples, 0);
+  StatusOr<std::vector<ResidualSampleRow>> samples =
+      reader->ResidualSamples({"target-a", "cm1", 0, 10});
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  EXPECT_TRUE(samples->empty());
+  EXPECT_EQ(reader->GetResidual("target-a").status().code(), Status::Code::kNotFound);
   reader.reset();
   EXPECT_EQ(RawQuery(path, "PRAGMA user_version"), "1");
 }

@@ -454,5 +454,117 @@ TEST_P(PlanStoreContract, StatsCountSamplesAndRuns) {
   EXPECT_EQ(s.per_target[1].calibration_samples, 4);
 }
 
+// The learned residual's log and fits -------------------------------------------------------------
+
+ResidualSampleRow ResidualRow(const std::string& target, const std::string& cmv, int n,
+                              const std::string& features_version = "f29-abc") {
+  ResidualSampleRow r;
+  r.target_id = target;
+  r.cost_model_version = cmv;
+  r.graph_hash = GraphHash(static_cast<uint64_t>(n));
+  r.source = n % 2 ? "plan" : "region Conv+Relu:fused";
+  r.features_version = features_version;
+  r.features_json = "{\"groups\": [[" + std::to_string(n) + ", 1, 0.5]]}";
+  r.measured_ns = 1000.5 + n;
+  return r;
+}
+
+std::vector<ResidualSampleRow> One(ResidualSampleRow row) { return {std::move(row)}; }
+
+std::vector<ResidualSampleRow> ResidualRows(PlanStore& store, const std::string& target,
+                                            const std::string& cmv, int64_t after = 0,
+                                            int32_t max = 4096) {
+  StatusOr<std::vector<ResidualSampleRow>> rows = store.ResidualSamples({target, cmv, after, max});
+  EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+  return rows.ok() ? *rows : std::vector<ResidualSampleRow>();
+}
+
+TEST_P(PlanStoreContract, ResidualSamplesRoundTripOldestFirstUnderTheirTargetAndVersion) {
+  std::vector<ResidualSampleRow> rows = {ResidualRow("target-a", "cm1", 1),
+                                         ResidualRow("target-a", "cm1", 2, "f30-def")};
+  ASSERT_TRUE(store_->AppendResidualSamples(rows).ok());
+  ASSERT_TRUE(store_->AppendResidualSamples(One(ResidualRow("target-a", "cm2", 3))).ok());
+  ASSERT_TRUE(store_->AppendResidualSamples(One(ResidualRow("target-b", "cm1", 4))).ok());
+  std::vector<ResidualSampleRow> back = ResidualRows(*store_, "target-a", "cm1");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_LT(back[0].sample_id, back[1].sample_id);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_GT(back[i].sample_id, 0);
+    EXPECT_EQ(back[i].target_id, "target-a");
+    EXPECT_EQ(back[i].cost_model_version, "cm1");
+    EXPECT_EQ(back[i].graph_hash, rows[i].graph_hash);
+    EXPECT_EQ(back[i].source, rows[i].source);
+    EXPECT_EQ(back[i].features_version, rows[i].features_version);
+    EXPECT_EQ(back[i].features_json, rows[i].features_json);
+    EXPECT_EQ(back[i].measured_ns, rows[i].measured_ns);
+    EXPECT_GT(back[i].measured_unix_ms, kCalibrated);  // 0 when appended: now.
+  }
+  EXPECT_EQ(ResidualRows(*store_, "target-a", "cm2").size(), 1u);
+  EXPECT_EQ(ResidualRows(*store_, "target-b", "cm1").size(), 1u);
+  EXPECT_TRUE(ResidualRows(*store_, "target-c", "cm1").empty());
+}
+
+TEST_P(PlanStoreContract, ResidualSamplesAfterAnIdAndTheCapKeepTheNewest) {
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(store_->AppendResidualSamples(One(ResidualRow("target-a", "cm1", i))).ok());
+  std::vector<ResidualSampleRow> all = ResidualRows(*store_, "target-a", "cm1");
+  ASSERT_EQ(all.size(), 5u);
+  std::vector<ResidualSampleRow> newest = ResidualRows(*store_, "target-a", "cm1", 0, 2);
+  ASSERT_EQ(newest.size(), 2u);
+  EXPECT_EQ(newest[0].sample_id, all[3].sample_id);
+  EXPECT_EQ(newest[1].sample_id, all[4].sample_id);
+  std::vector<ResidualSampleRow> after = ResidualRows(*store_, "target-a", "cm1", all[2].sample_id);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].sample_id, all[3].sample_id);
+  EXPECT_EQ(store_->ResidualSamples({"target-a", "cm1", 0, 0}).status().code(),
+            Status::Code::kInvalidArgument);
+}
+
+TEST_P(PlanStoreContract, BadResidualSamplesAreRefusedAndNothingIsHalfWritten) {
+  ResidualSampleRow nan_time = ResidualRow("target-a", "cm1", 2);
+  nan_time.measured_ns = std::nan("");
+  std::vector<ResidualSampleRow> rows = {ResidualRow("target-a", "cm1", 1), nan_time};
+  Status s = store_->AppendResidualSamples(rows);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("target-a"), std::string::npos) << s.message();
+  ResidualSampleRow no_version = ResidualRow("target-a", "cm1", 3, "");
+  EXPECT_EQ(store_->AppendResidualSamples(One(no_version)).code(), Status::Code::kInvalidArgument);
+  rows = {ResidualRow("target-a", "cm1", 4), ResidualRow("target-z", "cm1", 5)};
+  Status unknown = store_->AppendResidualSamples(rows);
+  EXPECT_EQ(unknown.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(unknown.message().find("target-z"), std::string::npos) << unknown.message();
+  EXPECT_TRUE(ResidualRows(*store_, "target-a", "cm1").empty());
+}
+
+TEST_P(PlanStoreContract, AResidualIsStoredPerTargetAndTheNextFitReplacesIt) {
+  EXPECT_EQ(store_->GetResidual("target-a").status().code(), Status::Code::kNotFound);
+  StoredResidual r{"target-a", "cm1", "{\"format\": \"fusor.residual.v1\"}", 12, 34, 0, ""};
+  ASSERT_TRUE(store_->PutResidual(r).ok());
+  StatusOr<StoredResidual> back = store_->GetResidual("target-a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->target_id, "target-a");
+  EXPECT_EQ(back->cost_model_version, "cm1");
+  EXPECT_EQ(back->residual_json, r.residual_json);
+  EXPECT_EQ(back->training_samples, 12);
+  EXPECT_EQ(back->last_sample_id, 34);
+  EXPECT_GT(back->fitted_unix_ms, kCalibrated);
+  EXPECT_EQ(back->database, backend_->Name());
+  EXPECT_EQ(store_->GetResidual("target-b").status().code(), Status::Code::kNotFound);
+
+  StoredResidual next{"target-a", "cm2", "{}", 40, 90, kCalibrated + 5, ""};
+  ASSERT_TRUE(store_->PutResidual(next).ok());
+  back = store_->GetResidual("target-a");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->cost_model_version, "cm2");
+  EXPECT_EQ(back->training_samples, 40);
+  EXPECT_EQ(back->last_sample_id, 90);
+  EXPECT_EQ(back->fitted_unix_ms, kCalibrated + 5);
+
+  EXPECT_EQ(store_->PutResidual({"target-z", "cm1", "{}", 1, 1, 0, ""}).code(),
+            Status::Code::kFailedPrecondition);
+  EXPECT_EQ(store_->PutResidual({"target-a", "", "{}", 1, 1, 0, ""}).code(),
+            Status::Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace fusor::db

@@ -80,6 +80,16 @@ TEST(Autotune, ReturnsTheFastestOfTheTunedRulesAndUnfusedPlansBeyondTheMargin) {
                                                     : c.tuned_us;
     EXPECT_EQ(result->measured.median_ns, expected_us * 1000);
     EXPECT_EQ(result->unfused_measured.median_ns, c.unfused_us * 1000);
+    // Every stable whole-plan timing is kept for the learned residual, confirmations aside.
+    std::vector<FusionPlan> timed;
+    for (const TimedPlan& t : result->timed) {
+      EXPECT_EQ(t.region, nullptr);
+      EXPECT_EQ(t.what, "plan");
+      timed.push_back(t.plan);
+    }
+    EXPECT_EQ(timed, c.rules_unstable ? std::vector<FusionPlan>({tuned, unfused})
+                                      : std::vector<FusionPlan>({tuned, rules, unfused}));
+    EXPECT_EQ(result->timed.front().measured_ns, c.tuned_us * 1000.0);
     bool replaced = want != "tuned";
     // The three plans are measured together; a baseline that beats the tuned plan is confirmed:
     // both measured twice more, side by side.

@@ -37,6 +37,30 @@ TEST(FusordConfig, FileSetsEveryKeyTheFlagsLeaveAlone) {
   EXPECT_EQ(p.config.log_level, "debug");
 }
 
+TEST(FusordConfig, TheLearnedResidualIsOffUnlessTheKeyOrTheFlagTurnsItOn) {
+  Parsed off({});
+  ASSERT_TRUE(ApplyConfigJson("{}", "f.json", off.app, &off.config).ok());
+  EXPECT_FALSE(off.config.tuning.learned_residual);
+  EXPECT_EQ(off.config.tuning.residual_refit_every, 32);
+
+  Parsed file({});
+  Status s = ApplyConfigJson(R"({"learned_residual": true, "residual_refit_every": 5})", "f.json",
+                             file.app, &file.config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(file.config.tuning.learned_residual);
+  EXPECT_EQ(file.config.tuning.residual_refit_every, 5);
+
+  Parsed flag({"--learned-residual"});
+  s = ApplyConfigJson(R"({"learned_residual": false})", "f.json", flag.app, &flag.config);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(flag.config.tuning.learned_residual) << "the flag wins";
+
+  Parsed zero({"--residual-refit-every", "0"});
+  s = ApplyConfigFile(zero.app, &zero.config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("residual_refit_every"), std::string::npos) << s.message();
+}
+
 TEST(FusordConfig, UnknownKeyIsAnErrorNamingIt) {
   Parsed p({});
   Status s = ApplyConfigJson(R"({"listen": "127.0.0.1:1", "queue_sise": 4})", "fusord.json", p.app,
