@@ -445,6 +445,26 @@ Status CheckExpand(const Graph& g, const Node& n) {
       n, "input of shape " + ShapeString(x.dims) + " does not expand to " + ShapeString(y.dims));
 }
 
+// InstanceNormalization: X of rank 3 or more, a scale and a bias of one value per channel, the
+// output X's shape (the reference interpreter and the oneDNN form index them so).
+Status CheckInstanceNorm(const Graph& g, const Node& n) {
+  const Tensor& x = *Input(g, n, 0);
+  FUSOR_RETURN_IF_ERROR(ExpectRank(n, x, 3, "input"));
+  const char* roles[] = {"", "scale", "B"};
+  for (size_t i = 1; i <= 2; ++i) {
+    const Tensor* p = Input(g, n, i);
+    if (p == nullptr) {
+      return ShapeMismatch(n, std::string("input ") + roles[i] + " is missing");
+    }
+    if (p->dims != Shape{x.dims[1]}) {
+      return ShapeMismatch(n, std::string(roles[i]) + " '" + p->name + "' has shape " +
+                                  ShapeString(p->dims) + ", expected " + std::to_string(x.dims[1]) +
+                                  " (the channels)");
+    }
+  }
+  return ExpectOutputShape(g, n, x.dims);
+}
+
 // LSTM and GRU: every input and output has the dims the attributes and X give, so the reference
 // interpreter and the RNN primitive can index them.
 Status CheckRecurrent(const Graph& g, const Node& n) {
@@ -553,7 +573,7 @@ const std::unordered_map<std::string_view, OpInfo>& Table() {
       // fallback; the entries give the cost model their FLOPs.
       {"LSTM", {OpClass::kOpaque, RecurrentFlops, CheckRecurrent}},
       {"GRU", {OpClass::kOpaque, RecurrentFlops, CheckRecurrent}},
-      {"InstanceNormalization", {OpClass::kOpaque, PerElement(5, 0), CheckFirstInput}},
+      {"InstanceNormalization", {OpClass::kOpaque, PerElement(5, 0), CheckInstanceNorm}},
   };
   return *table;
 }

@@ -60,6 +60,8 @@ std::string_view KernelFormName(KernelForm form) {
       return "fused_loop";
     case KernelForm::kResampling:
       return "resampling";
+    case KernelForm::kInstanceNorm:
+      return "instance_norm";
   }
   return "?";
 }
@@ -118,6 +120,11 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
     split_around(group.nodes[0]);
     r.form = RunsAsRnnPrimitive(g, first) ? KernelForm::kRnnPrimitive : KernelForm::kReference;
     r.loops = 1;
+    if (RunsAsInstanceNormPrimitive(g, first)) {
+      r.form = KernelForm::kInstanceNorm;
+      r.loops = 0;
+      r.primitives = 2;
+    }
     if (r.form == KernelForm::kRnnPrimitive) {
       r.rnn = rnn.value_or(RnnPrimitiveForm(g, first)->implementation);
       // oneDNN's primitive is one launch; ours is a loop region after its input projection, a

@@ -30,6 +30,7 @@ enum class KernelForm : uint8_t {
   kReductionPrimitive,  // A oneDNN reduction / pooling / softmax primitive (a prologue loop first).
   kFusedLoop,           // Our fused loop (loop_lowering.h).
   kResampling,          // oneDNN's resampling primitive for one linear Resize (RunsAsResampling).
+  kInstanceNorm,  // oneDNN's layer normalization + a binary affine for an InstanceNormalization.
 };
 std::string_view KernelFormName(KernelForm form);
 

@@ -146,4 +146,19 @@ bool RunsAsResampling(const Graph& g, const Node& n) {
   return true;
 }
 
+bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n) {
+  if (n.op_type != "InstanceNormalization" || !n.domain.empty() || n.inputs.size() != 3 ||
+      n.outputs.size() != 1) {
+    return false;
+  }
+  const Tensor& x = g.tensor(n.inputs[0]);
+  if (x.dtype != DType::kFloat32 || g.tensor(n.outputs[0]).dtype != DType::kFloat32) return false;
+  if (x.dims.size() < 3 || x.num_elements() == 0) return false;
+  for (int i = 1; i <= 2; ++i) {
+    const Tensor& p = g.tensor(n.inputs[i]);
+    if (p.dtype != DType::kFloat32 || p.dims != Shape{x.dims[1]}) return false;
+  }
+  return true;
+}
+
 }  // namespace fusor

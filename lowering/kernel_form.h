@@ -38,4 +38,12 @@ bool RunsAsRowReduction(const Graph& g, const FusionGroup& group);
 // gathers the four corners of each output element one index at a time.
 bool RunsAsResampling(const Graph& g, const Node& n);
 
+// Whether InstanceNormalization node `n` runs on oneDNN rather than through the reference
+// fallback: float32, at least 3-D and not empty, scale and bias of one value per channel. Each
+// (image, channel) plane is a row that oneDNN's layer normalization normalises by its own mean
+// and variance, then one binary primitive applies the per-channel scale and shift (two
+// launches). A GroupNorm exports as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, so
+// this is how a 1-D conv audio encoder's normalisations run.
+bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n);
+
 }  // namespace fusor

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/op_registry.h"
+#include "lowering/kernel_form.h"
 
 namespace fusor {
 
@@ -12,8 +13,11 @@ bool RunsSerially(const Graph& g, const FusionGroup& group, std::optional<RnnImp
   // splits every step's hidden units among the team.
   if (group.nodes.size() == 1 && ClassifyNode(g, g.node(group.nodes[0])) == OpClass::kOpaque) {
     const Node& n = g.node(group.nodes[0]);
-    if (!RunsAsRnnPrimitive(g, n)) return true;
-    if (rnn.value_or(RnnPrimitiveForm(g, n)->implementation) != RnnImplementation::kLoop) {
+    if (RunsAsInstanceNormPrimitive(g, n)) {
+      // oneDNN's normalization splits the planes among the team: the thresholds decide.
+    } else if (!RunsAsRnnPrimitive(g, n)) {
+      return true;
+    } else if (rnn.value_or(RnnPrimitiveForm(g, n)->implementation) != RnnImplementation::kLoop) {
       return true;
     }
   }

@@ -109,6 +109,10 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelConte
 // oneDNN's linear resampling primitive for a Resize node (lowering/kernel_form.h RunsAsResampling),
 // reading and writing plain layouts.
 StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext& ctx, NodeId id);
+// oneDNN's layer normalization over each (image, channel) plane, then a binary primitive applying
+// the per-channel scale and shift, for an InstanceNormalization node (lowering/kernel_form.h
+// RunsAsInstanceNormPrimitive), reading and writing plain layouts.
+StatusOr<std::unique_ptr<GroupKernel>> BuildInstanceNormKernel(const KernelContext& ctx, NodeId id);
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
                                                        const std::vector<NodeId>& nodes);
 // An eltwise or binary primitive with post-ops for a chain of elementwise/broadcast nodes, or

@@ -118,5 +118,21 @@ TEST(Validate, WritingAWeightIsRefused) {
   EXPECT_NE(Validate(b.Build()).message().find("writes 'w', which is a weight"), std::string::npos);
 }
 
+// An InstanceNormalization whose scale is not one value per channel is refused naming the node,
+// the tensor and the shape expected, before any kernel would index past its end.
+TEST(Validate, InstanceNormalizationScaleNotPerChannelIsNamed) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 3, 4});
+  TensorId s = b.Weight("s", {1}), bias = b.Weight("bias", {3});
+  TensorId y = b.Act("y", {1, 3, 4});
+  b.Op("InstanceNormalization", {x, s, bias}, {y});
+  b.Output(y);
+  Status st = Validate(b.Build());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("scale 's' has shape 1, expected 3 (the channels)"),
+            std::string::npos)
+      << st.message();
+}
+
 }  // namespace
 }  // namespace fusor

@@ -11,6 +11,8 @@
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
+#include "lowering/kernel_form.h"
+#include "lowering/unfused_ops.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/reference.h"
@@ -92,21 +94,24 @@ TEST(ConstantFolding, KeptOnPurposeTheMaskRunsAsANode) {
   EXPECT_EQ(CanonicalHash(Canonicalize(arrived)), CanonicalHash(*folded));
 }
 
-// x -> Relu -> InstanceNormalization (opaque) -> Relu -> y.
-Graph InstanceNormGraph() {
+// x -> Relu -> LSTM with `clip` (opaque; oneDNN's RNN primitive and our recurrence loop do not
+// clip, lowering/rnn_form.h) -> Relu on Y_h -> y.
+Graph ClippedLstmGraph() {
   testing::IrBuilder b;
-  TensorId x = b.Input("x", {1, 3, 4, 4});
-  TensorId s = b.Weight("s", {3}), bias = b.Weight("bias", {3});
-  TensorId a = b.Act("a", {1, 3, 4, 4}), n = b.Act("n", {1, 3, 4, 4}), y = b.Act("y", {1, 3, 4, 4});
+  TensorId x = b.Input("x", {4, 1, 3});
+  TensorId w = b.Weight("w", {1, 8, 3}), r = b.Weight("r", {1, 8, 2});
+  TensorId a = b.Act("a", {4, 1, 3}), all = b.Act("all", {4, 1, 1, 2});
+  TensorId yh = b.Act("yh", {1, 1, 2}), y = b.Act("y", {1, 1, 2});
   b.Op("Relu", {x}, {a});
-  b.Op("InstanceNormalization", {a, s, bias}, {n});
-  b.Op("Relu", {n}, {y});
+  b.Op("LSTM", {a, w, r}, {all, yh}, {{"hidden_size", int64_t{2}}, {"clip", 0.5}});
+  b.Op("Relu", {yh}, {y});
   b.Output(y);
   return b.Build();
 }
 
+// A node oneDNN and our kernels cannot take runs through the reference fallback.
 TEST(ReferenceFallback, OpaqueNodeRunsInEveryPlanAndMatchesTheReference) {
-  Graph g = InstanceNormGraph();
+  Graph g = ClippedLstmGraph();
   auto leaves = RandomLeafValues(g, 9);
   ASSERT_TRUE(leaves.ok());
   auto want = RunReference(g, *leaves);
@@ -130,6 +135,48 @@ TEST(ReferenceFallback, OpaqueNodeRunsInEveryPlanAndMatchesTheReference) {
     auto c = Compare(want->at(g.outputs()[0]), *got);
     ASSERT_TRUE(c.ok());
     EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+  }
+}
+
+// With a scale and bias per channel it runs on oneDNN (layer normalization per plane, then the
+// affine) in every plan and matches the reference, over one image or several, 3-D to 5-D; the
+// lowering and the inspect count say so.
+TEST(InstanceNormKernel, RunsOnOneDnnNormalizationAndMatchesTheReference) {
+  for (const Shape& dims :
+       std::vector<Shape>{{1, 3, 4, 4}, {1, 32, 1000}, {2, 5, 3, 4, 6}, {3, 4, 7}}) {
+    SCOPED_TRACE(ShapeString(dims));
+    testing::IrBuilder b;
+    TensorId x = b.Input("x", dims);
+    TensorId s = b.Weight("s", {dims[1]}), bias = b.Weight("bias", {dims[1]});
+    TensorId a = b.Act("a", dims), n = b.Act("n", dims), y = b.Act("y", dims);
+    b.Op("Relu", {x}, {a});
+    b.Op("InstanceNormalization", {a, s, bias}, {n}, {{"epsilon", 1e-3}});
+    b.Op("Relu", {n}, {y});
+    b.Output(y);
+    Graph g = b.Build();
+    ASSERT_TRUE(RunsAsInstanceNormPrimitive(g, g.node(1)));
+    EXPECT_EQ(UnfusedOps(g).count("InstanceNormalization (oneDNN normalization)"), 1u);
+    auto leaves = RandomLeafValues(g, 5);
+    ASSERT_TRUE(leaves.ok());
+    auto want = RunReference(g, *leaves);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (const FusionPlan& plan : {UnfusedPlan(g), MaxFusionPlan(g)}) {
+      auto exec = Executor::Create(g, plan, *leaves);
+      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+      (*exec)->Run();
+      bool described = false;
+      for (size_t i = 0; i < (*exec)->num_groups(); ++i) {
+        const std::string d = (*exec)->DescribeGroup(i);
+        EXPECT_EQ(d.find("reference fallback"), std::string::npos) << d;
+        described |= d.find("instance norm") != std::string::npos;
+      }
+      EXPECT_TRUE(described);
+      auto got = (*exec)->Read(g.outputs()[0]);
+      ASSERT_TRUE(got.ok());
+      auto c = Compare(want->at(g.outputs()[0]), *got);
+      ASSERT_TRUE(c.ok());
+      EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+    }
   }
 }
 
