@@ -26,6 +26,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
       return BuildLoopKernel(ctx, r.after);
     case KernelForm::kResampling:
       return BuildResamplingKernel(ctx, r.center);
+    case KernelForm::kInPlaceConcat:
+      return BuildInPlaceConcatKernel(ctx, r.center);
   }
   return Status::Internal("unknown kernel form");
 }

@@ -109,6 +109,10 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelConte
 // oneDNN's linear resampling primitive for a Resize node (lowering/kernel_form.h RunsAsResampling),
 // reading and writing plain layouts.
 StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext& ctx, NodeId id);
+// A Concat whose inputs its producers wrote into their slices of its output
+// (lowering/concat_in_place.h): it runs nothing; Bind checks that every input is at its slice.
+StatusOr<std::unique_ptr<GroupKernel>> BuildInPlaceConcatKernel(const KernelContext& ctx,
+                                                                NodeId concat);
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
                                                        const std::vector<NodeId>& nodes);
 // An eltwise or binary primitive with post-ops for a chain of elementwise/broadcast nodes, or
