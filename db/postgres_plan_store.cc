@@ -1201,17 +1201,6 @@ StatusOr<std::optional<MeasurementJobRow>> FindJob(pqxx::dbtransaction& txn, int
   return std::optional<MeasurementJobRow>(std::move(row));
 }
 
-Status RequireTarget(pqxx::dbtransaction& txn, std::string_view target_id,
-                     const std::string& database) {
-  Params t;
-  if (!t.Exec(txn, fmt::format("SELECT 1 FROM targets WHERE target_id = {}", t.Text(target_id)))
-           .empty()) {
-    return Status::Ok();
-  }
-  return Status::FailedPrecondition(fmt::format(
-      "target '{}' is not in database '{}'; store (register) its hardware profile first", target_id,
-      database));
-}
 
 }  // namespace
 
@@ -1219,7 +1208,7 @@ Status PostgresPlanStore::PutAgent(const AgentRecord& agent) {
   FUSOR_RETURN_IF_ERROR(ValidateAgent(agent));
   return Write(
       fmt::format("register agent '{}'", agent.agent_id), [&](pqxx::dbtransaction& txn) -> Status {
-        FUSOR_RETURN_IF_ERROR(RequireTarget(txn, agent.target_id, name_));
+        FUSOR_RETURN_IF_ERROR(RequireTarget(txn, agent.target_id));
         Params p;
         std::string now = p.Int(DbNowMs(txn));
         p.Exec(txn, fmt::format(
@@ -1276,7 +1265,7 @@ StatusOr<int64_t> PostgresPlanStore::EnqueueJob(const v1::MeasurementJob& job) {
   FUSOR_RETURN_IF_ERROR(
       Write(fmt::format("queue a measurement job for target '{}'", job.target_id()),
             [&](pqxx::dbtransaction& txn) -> Status {
-              FUSOR_RETURN_IF_ERROR(RequireTarget(txn, job.target_id(), name_));
+              FUSOR_RETURN_IF_ERROR(RequireTarget(txn, job.target_id()));
               Params p;
               std::string sql = fmt::format(
                   "INSERT INTO measurement_jobs (target_id, graph_hash, state, created_unix_ms, "
