@@ -654,9 +654,11 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
                               const std::vector<TensorId>& materialized,
                               const TargetFingerprint& target, double leaf_footprint) {
   // A group of views alone (Reshape, Flatten, ...) is a copy: the runtime gives every group's
-  // output a buffer of its own.
+  // output a buffer of its own (an input of an in-place Concat is stored in the Concat's).
   GroupFeatures f;
   const GroupLowering lowering = LowerGroup(g, group, materialized);
+  // Its producers wrote every input into its slice of the output, priced with them: nothing runs.
+  if (lowering.form == KernelForm::kInPlaceConcat) return f;
   f.kernels = lowering.primitives;
   f.loop_kernels = lowering.loops;
   // Arithmetic all inside oneDNN's JIT kernels, none in a loop of ours.

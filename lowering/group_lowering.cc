@@ -1,6 +1,7 @@
 #include "lowering/group_lowering.h"
 
 #include "graph/op_registry.h"
+#include "lowering/concat_in_place.h"
 #include "lowering/kernel_form.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
@@ -62,6 +63,8 @@ std::string_view KernelFormName(KernelForm form) {
       return "resampling";
     case KernelForm::kInstanceNorm:
       return "instance_norm";
+    case KernelForm::kInPlaceConcat:
+      return "in_place_concat";
   }
   return "?";
 }
@@ -149,6 +152,9 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
       r.primitives = 1;
       r.loops = r.before.empty() ? 0 : 1;
     }
+  } else if (ConcatRunsInPlace(g, group)) {
+    split_around(group.nodes[0]);
+    r.form = KernelForm::kInPlaceConcat;
   } else if (alone && RunsAsResampling(g, first)) {
     split_around(group.nodes[0]);
     r.form = KernelForm::kResampling;

@@ -3,7 +3,8 @@
 // alternative it names, timed against it when the executor is created); the cost model prices the
 // record's form. The finer decisions stay in the headers this record gathers: a fused loop's
 // chains and streaming (loop_lowering.h), the primitive-chain and row-reduction forms
-// (kernel_form.h), the RNN primitive (rnn_form.h), serial groups (threading.h).
+// (kernel_form.h), the RNN primitive (rnn_form.h), in-place concats (concat_in_place.h), serial
+// groups (threading.h).
 //
 // tests/lowering checks, for every group of every bundled model under several plans, that the
 // runtime builds the form and the alternative the record names.
@@ -31,6 +32,9 @@ enum class KernelForm : uint8_t {
   kFusedLoop,           // Our fused loop (loop_lowering.h).
   kResampling,          // oneDNN's resampling primitive for one linear Resize (RunsAsResampling).
   kInstanceNorm,  // oneDNN's layer normalization + a binary affine for an InstanceNormalization.
+  // A lone Concat whose producers wrote its inputs into their slices of its output
+  // (concat_in_place.h): nothing runs.
+  kInPlaceConcat,
 };
 std::string_view KernelFormName(KernelForm form);
 

@@ -180,11 +180,9 @@ Status Executor::Compile(const FusionPlan& plan) {
 }
 
 Status Executor::Allocate() {
-  std::vector<BufferLifetime> buffers = PlanLifetimes(graph_, [&] {
-    FusionPlan p;
-    for (const auto& gr : groups_) p.groups.push_back(gr.group);
-    return p;
-  }());
+  FusionPlan plan;
+  for (const auto& gr : groups_) plan.groups.push_back(gr.group);
+  std::vector<BufferLifetime> buffers = PlanLifetimes(graph_, plan);
   size_t tensor_buffers = buffers.size();
   int64_t weights = 0;
   for (const auto& [t, v] : leaves_) {
@@ -210,6 +208,10 @@ Status Executor::Allocate() {
     } else {
       scratch_offset_[b - tensor_buffers] = memory_.offsets[b];
     }
+  }
+  for (const SliceOffset& s : SliceOffsets(graph_, plan)) {
+    if (tensor_offset_[s.whole] >= 0)
+      tensor_offset_[s.part] = tensor_offset_[s.whole] + s.byte_offset;
   }
   // Weights and their packed copies are allocated by now; the arena is what remains to take.
   FUSOR_RETURN_IF_ERROR(CheckHostMemory(

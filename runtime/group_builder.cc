@@ -28,6 +28,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
       return BuildResamplingKernel(ctx, r.center);
     case KernelForm::kInstanceNorm:
       return BuildInstanceNormKernel(ctx, r.center);
+    case KernelForm::kInPlaceConcat:
+      return BuildInPlaceConcatKernel(ctx, r.center);
   }
   return Status::Internal("unknown kernel form");
 }

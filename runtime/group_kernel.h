@@ -113,6 +113,10 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext
 // the per-channel scale and shift, for an InstanceNormalization node (lowering/kernel_form.h
 // RunsAsInstanceNormPrimitive), reading and writing plain layouts.
 StatusOr<std::unique_ptr<GroupKernel>> BuildInstanceNormKernel(const KernelContext& ctx, NodeId id);
+// A Concat whose inputs its producers wrote into their slices of its output
+// (lowering/concat_in_place.h): it runs nothing; Bind checks that every input is at its slice.
+StatusOr<std::unique_ptr<GroupKernel>> BuildInPlaceConcatKernel(const KernelContext& ctx,
+                                                                NodeId concat);
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
                                                        const std::vector<NodeId>& nodes);
 // An eltwise or binary primitive with post-ops for a chain of elementwise/broadcast nodes, or

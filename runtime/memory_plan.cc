@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "base/host_memory.h"
+#include "lowering/concat_in_place.h"
 
 namespace fusor {
 namespace {
@@ -23,8 +24,16 @@ std::string MemoryPlan::ToString() const {
          ") + weights " + ByteString(weight_bytes) + " = " + ByteString(total_bytes());
 }
 
-int64_t StorageBytes(const Tensor& t) {
-  return t.num_elements() * (IsFloatingPoint(t.dtype) ? 4 : 8);
+int64_t StorageBytesPerElement(DType dtype) { return IsFloatingPoint(dtype) ? 4 : 8; }
+
+int64_t StorageBytes(const Tensor& t) { return t.num_elements() * StorageBytesPerElement(t.dtype); }
+
+std::vector<SliceOffset> SliceOffsets(const Graph& g, const FusionPlan& plan) {
+  std::vector<SliceOffset> out;
+  for (const ConcatSlice& s : InPlaceConcatSlices(g, plan)) {
+    out.push_back({s.part, s.whole, s.offset * StorageBytesPerElement(g.tensor(s.whole).dtype)});
+  }
+  return out;
 }
 
 std::vector<BufferLifetime> PlanLifetimes(const Graph& g, const FusionPlan& plan) {
@@ -45,13 +54,21 @@ std::vector<BufferLifetime> PlanLifetimes(const Graph& g, const FusionPlan& plan
       if (used[t]) life[t].last = std::max(life[t].last, gi);
     }
   }
-  std::vector<BufferLifetime> out;
   for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t) {
-    if (!used[t]) continue;
     // Outputs are read after the run; inputs are set once and read by every later run.
     bool whole_run = g.IsGraphOutput(t) || g.tensor(t).kind == TensorKind::kGraphInput;
-    if (whole_run) life[t].last = std::max(last_group, 0);
-    out.push_back(life[t]);
+    if (used[t] && whole_run) life[t].last = std::max(last_group, 0);
+  }
+  std::vector<bool> in_slice(g.num_tensors(), false);
+  for (const ConcatSlice& s : InPlaceConcatSlices(g, plan)) {
+    in_slice[s.part] = true;
+    if (!used[s.part] || !used[s.whole]) continue;
+    life[s.whole].first = std::min(life[s.whole].first, life[s.part].first);
+    life[s.whole].last = std::max(life[s.whole].last, life[s.part].last);
+  }
+  std::vector<BufferLifetime> out;
+  for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t) {
+    if (used[t] && !in_slice[t]) out.push_back(life[t]);
   }
   return out;
 }

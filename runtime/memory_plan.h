@@ -33,11 +33,24 @@ struct MemoryPlan {
 };
 
 // Bytes the runtime stores per element: 4 for float32, 8 for integers (held as int64).
+int64_t StorageBytesPerElement(DType dtype);
 int64_t StorageBytes(const Tensor& t);
 
 // Lifetimes of the graph inputs and of every tensor the plan materializes, in plan order; graph
-// inputs and outputs live for the whole run.
+// inputs and outputs live for the whole run. An input of an in-place Concat
+// (lowering/concat_in_place.h) has no buffer of its own: it is stored in its slice of the
+// Concat's output (SliceOffsets), whose buffer lives from the first of its parts' writers to the
+// last reader of any of them.
 std::vector<BufferLifetime> PlanLifetimes(const Graph& g, const FusionPlan& plan);
+
+// Where each in-place Concat input is stored: the tensor whose buffer holds it and its byte offset
+// in that buffer.
+struct SliceOffset {
+  TensorId part = kNoId;
+  TensorId whole = kNoId;
+  int64_t byte_offset = 0;
+};
+std::vector<SliceOffset> SliceOffsets(const Graph& g, const FusionPlan& plan);
 
 // Assigns arena offsets; `weight_bytes` is carried into the result.
 MemoryPlan AssignOffsets(std::vector<BufferLifetime> buffers, int64_t weight_bytes);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/graph_builder.h"
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "lowering/kernel_form.h"
@@ -873,6 +874,35 @@ TEST(GroupFeatures, ARowReductionsEpilogueOfOneTileDoesNotFork) {
   EXPECT_EQ(f[0].forks, 1);
   EXPECT_EQ(f[1].forks, 1);
   EXPECT_EQ(f[2].forks, 2);
+}
+
+TEST(GroupFeatures, AConcatItsProducersWriteInPlaceCostsNothingAndACopyingOneDoes) {
+  // Relu(x) and Sigmoid(x) concatenated over channels, batch 1: in place. The same with x itself
+  // as the second input (a graph input, the caller's buffer) copies.
+  for (bool graph_input : {false, true}) {
+    GraphBuilder b;
+    const Shape dims = {1, 32, 28, 28};
+    TensorId x = b.Input(dims);
+    TensorId r = b.Op("Relu", {x}, dims);
+    TensorId s = graph_input ? x : b.Op("Sigmoid", {x}, dims);
+    TensorId c = b.Op("Concat", {r, s}, {1, 64, 28, 28}, {{"axis", int64_t{1}}});
+    b.Output(b.Op("Neg", {c}, {1, 64, 28, 28}));
+    const Graph& g = b.Linked();
+    const FusionPlan plan = UnfusedPlan(g);
+    const size_t concat = g.tensor(c).producer;
+    const auto f = PlanFeatures(g, plan, HardwareProfile{}.target);
+    const PlanCost cost = AnalyticalCostModel{HardwareProfile{}}.Cost(g, plan);
+    if (graph_input) {
+      EXPECT_GT(f[concat].loop_kernels, 0);
+      EXPECT_GT(cost.groups[concat].total_ns, 0);
+    } else {
+      EXPECT_EQ(f[concat].loop_kernels + f[concat].kernels, 0);
+      EXPECT_EQ(f[concat].write_bytes, (std::array<double, kNumMemoryLevels>{}));
+      EXPECT_EQ(cost.groups[concat].total_ns, 0);
+      // The producers still write their outputs.
+      EXPECT_GT(cost.groups[g.tensor(r).producer].total_ns, 0);
+    }
+  }
 }
 
 }  // namespace
