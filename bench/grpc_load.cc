@@ -2,10 +2,13 @@
 // (1) GetPlan for a plan already stored (cache hits: the path deployments hit), and (2) Tune for
 // distinct small graphs (forced, so every one searches, measures and stores). Prints
 // QPS and p50/p99/max latency per phase.
-//   build/bench/grpc_load --server 127.0.0.1:7070 [--token T] [--threads 4] [--seconds 10]
+//   build/bench/grpc_load --server 127.0.0.1:7070[,127.0.0.1:7071...] [--token T] [--threads 4]
+//                         [--seconds 10]
 //                         [--tune-graphs 20] [--tune-threads 2]
 //                         [--soak-seconds 60 [--soak-clients 64] [--server-pid PID]]
-// The token (read and tune roles) may also come from FUSOR_TOKEN.
+// The token (read and tune roles) may also come from FUSOR_TOKEN. With several --server addresses
+// (replicas on one PostgreSQL store) client thread t of every phase talks to server t mod N, so
+// the same total client threads spread evenly over the replicas (docs/scale-out.md).
 // --soak-seconds S runs a soak phase instead: --soak-clients clients (64) mix GetPlan, QueryPlans
 // and Tune (a small set of graphs, so jobs are shared and the queue fills) for S seconds; it
 // prints the calls by status code (RESOURCE_EXHAUSTED is fusord refusing by design, anything else
@@ -35,7 +38,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct LoadOptions {
-  std::string server = "127.0.0.1:7070";
+  std::vector<std::string> servers = {"127.0.0.1:7070"};
   std::string token;
   int threads = 4;
   double seconds = 10;
@@ -57,6 +60,11 @@ std::unique_ptr<fusor::v1::FusionTuner::Stub> Connect(const std::string& server,
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return fusor::v1::FusionTuner::NewStub(
       grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
+}
+
+// Client thread `thread` of a phase talks to one server, round robin over --server.
+const std::string& ServerFor(const LoadOptions& o, int thread) {
+  return o.servers[static_cast<size_t>(thread) % o.servers.size()];
 }
 
 void Authorize(grpc::ClientContext* ctx, const std::string& token) {
@@ -138,7 +146,7 @@ PhaseResult GetPlanPhase(const LoadOptions& o, const fusor::v1::GetPlanRequest& 
   std::vector<std::thread> threads;
   for (int t = 0; t < o.threads; ++t) {
     threads.emplace_back([&, t] {
-      auto stub = Connect(o.server, t);
+      auto stub = Connect(ServerFor(o, t), t);
       fusor::v1::GetPlanResponse response;
       while (Clock::now() < end) {
         grpc::ClientContext ctx;
@@ -167,7 +175,7 @@ PhaseResult TunePhase(const LoadOptions& o) {
   std::vector<std::thread> threads;
   for (int t = 0; t < o.tune_threads; ++t) {
     threads.emplace_back([&, t] {
-      auto stub = Connect(o.server, 1000 + t);
+      auto stub = Connect(ServerFor(o, t), 1000 + t);
       for (int i = next++; i < o.tune_graphs; i = next++) {
         fusor::v1::TuneRequest request = SmallTune(1 + i, /*force=*/true);
         fusor::v1::Plan plan;
@@ -211,7 +219,7 @@ int Soak(const LoadOptions& o, const fusor::v1::GetPlanRequest& get, double seco
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      auto stub = Connect(o.server, 2000 + c);
+      auto stub = Connect(ServerFor(o, c), 2000 + c);
       std::mt19937 rng(static_cast<uint32_t>(c));
       while (!stop) {
         int pick = static_cast<int>(rng() % 10);
@@ -282,7 +290,9 @@ int main(int argc, char** argv) {
   CLI::App app{"grpc_load: GetPlan and Tune load against a running fusord"};
   LoadOptions o;
   if (const char* t = std::getenv("FUSOR_TOKEN")) o.token = t;
-  app.add_option("--server", o.server, "fusord address");
+  app.add_option("--server", o.servers,
+                 "fusord address; several, comma-separated, spread the clients")
+      ->delimiter(',');
   app.add_option("--token", o.token, "Bearer token with read and tune roles");
   app.add_option("--threads", o.threads, "GetPlan client threads");
   app.add_option("--seconds", o.seconds, "GetPlan phase duration");
@@ -299,7 +309,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   // A plan to hit: tune one graph (a cache hit itself if it was tuned before).
-  auto stub = Connect(o.server, -1);
+  auto stub = Connect(o.servers.front(), -1);
   fusor::v1::Plan plan;
   grpc::Status s = RunTune(stub.get(), o.token, SmallTune(0, /*force=*/false), &plan);
   if (!s.ok()) {

@@ -22,6 +22,7 @@ StatusOr<std::optional<MeasurementJobRow>> PlanStore::LeaseJob(std::string_view,
 StatusOr<int64_t> PlanStore::RenewLease(const JobLease&, int64_t) { return NoJobs(); }
 Status PlanStore::FinishJob(const JobLease&, const v1::MeasurementResult&) { return NoJobs(); }
 Status PlanStore::CancelJob(int64_t) { return NoJobs(); }
+StatusOr<int64_t> PlanStore::PruneJobs(int64_t) { return NoJobs(); }
 StatusOr<MeasurementJobRow> PlanStore::GetJob(int64_t) { return NoJobs(); }
 
 }  // namespace fusor::db

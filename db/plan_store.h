@@ -361,6 +361,9 @@ class PlanStore {
   virtual Status FinishJob(const JobLease& lease, const v1::MeasurementResult& result);
   // Cancels a job that is not done (a done job stays done); NotFound when unknown.
   virtual Status CancelJob(int64_t job_id);
+  // Deletes the jobs that finished (done or cancelled) more than older_than_ms ago and returns
+  // how many; queued and leased jobs stay. InvalidArgument when older_than_ms is negative.
+  virtual StatusOr<int64_t> PruneJobs(int64_t older_than_ms);
   // The job as stored; NotFound when unknown.
   virtual StatusOr<MeasurementJobRow> GetJob(int64_t job_id);
 };

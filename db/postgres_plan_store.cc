@@ -1201,7 +1201,6 @@ StatusOr<std::optional<MeasurementJobRow>> FindJob(pqxx::dbtransaction& txn, int
   return std::optional<MeasurementJobRow>(std::move(row));
 }
 
-
 }  // namespace
 
 Status PostgresPlanStore::PutAgent(const AgentRecord& agent) {
@@ -1355,6 +1354,24 @@ Status PostgresPlanStore::CancelJob(int64_t job_id) {
                                 p.Text(kJobCancelled), p.Int(DbNowMs(txn)), p.Int(job_id)));
         return Status::Ok();
       });
+}
+
+StatusOr<int64_t> PostgresPlanStore::PruneJobs(int64_t older_than_ms) {
+  FUSOR_RETURN_IF_ERROR(ValidatePruneAge(older_than_ms));
+  int64_t pruned = 0;
+  FUSOR_RETURN_IF_ERROR(
+      Write("prune finished measurement jobs", [&](pqxx::dbtransaction& txn) -> Status {
+        Params p;
+        pruned =
+            static_cast<int64_t>(p.Exec(txn, fmt::format("DELETE FROM measurement_jobs WHERE "
+                                                         "state IN ({}, {}) AND "
+                                                         "finished_unix_ms < {}",
+                                                         p.Text(kJobDone), p.Text(kJobCancelled),
+                                                         p.Int(DbNowMs(txn) - older_than_ms)))
+                                     .affected_rows());
+        return Status::Ok();
+      }));
+  return pruned;
 }
 
 StatusOr<MeasurementJobRow> PostgresPlanStore::GetJob(int64_t job_id) {

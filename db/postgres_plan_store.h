@@ -84,6 +84,7 @@ class PostgresPlanStore final : public PlanStore {
   StatusOr<int64_t> RenewLease(const JobLease& lease, int64_t lease_ms) override;
   Status FinishJob(const JobLease& lease, const v1::MeasurementResult& result) override;
   Status CancelJob(int64_t job_id) override;
+  StatusOr<int64_t> PruneJobs(int64_t older_than_ms) override;
   StatusOr<MeasurementJobRow> GetJob(int64_t job_id) override;
 
   // The location without its password, as StoredPlan::database and messages name it.

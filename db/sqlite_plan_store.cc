@@ -774,6 +774,17 @@ Status SqlitePlanStore::CancelJob(int64_t job_id) {
       });
 }
 
+StatusOr<int64_t> SqlitePlanStore::PruneJobs(int64_t older_than_ms) {
+  FUSOR_RETURN_IF_ERROR(ValidatePruneAge(older_than_ms));
+  int64_t pruned = 0;
+  FUSOR_RETURN_IF_ERROR(
+      Write("prune finished measurement jobs", [&](SqliteConnection& c) -> Status {
+        FUSOR_ASSIGN_OR_RETURN(pruned, tables::DeleteFinishedJobs(c, NowUnixMs() - older_than_ms));
+        return Status::Ok();
+      }));
+  return pruned;
+}
+
 StatusOr<MeasurementJobRow> SqlitePlanStore::GetJob(int64_t job_id) {
   if (schema_.version < kAgentsVersion) return UnknownJob(job_id, path_);
   FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());

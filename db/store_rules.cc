@@ -279,6 +279,15 @@ Status ValidateJob(const v1::MeasurementJob& job) {
   return Status::Ok();
 }
 
+Status ValidatePruneAge(int64_t older_than_ms) {
+  if (older_than_ms < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "finished jobs older than {} ms: the age must not be negative (0: every finished job)",
+        older_than_ms));
+  }
+  return Status::Ok();
+}
+
 Status ValidateLease(const JobLease& lease, int64_t lease_ms) {
   if (lease.agent_id.empty()) return Status::InvalidArgument("lease names no agent_id");
   if (lease.job_id <= 0 || lease.lease <= 0) {

@@ -97,6 +97,8 @@ std::string LeasableJobSql(std::string_view now);
 Status ValidateAgent(const AgentRecord& agent);
 Status ValidateJob(const v1::MeasurementJob& job);
 Status ValidateLease(const JobLease& lease, int64_t lease_ms);
+// What PruneJobs accepts: an age of at least 0 ms.
+Status ValidatePruneAge(int64_t older_than_ms);
 // Ok when `row` (read under the job's row lock) is the lease the agent names: leased, to that
 // agent, under that lease number; otherwise FailedPrecondition saying who holds the job now.
 Status CheckHoldsLease(const JobLease& lease, const MeasurementJobRow& row,

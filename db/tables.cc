@@ -429,6 +429,13 @@ Status EndJob(SqliteConnection& c, int64_t job_id, std::string_view state,
       {std::string(state), blob, now_ms, job_id});
 }
 
+StatusOr<int64_t> DeleteFinishedJobs(SqliteConnection& c, int64_t finished_before_ms) {
+  FUSOR_RETURN_IF_ERROR(
+      c.Execute("DELETE FROM measurement_jobs WHERE state IN (?, ?) AND finished_unix_ms < ?",
+                {std::string(kJobDone), std::string(kJobCancelled), finished_before_ms}));
+  return c.changes();
+}
+
 StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id) {
   FUSOR_ASSIGN_OR_RETURN(
       StatementLease row,

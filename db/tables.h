@@ -103,6 +103,8 @@ Status ExtendJobLease(SqliteConnection& c, int64_t job_id, int64_t expires_ms);
 // Moves a job to done (with its result) or cancelled.
 Status EndJob(SqliteConnection& c, int64_t job_id, std::string_view state,
               const v1::MeasurementResult* result, int64_t now_ms);
+// Deletes done and cancelled jobs that finished before finished_before_ms; returns how many.
+StatusOr<int64_t> DeleteFinishedJobs(SqliteConnection& c, int64_t finished_before_ms);
 StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id);
 // The learned residual's log and fits (schema version 4). Rows without a time get now_ms.
 Status InsertResidualSamples(SqliteConnection& c, std::span<const ResidualSampleRow> rows,

@@ -160,6 +160,15 @@ StatusOr<AgentOutcome> AgentDispatch::Measure(
   spdlog::info("agent: job {} queued: graph={} target={} plans={}", job_id,
                graph_hash.substr(0, 16), target_id, candidates.size());
   progress(fmt::format("measurement job {} queued for the agents of target {}", job_id, target_id));
+  // Pruning is housekeeping: a failure is logged and the Tune goes on.
+  StatusOr<int64_t> pruned =
+      store_->PruneJobs(static_cast<int64_t>(options_.finished_job_retention_s * 1000));
+  if (!pruned.ok()) {
+    spdlog::warn("agent: pruning finished jobs: {}", pruned.status().ToString());
+  } else if (*pruned > 0) {
+    spdlog::info("agent: pruned {} finished jobs older than {} s", *pruned,
+                 options_.finished_job_retention_s);
+  }
   StatusOr<db::MeasurementJobRow> done = WaitForJob(job_id, deadline_ns, cancelled, progress);
   if (!done.ok() || done->state != db::kJobDone) {
     // Stopped waiting: the job is nobody's any more (an agent holding it is told so when it

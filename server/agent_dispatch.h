@@ -29,6 +29,10 @@ struct AgentDispatchOptions {
   double live_s = 90;          // An agent heard from within this long is live.
   double poll_s = 20;          // A lease poll waits up to this long for a job.
   double min_measure_ms = 30;  // How long an agent repeats each plan's timing.
+  // Finished (done or cancelled) jobs older than this are deleted when a job is queued: nothing
+  // reads a finished job once its Tune has its result, and a day keeps them for a person
+  // looking into a Tune.
+  double finished_job_retention_s = 86'400;
 };
 
 // What the agents measured for a Tune: the plan chosen from the candidates, its time and who

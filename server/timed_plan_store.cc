@@ -112,6 +112,9 @@ Status TimedPlanStore::FinishJob(const db::JobLease& lease, const v1::Measuremen
 Status TimedPlanStore::CancelJob(int64_t job_id) {
   return Timed("cancel_job", [&] { return store_->CancelJob(job_id); });
 }
+StatusOr<int64_t> TimedPlanStore::PruneJobs(int64_t older_than_ms) {
+  return Timed("prune_jobs", [&] { return store_->PruneJobs(older_than_ms); });
+}
 StatusOr<db::MeasurementJobRow> TimedPlanStore::GetJob(int64_t job_id) {
   return Timed("get_job", [&] { return store_->GetJob(job_id); });
 }

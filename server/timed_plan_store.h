@@ -53,6 +53,7 @@ class TimedPlanStore final : public db::PlanStore {
   StatusOr<int64_t> RenewLease(const db::JobLease& lease, int64_t lease_ms) override;
   Status FinishJob(const db::JobLease& lease, const v1::MeasurementResult& result) override;
   Status CancelJob(int64_t job_id) override;
+  StatusOr<int64_t> PruneJobs(int64_t older_than_ms) override;
   StatusOr<db::MeasurementJobRow> GetJob(int64_t job_id) override;
 
  private:

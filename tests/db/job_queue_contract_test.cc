@@ -189,6 +189,48 @@ TEST_P(JobQueueContract, ACancelledJobIsNotLeasedAndRefusesItsReport) {
   EXPECT_EQ(store_->GetJob(finished)->state, kJobDone);  // Done stays done.
 }
 
+TEST_P(JobQueueContract, PruningDeletesOnlyJobsFinishedLongerAgoThanTheAge) {
+  int64_t done = Enqueue(*store_, Job("target-a", 1));
+  int64_t cancelled = Enqueue(*store_, Job("target-a", 2));
+  int64_t leased = Enqueue(*store_, Job("target-a", 3));
+  int64_t queued = Enqueue(*store_, Job("target-a", 4));
+  std::optional<MeasurementJobRow> first = Lease(*store_, "a1");
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->job_id, done);
+  ASSERT_TRUE(store_->FinishJob({done, "a1", 1}, Result({1, 2})).ok());
+  ASSERT_TRUE(store_->CancelJob(cancelled).ok());
+  std::optional<MeasurementJobRow> held = Lease(*store_, "a2");
+  ASSERT_TRUE(held.has_value());
+  ASSERT_EQ(held->job_id, leased);
+
+  // Finished just now: younger than a minute, so kept.
+  StatusOr<int64_t> pruned = store_->PruneJobs(60'000);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(*pruned, 0);
+  EXPECT_EQ(store_->GetJob(done)->state, kJobDone);
+
+  LetShortLeasesExpire();
+  pruned = store_->PruneJobs(1);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(*pruned, 2);
+  EXPECT_EQ(store_->GetJob(done).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->GetJob(cancelled).status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(store_->GetJob(leased)->state, kJobLeased);
+  EXPECT_EQ(store_->GetJob(queued)->state, kJobQueued);
+  // The jobs left still go through the queue.
+  ASSERT_TRUE(store_->FinishJob({leased, "a2", 1}, Result({3, 4})).ok());
+  std::optional<MeasurementJobRow> next = Lease(*store_, "a1");
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->job_id, queued);
+  LetShortLeasesExpire();
+  EXPECT_EQ(*store_->PruneJobs(1), 1);  // The job a2 finished.
+
+  StatusOr<int64_t> negative = store_->PruneJobs(-1);
+  EXPECT_EQ(negative.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(negative.status().message().find("-1 ms"), std::string::npos)
+      << negative.status().ToString();
+}
+
 TEST_P(JobQueueContract, BadJobsAndLeasesAreRefusedNamingWhatIsWrong) {
   EXPECT_EQ(store_->EnqueueJob(Job("no-such-target")).status().code(),
             Status::Code::kFailedPrecondition);
