@@ -790,14 +790,14 @@ bool ReadsOnlyConstants(const Graph& g, const Node& n) {
 }
 
 // Whether FoldConstantNodes tries to fold `n`: it reads only constants and its output is within
-// kMaxConstantElements.
+// kMaxFoldedElements.
 bool Foldable(const Graph& g, const Node& n) {
-  return ReadsOnlyConstants(g, n) && g.tensor(n.outputs[0]).num_elements() <= kMaxConstantElements;
+  return ReadsOnlyConstants(g, n) && g.tensor(n.outputs[0]).num_elements() <= kMaxFoldedElements;
 }
 
 bool FitsAsConstant(const Tensor& out, const AttrTensor& v) {
   int64_t n = static_cast<int64_t>(v.int_data.size() + v.float_data.size());
-  return v.dims == out.dims && n == out.num_elements() && n <= kMaxConstantElements;
+  return v.dims == out.dims && n == out.num_elements() && n <= kMaxFoldedElements;
 }
 
 }  // namespace

@@ -37,9 +37,16 @@ class TensorProto;
 namespace fusor {
 
 inline constexpr int64_t kMaxFoldElements = 4096;
-// The largest constant whose values the IR carries: a Constant node's value, or a value folded
-// from constants (a 128x128 causal mask has 16384).
+// The largest constant whose values the IR reads from the file: a Constant node's value, or an
+// initializer the import folded from constants.
 inline constexpr int64_t kMaxConstantElements = 65536;
+// The largest value FoldConstantNodes computes from constants and carries in the IR in place of
+// the nodes that compute it. Its inputs are carried constants already, so it adds no data from
+// the file; a broadcast makes it larger than they are. Swin-T builds its first stage's
+// shifted-window attention mask from a [64, 49] constant as [64, 49, 49] (153664 elements):
+// within this cap it is computed once at import, where under kMaxConstantElements its Sub, Equal,
+// Not and Where ran at every inference (Equal and Not through the reference fallback).
+inline constexpr int64_t kMaxFoldedElements = 262144;
 
 // double -> int64 without undefined behaviour: NaN is 0, values beyond int64 saturate. Folding
 // computes in double, and a file's numbers may be anything.
@@ -91,12 +98,12 @@ using ConstantNodeEvaluator =
 // Replaces every node whose inputs are all kConstant tensors (that has at least one input and
 // writes no graph output) by kConstant outputs carrying the values `evaluate` computes, in node
 // order so that chains fold; a node whose evaluation fails or whose outputs exceed
-// kMaxConstantElements stays. Returns the number of nodes folded. The graph is compacted and
+// kMaxFoldedElements stays. Returns the number of nodes folded. The graph is compacted and
 // relinked.
 StatusOr<int> FoldConstantNodes(Graph* g, const ConstantNodeEvaluator& evaluate);
 
 // The first node FoldConstantNodes would try to fold (every input a kConstant tensor, outputs
-// within kMaxConstantElements, no graph output), or kNoId.
+// within kMaxFoldedElements, no graph output), or kNoId.
 NodeId FirstFoldableNode(const Graph& g);
 
 }  // namespace fusor

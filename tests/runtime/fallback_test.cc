@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "graph/canonical.h"
+#include "graph/constant_folding.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
 #include "lowering/kernel_form.h"
@@ -93,6 +94,74 @@ TEST(ConstantFolding, KeptOnPurposeTheMaskRunsAsANode) {
   ASSERT_TRUE(FoldNodesOverConstants(&arrived).ok());
   EXPECT_EQ(CanonicalHash(Canonicalize(arrived)), CanonicalHash(*folded));
 }
+
+// scores [1, windows, 2, 49, 49] + a shifted-window mask built as Swin builds it from a constant
+// of region ids per window position: ids [windows, 49] reshaped to [windows, 1, 49] and
+// [windows, 49, 1], their difference (a broadcast to [windows, 49, 49]), -100 where it is not 0
+// (Equal, Not, Where), reshaped to [1, windows, 1, 49, 49].
+Graph ShiftedWindowMaskGraph(int64_t windows) {
+  testing::IrBuilder b;
+  const int64_t w = windows;
+  TensorId scores = b.Input("scores", {1, w, 2, 49, 49});
+  std::vector<double> region(w * 49);
+  for (size_t i = 0; i < region.size(); ++i) region[i] = static_cast<double>((i * 7 / 13) % 9);
+  TensorId ids = b.FloatConstant("ids", region);
+  TensorId rows = b.Act("rows", {w, 1, 49}), cols = b.Act("cols", {w, 49, 1});
+  b.Op("Reshape", {ids, b.IntConstant("rows_shape", {w, 1, 49})}, {rows});
+  b.Op("Reshape", {ids, b.IntConstant("cols_shape", {w, 49, 1})}, {cols});
+  TensorId diff = b.Act("diff", {w, 49, 49});
+  TensorId same = b.Act("same", {w, 49, 49}, DType::kBool);
+  TensorId apart = b.Act("apart", {w, 49, 49}, DType::kBool);
+  TensorId mask = b.Act("mask", {w, 49, 49}), mask5 = b.Act("mask5", {1, w, 1, 49, 49});
+  TensorId y = b.Act("y", {1, w, 2, 49, 49});
+  b.Op("Sub", {rows, cols}, {diff});
+  b.Op("Equal", {diff, b.FloatScalar("zero", 0)}, {same});
+  b.Op("Not", {same}, {apart});
+  b.Op("Where", {apart, b.FloatScalar("minus_100", -100), b.FloatScalar("none", 0)}, {mask});
+  b.Op("Reshape", {mask, b.IntConstant("mask_shape", {1, w, 1, 49, 49})}, {mask5});
+  b.Op("Add", {scores, mask5}, {y});
+  b.Output(y);
+  return b.Build();
+}
+
+// Swin-T's first stage: 64 windows, a [64, 49, 49] mask (153664 elements, over the 65536 of a
+// constant read from a file) folds into one carried constant, so the plan runs the Add alone,
+// with the values the unfolded graph computes; a mask over kMaxFoldedElements stays as nodes.
+TEST(ConstantFolding, ShiftedWindowMaskOverTheFileConstantCapFoldsWithItsValues) {
+  Graph unfolded = ShiftedWindowMaskGraph(64);
+  Graph g = unfolded;
+  ASSERT_TRUE(FoldNodesOverConstants(&g).ok());
+  ASSERT_EQ(g.num_nodes(), 1u);
+  EXPECT_EQ(g.node(0).op_type, "Add");
+  const Tensor& mask = g.tensor(g.node(0).inputs[1]);
+  ASSERT_EQ(mask.kind, TensorKind::kConstant);
+  EXPECT_EQ(mask.float_data.size(), 64u * 49 * 49);
+  EXPECT_GT(mask.float_data.size(), static_cast<size_t>(kMaxConstantElements));
+
+  auto leaves = RandomLeafValues(unfolded, 3);
+  ASSERT_TRUE(leaves.ok());
+  auto want = RunReference(unfolded, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  auto folded_leaves = RandomLeafValues(g, 3);  // The carried mask, and the same scores.
+  ASSERT_TRUE(folded_leaves.ok());
+  (*folded_leaves)[*g.FindTensor("scores")] = leaves->at(*unfolded.FindTensor("scores"));
+  auto exec = Executor::Create(g, UnfusedPlan(g), *folded_leaves);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  (*exec)->Run();
+  auto got = (*exec)->Read(g.outputs()[0]);
+  ASSERT_TRUE(got.ok());
+  auto c = Compare(want->at(unfolded.outputs()[0]), *got);
+  ASSERT_TRUE(c.ok());
+  EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+
+  // 128 windows: the difference has 307328 elements, over kMaxFoldedElements. Only the Reshapes
+  // of the ids fold.
+  Graph large = ShiftedWindowMaskGraph(128);
+  const size_t nodes = large.num_nodes();
+  ASSERT_TRUE(FoldNodesOverConstants(&large).ok());
+  EXPECT_EQ(large.num_nodes(), nodes - 2);
+}
+
 
 // x -> Relu -> LSTM with `clip` (opaque; oneDNN's RNN primitive and our recurrence loop do not
 // clip, lowering/rnn_form.h) -> Relu on Y_h -> y.
