@@ -7,11 +7,23 @@
 namespace fusor {
 namespace {
 
-// The quick calibration suite measured again against the profile (costmodel/validation.h).
+// The quick calibration suite, or `count` of its benchmarks spread evenly over it.
+std::vector<CalibrationBenchmark> MachineCheckSuite(const TargetFingerprint& target, int count) {
+  std::vector<CalibrationBenchmark> suite = CalibrationSuite(target, /*scale=*/0.5);
+  if (count <= 0 || static_cast<size_t>(count) >= suite.size()) return suite;
+  std::vector<CalibrationBenchmark> spread;
+  for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+    spread.push_back(std::move(suite[i * suite.size() / count]));
+  }
+  return spread;
+}
+
+// The machine-check suite measured again against the profile (costmodel/validation.h).
 StatusOr<MachineCheck> TakeMachineCheck(const HardwareProfile& profile, const MeasureFn& measure,
+                                        const ValidationRunOptions& options,
                                         const std::string& phase, const PhaseProgressFn& progress) {
-  return CheckMachine(CalibrationSuite(profile.target, /*scale=*/0.5), profile, measure,
-                      [&](size_t done, size_t total, const std::string& name) {
+  return CheckMachine(MachineCheckSuite(profile.target, options.machine_check_benchmarks), profile,
+                      measure, [&](size_t done, size_t total, const std::string& name) {
                         if (progress) progress(phase, done, total, name);
                       });
 }
@@ -35,18 +47,6 @@ OneDnnMeasurerOptions ValidationMeasurerOptions(const TimingOptions& timing) {
   return mo;
 }
 
-MeasuredTime MeasuredTimeOf(const Measurement& m) {
-  return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
-                      m.disturbed};
-}
-
-MeasureFn MeasurePlanWith(Measurer* measurer) {
-  return [measurer](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
-    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
-    return MeasuredTimeOf(m);
-  };
-}
-
 MeasureAlternativesFn MeasureSideBySide(Measurer* measurer) {
   return [measurer](const HeldOutRegion& r) -> StatusOr<std::vector<MeasuredTime>> {
     std::vector<FusionPlan> plans;
@@ -66,10 +66,10 @@ StatusOr<ValidationRun> RunValidation(const std::vector<HeldOutRegion>& regions,
   OneDnnMeasurer measurer(ValidationMeasurerOptions(options.timing));
   const MeasureFn measure_plan = MeasurePlanWith(&measurer);
   ValidationRun run;
-  SettleHost(kSettleHostMaxMs, "costmodel validate");
+  if (options.settle_host_ms > 0) SettleHost(options.settle_host_ms, "costmodel validate");
   if (options.machine_check) {
-    FUSOR_ASSIGN_OR_RETURN(
-        run.before, TakeMachineCheck(profile, measure_plan, "machine check (before)", progress));
+    FUSOR_ASSIGN_OR_RETURN(run.before, TakeMachineCheck(profile, measure_plan, options,
+                                                        "machine check (before)", progress));
   }
   AnalyticalCostModel model(profile);
   FUSOR_ASSIGN_OR_RETURN(run.report,
@@ -80,8 +80,8 @@ StatusOr<ValidationRun> RunValidation(const std::vector<HeldOutRegion>& regions,
                              },
                              options.rounds));
   if (options.machine_check) {
-    FUSOR_ASSIGN_OR_RETURN(
-        run.after, TakeMachineCheck(profile, measure_plan, "machine check (after)", progress));
+    FUSOR_ASSIGN_OR_RETURN(run.after, TakeMachineCheck(profile, measure_plan, options,
+                                                       "machine check (after)", progress));
   }
   return run;
 }

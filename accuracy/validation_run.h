@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "accuracy/measured_time.h"
 #include "base/status.h"
 #include "costmodel/calibration.h"
 #include "costmodel/hardware_profile.h"
@@ -41,6 +42,11 @@ struct ValidationRunOptions {
   // Measure the quick calibration suite before and after the regions. A caller answering from
   // recorded times (bench/costmodel_lab) turns it off: the check only means something live.
   bool machine_check = true;
+  // At most this many of the quick suite's benchmarks in each machine check, spread evenly over
+  // it (its families follow one another); 0 takes them all. Tests of the workflow take a few.
+  int machine_check_benchmarks = 0;
+  // How long to wait, at most, for a quiet host before the first timing (SettleHost).
+  int settle_host_ms = kSettleHostMaxMs;
   ImportOptions import;  // How the models are imported; constant nodes are always folded.
 };
 
@@ -64,10 +70,6 @@ StatusOr<std::vector<HeldOutRegion>> HeldOutRegionsOfModels(
 OneDnnMeasurerOptions ValidationMeasurerOptions(
     const TimingOptions& timing = ValidationRunOptions{}.timing);
 
-// A runtime measurement as the cost model's harnesses take it.
-MeasuredTime MeasuredTimeOf(const Measurement& m);
-// One plan timed by `measurer` (which must outlive the function).
-MeasureFn MeasurePlanWith(Measurer* measurer);
 // A region's alternatives timed side by side by `measurer` (Measurer::MeasurePlans), so that a
 // change of the host's speed falls on all of them alike.
 MeasureAlternativesFn MeasureSideBySide(Measurer* measurer);

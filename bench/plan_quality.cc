@@ -9,12 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "accuracy/measured_time.h"
 #include "costmodel/calibration.h"
 #include "graph/onnx_import.h"
 #include "runtime/executor.h"
@@ -70,27 +69,17 @@ OneDnnMeasurerOptions MeasureOptions(int threads, double min_ms) {
 }
 
 StatusOr<HardwareProfile> Profile(const Args& a) {
-  if (!a.profile.empty()) {
-    std::ifstream in(a.profile);
-    std::stringstream text;
-    text << in.rdbuf();
-    return ProfileFromJsonText(text.str());
-  }
+  if (!a.profile.empty()) return ProfileFromJsonFile(a.profile);
   FUSOR_ASSIGN_OR_RETURN(TargetFingerprint t, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   HardwareProfile start;
   start.target = t;
   OneDnnMeasurerOptions held = MeasureOptions(a.threads, 100);
   held.executor.chain_backend = ChainBackend::kOneDnn;
   OneDnnMeasurer m(MeasureOptions(a.threads, 100)), onednn(held);
-  auto with = [](OneDnnMeasurer* measurer) -> MeasureFn {
-    return [measurer](const Graph& g, const FusionPlan& p) -> StatusOr<MeasuredTime> {
-      FUSOR_ASSIGN_OR_RETURN(Measurement x, measurer->MeasurePlan(g, p));
-      return MeasuredTime{static_cast<double>(x.median_ns), x.cv, x.unstable, x.primitive_chain};
-    };
-  };
   SettleHost(kSettleHostMaxMs, "plan_quality calibration");
-  FUSOR_ASSIGN_OR_RETURN(CalibrationResult r,
-                         Calibrate(CalibrationSuite(t), start, with(&m), {}, {}, with(&onednn)));
+  FUSOR_ASSIGN_OR_RETURN(
+      CalibrationResult r,
+      Calibrate(CalibrationSuite(t), start, MeasurePlanWith(&m), {}, {}, MeasurePlanWith(&onednn)));
   std::fprintf(stderr, "calibrated: fit MAPE %.1f%%, %d unstable benchmarks skipped\n",
                r.report.mape, r.skipped_unstable);
   return r.profile;

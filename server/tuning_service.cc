@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 
+#include "accuracy/measured_time.h"
 #include "costmodel/calibration.h"
 #include "costmodel/cost_model.h"
 #include "db/open_plan_store.h"
@@ -312,8 +313,7 @@ struct TuningService::State {
       Measurer* measurer = now < stop_waiting ? patient.get() : hurried.get();
       FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
       (*cv_by_benchmark)[g.model_name] = m.cv;
-      return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
-                          m.disturbed};
+      return MeasuredTimeOf(m);
     };
   }
 

@@ -1,0 +1,17 @@
+#include "accuracy/measured_time.h"
+
+namespace fusor {
+
+MeasuredTime MeasuredTimeOf(const Measurement& m) {
+  return MeasuredTime{static_cast<double>(m.median_ns), m.cv, m.unstable, m.primitive_chain,
+                      m.disturbed};
+}
+
+MeasureFn MeasurePlanWith(Measurer* measurer) {
+  return [measurer](const Graph& g, const FusionPlan& plan) -> StatusOr<MeasuredTime> {
+    FUSOR_ASSIGN_OR_RETURN(Measurement m, measurer->MeasurePlan(g, plan));
+    return MeasuredTimeOf(m);
+  };
+}
+
+}  // namespace fusor
