@@ -162,7 +162,6 @@ TEST(ConstantFolding, ShiftedWindowMaskOverTheFileConstantCapFoldsWithItsValues)
   EXPECT_EQ(large.num_nodes(), nodes - 2);
 }
 
-
 // x -> Relu -> LSTM with `clip` (opaque; oneDNN's RNN primitive and our recurrence loop do not
 // clip, lowering/rnn_form.h) -> Relu on Y_h -> y.
 Graph ClippedLstmGraph() {
