@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -69,7 +71,12 @@ OneDnnMeasurerOptions MeasureOptions(int threads, double min_ms) {
 }
 
 StatusOr<HardwareProfile> Profile(const Args& a) {
-  if (!a.profile.empty()) return ProfileFromJsonFile(a.profile);
+  if (!a.profile.empty()) {
+    std::ifstream in(a.profile);
+    std::stringstream text;
+    text << in.rdbuf();
+    return ProfileFromJsonText(text.str());
+  }
   FUSOR_ASSIGN_OR_RETURN(TargetFingerprint t, DetectTarget(OneDnnIsa(), OneDnnVersion()));
   HardwareProfile start;
   start.target = t;
