@@ -98,13 +98,13 @@ INSTANTIATE_TEST_SUITE_P(BundledModels, PlanExplain,
                          ::testing::Values("squeezenet1_1", "resnet18", "bert_base_encoder"));
 
 // An opaque node's group says how it runs, and so how it is priced: the GRU tagger's two GRUs on
-// our recurrence loop (priced step by step), audio_encoder's InstanceNormalization through the
-// reference fallback (priced by the fallback's rule).
+// our recurrence loop (priced step by step), audio_encoder's InstanceNormalization on oneDNN's
+// normalization (priced as its two primitives).
 TEST(PlanExplain, OpaqueGroupsNameTheirKernel) {
   AnalyticalCostModel model(ThisCpu());
   for (const auto& [name, want] :
        {std::pair<std::string, std::string>{"gru_tagger", "GRU (recurrence loop)"},
-        {"audio_encoder", "InstanceNormalization (reference fallback)"}}) {
+        {"audio_encoder", "InstanceNormalization (oneDNN normalization)"}}) {
     auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx",
                             WithConstantFolding({}));
     ASSERT_TRUE(g.ok()) << g.status().ToString();

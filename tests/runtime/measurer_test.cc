@@ -3,7 +3,9 @@
 #include "runtime/measurer.h"
 
 #include <gtest/gtest.h>
+
 #include <omp.h>
+#include <cmath>
 
 #include <atomic>
 #include <chrono>
@@ -184,9 +186,11 @@ TEST(CrossCoreProbe, TimesDataMovedBetweenTwoThreads) {
 // each: positive and finite with two threads.
 TEST(CrossCoreProbe, RatioAgainstTheSameWorkOnEachCore) {
   if (omp_get_max_threads() < 2) GTEST_SKIP() << "one OpenMP thread";
+  // A ratio of two timings: a loaded host moves it anywhere (a descheduled thread), so the test
+  // checks that the probe measured something, not how fast.
   double ratio = CrossCoreRatio();
-  EXPECT_GT(ratio, 0.2);
-  EXPECT_LT(ratio, 50);
+  EXPECT_TRUE(std::isfinite(ratio));
+  EXPECT_GT(ratio, 0);
 }
 
 // SettleHost waits in 100 ms steps while the host is slow: it gives up at its limit on a host
