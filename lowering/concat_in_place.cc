@@ -33,9 +33,7 @@ bool PartFits(const Graph& g, NodeId concat, const std::vector<TensorId>& inputs
 
 }  // namespace
 
-bool ConcatRunsInPlace(const Graph& g, const FusionGroup& group) {
-  if (group.nodes.size() != 1 || !group.recomputed.empty()) return false;
-  const NodeId id = group.nodes[0];
+bool ConcatFitsInPlace(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   if (n.op_type != "Concat" || n.outputs.size() != 1 || n.inputs.empty()) return false;
   const TensorId out = n.outputs[0];
@@ -49,6 +47,11 @@ bool ConcatRunsInPlace(const Graph& g, const FusionGroup& group) {
     if (!PartFits(g, id, n.inputs, i)) return false;
   }
   return true;
+}
+
+bool ConcatRunsInPlace(const Graph& g, const FusionGroup& group) {
+  return group.nodes.size() == 1 && group.recomputed.empty() &&
+         ConcatFitsInPlace(g, group.nodes[0]);
 }
 
 std::vector<ConcatSlice> InPlaceConcatSlices(const Graph& g, const FusionPlan& plan) {

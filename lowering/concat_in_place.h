@@ -16,9 +16,11 @@
 //     Concat (in node order) reading it: a tensor has one place, so of several Concats reading it
 //     only the first can hold it;
 //   - the output is read or is a graph output (it has a buffer to hold the slices).
-// Inputs and outputs of a Concat are never kept channel-blocked (lowering/layout.h: a Concat is no
-// native reader or writer of that layout), so every producer writes its slice plain. Other readers
-// of an input read it from the slice, which holds exactly its values.
+// Other readers of an input read it from the slice, which holds exactly its values. Where the
+// Concat joins whole channel blocks of one image, its parts and output may be kept channel-blocked
+// (lowering/layout.h): the slice of an nChw16c image holding channels [c0, c0 + k), c0 and k
+// multiples of 16, is itself an nChw16c image of k channels starting c0 * H * W elements in, where
+// the plain slice starts, so the same offsets hold in either layout.
 //
 // Pure functions of the graph and plan; thread-safe.
 #pragma once
@@ -30,6 +32,9 @@
 #include "graph/plan.h"
 
 namespace fusor {
+
+// Whether Concat `concat` meets the conditions above that do not depend on the plan.
+bool ConcatFitsInPlace(const Graph& g, NodeId concat);
 
 // Whether `group` is a lone Concat whose inputs are written in place (see above).
 bool ConcatRunsInPlace(const Graph& g, const FusionGroup& group);

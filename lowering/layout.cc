@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/op_registry.h"
+#include "lowering/concat_in_place.h"
 
 namespace fusor {
 
@@ -20,8 +21,11 @@ bool IsBlockedConv(const Graph& g, const Node& n) {
   return IsConvLike(n) && !n.outputs.empty() && MoreThanOnePixel(g.tensor(n.outputs[0]).dims);
 }
 
-bool NativeProducer(const Graph& g, const Node& n) {
+bool BlockedConcat(const Graph& g, const Node& n, int64_t block);
+
+bool NativeProducer(const Graph& g, const Node& n, int64_t block) {
   if (IsBlockedConv(g, n) || IsPooling(n) || IsFlatElementwise(g, n)) return true;
+  if (n.op_type == "Concat") return BlockedConcat(g, n, block);
   if (n.op_type == "BatchNormalization" && !n.inputs.empty()) {
     NodeId p = g.tensor(n.inputs[0]).producer;
     return p != kNoId && IsBlockedConv(g, g.node(p));
@@ -29,7 +33,8 @@ bool NativeProducer(const Graph& g, const Node& n) {
   return false;
 }
 
-bool NativeConsumer(const Graph& g, const Node& n, TensorId t) {
+bool NativeConsumer(const Graph& g, const Node& n, TensorId t, int64_t block) {
+  if (n.op_type == "Concat") return BlockedConcat(g, n, block);
   if (IsBlockedConv(g, n) || IsPooling(n)) {
     // The data input only: a weight or bias in blocked storage would be misread.
     for (size_t i = 1; i < n.inputs.size(); ++i) {
@@ -38,6 +43,73 @@ bool NativeConsumer(const Graph& g, const Node& n, TensorId t) {
     return n.inputs[0] == t;
   }
   return IsFlatElementwise(g, n);
+}
+
+// The conditions on `t` itself: a 4-D float32 activation of more than one pixel that some node
+// computes and some node reads, not a graph output, its channels whole blocks.
+bool BlockableTensor(const Graph& g, TensorId t, int64_t block) {
+  if (block <= 0 || t == kNoId) return false;
+  const Tensor& x = g.tensor(t);
+  return x.kind == TensorKind::kActivation && x.dtype == DType::kFloat32 && !g.IsGraphOutput(t) &&
+         x.producer != kNoId && MoreThanOnePixel(x.dims) && x.dims[1] % block == 0 &&
+         !x.consumers.empty();
+}
+
+// Blockable, and written blocked by its producer: a flat node writes blocked only when it reads
+// blocked, every non-scalar input kept too.
+bool WrittenBlocked(const Graph& g, TensorId t, int64_t block) {
+  if (!BlockableTensor(g, t, block)) return false;
+  const Node& producer = g.node(g.tensor(t).producer);
+  if (!NativeProducer(g, producer, block)) return false;
+  if (!IsFlatElementwise(g, producer)) return true;
+  return std::all_of(producer.inputs.begin(), producer.inputs.end(), [&](TensorId in) {
+    return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, block);
+  });
+}
+
+// Whether `p` may write channels-last on a host whose convs run so (BrgemmConvsForIsa): the rule
+// is the graph's, the same on every host of one block size, so it assumes such a host.
+bool MayWriteChannelsLast(const Graph& g, const Node& p, int64_t block) {
+  if (IsConvLike(p)) return ConvRunsChannelsLast(g, p, block, /*brgemm=*/true);
+  if (p.op_type == "BatchNormalization" || IsPooling(p) || IsFlatElementwise(g, p)) {
+    for (TensorId in : p.inputs) {
+      if (in == kNoId || NumElements(g.tensor(in).dims) == 1) continue;
+      NodeId q = g.tensor(in).producer;
+      if (q != kNoId && MayWriteChannelsLast(g, g.node(q), block)) return true;
+    }
+  }
+  return false;
+}
+
+// A Concat over the channels of one image whose parts and output are whole channel blocks, that
+// runs in place (lowering/concat_in_place.h) in the channel-blocked layout: its parts are written
+// blocked, none channels-last, none read by another Concat, and its output is read by nodes that
+// read blocked data, none of them a Concat (nested Concats stay plain). Reads only the parts'
+// producers and the output's readers, never a sibling's KeptBlocked, so the rule has no cycle.
+bool BlockedConcat(const Graph& g, const Node& n, int64_t block) {
+  if (n.outputs.size() != 1 || n.inputs.empty()) return false;
+  const TensorId out = n.outputs[0];
+  const int64_t axis = n.GetInt("axis", 0);
+  if (!BlockableTensor(g, out, block) || (axis != 1 && axis != -3)) return false;
+  const NodeId id = g.tensor(out).producer;
+  if (!ConcatFitsInPlace(g, id)) return false;
+  for (NodeId c : g.tensor(out).consumers) {
+    const Node& reader = g.node(c);
+    if (reader.op_type == "Concat" || !NativeConsumer(g, reader, out, block)) return false;
+  }
+  for (TensorId part : n.inputs) {
+    if (!BlockableTensor(g, part, block)) return false;
+    for (NodeId c : g.tensor(part).consumers) {
+      if (c == id) continue;
+      const Node& reader = g.node(c);
+      if (reader.op_type == "Concat" || !NativeConsumer(g, reader, part, block)) return false;
+    }
+  }
+  for (TensorId part : n.inputs) {
+    const Node& p = g.node(g.tensor(part).producer);
+    if (!WrittenBlocked(g, part, block) || MayWriteChannelsLast(g, p, block)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -64,24 +136,10 @@ bool IsFlatElementwise(const Graph& g, const Node& n) {
 }
 
 bool KeptBlocked(const Graph& g, TensorId t, int64_t block) {
-  if (block <= 0 || t == kNoId) return false;
+  if (!WrittenBlocked(g, t, block)) return false;
   const Tensor& x = g.tensor(t);
-  if (x.kind != TensorKind::kActivation || x.dtype != DType::kFloat32 || g.IsGraphOutput(t) ||
-      x.producer == kNoId || !MoreThanOnePixel(x.dims) || x.dims[1] % block != 0 ||
-      x.consumers.empty()) {
-    return false;
-  }
-  const Node& producer = g.node(x.producer);
-  if (!NativeProducer(g, producer)) return false;
-  if (!std::all_of(x.consumers.begin(), x.consumers.end(),
-                   [&](NodeId c) { return NativeConsumer(g, g.node(c), t); })) {
-    return false;
-  }
-  if (!IsFlatElementwise(g, producer)) return true;
-  // A flat node writes blocked only when it reads blocked: every non-scalar input kept too.
-  return std::all_of(producer.inputs.begin(), producer.inputs.end(), [&](TensorId in) {
-    return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, block);
-  });
+  return std::all_of(x.consumers.begin(), x.consumers.end(),
+                     [&](NodeId c) { return NativeConsumer(g, g.node(c), t, block); });
 }
 
 bool BrgemmConvsForIsa(std::string_view isa) {
@@ -96,26 +154,32 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brg
   const Shape& x = g.tensor(n.inputs[0]).dims;
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
-  if (KeptBlocked(g, n.inputs[0], block)) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
+  // A kept input is read in the form it is stored in; a plain one in the conv's own choice.
   bool one_block = x[1] % 8 == 0 && y[1] % 8 == 0 && (x[1] % 16 == 0) == (y[1] % 16 == 0);
-  return !one_block;
+  if (one_block) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
+  return !KeptBlocked(g, n.inputs[0], block) || StoredChannelsLast(g, n.inputs[0], block, brgemm);
 }
 
 bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm) {
-  if (!brgemm || !KeptBlocked(g, t, block)) return false;
+  if (!brgemm || t == kNoId || g.tensor(t).producer == kNoId) return false;
+  // The producer's form first: a Concat writes the channel-blocked layout, which settles it
+  // without walking the graph for KeptBlocked.
   const Node& p = g.node(g.tensor(t).producer);
+  bool channels_last = false;
   if (p.op_type == "Conv" || p.op_type == "ConvTranspose") {
-    return ConvRunsChannelsLast(g, p, block, brgemm);
-  }
-  if (p.op_type == "BatchNormalization") return StoredChannelsLast(g, p.inputs[0], block, brgemm);
-  if (IsFlatElementwise(g, p)) {
+    channels_last = ConvRunsChannelsLast(g, p, block, brgemm);
+  } else if (p.op_type == "BatchNormalization" || IsPooling(p)) {
+    // oneDNN pools a kept input in the layout it is stored in and writes that layout.
+    channels_last = StoredChannelsLast(g, p.inputs[0], block, brgemm);
+  } else if (IsFlatElementwise(g, p)) {
     for (TensorId in : p.inputs) {
       if (in != kNoId && NumElements(g.tensor(in).dims) != 1) {
-        return StoredChannelsLast(g, in, block, brgemm);
+        channels_last = StoredChannelsLast(g, in, block, brgemm);
+        break;
       }
     }
   }
-  return false;  // Pooling writes the channel-blocked layout.
+  return channels_last && KeptBlocked(g, t, block);
 }
 
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,

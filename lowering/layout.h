@@ -4,10 +4,20 @@
 // tensor. So a tensor is kept blocked when every node that writes or reads it can do so natively:
 //
 //   producer   Conv / ConvTranspose, 4-D MaxPool / AveragePool, a BatchNormalization of a Conv's
-//              output (folded into the conv's weights), or a flat elementwise node whose
-//              non-scalar inputs are all kept blocked (so that it reads and writes one layout);
+//              output (folded into the conv's weights), a flat elementwise node whose
+//              non-scalar inputs are all kept blocked (so that it reads and writes one layout), or
+//              a blocked Concat (below);
 //   consumers  Conv / ConvTranspose reading it as their data input, 4-D pooling, flat elementwise
-//              nodes (the residual Add of a ResNet block, the Relu after it);
+//              nodes (the residual Add of a ResNet block, the Relu after it), a blocked Concat;
+//
+// A blocked Concat joins whole channel blocks of one image in place (lowering/concat_in_place.h:
+// a slice of channels [c0, c0 + k) of an nChw16c image, c0 and k multiples of 16, is an nChw16c
+// image of k channels where the plain slice is), so its producers write their slices blocked and
+// its readers read the whole blocked: Inception and Fire modules, DenseNet blocks. It needs every
+// part written blocked by a producer that never runs channels-last (on any host of the block
+// size), read by no other Concat, and an output read by blocked readers other than a Concat. Where
+// the plan does not run it in place (fused with other nodes), the group pays the reorders of any
+// kernel that cannot read blocked data.
 //
 // where "flat" means every input is either a single element or has the output's shape: such a
 // node computes out[i] = f(a[i], b[i]) whatever order the elements are stored in, as long as all
@@ -51,7 +61,8 @@ bool BrgemmConvsForIsa(std::string_view isa);
 // Whether Conv / ConvTranspose `n` runs channels-last (see above).
 bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm);
 // Whether kept tensor `t` is stored channels-last: written by a conv that runs so, or by a
-// BatchNormalization folded into one, or by a flat elementwise node reading such tensors.
+// BatchNormalization folded into one, or by a pooling or flat elementwise node reading such
+// tensors (oneDNN pools in the layout its input is stored in).
 bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm);
 
 // A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, and every

@@ -12,7 +12,9 @@
 #include "graph/plan.h"
 #include "lowering/concat_in_place.h"
 #include "lowering/group_lowering.h"
+#include "lowering/layout.h"
 #include "runtime/executor.h"
+#include "runtime/onednn_info.h"
 #include "runtime/reference.h"
 #include "tests/runtime/expect_plan_matches.h"
 
@@ -243,6 +245,143 @@ TEST(InPlaceConcat, OfTwoConcatsReadingOneTensorOnlyTheFirstHoldsIt) {
   const FusionPlan plan = UnfusedPlan(g);
   EXPECT_EQ(InPlaceGroups(g, plan), (std::vector<bool>{false, false, false, true, false, false}));
   ExpectMatchesReference(g, plan, "two concats");
+}
+
+// A Fire / Inception-like module over whole channel blocks: x[n,cx,8,8] -> Conv cx->16 + Relu -> a,
+// x -> Conv cx->`b_channels` -> b; Concat(a, b) -> c -> Relu -> r ->
+// Conv -> y; `extra` adds a reader that changes the rule.
+enum class Extra { kNone, kFlattenOfTheWhole, kSecondConcatOfAPart, kConcatOfTheWhole };
+struct Module {
+  GraphBuilder b;
+  TensorId a = kNoId, b_out = kNoId, c = kNoId, r = kNoId;
+};
+void BuildModule(Module* m, int64_t n, int64_t cx, int64_t b_channels, Extra extra) {
+  GraphBuilder& b = m->b;
+  TensorId x = b.Input({n, cx, 8, 8});
+  TensorId conv1 = b.Op("Conv", {x, b.Weight({16, cx, 3, 3})}, {n, 16, 8, 8}, {{"pads", kPads}});
+  m->a = b.Op("Relu", {conv1}, {n, 16, 8, 8});
+  m->b_out = b.Op("Conv", {x, b.Weight({b_channels, cx, 1, 1})}, {n, b_channels, 8, 8});
+  const int64_t whole = 16 + b_channels;
+  m->c = b.Op("Concat", {m->a, m->b_out}, {n, whole, 8, 8}, {Axis(1)});
+  m->r = b.Op("Relu", {m->c}, {n, whole, 8, 8});
+  b.Output(b.Op("Conv", {m->r, b.Weight({16, whole, 1, 1})}, {n, 16, 8, 8}));
+  if (extra == Extra::kFlattenOfTheWhole) {
+    b.Output(b.Op("Flatten", {m->c}, {n, whole * 64}, {{"axis", int64_t{1}}}));
+  } else if (extra == Extra::kSecondConcatOfAPart) {
+    b.Output(b.Op("Concat", {m->r, m->a}, {n, whole + 16, 8, 8}, {Axis(1)}));
+  } else if (extra == Extra::kConcatOfTheWhole) {
+    b.Output(b.Op("Concat", {m->c, m->r}, {n, 2 * whole, 8, 8}, {Axis(1)}));
+  }
+}
+
+// Whether the parts and the whole are all kept channel-blocked at `block`.
+bool AllKept(Module& m, int64_t block) {
+  const Graph& g = m.b.Linked();
+  return KeptBlocked(g, m.a, block) && KeptBlocked(g, m.b_out, block) && KeptBlocked(g, m.c, block);
+}
+
+TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
+  auto kept = [](int64_t n, int64_t cx, int64_t b_channels, Extra extra, int64_t block) {
+    Module m;
+    BuildModule(&m, n, cx, b_channels, extra);
+    const Graph& g = m.b.Linked();
+    const bool all = AllKept(m, block);
+    // Never some parts blocked and others not: the Concat reads and writes one layout.
+    EXPECT_EQ(KeptBlocked(g, m.a, block), all);
+    EXPECT_EQ(KeptBlocked(g, m.c, block), all);
+    return all;
+  };
+  EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 16));
+  EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 8));
+  EXPECT_FALSE(kept(2, 16, 32, Extra::kNone, 16));  // Channels of two images: strided slices.
+  EXPECT_FALSE(kept(1, 16, 8, Extra::kNone, 16));   // 8 channels are half a block of 16,
+  EXPECT_TRUE(kept(1, 16, 8, Extra::kNone, 8));     // a whole block of 8.
+  EXPECT_FALSE(kept(1, 16, 32, Extra::kFlattenOfTheWhole, 16));
+  EXPECT_FALSE(kept(1, 16, 32, Extra::kSecondConcatOfAPart, 16));
+  EXPECT_FALSE(kept(1, 16, 32, Extra::kConcatOfTheWhole, 16));
+  // A conv on a 3-channel plain input runs channels-last where convs are brgemm ones, so at 16 the
+  // rule keeps its output out of a blocked Concat on every host; blocks of 8 have no such convs.
+  EXPECT_FALSE(kept(1, 3, 32, Extra::kNone, 16));
+  EXPECT_TRUE(kept(1, 3, 32, Extra::kNone, 8));
+}
+
+TEST(InPlaceConcat, ABlockedConcatMatchesTheReferenceWithoutReorders) {
+  Module m;
+  BuildModule(&m, 1, 16, 32, Extra::kNone);
+  const Graph& g = m.b.Linked();
+  // [conv1, relu] [conv2] [concat] [relu] [conv]
+  const FusionPlan plan = PlanOf(g, {{0, 1}, {2}, {3}, {4}, {5}});
+  EXPECT_EQ(InPlaceGroups(g, plan), (std::vector<bool>{false, false, true, false, false}));
+  auto e = ExpectMatchesReference(g, plan, "blocked concat");
+  ASSERT_NE(e, nullptr);
+  EXPECT_FALSE(HasOwnBuffer(*e, m.a));
+  EXPECT_FALSE(HasOwnBuffer(*e, m.b_out));
+  if (ChannelBlockForIsa(OneDnnIsa()) == 0) return;
+  for (size_t i : {0, 1}) {
+    EXPECT_EQ(e->DescribeGroup(i).find("reorder out"), std::string::npos) << e->DescribeGroup(i);
+  }
+  EXPECT_NE(e->DescribeGroup(2).find("channel-blocked"), std::string::npos) << e->DescribeGroup(2);
+  EXPECT_EQ(e->DescribeGroup(2).find("reordered"), std::string::npos) << e->DescribeGroup(2);
+  EXPECT_EQ(e->DescribeGroup(4).find("reorder in"), std::string::npos) << e->DescribeGroup(4);
+  // Every node alone, and the Concat fused with the Relu after it (no longer in place: the loop
+  // reads plain copies of the blocked parts): the same values.
+  ExpectMatchesReference(g, UnfusedPlan(g), "unfused");
+  const FusionPlan fused = PlanOf(g, {{0, 1}, {2}, {3, 4}, {5}});
+  EXPECT_EQ(InPlaceGroups(g, fused), (std::vector<bool>{false, false, false, false}));
+  ExpectMatchesReference(g, fused, "concat fused with its reader");
+}
+
+TEST(InPlaceConcat, APartItsProducerWrotePlainIsReorderedInItsSlice) {
+  // The runtime stores what each kernel wrote; where a producer wrote a part plain while the rule
+  // keeps it blocked, the Concat puts that slice in the blocked layout when it runs. Part a (16
+  // channels) arrives blocked, part b (32) plain; afterwards the whole is blocked.
+  const int64_t block = ChannelBlockForIsa(OneDnnIsa());
+  if (block == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  Module m;
+  BuildModule(&m, 1, 16, 32, Extra::kNone);
+  const Graph& g = m.b.Linked();
+  ASSERT_TRUE(AllKept(m, block));
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const auto tag =
+      block == 16 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c;
+  const dnnl::memory::desc a_blocked({1, 16, 8, 8}, dnnl::memory::data_type::f32, tag);
+  KernelContext ctx;
+  ctx.g = &g;
+  ctx.engine = &engine;
+  ctx.stream = &stream;
+  ctx.stored = [&](TensorId t) -> const dnnl::memory::desc* {
+    return t == m.a ? &a_blocked : nullptr;
+  };
+  ctx.keeps_blocked = [&](TensorId t) { return KeptBlocked(g, t, block); };
+  auto kernel = BuildInPlaceConcatKernel(ctx, g.tensor(m.c).producer);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  EXPECT_NE((*kernel)->Describe().find("1 reordered in their slice"), std::string::npos)
+      << (*kernel)->Describe();
+  ASSERT_EQ((*kernel)->BlockedOutputs().size(), 1u);
+  // Value of channel c at pixel p of the whole; where it sits blocked and plain.
+  const int64_t hw = 64, channels = 48;
+  auto value = [](int64_t c, int64_t p) { return static_cast<float>(c * 1000 + p); };
+  auto blocked_at = [&](int64_t c, int64_t p) {
+    return (c / block) * hw * block + p * block + c % block;
+  };
+  std::vector<float> whole(channels * hw, -1.0f);
+  for (int64_t p = 0; p < hw; ++p) {
+    for (int64_t c = 0; c < 16; ++c) whole[blocked_at(c, p)] = value(c, p);   // a, blocked.
+    for (int64_t c = 16; c < channels; ++c) whole[c * hw + p] = value(c, p);  // b, plain.
+  }
+  std::vector<char> scratch((*kernel)->scratch_bytes());
+  auto buffer = [&](TensorId t) -> void* {
+    if (t == m.c || t == m.a) return whole.data();
+    return t == m.b_out ? whole.data() + 16 * hw : nullptr;
+  };
+  ASSERT_TRUE((*kernel)->Bind(buffer, scratch.data()).ok());
+  (*kernel)->Run();
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t p = 0; p < hw; ++p) {
+      ASSERT_EQ(whole[blocked_at(c, p)], value(c, p)) << "channel " << c << " pixel " << p;
+    }
+  }
 }
 
 }  // namespace
