@@ -6,10 +6,9 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <memory>
 
+#include "base/periodic.h"
 #include "costmodel/hardware_profile.h"
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
@@ -47,38 +46,19 @@ v1::PlanTiming TimingOf(const Measurement& m) {
   return t;
 }
 
-// Renews a lease every third of its time until destroyed; a renewal refused (the lease went to
-// another agent) is logged, ends the renewals, and the report then says so too.
-class LeaseKeeper {
- public:
-  LeaseKeeper(TunerApi* server, v1::RenewMeasurementLeaseRequest renew, double lease_s)
-      : thread_([this, server, renew, lease_s] {
-          const auto every = std::chrono::duration<double>(lease_s / 3);
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!wake_.wait_for(lock, every, [this] { return done_; })) {
-            auto renewed = server->RenewMeasurementLease(renew);
-            if (!renewed.ok()) {
-              spdlog::warn("agent: renewing the lease of job {}: {}", renew.job_id(),
-                           renewed.status().ToString());
-              if (renewed.status().code() == Status::Code::kFailedPrecondition) return;
-            }
-          }
-        }) {}
-  ~LeaseKeeper() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool done_ = false;   // Guarded by mu_.
-  std::thread thread_;  // Last: starts once the members above exist.
-};
+// Renews a lease every third of its time while the returned task lives; a renewal refused (the
+// lease went to another agent) is logged, ends the renewals, and the report then says so too.
+std::unique_ptr<PeriodicTask> KeepLease(TunerApi* server, v1::RenewMeasurementLeaseRequest renew,
+                                        double lease_s) {
+  const auto every = std::chrono::milliseconds(static_cast<int64_t>(lease_s * 1000 / 3));
+  return std::make_unique<PeriodicTask>(every, [server, renew = std::move(renew)] {
+    auto renewed = server->RenewMeasurementLease(renew);
+    if (renewed.ok()) return true;
+    spdlog::warn("agent: renewing the lease of job {}: {}", renew.job_id(),
+                 renewed.status().ToString());
+    return renewed.status().code() != Status::Code::kFailedPrecondition;
+  });
+}
 
 }  // namespace
 
@@ -174,7 +154,7 @@ Status MeasurementAgent::MeasureAndReport(const v1::MeasurementJob& job) {
     renew.set_agent_id(agent_id_);
     renew.set_job_id(job.job_id());
     renew.set_lease(job.lease());
-    LeaseKeeper keeper(server_, renew, lease_s_);
+    auto keeper = KeepLease(server_, renew, lease_s_);
     result = Measure(job);
   }
   FUSOR_RETURN_IF_ERROR(Report(job, result));

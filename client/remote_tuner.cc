@@ -3,10 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <memory>
 
+#include "base/periodic.h"
 #include "server/grpc_status.h"
 
 namespace fusor {
@@ -23,38 +22,17 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const RemoteTunerOp
   return grpc::SslCredentials(ssl);
 }
 
-// Cancels a call once *cancelled turns true; stops watching when destroyed.
-class CancelWatch {
- public:
-  CancelWatch(grpc::ClientContext* ctx, const std::atomic<bool>* cancelled) {
-    if (cancelled == nullptr) return;
-    thread_ = std::thread([this, ctx, cancelled] {
-      std::unique_lock<std::mutex> lock(mu_);
-      while (!done_) {
-        if (cancelled->load()) {
-          ctx->TryCancel();
-          return;
-        }
-        wake_.wait_for(lock, std::chrono::milliseconds(50));
-      }
-    });
-  }
-  ~CancelWatch() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool done_ = false;  // Guarded by mu_.
-  std::thread thread_;
-};
+// Cancels the call of `ctx` once *cancelled turns true, watching while the returned task lives;
+// null when there is nothing to watch.
+std::unique_ptr<PeriodicTask> WatchCancel(grpc::ClientContext* ctx,
+                                          const std::atomic<bool>* cancelled) {
+  if (cancelled == nullptr) return nullptr;
+  return std::make_unique<PeriodicTask>(std::chrono::milliseconds(50), [ctx, cancelled] {
+    if (!cancelled->load()) return true;
+    ctx->TryCancel();
+    return false;
+  });
+}
 
 }  // namespace
 
@@ -94,7 +72,7 @@ Status RemoteTuner::Tune(const v1::TuneRequest& request, const EventSink& on_eve
                          const std::atomic<bool>* cancelled) {
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kLong);
-  CancelWatch watch(&ctx, cancelled);
+  auto watch = WatchCancel(&ctx, cancelled);
   auto reader = stub_->Tune(&ctx, request);
   v1::TuneEvent event;
   bool have_result = false;
@@ -111,7 +89,7 @@ template <typename Response, typename Call>
 StatusOr<Response> RemoteTuner::Unary(Call call, const std::atomic<bool>* cancelled) const {
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kQuick);
-  CancelWatch watch(&ctx, cancelled);
+  auto watch = WatchCancel(&ctx, cancelled);
   Response response;
   FUSOR_RETURN_IF_ERROR(Convert(ctx, call(&ctx, &response)));
   return response;
@@ -142,7 +120,7 @@ StatusOr<v1::CalibrateResponse> RemoteTuner::Calibrate(const v1::CalibrateReques
                                                        const std::atomic<bool>* cancelled) {
   grpc::ClientContext ctx;
   Prepare(&ctx, CallKind::kLong);
-  CancelWatch watch(&ctx, cancelled);
+  auto watch = WatchCancel(&ctx, cancelled);
   v1::CalibrateResponse response;
   FUSOR_RETURN_IF_ERROR(Convert(ctx, stub_->Calibrate(&ctx, request, &response)));
   return response;
