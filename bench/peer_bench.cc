@@ -11,8 +11,11 @@
 //   - peer: ONNX Runtime 1.20.1 (bench/peers/ort_runner.js, all graph optimisations) and Fusor's
 //     executor under the plan, T threads each (default 2), same seeded inputs; the largest
 //     absolute output difference and that difference over the largest |ORT output|; then N rounds
-//     (default 10) alternating an ORT burst and a Fusor burst of ~150 ms each, median latencies
-//     and ORT / Fusor (above 1: Fusor is faster).
+//     (default 10) of a ~150 ms burst each of ORT and of Fusor under the plan, under every op
+//     alone (`none`) and under the rules plan (search/plan_search.h RulesPlan), the order rotating
+//     each round: median latencies and ORT / Fusor (above 1: Fusor is faster).
+// A closing Markdown table has every model's medians and ratios, the geomean of ORT / tuned and
+// how many models the tuned plan wins.
 // The OpenMP environment is left as the user has it: OMP_WAIT_POLICY=passive makes every Fusor
 // plan ~2.4x slower on this machine, so the bench warns when it is set.
 #include <sched.h>
@@ -180,40 +183,51 @@ StatusOr<PeerDiff> DiffWithOrt(const Graph& g, const Executor& exec, const fs::p
   return d;
 }
 
-// Runs of about `burst_ms` each for both, alternating which goes first; the medians in ms.
-std::pair<double, double> TimeAlternating(OrtRunner& ort, Executor& exec, int rounds) {
-  auto fusor_once = [&] {
+// Rounds of a burst of ~150 ms each of ONNX Runtime and of every executor, the order rotating
+// from round to round so that drift in the host's load hits all alike; the medians in ms, ORT's
+// first.
+std::vector<double> TimeAlternating(OrtRunner& ort, const std::vector<Executor*>& execs,
+                                    int rounds) {
+  auto once = [](Executor& e) {
     auto t0 = std::chrono::steady_clock::now();
-    exec.Run();
+    e.Run();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   constexpr double kBurstMs = 150;
-  double ort_one = Median(ort.Run(3)), fusor_one = std::min({fusor_once(), fusor_once()});
-  int ort_n = std::clamp(static_cast<int>(kBurstMs / ort_one), 2, 200);
-  int fusor_n = std::clamp(static_cast<int>(kBurstMs / fusor_one), 2, 200);
-  std::vector<double> ort_ms, fusor_ms;
+  const size_t n = execs.size() + 1;  // ORT is entry 0.
+  std::vector<int> burst(n);
+  burst[0] = std::clamp(static_cast<int>(kBurstMs / Median(ort.Run(3))), 2, 200);
+  for (size_t i = 1; i < n; ++i) {
+    double one = std::min(once(*execs[i - 1]), once(*execs[i - 1]));
+    burst[i] = std::clamp(static_cast<int>(kBurstMs / one), 2, 200);
+  }
+  std::vector<std::vector<double>> ms(n);
   for (int r = 0; r < rounds; ++r) {
-    auto ort_burst = [&] {
-      auto t = ort.Run(ort_n);
-      ort_ms.insert(ort_ms.end(), t.begin() + 1, t.end());  // The first run re-warms caches.
-    };
-    auto fusor_burst = [&] {
-      fusor_once();
-      for (int i = 1; i < fusor_n; ++i) fusor_ms.push_back(fusor_once());
-    };
-    if (r % 2 == 0) {
-      ort_burst();
-      fusor_burst();
-    } else {
-      fusor_burst();
-      ort_burst();
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % n;
+      if (i == 0) {
+        auto t = ort.Run(burst[0]);
+        ms[0].insert(ms[0].end(), t.begin() + 1, t.end());  // The first run re-warms caches.
+      } else {
+        once(*execs[i - 1]);
+        for (int j = 1; j < burst[i]; ++j) ms[i].push_back(once(*execs[i - 1]));
+      }
     }
   }
-  return {Median(ort_ms), Median(fusor_ms)};
+  std::vector<double> medians;
+  for (auto& v : ms) medians.push_back(Median(v));
+  return medians;
 }
 
+// One model's row of the closing table.
+struct Row {
+  std::string model;
+  size_t groups = 0;
+  double ort = 0, none = 0, rules = 0, tuned = 0;
+};
+
 // "MODEL.onnx[=PLAN.json][@name=V,name=V]": the model, its plan, and its symbolic dims' values.
-Status BenchModel(std::string spec, const Options& o) {
+Status BenchModel(std::string spec, const Options& o, std::vector<Row>* rows) {
   ImportOptions io;
   if (size_t at = spec.rfind('@'); at != std::string::npos) {
     std::string dims = spec.substr(at + 1);
@@ -254,6 +268,11 @@ Status BenchModel(std::string spec, const Options& o) {
   eo.threads = o.threads;
   FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
   exec->Run();
+  // Fusor's own baselines, timed in the same rounds: every op alone, and the rules plan.
+  const SearchOptions defaults;
+  FUSOR_ASSIGN_OR_RETURN(auto none, Executor::Create(g, UnfusedPlan(g), leaves, eo));
+  FUSOR_ASSIGN_OR_RETURN(auto rules,
+                         Executor::Create(g, RulesPlan(g, defaults.max_group_nodes), leaves, eo));
   auto ort = OrtRunner::Start(model, dir / "in", dir / "out", o.threads);
   if (!ort.ok()) {
     fs::remove_all(dir);
@@ -262,13 +281,38 @@ Status BenchModel(std::string spec, const Options& o) {
   auto diff = DiffWithOrt(g, *exec, dir / "out");
   fs::remove_all(dir);
   if (!diff.ok()) return diff.status();
-  auto [ort_ms, fusor_ms] = TimeAlternating(**ort, *exec, o.rounds);
+  std::vector<double> ms = TimeAlternating(**ort, {exec.get(), none.get(), rules.get()}, o.rounds);
+  const double ort_ms = ms[0], fusor_ms = ms[1];
   std::printf(
       "%-28s vs ORT: max abs diff %.3g, max rel %.3g | ORT %.3f ms, Fusor %.3f ms, "
       "ORT/Fusor %.2fx\n",
       g.model_name.c_str(), diff->max_abs, diff->max_rel, ort_ms, fusor_ms, ort_ms / fusor_ms);
+  std::printf("%-28s Fusor none %.3f ms, rules %.3f ms, tuned %.3f ms: rules / tuned %.2fx\n",
+              g.model_name.c_str(), ms[2], ms[3], fusor_ms, ms[3] / fusor_ms);
+  rows->push_back({g.model_name, plan.groups.size(), ort_ms, ms[2], ms[3], fusor_ms});
   std::fflush(stdout);
   return Status::Ok();
+}
+
+// The Markdown table of every model measured (medians in ms; ratios above 1: the second is
+// faster), with the geomean of ORT / tuned and how many models Fusor's tuned plan wins.
+void PrintTable(const std::vector<Row>& rows, int threads, int rounds) {
+  if (rows.empty()) return;
+  std::printf(
+      "\n| model | tuned groups | ORT (ms) | Fusor none (ms) | rules (ms) | tuned (ms) | ORT / "
+      "tuned | rules / tuned | none / tuned |\n|---|---|---|---|---|---|---|---|---|\n");
+  double log_sum = 0;
+  int wins = 0;
+  for (const Row& r : rows) {
+    std::printf("| %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.2fx |\n",
+                r.model.c_str(), r.groups, r.ort, r.none, r.rules, r.tuned, r.ort / r.tuned,
+                r.rules / r.tuned, r.none / r.tuned);
+    log_sum += std::log(r.ort / r.tuned);
+    wins += r.tuned < r.ort;
+  }
+  std::printf("\n%d threads, %d rounds; geomean ORT / tuned %.2fx; tuned faster on %d of %zu\n",
+              threads, rounds, std::exp(log_sum / static_cast<double>(rows.size())), wins,
+              rows.size());
 }
 
 }  // namespace
@@ -307,12 +351,14 @@ int main(int argc, char** argv) {
   }
   fusor::SettleHost(fusor::kSettleHostMaxMs, "peer bench");
   int failed = 0;
+  std::vector<fusor::Row> rows;
   for (const auto& spec : o.models) {
-    fusor::Status s = fusor::BenchModel(spec, o);
+    fusor::Status s = fusor::BenchModel(spec, o, &rows);
     if (!s.ok()) {
       std::printf("%-28s FAILED: %s\n", spec.c_str(), s.message().c_str());
       ++failed;
     }
   }
+  fusor::PrintTable(rows, o.threads, o.rounds);
   return failed > 0 ? 1 : 0;
 }
