@@ -12,8 +12,9 @@
 //     executor under the plan, T threads each (default 2), same seeded inputs; the largest
 //     absolute output difference and that difference over the largest |ORT output|; then N rounds
 //     (default 10) of a ~150 ms burst each of ORT and of Fusor under the plan, under every op
-//     alone (`none`) and under the rules plan (search/plan_search.h RulesPlan), the order rotating
-//     each round: median latencies and ORT / Fusor (above 1: Fusor is faster).
+//     alone (`none`) and under the rules plan (search/plan_search.h RulesPlan), each burst after
+//     ~150 ms of untimed runs, the order rotating and reversing each round: median latencies and
+//     ORT / Fusor (above 1: Fusor is faster).
 // A closing Markdown table has every model's medians and ratios, the geomean of ORT / tuned and
 // how many models the tuned plan wins.
 // The OpenMP environment is left as the user has it: OMP_WAIT_POLICY=passive makes every Fusor
@@ -193,24 +194,32 @@ std::vector<double> TimeAlternating(OrtRunner& ort, const std::vector<Executor*>
     e.Run();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
-  constexpr double kBurstMs = 150;
+  // Each burst starts with ~kWarmMs of untimed runs. The contender before it leaves the caches
+  // cold, this one's idle threads asleep and, when it is ONNX Runtime, its pool's threads still
+  // spinning for a while: with one untimed run, two executors of one plan timed 3-30% apart, the
+  // one after ORT slower; with 150 ms, within the noise (0.96x, 1.03x).
+  constexpr double kBurstMs = 150, kWarmMs = 150;
   const size_t n = execs.size() + 1;  // ORT is entry 0.
-  std::vector<int> burst(n);
-  burst[0] = std::clamp(static_cast<int>(kBurstMs / Median(ort.Run(3))), 2, 200);
-  for (size_t i = 1; i < n; ++i) {
-    double one = std::min(once(*execs[i - 1]), once(*execs[i - 1]));
-    burst[i] = std::clamp(static_cast<int>(kBurstMs / one), 2, 200);
-  }
+  std::vector<int> burst(n), warm(n);
+  auto counts = [&](size_t i, double one_ms) {
+    burst[i] = std::clamp(static_cast<int>(kBurstMs / one_ms), 2, 200);
+    warm[i] = std::clamp(static_cast<int>(kWarmMs / one_ms), 1, 200);
+  };
+  counts(0, Median(ort.Run(3)));
+  for (size_t i = 1; i < n; ++i) counts(i, std::min(once(*execs[i - 1]), once(*execs[i - 1])));
   std::vector<std::vector<double>> ms(n);
   for (int r = 0; r < rounds; ++r) {
     for (size_t k = 0; k < n; ++k) {
-      const size_t i = (k + static_cast<size_t>(r)) % n;
+      // Rotated each round and reversed every other one, so that each contender follows each
+      // other about equally often.
+      const size_t at = r % 2 == 0 ? k : n - 1 - k;
+      const size_t i = (at + static_cast<size_t>(r / 2)) % n;
       if (i == 0) {
-        auto t = ort.Run(burst[0]);
-        ms[0].insert(ms[0].end(), t.begin() + 1, t.end());  // The first run re-warms caches.
+        auto t = ort.Run(warm[0] + burst[0]);
+        ms[0].insert(ms[0].end(), t.begin() + std::min<size_t>(warm[0], t.size()), t.end());
       } else {
-        once(*execs[i - 1]);
-        for (int j = 1; j < burst[i]; ++j) ms[i].push_back(once(*execs[i - 1]));
+        for (int j = 0; j < warm[i]; ++j) once(*execs[i - 1]);
+        for (int j = 0; j < burst[i]; ++j) ms[i].push_back(once(*execs[i - 1]));
       }
     }
   }
