@@ -1098,25 +1098,6 @@ DstView ReductionView(const Shape& onnx_out, const Shape& dst_dims) {
   };
 }
 
-// 4-D pooling whose channels fit oneDNN's channel-blocked layout (a multiple of 8).
-bool BlockablePooling(const Graph& g, const Node& n) {
-  if (n.op_type != "MaxPool" && n.op_type != "AveragePool") return false;
-  const Shape& x = g.tensor(n.inputs[0]).dims;
-  return x.size() == 4 && x[1] % 8 == 0;
-}
-
-// Where oneDNN 2.6 pools plain NCHW with its `simple_nchw` reference kernel, ~100x slower than the
-// jit kernel on a channel-blocked layout, reordering in and out is far cheaper: 4-D pooling runs
-// blocked, the epilogue then a tail loop on the plain output. On an AVX-512 host, channels that
-// are no whole 16-channel blocks are the exception: nChw8c runs oneDNN's AVX2 kernel and padding
-// to nChw16c takes its generic reorder, while plain NCHW has an AVX-512 jit kernel (ShuffleNetV2's
-// stem MaxPool, 24 channels 112x112, 2 threads: 0.12 ms plain against 0.38 ms for reorder in,
-// nChw8c pooling and reorder out). There the plain kernel runs unless it is a reference one.
-bool WantsBlockedPooling(const Graph& g, const Node& n) {
-  if (!BlockablePooling(g, n)) return false;
-  return ChannelBlockForIsa(OneDnnIsa()) != 16 || g.tensor(n.inputs[0]).dims[1] % 16 == 0;
-}
-
 // oneDNN's channel-blocked layout of 4-D `xd` for this CPU: nChw16c on AVX-512 when the channels
 // divide by 16, else nChw8c.
 memory::desc ChannelBlocked(const Shape& xd) {
@@ -1200,7 +1181,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   const Graph& g = *ctx.g;
   const Node& n = g.node(id);
   FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n));
-  if (WantsBlockedPooling(g, n)) {
+  if (PoolingRunsBlocked(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
     auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
     if (blocked.ok()) return blocked;
   }
@@ -1209,7 +1190,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   using Pd = dnnl::primitive_desc;
   FUSOR_ASSIGN_OR_RETURN(auto found, LongestPrefix<Pd>(ops, view, r.make, NodeLabel(n)));
   auto& [pd, done] = found;
-  if (IsReference(pd) && BlockablePooling(g, n) && !WantsBlockedPooling(g, n)) {
+  // Plain pooling with only a reference kernel runs blocked after all, where its channels fit
+  // nChw8c (PoolingRunsBlocked at block 8).
+  if (IsReference(pd) && PoolingRunsBlocked(g, n, /*block=*/8)) {
     auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
     if (blocked.ok()) return blocked;
   }
