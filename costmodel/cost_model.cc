@@ -406,15 +406,13 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
     }
   }
   const Node& head = g.node(primary);
-  const Shape& in = head.inputs.empty() ? Shape{} : g.tensor(head.inputs[0]).dims;
   // On a 1x1 image the blocked layout is the plain one: oneDNN picks it and nothing is reordered
   // (EfficientNet's squeeze-and-excite convs).
   const Shape& out = g.tensor(head.outputs[0]).dims;
   bool one_pixel =
       out.size() > 2 && std::all_of(out.begin() + 2, out.end(), [](int64_t d) { return d == 1; });
   bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") && !one_pixel;
-  bool pooling = (head.op_type == "MaxPool" || head.op_type == "AveragePool") && in.size() == 4 &&
-                 in[1] % 8 == 0;
+  bool pooling = PoolingRunsBlocked(g, head, block);
   bool prologue = primary != group.nodes.front();
   if (!conv && !pooling) {
     if (RunsFlatOnBlocked(g, group, inputs, materialized, block)) return;

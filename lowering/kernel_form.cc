@@ -161,4 +161,10 @@ bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n) {
   return true;
 }
 
+bool PoolingRunsBlocked(const Graph& g, const Node& n, int64_t block) {
+  if ((n.op_type != "MaxPool" && n.op_type != "AveragePool") || n.inputs.empty()) return false;
+  const Shape& x = g.tensor(n.inputs[0]).dims;
+  return x.size() == 4 && x[1] % 8 == 0 && (block != 16 || x[1] % 16 == 0);
+}
+
 }  // namespace fusor

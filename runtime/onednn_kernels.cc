@@ -1098,15 +1098,6 @@ DstView ReductionView(const Shape& onnx_out, const Shape& dst_dims) {
   };
 }
 
-// oneDNN 2.6 runs pooling on plain NCHW with its `simple_nchw` reference kernel, ~100x slower
-// than the jit kernel on a channel-blocked layout; reordering in and out is far cheaper. Used for
-// 4-D pooling without a prologue; the epilogue then runs as a tail loop on the plain output.
-bool WantsBlockedPooling(const Graph& g, const Node& n) {
-  if (n.op_type != "MaxPool" && n.op_type != "AveragePool") return false;
-  const Shape& x = g.tensor(n.inputs[0]).dims;
-  return x.size() == 4 && x[1] % 8 == 0;
-}
-
 // oneDNN's channel-blocked layout of 4-D `xd` for this CPU: nChw16c on AVX-512 when the channels
 // divide by 16, else nChw8c.
 memory::desc ChannelBlocked(const Shape& xd) {
@@ -1190,7 +1181,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   const Graph& g = *ctx.g;
   const Node& n = g.node(id);
   FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n));
-  if (WantsBlockedPooling(g, n)) {
+  if (PoolingRunsBlocked(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
     auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
     if (blocked.ok()) return blocked;
   }
@@ -1199,6 +1190,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   using Pd = dnnl::primitive_desc;
   FUSOR_ASSIGN_OR_RETURN(auto found, LongestPrefix<Pd>(ops, view, r.make, NodeLabel(n)));
   auto& [pd, done] = found;
+  // Plain pooling with only a reference kernel runs blocked after all, where its channels fit
+  // nChw8c (PoolingRunsBlocked at block 8).
+  if (IsReference(pd) && PoolingRunsBlocked(g, n, /*block=*/8)) {
+    auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
+    if (blocked.ok()) return blocked;
+  }
   auto k = std::make_unique<StepKernel>(
       ctx, n.op_type + " (" + ImplName(pd) + ")" + PostOpNote(done, epilogue.size()));
   Step main;

@@ -6,8 +6,10 @@
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "lowering/kernel_form.h"
+#include "lowering/layout.h"
 #include "runtime/executor.h"
 #include "runtime/fused_loop.h"
+#include "runtime/onednn_info.h"
 #include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
 
@@ -182,6 +184,32 @@ TEST(ReductionKernel, SoftmaxWithPrologueAndPoolingWithEpilogue) {
   b2.Output(f);
   Graph g2 = b2.Build();
   ExpectMatchesReference(g2, OneGroup(GroupKind::kReduction, {0, 1}));
+}
+
+// 4-D pooling, batch 2, with a Relu epilogue: 24 channels (no whole 16-channel block: plain NCHW
+// on an AVX-512 host, no reorders; channel-blocked by 8 elsewhere) and 32 channels (blocked on
+// every host), MaxPool and AveragePool with padding.
+TEST(ReductionKernel, PoolingOnChannelsThatAreNoWholeBlock) {
+  const bool avx512 = ChannelBlockForIsa(OneDnnIsa()) == 16;
+  for (int64_t channels : {24, 32}) {
+    for (std::string op : {"MaxPool", "AveragePool"}) {
+      SCOPED_TRACE(op + " on " + std::to_string(channels) + " channels");
+      IrBuilder b;
+      TensorId x = b.Input("x", {2, channels, 15, 15});
+      TensorId p = b.Act("p", {2, channels, 8, 8}), r = b.Act("r", {2, channels, 8, 8});
+      b.Op(op, {x}, {p},
+           {Ints("kernel_shape", {3, 3}), Ints("strides", {2, 2}), Ints("pads", {1, 1, 1, 1})});
+      b.Op("Relu", {p}, {r});
+      b.Output(r);
+      Graph g = b.Build();
+      std::string described;
+      ExpectMatchesReference(g, OneGroup(GroupKind::kReduction, {0, 1}), ChainBackend::kFusedLoop,
+                             &described);
+      bool plain = avx512 && channels % 16 != 0;
+      EXPECT_EQ(described.find("reorder in") == std::string::npos, plain) << described;
+      EXPECT_EQ(described.find("(ref") == std::string::npos, true) << described;
+    }
+  }
 }
 
 // Rows shorter than a chunk (4096) go through the prologue a block of rows at a time, the last
