@@ -502,6 +502,17 @@ std::string ImplName(const dnnl::primitive_desc_base& pd) { return pd.impl_info_
 
 bool IsReference(const dnnl::primitive_desc_base& pd) { return ImplName(pd).rfind("ref", 0) == 0; }
 
+// The vector width class of an implementation, read from its name ("jit_1x1:avx2" -> 2,
+// "brgconv:avx512_core" -> 3): 0 for reference and unnamed ISAs.
+int IsaRank(const dnnl::primitive_desc_base& pd) {
+  std::string name = ImplName(pd);
+  if (name.find("amx") != std::string::npos) return 4;
+  if (name.find("avx512") != std::string::npos) return 3;
+  if (name.find("avx2") != std::string::npos) return 2;
+  if (name.find("sse41") != std::string::npos) return 1;
+  return 0;
+}
+
 // Dense NHWC (channels stride 1, no blocking) of a 4-D tensor.
 bool IsChannelsLast(const memory::desc& md) {
   const auto& b = md.data.format_desc.blocking;
@@ -742,8 +753,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
     memory::desc any = src_md;
     src_md = *kept;
     try {
+      // The input is read in place only on an implementation as wide as the free choice: on
+      // AVX-512, nChw8c (a grouped conv's output with 8 channels a group) is taken only by
+      // AVX2 kernels, and each conv reading it in place writes nChw8c again, so every later
+      // conv of the net would run at half the vector width for want of one reorder.
       Pd in_place = make(plain_attr);
-      if (!IsReference(in_place)) first = in_place;
+      if (!IsReference(in_place) && IsaRank(in_place) >= IsaRank(first)) first = in_place;
     } catch (const dnnl::error&) {
     }
     src_md = any;

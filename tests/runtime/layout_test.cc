@@ -196,6 +196,31 @@ TEST(BlockedLayout, ConsecutiveConvsExchangeBlockedTensorsWithoutReorders) {
   EXPECT_NE(lines[2].find("reorder in"), std::string::npos) << lines[2];
 }
 
+// A grouped conv with 8 channels a group writes nChw8c, which on AVX-512 only AVX2 kernels read:
+// the 1x1 conv after it reorders its input and keeps the full vector width, as it has alone,
+// instead of reading nChw8c in place (and passing nChw8c on to every later conv).
+TEST(BlockedLayout, AConvReadsAKeptInputInPlaceOnlyAtFullVectorWidth) {
+  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 128, 14, 14});
+  TensorId g = b.Act("g", {1, 128, 14, 14}), r = b.Act("r", {1, 128, 14, 14});
+  TensorId y = b.Act("y", {1, 256, 14, 14});
+  b.Op("Conv", {x, b.Weight("wg", {128, 8, 3, 3})}, {g},
+       {Ints("pads", {1, 1, 1, 1}), testing::Int("group", 16)});
+  b.Op("Relu", {g}, {r});
+  b.Op("Conv", {r, b.Weight("w1", {256, 128, 1, 1})}, {y});
+  b.Output(y);
+  Graph graph = b.Build();
+  FusionPlan plan{
+      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kSingle, {2}, {}}}};
+  ASSERT_TRUE(CheckPlan(graph, plan).ok());
+  std::string fused = ExpectMatches(graph, plan, {r});
+  std::string second = fused.substr(fused.find('\n') + 1);
+  if (Block() == 16) {
+    EXPECT_EQ(second.find(":avx2"), std::string::npos) << fused;
+  }
+}
+
 TEST(BlockedLayout, ResidualAddAsSumPostOpOnACopyInDst) {
   ResidualBlock rb = MakeResidualBlock(16);
   ExecutorOptions sum;
