@@ -60,6 +60,9 @@ class GroupKernel {
 
 // Row-major float32 layout of `dims` (a scalar as [1]): how tensors are stored unless kept blocked.
 dnnl::memory::desc PlainLayout(const Shape& dims);
+// oneDNN's channel-blocked layout of 4-D `dims` for this CPU: nChw16c on AVX-512 when the
+// channels divide by 16, else nChw8c.
+dnnl::memory::desc ChannelBlocked(const Shape& dims);
 
 // Primitive attributes with a user scratchpad: every kernel hands each primitive a slice of the
 // group's scratch (the executor's arena) rather than letting oneDNN allocate per call.

@@ -13,10 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "lowering/layout.h"
 #include "runtime/group_kernel.h"
 #include "runtime/memory_plan.h"
-#include "runtime/onednn_info.h"
 
 namespace fusor {
 namespace {
@@ -33,13 +31,10 @@ class InPlaceConcatKernel : public GroupKernel {
     concat_ = n.name;
     whole_ = {n.outputs[0], g.tensor(n.outputs[0]).name, 0};
     const int64_t element = StorageBytesPerElement(g.tensor(whole_.tensor).dtype);
+    // Kept blocked, the whole and every part are whole blocks of the ISA's width.
     const bool blocked = ctx.KeepsBlocked(whole_.tensor);
-    const int64_t block = ChannelBlockForIsa(OneDnnIsa());
-    const auto tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
     auto layout = [&](const Shape& dims) {
-      return blocked
-                 ? memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, tag)
-                 : PlainLayout(dims);
+      return blocked ? ChannelBlocked(dims) : PlainLayout(dims);
     };
     if (blocked) whole_md_ = layout(g.tensor(whole_.tensor).dims);
     int64_t offset = 0;
@@ -49,7 +44,12 @@ class InPlaceConcatKernel : public GroupKernel {
       memory::desc from = stored ? *stored : PlainLayout(g.tensor(t).dims);
       memory::desc want = layout(g.tensor(t).dims);
       if (from != want) {
-        fixes_.push_back({parts_.size(), from, want, scratch_, {}, {}, {}, {}});
+        Fix fix;
+        fix.part = parts_.size();
+        fix.from = from;
+        fix.want = want;
+        fix.offset = scratch_;
+        fixes_.push_back(std::move(fix));
         scratch_ += (static_cast<int64_t>(want.get_size()) + 63) / 64 * 64;
       }
       parts_.push_back(std::move(part));
@@ -122,9 +122,9 @@ class InPlaceConcatKernel : public GroupKernel {
     int64_t byte_offset;
   };
   struct Fix {
-    size_t part;
+    size_t part = 0;
     memory::desc from, want;
-    int64_t offset;  // Of the copy in scratch.
+    int64_t offset = 0;  // Of the copy in scratch.
     memory stored, copy, slice;
     dnnl::reorder to_copy, to_slice;
   };

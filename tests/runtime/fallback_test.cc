@@ -23,6 +23,15 @@
 namespace fusor {
 namespace {
 
+// The executor's first output against `want`, the reference's value of it, within tolerance.
+void ExpectFirstOutputMatches(const Executor& exec, const Graph& g, const HostTensor& want) {
+  auto got = exec.Read(g.outputs()[0]);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto c = Compare(want, *got);
+  ASSERT_TRUE(c.ok());
+  EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+}
+
 // x [4, 4] + Trilu(Constant mask of -inf, k = 1): a causal attention mask, as GPT exports build it.
 std::string CausalMaskModel() {
   testing::OnnxBuilder b(14);
@@ -148,11 +157,7 @@ TEST(ConstantFolding, ShiftedWindowMaskOverTheFileConstantCapFoldsWithItsValues)
   auto exec = Executor::Create(g, UnfusedPlan(g), *folded_leaves);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   (*exec)->Run();
-  auto got = (*exec)->Read(g.outputs()[0]);
-  ASSERT_TRUE(got.ok());
-  auto c = Compare(want->at(unfolded.outputs()[0]), *got);
-  ASSERT_TRUE(c.ok());
-  EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+  ExpectFirstOutputMatches(**exec, g, want->at(unfolded.outputs()[0]));
 
   // 128 windows: the difference has 307328 elements, over kMaxFoldedElements. Only the Reshapes
   // of the ids fold.
@@ -198,11 +203,7 @@ TEST(ReferenceFallback, OpaqueNodeRunsInEveryPlanAndMatchesTheReference) {
       described |= (*exec)->DescribeGroup(i).find("reference fallback") != std::string::npos;
     }
     EXPECT_TRUE(described);
-    auto got = (*exec)->Read(g.outputs()[0]);
-    ASSERT_TRUE(got.ok());
-    auto c = Compare(want->at(g.outputs()[0]), *got);
-    ASSERT_TRUE(c.ok());
-    EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+    ExpectFirstOutputMatches(**exec, g, want->at(g.outputs()[0]));
   }
 }
 
@@ -239,11 +240,7 @@ TEST(InstanceNormKernel, RunsOnOneDnnNormalizationAndMatchesTheReference) {
         described |= d.find("instance norm") != std::string::npos;
       }
       EXPECT_TRUE(described);
-      auto got = (*exec)->Read(g.outputs()[0]);
-      ASSERT_TRUE(got.ok());
-      auto c = Compare(want->at(g.outputs()[0]), *got);
-      ASSERT_TRUE(c.ok());
-      EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
+      ExpectFirstOutputMatches(**exec, g, want->at(g.outputs()[0]));
     }
   }
 }
