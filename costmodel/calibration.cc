@@ -138,9 +138,9 @@ void ConvFamily(Suite* s, bool full) {
                          ConvAttrs(3, c * 2))),
          s);
   }
-  // Convs whose channel counts share no block (a 3-channel stem; MobileNetV2's 24 against 144):
-  // where oneDNN has brgemm convs they run channels-last, and their plain input and output are
-  // transposed in and out (lowering/layout.h), which pins transpose_gbps.
+  // Convs whose channel counts share no block (MobileNetV2's 24 against 144): where oneDNN has
+  // brgemm convs they run channels-last, and their plain input and output are transposed in and
+  // out (lowering/layout.h), which pins transpose_gbps. A 3-channel stem reads its input plain.
   struct Mixed {
     int64_t in, out, kernel, hw;
   };

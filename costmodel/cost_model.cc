@@ -385,8 +385,9 @@ void AddReorder(const Graph& g, TensorId t, GroupFeatures* f, bool transposed = 
 // Reorders between plain and oneDNN's channel-blocked layout, each a kernel over the tensor. The
 // runtime keeps some tensors blocked between groups (lowering/layout.h) and the rest plain:
 //   - a Conv / ConvTranspose (more than one output pixel) or a 4-D pooling whose channels divide
-//     by 8 runs on blocked data: it reorders a plain input in, a plain output out, and a plain
-//     per-element binary post-op operand of a Conv;
+//     by 8 runs on blocked data: it reorders a plain input in (not a stem conv, which reads it
+//     as it is: StemConvReadsPlain), a plain output out, and a plain per-element binary post-op
+//     operand of a Conv;
 //   - any other group reads a plain copy of each blocked tensor it reads and writes a blocked
 //     output through a plain copy, except a loop of flat elementwise nodes over blocked tensors
 //     only, which runs on them as they are.
@@ -432,7 +433,7 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
       if (KeptBlocked(g, t, block)) AddReorder(g, t, f, stored_nhwc(t));
     }
     AddReorder(g, src, f);
-  } else if (!KeptBlocked(g, src, block)) {
+  } else if (!KeptBlocked(g, src, block) && !(conv && StemConvReadsPlain(g, head, block))) {
     AddReorder(g, src, f, transposed);
   }
   for (TensorId t : materialized) {

@@ -147,10 +147,21 @@ bool BrgemmConvsForIsa(std::string_view isa) {
          (isa.find("bf16") != std::string_view::npos || isa.find("amx") != std::string_view::npos);
 }
 
+bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block) {
+  if (block <= 0 || n.op_type != "Conv" || n.inputs.empty() || n.outputs.empty()) return false;
+  const Shape& x = g.tensor(n.inputs[0]).dims;
+  const Shape& y = g.tensor(n.outputs[0]).dims;
+  if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
+  if (g.tensor(n.inputs[0]).dtype != DType::kFloat32 || n.GetInt("group", 1) != 1) return false;
+  // Fewer channels than a block: the input is stored plain whoever wrote it.
+  return x[1] < block && y[1] % block == 0;
+}
+
 bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm) {
   if (!brgemm || block != 16 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
     return false;
   }
+  if (StemConvReadsPlain(g, n, block)) return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;

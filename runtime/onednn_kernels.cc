@@ -734,23 +734,31 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   // input kept blocked is read in its layout when oneDNN has a fast implementation for it.
   dnnl::primitive_attr plain_attr;
   Pd first = make(plain_attr);
-  if (IsChannelsLast(first.src_desc()) || IsChannelsLast(first.dst_desc())) {
+  // Takes the layouts `src`, `dst` where oneDNN has a JIT implementation for them.
+  auto prefer = [&](const memory::desc& src, const memory::desc& dst) {
+    memory::desc any_src = src_md, any_dst = dst_md;
+    src_md = src;
+    dst_md = dst;
+    try {
+      Pd chosen = make(plain_attr);
+      if (!IsReference(chosen)) first = chosen;
+    } catch (const dnnl::error&) {
+    }
+    src_md = any_src;
+    dst_md = any_dst;
+  };
+  if (n.op_type == "Conv" && StemConvReadsPlain(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
+    // A stem conv reads its plain input as it is and writes the blocked layout
+    // (lowering/layout.h).
+    prefer(PlainLayout(xd), ChannelBlocked(yd));
+  } else if (IsChannelsLast(first.src_desc()) || IsChannelsLast(first.dst_desc())) {
     // oneDNN 2.6's brgconv kernels (AVX-512) pick channels-last, whose reorder to or from plain
     // is a transpose: [1,128,27,27] nhwc -> nchw 15.9 us against 5.7 us from nChw16c, while the
     // conv itself runs as fast in the channel-blocked layout (brgconv_1x1 32.9 us, jit_1x1
     // 29.0 us). Take the blocked layout when oneDNN has a JIT implementation for it.
-    memory::desc any_src = src_md, any_dst = dst_md;
     if (xd.size() == 4 && yd.size() == 4 && xd[1] % 8 == 0 && yd[1] % 8 == 0) {
-      src_md = ChannelBlocked(xd);
-      dst_md = ChannelBlocked(yd);
-      try {
-        Pd blocked = make(plain_attr);
-        if (!IsReference(blocked)) first = blocked;
-      } catch (const dnnl::error&) {
-      }
+      prefer(ChannelBlocked(xd), ChannelBlocked(yd));
     }
-    src_md = any_src;
-    dst_md = any_dst;
   }
   if (const memory::desc* kept = ctx.Stored(n.inputs[0]); kept && *kept != first.src_desc()) {
     memory::desc any = src_md;

@@ -299,10 +299,12 @@ TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
   EXPECT_FALSE(kept(1, 16, 32, Extra::kFlattenOfTheWhole, 16));
   EXPECT_FALSE(kept(1, 16, 32, Extra::kSecondConcatOfAPart, 16));
   EXPECT_FALSE(kept(1, 16, 32, Extra::kConcatOfTheWhole, 16));
-  // A conv on a 3-channel plain input runs channels-last where convs are brgemm ones, so at 16 the
-  // rule keeps its output out of a blocked Concat on every host; blocks of 8 have no such convs.
-  EXPECT_FALSE(kept(1, 3, 32, Extra::kNone, 16));
-  EXPECT_TRUE(kept(1, 3, 32, Extra::kNone, 8));
+  // A conv on a 24-channel plain input runs channels-last where convs are brgemm ones, so at 16
+  // the rule keeps its output out of a blocked Concat on every host; blocks of 8 have no such
+  // convs. A 3-channel stem writes blocked.
+  EXPECT_FALSE(kept(1, 24, 32, Extra::kNone, 16));
+  EXPECT_TRUE(kept(1, 24, 32, Extra::kNone, 8));
+  EXPECT_TRUE(kept(1, 3, 32, Extra::kNone, 16));
 }
 
 TEST(InPlaceConcat, ABlockedConcatMatchesTheReferenceWithoutReorders) {
