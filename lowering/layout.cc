@@ -15,6 +15,12 @@ bool IsPooling(const Node& n) { return n.op_type == "MaxPool" || n.op_type == "A
 
 bool MoreThanOnePixel(const Shape& s) { return s.size() == 4 && s[2] * s[3] > 1; }
 
+// Whether channel counts `a` and `b` fit one block: both multiples of 16, or both of 8 and not 16.
+// A conv between them reads a kept input in the form it is stored in (lowering/layout.h).
+bool ShareOneBlock(int64_t a, int64_t b) {
+  return a % 8 == 0 && b % 8 == 0 && (a % 16 == 0) == (b % 16 == 0);
+}
+
 // A conv whose output is a single pixel runs on plain layouts (oneDNN's choice), so it is no
 // native reader or writer of blocked tensors.
 bool IsBlockedConv(const Graph& g, const Node& n) {
@@ -147,6 +153,39 @@ bool BrgemmConvsForIsa(std::string_view isa) {
          (isa.find("bf16") != std::string_view::npos || isa.find("amx") != std::string_view::npos);
 }
 
+// Whether the chain of tensors `start` begins (followed through the nodes that keep a tensor's
+// form: convs reading it in place, poolings, BatchNormalizations, flat elementwise nodes) reaches
+// a Concat. Structural only (channel counts, op types), so that it never asks KeptBlocked, whose
+// Concat rule asks this one back.
+bool ChainReachesConcat(const Graph& g, TensorId start, int64_t block) {
+  std::vector<TensorId> work = {start};
+  std::vector<bool> seen(g.num_tensors(), false);
+  seen[start] = true;
+  while (!work.empty()) {
+    const TensorId t = work.back();
+    work.pop_back();
+    const int64_t c = g.tensor(t).dims[1];
+    for (NodeId id : g.tensor(t).consumers) {
+      const Node& reader = g.node(id);
+      if (reader.op_type == "Concat") return true;
+      bool keeps_form = IsPooling(reader) || reader.op_type == "BatchNormalization" ||
+                        IsFlatElementwise(g, reader);
+      if (IsBlockedConv(g, reader) && reader.inputs[0] == t) {
+        const int64_t out = g.tensor(reader.outputs[0]).dims[1];
+        keeps_form = ShareOneBlock(c, out);
+      }
+      if (!keeps_form) continue;
+      for (TensorId next : reader.outputs) {
+        if (!seen[next] && BlockableTensor(g, next, block)) {
+          seen[next] = true;
+          work.push_back(next);
+        }
+      }
+    }
+  }
+  return false;
+}
+
 bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block) {
   if (block <= 0 || n.op_type != "Conv" || n.inputs.empty() || n.outputs.empty()) return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
@@ -154,7 +193,7 @@ bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block) {
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
   if (g.tensor(n.inputs[0]).dtype != DType::kFloat32 || n.GetInt("group", 1) != 1) return false;
   // Fewer channels than a block: the input is stored plain whoever wrote it.
-  return x[1] < block && y[1] % block == 0;
+  return x[1] < block && y[1] % block == 0 && ChainReachesConcat(g, n.outputs[0], block);
 }
 
 bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm) {
@@ -166,8 +205,7 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brg
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
   // A kept input is read in the form it is stored in; a plain one in the conv's own choice.
-  bool one_block = x[1] % 8 == 0 && y[1] % 8 == 0 && (x[1] % 16 == 0) == (y[1] % 16 == 0);
-  if (one_block) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
+  if (ShareOneBlock(x[1], y[1])) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
   return !KeptBlocked(g, n.inputs[0], block) || StoredChannelsLast(g, n.inputs[0], block, brgemm);
 }
 

@@ -55,19 +55,24 @@ bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 // (both multiples of 16, or both of 8 and not 16); a conv whose input is kept reads it in the form
 // it is stored in. So a conv on a plain input whose channel counts share no block (24 against
 // 144 channels) runs channels-last, and so does every conv after it that reads such a tensor: the
-// form is decided where a chain of kept tensors starts. A stem conv (StemConvReadsPlain) is the
-// exception: it writes the blocked layout. A reorder between
+// form is decided where a chain of kept tensors starts. A stem conv whose chain reaches a Concat
+// (StemConvReadsPlain) is the exception: it writes the blocked layout. A reorder between
 // channels-last and plain is a transpose, several times slower than one from nChw16c.
 bool BrgemmConvsForIsa(std::string_view isa);
 // Whether Conv / ConvTranspose `n` runs channels-last (see above), which a stem conv never does:
 bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm);
-// Whether Conv `n` is a stem conv: fewer input channels than one block (an RGB or grayscale
-// image, so stored plain), ungrouped, whole blocks of output channels. oneDNN's
-// first-layer JIT kernel reads such an input as plain NCHW and writes the channel-blocked layout,
-// so the runtime asks for that pair: no reorder in, and the net after it starts blocked rather
-// than channels-last. One thread, [1,3,224,224]: ResNet's 7x7/2 stem 1.46 ms against 2.18 ms for
-// brgconv with the input transposed to NHWC first, MobileNetV2's 3x3/2 0.18 against 0.31 ms,
-// SqueezeNet's 0.28 against 0.35 ms, VGG's 3x3/1 even.
+// Whether Conv `n` is a stem conv that writes the channel-blocked layout: fewer input channels
+// than one block (an RGB or grayscale image, so stored plain), ungrouped, whole blocks of output
+// channels, and the chain of tensors it starts reaches a Concat. oneDNN's first-layer JIT kernel
+// reads such an input as plain NCHW and writes the blocked layout, so the chain runs blocked and
+// the Concat can stay blocked too; a channels-last chain would leave the Concat plain, its parts
+// transposed out of NHWC and its readers reordering in (SqueezeNet's first Fire module, GoogLeNet's
+// first Inception module). A chain that reaches no Concat stays channels-last: oneDNN's brgconv
+// 3x3 kernels on NHWC are up to 1.3x faster than the jit ones on nChw16c (ResNet-18's 3x3 128->128
+// at 28x28, 3x3/2 64->128: 1.32x, 1.20x; 1x1 convs are 0.7-1.1x, 2 threads). The stem itself, one
+// thread, [1,3,224,224]: ResNet's 7x7/2 1.46 ms blocked against 2.18 ms for brgconv with the
+// input transposed to NHWC first, MobileNetV2's 3x3/2 0.18 against 0.31 ms, SqueezeNet's 0.28
+// against 0.35 ms.
 bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block);
 // Whether kept tensor `t` is stored channels-last: written by a conv that runs so, or by a
 // BatchNormalization folded into one, or by a pooling or flat elementwise node reading such

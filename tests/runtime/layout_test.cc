@@ -117,10 +117,9 @@ TEST(BlockedLayout, WhichTensorsStayBlocked) {
 
 // Where oneDNN has brgemm convs, the form of a chain of kept tensors is decided where it starts:
 // a conv on a plain input whose channel counts share no block runs channels-last, and so does
-// every conv that reads what it wrote; a stem conv (fewer input channels than a block) writes
-// blocked. stem[1,3,8,8] -> Conv 3->32 -> Relu -> Conv 32->32 -> a -> Conv 32->48 -> y (an
-// output); beside it p[1,24,8,8] (plain) -> Conv 24->144 -> q -> depthwise -> out2, and
-// r[1,16,8,8] -> Conv 16->32 -> out3 (one block: channel-blocked).
+// every conv that reads what it wrote. stem[1,3,8,8] -> Conv 3->32 -> Relu -> Conv 32->32 -> a ->
+// Conv 32->48 -> y (an output); beside it p[1,24,8,8] (plain) -> Conv 24->144 -> q -> depthwise
+// -> out2, and r[1,16,8,8] -> Conv 16->32 -> out3 (one block: channel-blocked).
 TEST(BlockedLayout, ChannelsLastChainsStartWhereAPlainInputMeetsMixedBlocks) {
   IrBuilder b;
   auto act = [&](const std::string& name, int64_t c) { return b.Act(name, {1, c, 8, 8}); };
@@ -138,24 +137,23 @@ TEST(BlockedLayout, ChannelsLastChainsStartWhereAPlainInputMeetsMixedBlocks) {
   b.Output(out2);
   b.Output(out3);
   Graph g = b.Build();
-  for (NodeId n : {4, 5}) EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(n), 16, true)) << n;
-  for (NodeId n : {0, 2, 3, 6}) EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(n), 16, true)) << n;
-  EXPECT_TRUE(StoredChannelsLast(g, q, 16, true));
-  for (TensorId t : {c1, r1, a}) EXPECT_FALSE(StoredChannelsLast(g, t, 16, true)) << t;
-  for (TensorId t : {c1, r1, a}) EXPECT_TRUE(KeptBlocked(g, t, 16)) << t;
+  for (NodeId n : {0, 2, 3, 4, 5}) EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(n), 16, true)) << n;
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(6), 16, true));
+  for (TensorId t : {c1, r1, a, q}) EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << t;
   EXPECT_FALSE(StoredChannelsLast(g, y, 16, true));  // A graph output: plain.
   // Without brgemm convs, or with blocks of 8, everything is channel-blocked.
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(4), 16, false));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(4), 8, true));
-  EXPECT_FALSE(StoredChannelsLast(g, q, 16, false));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 16, false));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 8, true));
+  EXPECT_FALSE(StoredChannelsLast(g, r1, 16, false));
   EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_bf16"));
   EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_amx"));
   EXPECT_FALSE(BrgemmConvsForIsa("avx512_core"));
   EXPECT_FALSE(BrgemmConvsForIsa("avx2"));
 }
 
-// A stem conv: fewer input channels than a block, ungrouped, whole blocks of output channels.
-TEST(BlockedLayout, AStemConvReadsItsPlainInputAndWritesBlocked) {
+// A stem conv: fewer input channels than a block, ungrouped, whole blocks of output channels, and
+// a chain that reaches a Concat (rgb -> Conv -> Relu -> Concat with a 1x1 conv of it).
+TEST(BlockedLayout, AStemConvWhoseChainReachesAConcatWritesBlocked) {
   IrBuilder b;
   TensorId rgb = b.Input("rgb", {1, 3, 8, 8});
   auto conv = [&](const std::string& name, TensorId x, int64_t in, int64_t out, int64_t group) {
@@ -164,55 +162,75 @@ TEST(BlockedLayout, AStemConvReadsItsPlainInputAndWritesBlocked) {
          {testing::Int("group", group)});
     return y;
   };
-  b.Output(conv("s32", rgb, 3, 32, 1));
-  b.Output(conv("s24", rgb, 3, 24, 1));  // 24 channels: whole blocks of 8, not of 16.
-  b.Output(conv("s48", rgb, 3, 48, 3));  // Grouped: no first-layer kernel.
-  TensorId wide = conv("w32", b.Input("p", {1, 16, 8, 8}), 16, 32, 1);
-  b.Output(wide);
+  TensorId s32 = conv("s32", rgb, 3, 32, 1);
+  TensorId r = b.Act("r", {1, 32, 8, 8}), cat = b.Act("cat", {1, 64, 8, 8});
+  b.Op("Relu", {s32}, {r});
+  b.Op("Concat", {r, conv("c32", r, 32, 32, 1)}, {cat}, {testing::Int("axis", 1)});
+  b.Output(conv("after", cat, 64, 16, 1));
+  b.Output(conv("s24", rgb, 3, 24, 1));               // 24 channels: whole blocks of 8, not of 16.
+  b.Output(conv("s48", rgb, 3, 48, 3));               // Grouped: no first-layer kernel.
+  TensorId plain_chain = conv("p32", rgb, 3, 32, 1);  // Its chain reaches no Concat.
+  b.Output(conv("p32b", plain_chain, 32, 32, 1));
   Graph g = b.Build();
-  for (int64_t block : {16, 8}) EXPECT_TRUE(StemConvReadsPlain(g, g.node(0), block)) << block;
-  EXPECT_FALSE(StemConvReadsPlain(g, g.node(1), 16));
-  EXPECT_TRUE(StemConvReadsPlain(g, g.node(1), 8));
-  EXPECT_FALSE(StemConvReadsPlain(g, g.node(2), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, g.node(3), 16));  // 16 input channels are a whole block.
-  EXPECT_TRUE(StemConvReadsPlain(g, g.node(3), 32));
-  EXPECT_FALSE(StemConvReadsPlain(g, g.node(0), 0));  // No blocked layout on this ISA.
-  // The 3->24 conv still runs channels-last where convs are brgemm ones; the 3->32 one does not.
-  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(1), 16, true));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 16, true));
+  const Node& stem = g.node(0);
+  for (int64_t block : {16, 8}) EXPECT_TRUE(StemConvReadsPlain(g, stem, block)) << block;
+  EXPECT_FALSE(StemConvReadsPlain(g, stem, 0));  // No blocked layout on this ISA.
+  auto node_writing = [&](const std::string& name) {
+    for (const Node& n : g.nodes()) {
+      if (g.tensor(n.outputs[0]).name == name) return n;
+    }
+    ADD_FAILURE() << name;
+    return g.node(0);
+  };
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s24"), 16));
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s48"), 16));
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("p32"), 16));
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("c32"), 16));  // 32 input channels.
+  // The stem and the conv after it run blocked where convs are brgemm ones; the Concat stays
+  // blocked. The stem whose chain reaches no Concat runs channels-last, as its reader.
+  EXPECT_FALSE(ConvRunsChannelsLast(g, stem, 16, true));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, node_writing("c32"), 16, true));
+  EXPECT_TRUE(KeptBlocked(g, cat, 16));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32"), 16, true));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32b"), 16, true));
 }
 
-// On the runtime: a stem conv (2 images, 3x3, stride 2) reads the graph input without a reorder,
-// and the conv after it reads its blocked output in place; the values match the reference.
+// On the runtime: a stem conv (2 images, 3x3, stride 2) whose chain reaches a Concat reads the
+// graph input without a reorder; the values match the reference (two images: the Concat itself
+// stays plain).
 TEST(BlockedLayout, AStemConvRunsWithoutReordersAndMatchesTheReference) {
   if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
   IrBuilder b;
-  TensorId c1 = b.Act("c1", {2, 32, 9, 9}), r1 = b.Act("r1", {2, 32, 9, 9});
-  TensorId y = b.Act("y", {2, 16, 9, 9});
+  const Shape d32 = {2, 32, 9, 9};
+  TensorId c1 = b.Act("c1", d32), r1 = b.Act("r1", d32), c2 = b.Act("c2", d32);
+  TensorId cat = b.Act("cat", {2, 64, 9, 9}), y = b.Act("y", {2, 16, 9, 9});
   b.Op("Conv", {b.Input("rgb", {2, 3, 17, 17}), b.Weight("w1", {32, 3, 3, 3})}, {c1},
        {Ints("pads", {1, 1, 1, 1}), Ints("strides", {2, 2})});
   b.Op("Relu", {c1}, {r1});
-  b.Op("Conv", {r1, b.Weight("w2", {16, 32, 1, 1})}, {y});
+  b.Op("Conv", {r1, b.Weight("w2", {32, 32, 1, 1})}, {c2});
+  b.Op("Concat", {r1, c2}, {cat}, {testing::Int("axis", 1)});
+  b.Op("Conv", {cat, b.Weight("w3", {16, 64, 1, 1})}, {y});
   b.Output(y);
   Graph g = b.Build();
   ASSERT_TRUE(StemConvReadsPlain(g, g.node(0), Block()));
-  ASSERT_TRUE(KeptBlocked(g, r1, Block()));
   FusionPlan plan{
-      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kSingle, {2}, {}}}};
+      {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kSingle, {2}, {}},
+       FusionGroup{GroupKind::kSingle, {3}, {}}, FusionGroup{GroupKind::kSingle, {4}, {}}}};
   ASSERT_TRUE(CheckPlan(g, plan).ok());
   std::string d = ExpectMatches(g, plan, {r1});
-  EXPECT_EQ(d.find("reorder in"), std::string::npos) << d;
-  EXPECT_EQ(d.find("ref"), std::string::npos) << d;
-  ExpectMatches(g, UnfusedPlan(g), {c1, r1});
+  const std::string first = d.substr(0, d.find('\n'));
+  EXPECT_EQ(first.find("reorder in"), std::string::npos) << first;
+  EXPECT_EQ(first.find("ref"), std::string::npos) << first;
+  ExpectMatches(g, UnfusedPlan(g), {c1, r1, c2});
 }
 
-// oneDNN pools a kept tensor in the layout it is stored in: a pooling of a channels-last conv's
+// oneDNN pools a kept tensor in the layout it is stored in: a pooling of a channels-last stem's
 // output writes channels-last, and the conv reading it runs so although its channels share a block.
 TEST(BlockedLayout, APoolingKeepsTheLayoutOfItsInput) {
   IrBuilder b;
   TensorId c1 = b.Act("c1", {1, 32, 8, 8}), p = b.Act("p", {1, 32, 4, 4});
   TensorId y = b.Act("y", {1, 32, 4, 4});
-  b.Op("Conv", {b.Input("x24", {1, 24, 8, 8}), b.Weight("w1", {32, 24, 1, 1})}, {c1});
+  b.Op("Conv", {b.Input("stem", {1, 3, 8, 8}), b.Weight("w1", {32, 3, 1, 1})}, {c1});
   b.Op("MaxPool", {c1}, {p}, {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
   b.Op("Conv", {p, b.Weight("w2", {32, 32, 1, 1})}, {y});
   b.Output(y);
