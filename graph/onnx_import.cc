@@ -237,27 +237,77 @@ bool IsConsumed(const onnx::GraphProto& g, const std::string& name) {
   return IsGraphOutput(g, name);
 }
 
-// Whether `name` is an initializer holding a single zero (false) value: torch exports Dropout's
-// training_mode as a constant input, and F.dropout(p=0.0) (Swin's attention) as training_mode
-// true with a constant ratio 0, which drops nothing.
-bool IsConstantZero(const onnx::GraphProto& g, const std::string& name) {
+// Whether `name` is an initializer of at least one value, each `value`.
+bool IsConstantFilledWith(const onnx::GraphProto& g, const std::string& name, double value) {
   for (const auto& init : g.initializer()) {
     if (init.name() != name) continue;
     std::optional<ConstValue> v = ReadConstValue(init);
-    return v && v->size() == 1 && v->AsDouble(0) == 0;
+    if (!v || v->size() == 0) return false;
+    for (int64_t i = 0; i < v->size(); ++i) {
+      if (v->AsDouble(i) != value) return false;
+    }
+    return true;
   }
   return false;
 }
 
+// A Pad whose pads are all zero (an input from opset 11, an attribute before) copies its input
+// whatever its mode: torchvision's Swin pads every window partition to a multiple of the window,
+// which at 224 pixels is zero in every stage.
+bool IsZeroPad(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (n.input_size() >= 2) return IsConstantFilledWith(g, n.input(1), 0);
+  for (const auto& a : n.attribute()) {
+    if (a.name() != "pads") continue;
+    for (int64_t p : a.ints()) {
+      if (p != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// The static dims shape inference gave `name`, or nullopt.
+std::optional<std::vector<int64_t>> StaticDimsOf(const onnx::GraphProto& g,
+                                                 const std::string& name) {
+  auto dims = [](const onnx::ValueInfoProto& v) -> std::optional<std::vector<int64_t>> {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
+    std::vector<int64_t> d;
+    for (const auto& x : v.type().tensor_type().shape().dim()) {
+      if (!x.has_dim_value()) return std::nullopt;
+      d.push_back(x.dim_value());
+    }
+    return d;
+  };
+  for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
+    for (const auto& v : *list) {
+      if (v.name() == name) return dims(v);
+    }
+  }
+  return std::nullopt;
+}
+
+// A Slice with unit steps whose output keeps its input's shape takes every element: the crop back
+// to the unpadded size after a zero Pad (Swin's `x[:, :H, :W, :]`).
+bool IsFullSlice(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (n.input_size() >= 5 && !n.input(4).empty() && !IsConstantFilledWith(g, n.input(4), 1)) {
+    return false;
+  }
+  std::optional<std::vector<int64_t>> in = StaticDimsOf(g, n.input(0));
+  return in && in == StaticDimsOf(g, n.output(0));
+}
+
 // Identity always; Dropout when it drops nothing (its training_mode input absent or constant
-// false, or its ratio constant 0) and its mask is unused.
+// false, or its ratio constant 0: torch exports F.dropout(p=0.0), Swin's attention, as training
+// mode true with a constant ratio 0) and its mask is unused; a Pad or Slice that copies its input.
 bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
   if (n.op_type() == "Identity") return n.input_size() == 1 && n.output_size() == 1;
+  if (n.op_type() == "Pad") return n.output_size() == 1 && IsZeroPad(g, n);
+  if (n.op_type() == "Slice") return n.output_size() == 1 && IsFullSlice(g, n);
   if (n.op_type() != "Dropout" || n.input_size() < 1) return false;
   const bool training =
-      n.input_size() >= 3 && !n.input(2).empty() && !IsConstantZero(g, n.input(2));
-  if (training && !(n.input_size() >= 2 && IsConstantZero(g, n.input(1)))) return false;
+      n.input_size() >= 3 && !n.input(2).empty() && !IsConstantFilledWith(g, n.input(2), 0);
+  if (training && !(n.input_size() >= 2 && IsConstantFilledWith(g, n.input(1), 0))) return false;
   return n.output_size() < 2 || n.output(1).empty() || !IsConsumed(g, n.output(1));
 }
 

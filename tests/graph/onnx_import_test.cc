@@ -450,6 +450,45 @@ TEST(OnnxImport, RemovesDropoutWithConstantRatioZero) {
   EXPECT_EQ(g->node(0).op_type, "Relu");
 }
 
+// torchvision's Swin pads each stage to a multiple of the window and crops back after the
+// attention; at 224 pixels both copy their input, so import removes them like an Identity.
+TEST(OnnxImport, RemovesAZeroPadAndTheSliceThatTakesEveryElement) {
+  OnnxBuilder b(13);
+  b.Input("x", {1, 4, 6}).Output("y");
+  b.Int64Constant("pads", {0, 0, 0, 0, 0, 0}).Int64Constant("starts", {0, 0});
+  b.Int64Constant("ends", {4, std::numeric_limits<int64_t>::max()}).Int64Constant("axes", {1, 2});
+  b.Int64Constant("steps", {1, 1});
+  b.Node("Pad", {"x", "pads"}, {"padded"});
+  b.Node("Relu", {"padded"}, {"r"});
+  b.Node("Slice", {"r", "starts", "ends", "axes", "steps"}, {"y"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 1u);
+  EXPECT_EQ(g->node(0).op_type, "Relu");
+  EXPECT_EQ(g->tensor(g->outputs()[0]).name, "y");
+}
+
+// A Pad that pads, a Slice that crops, and a Slice over every element backwards all change their
+// input: import keeps each.
+TEST(OnnxImport, KeepsAPadThatPadsAndSlicesThatCropOrReverse) {
+  OnnxBuilder b(13);
+  b.Input("x", {1, 4, 6}).Output("padded").Output("cropped").Output("reversed");
+  b.Int64Constant("pads", {0, 0, 0, 0, 0, 1}).Int64Constant("start0", {0});
+  b.Int64Constant("end3", {3}).Int64Constant("axis1", {1});
+  b.Int64Constant("start_last", {-1})
+      .Int64Constant("end_first", {std::numeric_limits<int64_t>::min()});
+  b.Int64Constant("minus_one", {-1});
+  b.Node("Pad", {"x", "pads"}, {"padded"});
+  b.Node("Slice", {"x", "start0", "end3", "axis1"}, {"cropped"});
+  b.Node("Slice", {"x", "start_last", "end_first", "axis1", "minus_one"}, {"reversed"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 3u);
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{1, 4, 7}));
+  EXPECT_EQ(g->tensor(g->outputs()[1]).dims, (Shape{1, 3, 6}));
+  EXPECT_EQ(g->tensor(g->outputs()[2]).dims, (Shape{1, 4, 6}));
+}
+
 // A Reshape whose target shape is a graph input's values: every input is bound, yet the output's
 // dims cannot be known. The error names the node that lost them and why, not --dim.
 TEST(OnnxImport, LostDimNamesTheNodeAndTheShapeOperand) {
