@@ -433,7 +433,7 @@ void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<Ten
       if (KeptBlocked(g, t, block)) AddReorder(g, t, f, stored_nhwc(t));
     }
     AddReorder(g, src, f);
-  } else if (!KeptBlocked(g, src, block) && !(conv && StemConvReadsPlain(g, head, block))) {
+  } else if (!KeptBlocked(g, src, block) && !StemConvReadsPlain(g, head, block)) {
     AddReorder(g, src, f, transposed);
   }
   for (TensorId t : materialized) {

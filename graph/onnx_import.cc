@@ -237,6 +237,48 @@ bool IsConsumed(const onnx::GraphProto& g, const std::string& name) {
   return IsGraphOutput(g, name);
 }
 
+// The element type and shape (after shape inference) of each named value.
+struct TypeInfo {
+  int32_t elem_type = 0;
+  const onnx::TensorShapeProto* shape = nullptr;
+};
+
+using TypeMap = std::unordered_map<std::string, TypeInfo>;
+
+TypeMap CollectTypes(const onnx::GraphProto& g) {
+  TypeMap types;
+  auto add = [&](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type()) return;
+    const auto& tt = v.type().tensor_type();
+    types[v.name()] = TypeInfo{tt.elem_type(), tt.has_shape() ? &tt.shape() : nullptr};
+  };
+  for (const auto& v : g.input()) add(v);
+  for (const auto& v : g.value_info()) add(v);
+  for (const auto& v : g.output()) add(v);
+  return types;
+}
+
+StatusOr<Shape> StaticShape(const TypeInfo& info, const std::string& tensor,
+                            const std::string& who) {
+  if (info.shape == nullptr) {
+    return Status::InvalidArgument(who + ": the shape of '" + tensor +
+                                   "' could not be inferred; Fusor needs static shapes");
+  }
+  Shape dims;
+  for (int i = 0; i < info.shape->dim_size(); ++i) {
+    const auto& d = info.shape->dim(i);
+    if (!d.has_dim_value()) {
+      std::string sym = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
+      return Status::InvalidArgument(who + ": dim " + std::to_string(i) + " of '" + tensor +
+                                     "' is not static" + sym +
+                                     "; ONNX shape inference could not compute it from the "
+                                     "bound graph inputs");
+    }
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
 // Whether `name` is an initializer of at least one value, each `value`.
 bool IsConstantFilledWith(const onnx::GraphProto& g, const std::string& name, double value) {
   for (const auto& init : g.initializer()) {
@@ -266,44 +308,30 @@ bool IsZeroPad(const onnx::GraphProto& g, const onnx::NodeProto& n) {
   return false;
 }
 
-// The static dims shape inference gave `name`, or nullopt.
-std::optional<std::vector<int64_t>> StaticDimsOf(const onnx::GraphProto& g,
-                                                 const std::string& name) {
-  auto dims = [](const onnx::ValueInfoProto& v) -> std::optional<std::vector<int64_t>> {
-    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
-    std::vector<int64_t> d;
-    for (const auto& x : v.type().tensor_type().shape().dim()) {
-      if (!x.has_dim_value()) return std::nullopt;
-      d.push_back(x.dim_value());
-    }
-    return d;
-  };
-  for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
-    for (const auto& v : *list) {
-      if (v.name() == name) return dims(v);
-    }
-  }
-  return std::nullopt;
-}
-
 // A Slice with unit steps whose output keeps its input's shape takes every element: the crop back
 // to the unpadded size after a zero Pad (Swin's `x[:, :H, :W, :]`).
-bool IsFullSlice(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+bool IsFullSlice(const onnx::GraphProto& g, const onnx::NodeProto& n, const TypeMap& types) {
   if (n.input_size() >= 5 && !n.input(4).empty() && !IsConstantFilledWith(g, n.input(4), 1)) {
     return false;
   }
-  std::optional<std::vector<int64_t>> in = StaticDimsOf(g, n.input(0));
-  return in && in == StaticDimsOf(g, n.output(0));
+  auto dims = [&](const std::string& name) -> std::optional<Shape> {
+    auto it = types.find(name);
+    if (it == types.end()) return std::nullopt;
+    StatusOr<Shape> shape = StaticShape(it->second, name, "Slice");
+    return shape.ok() ? std::optional<Shape>(*shape) : std::nullopt;
+  };
+  std::optional<Shape> in = dims(n.input(0));
+  return in && in == dims(n.output(0));
 }
 
 // Identity always; Dropout when it drops nothing (its training_mode input absent or constant
 // false, or its ratio constant 0: torch exports F.dropout(p=0.0), Swin's attention, as training
 // mode true with a constant ratio 0) and its mask is unused; a Pad or Slice that copies its input.
-bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n, const TypeMap& types) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
   if (n.op_type() == "Identity") return n.input_size() == 1 && n.output_size() == 1;
   if (n.op_type() == "Pad") return n.output_size() == 1 && IsZeroPad(g, n);
-  if (n.op_type() == "Slice") return n.output_size() == 1 && IsFullSlice(g, n);
+  if (n.op_type() == "Slice") return n.output_size() == 1 && IsFullSlice(g, n, types);
   if (n.op_type() != "Dropout" || n.input_size() < 1) return false;
   const bool training =
       n.input_size() >= 3 && !n.input(2).empty() && !IsConstantFilledWith(g, n.input(2), 0);
@@ -312,9 +340,11 @@ bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n) {
 }
 
 void RemovePassThrough(onnx::GraphProto* g) {
+  // Removing a node renames uses (and graph outputs), never a shape: `types` stays valid.
+  const TypeMap types = CollectTypes(*g);
   for (int i = 0; i < g->node_size();) {
     const onnx::NodeProto& n = g->node(i);
-    if (!IsPassThrough(*g, n)) {
+    if (!IsPassThrough(*g, n, types)) {
       ++i;
       continue;
     }
@@ -429,45 +459,6 @@ Status CheckEveryDimResolved(const onnx::GraphProto& g) {
 
 // ---------------------------------------------------------------------------------------------
 // Conversion to the IR
-
-struct TypeInfo {
-  int32_t elem_type = 0;
-  const onnx::TensorShapeProto* shape = nullptr;
-};
-
-std::unordered_map<std::string, TypeInfo> CollectTypes(const onnx::GraphProto& g) {
-  std::unordered_map<std::string, TypeInfo> types;
-  auto add = [&](const onnx::ValueInfoProto& v) {
-    if (!v.type().has_tensor_type()) return;
-    const auto& tt = v.type().tensor_type();
-    types[v.name()] = TypeInfo{tt.elem_type(), tt.has_shape() ? &tt.shape() : nullptr};
-  };
-  for (const auto& v : g.input()) add(v);
-  for (const auto& v : g.value_info()) add(v);
-  for (const auto& v : g.output()) add(v);
-  return types;
-}
-
-StatusOr<Shape> StaticShape(const TypeInfo& info, const std::string& tensor,
-                            const std::string& who) {
-  if (info.shape == nullptr) {
-    return Status::InvalidArgument(who + ": the shape of '" + tensor +
-                                   "' could not be inferred; Fusor needs static shapes");
-  }
-  Shape dims;
-  for (int i = 0; i < info.shape->dim_size(); ++i) {
-    const auto& d = info.shape->dim(i);
-    if (!d.has_dim_value()) {
-      std::string sym = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
-      return Status::InvalidArgument(who + ": dim " + std::to_string(i) + " of '" + tensor +
-                                     "' is not static" + sym +
-                                     "; ONNX shape inference could not compute it from the "
-                                     "bound graph inputs");
-    }
-    dims.push_back(d.dim_value());
-  }
-  return dims;
-}
 
 StatusOr<DType> ConvertDType(int32_t onnx_type, const std::string& tensor) {
   DType t = DTypeFromOnnx(onnx_type);
@@ -658,7 +649,7 @@ class IrBuilder {
   const onnx::ModelProto& model_;
   int64_t opset_;
   Graph graph_;
-  std::unordered_map<std::string, TypeInfo> types_;
+  TypeMap types_;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
   const std::unordered_set<std::string>& weights_;
   std::unordered_set<std::string> float_parameters_;  // Float initializers whose values to keep.

@@ -747,7 +747,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
     src_md = any_src;
     dst_md = any_dst;
   };
-  if (n.op_type == "Conv" && StemConvReadsPlain(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
+  if (StemConvReadsPlain(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
     // A stem conv reads its plain input as it is and writes the blocked layout
     // (lowering/layout.h).
     prefer(PlainLayout(xd), ChannelBlocked(yd));
