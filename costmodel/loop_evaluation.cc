@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "lowering/loop_lowering.h"
 #include "lowering/threading.h"
@@ -263,6 +264,12 @@ class Walk {
       }
       return run;
     }
+    if (op == "Gather") {  // One slice (GatherSliceIndex): the data dims after the axis are a run.
+      int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
+      double run = 1;
+      for (size_t d = static_cast<size_t>(axis) + 1; d < in.size(); ++d) run *= in[d];
+      return run > 1 ? run : 0;
+    }
     bool broadcast = false;
     double run = RunLength(in, out, &broadcast);
     return broadcast ? 0 : run;
@@ -309,7 +316,7 @@ class Walk {
     if (IsViewOp(op)) return Identity(n.inputs[0], r);
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
     if (op == "Resize") return VisitResize(n, r, rank);
-    if (op == "Gather") {
+    if (op == "Gather" && GatherSliceIndex(g_, n) < 0) {
       MapWork(r, rank);
       Mapped(n, n.inputs[1], r, rank, InnerStepOne(n, n.inputs[1]));
       return Listed(n.inputs[0], r, 1.0, InnerStepOne(n, n.inputs[0]));

@@ -30,6 +30,19 @@ StatusOr<std::vector<int64_t>> ConstantInts(const Graph& g, const Node& n, size_
   return t.int_data;
 }
 
+int64_t GatherSliceIndex(const Graph& g, const Node& n) {
+  if (n.op_type != "Gather" || !n.domain.empty() || n.inputs.size() != 2) return -1;
+  const Tensor& ind = g.tensor(n.inputs[1]);
+  if (ind.kind != TensorKind::kConstant || ind.num_elements() != 1) return -1;
+  StatusOr<std::vector<int64_t>> k = ConstantInts(g, n, 1);
+  if (!k.ok() || k->size() != 1) return -1;
+  const Shape& data = g.tensor(n.inputs[0]).dims;
+  int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(data.size())) return -1;
+  int64_t index = (*k)[0] < 0 ? (*k)[0] + data[axis] : (*k)[0];
+  return index >= 0 && index < data[axis] ? index : -1;
+}
+
 StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n) {
   size_t rank = g.tensor(n.input(0)).dims.size();
   std::vector<int64_t> axes = n.GetInts("axes");

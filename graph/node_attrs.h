@@ -22,6 +22,12 @@ int64_t NormalizeAxis(int64_t axis, size_t rank);
 // The integer values of input `i` of `n`, which must be a constant tensor.
 StatusOr<std::vector<int64_t>> ConstantInts(const Graph& g, const Node& n, size_t i);
 
+// A Gather whose indices are one constant element inside the gathered axis takes one slice of its
+// data along that axis (torch's `x[0]`, the Q / K / V split of a packed projection): a strided
+// copy like a Slice, not a lookup by index. The index, made non-negative, or -1 for any other
+// Gather. The fused loop runs such a Gather as a strided map and the cost model prices it so.
+int64_t GatherSliceIndex(const Graph& g, const Node& n);
+
 // Sorted, normalised axes a Reduce* node reduces (attribute or constant input; empty = all).
 StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n);
 

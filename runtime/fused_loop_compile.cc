@@ -6,6 +6,7 @@
 #include <string>
 #include <variant>
 
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "lowering/loop_lowering.h"
 #include "runtime/affine_map.h"
@@ -217,6 +218,18 @@ Status CompileGather(const Graph& g, const Node& n, Value* v) {
   }
   std::vector<int64_t> ds = RowMajorStrides(data), is = RowMajorStrides(ind);
   int64_t ri = static_cast<int64_t>(ind.size());
+  if (int64_t index = GatherSliceIndex(g, n); index >= 0) {
+    // One slice along the axis: the index dims are all 1, the others step as in the data.
+    std::vector<int64_t> coef(v->dims.size(), 0);
+    for (int64_t d = 0; d < static_cast<int64_t>(v->dims.size()); ++d) {
+      if (d < axis) coef[d] = ds[d];
+      if (d >= axis + ri) coef[d] = ds[d - ri + 1];
+    }
+    v->kind = Value::Mapped{};
+    v->inputs = {n.inputs[0]};
+    v->maps = {StridedMap(coef, index * ds[axis], data, v->dims)};
+    return Status::Ok();
+  }
   Affine base, pos;
   base.coef.assign(v->dims.size(), 0);
   pos.coef.assign(v->dims.size(), 0);

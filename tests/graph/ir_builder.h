@@ -24,6 +24,11 @@ class IrBuilder {
     g_.mutable_tensor(id).int_data = std::move(values);
     return id;
   }
+  TensorId IntScalar(const std::string& name, int64_t value) {
+    TensorId id = Add(name, {}, TensorKind::kConstant, DType::kInt64);
+    g_.mutable_tensor(id).int_data = {value};
+    return id;
+  }
   TensorId FloatConstant(const std::string& name, std::vector<double> values) {
     TensorId id = Add(name, {static_cast<int64_t>(values.size())}, TensorKind::kConstant);
     g_.mutable_tensor(id).float_data = std::move(values);

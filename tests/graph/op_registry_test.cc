@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/node_attrs.h"
 #include "graph/validate.h"
 #include "tests/graph/ir_builder.h"
 
@@ -204,6 +205,25 @@ TEST(OpRegistry, EveryOpOfTheIssueIsKnown) {
   }
   EXPECT_FALSE(IsKnownOp("", "NonMaxSuppression"));
   EXPECT_FALSE(IsKnownOp("com.microsoft", "Conv"));
+}
+
+// Gathers that are lookups stay lookups: indices computed at run time, two constant indices, an
+// index outside the axis (ONNX leaves it undefined; the runtime clamps it, as the reference does).
+TEST(GatherSliceIndex, OnlyOneConstantIndexInsideTheAxis) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4, 6});
+  TensorId a = b.Act("a", {2, 6}), c = b.Act("c", {2, 6}), d = b.Act("d", {6}), e = b.Act("e", {4});
+  b.Op("Gather", {x, b.Input("ids", {2}, DType::kInt64)}, {a});
+  b.Op("Gather", {x, b.IntConstant("two", {0, 3})}, {c});
+  b.Op("Gather", {x, b.IntScalar("out", 4)}, {d});
+  b.Op("Gather", {x, b.IntScalar("neg", -6)}, {e}, {Int("axis", 1)});
+  b.Op("Gather", {x, b.IntScalar("last", -1)}, {b.Act("f", {6})});
+  Graph g = b.Build();
+  EXPECT_EQ(GatherSliceIndex(g, g.node(0)), -1);
+  EXPECT_EQ(GatherSliceIndex(g, g.node(1)), -1);
+  EXPECT_EQ(GatherSliceIndex(g, g.node(2)), -1);
+  EXPECT_EQ(GatherSliceIndex(g, g.node(3)), 0);
+  EXPECT_EQ(GatherSliceIndex(g, g.node(4)), 3);
 }
 
 }  // namespace

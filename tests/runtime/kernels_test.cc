@@ -3,6 +3,7 @@
 // reference interpreter on small graphs, with real oneDNN.
 #include <gtest/gtest.h>
 
+#include "graph/node_attrs.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "lowering/kernel_form.h"
@@ -370,6 +371,42 @@ TEST(LoopKernel, LeafBehindViewsReadThroughATranspose) {
   b.Output(y);
   Graph g = b.Build();
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}));
+}
+
+// A Gather of one constant index takes one slice of its data (GatherSliceIndex): Swin's Q / K / V
+// split (a [3, ...] tensor indexed 0, 1, 2 on axis 0, fused with the transpose before it and the
+// scale after), a negative scalar index on a middle axis, and a one-element index tensor on the
+// last axis (which keeps a unit dim) all match the reference. Tiles end mid-slice.
+TEST(LoopKernel, GatherOfOneConstantIndexIsASlice) {
+  IrBuilder b;
+  TensorId qkv = b.Input("qkv", {5, 49, 3, 3, 32});
+  TensorId t = b.Act("t", {3, 5, 3, 49, 32});
+  b.Op("Transpose", {qkv}, {t}, {Ints("perm", {2, 0, 3, 1, 4})});
+  TensorId q = b.Act("q", {5, 3, 49, 32}), qs = b.Act("qs", {5, 3, 49, 32});
+  TensorId k = b.Act("k", {5, 3, 49, 32}), v = b.Act("v", {5, 3, 49, 32});
+  b.Op("Gather", {t, b.IntScalar("i0", 0)}, {q}, {Int("axis", 0)});
+  b.Op("Mul", {q, b.FloatScalar("scale", 0.17)}, {qs});
+  b.Op("Gather", {t, b.IntScalar("i1", 1)}, {k}, {Int("axis", 0)});
+  b.Op("Gather", {t, b.IntScalar("i2", -1)}, {v}, {Int("axis", 0)});
+  TensorId mid = b.Act("mid", {7, 300});
+  b.Op("Gather", {b.Input("x", {7, 5, 300}), b.IntScalar("im", -2)}, {mid}, {Int("axis", 1)});
+  TensorId last = b.Act("last", {40, 70, 1});
+  b.Op("Gather", {b.Input("y", {40, 70, 9}), b.IntConstant("il", {4})}, {last}, {Int("axis", 2)});
+  b.Output(qs);
+  b.Output(k);
+  b.Output(v);
+  b.Output(mid);
+  b.Output(last);
+  Graph g = b.Build();
+  for (NodeId id : {1, 3, 4, 5, 6}) EXPECT_GE(GatherSliceIndex(g, g.node(id)), 0) << id;
+  ExpectMatchesReference(
+      g, FusionPlan{
+             {FusionGroup{GroupKind::kLoop, {0, 1, 2}, {}},
+              FusionGroup{GroupKind::kSingle, {3}, {}}, FusionGroup{GroupKind::kSingle, {4}, {}},
+              FusionGroup{GroupKind::kSingle, {5}, {}}, FusionGroup{GroupKind::kSingle, {6}, {}}}});
+  ExpectMatchesReference(g, FusionPlan{{FusionGroup{GroupKind::kLoop, {0, 1, 2, 3, 4}, {}},
+                                        FusionGroup{GroupKind::kSingle, {5}, {}},
+                                        FusionGroup{GroupKind::kSingle, {6}, {}}}});
 }
 
 // Values read through a map are written straight into the loop's output when they are one: a
