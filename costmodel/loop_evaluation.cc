@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "graph/dtype.h"
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "lowering/loop_lowering.h"
@@ -14,9 +15,8 @@ namespace {
 
 // Elements per tile of our loops and per chunk of their row reductions (runtime/fused_loop.h).
 constexpr double kLoopTile = kLoopTileElements;
-// Elements per run, at least, for a computed value read through a map to be evaluated run by run
-// (runtime/fused_loop.cc: kMinEvaluatedRun).
-constexpr double kMinEvaluatedRun = 64;
+// Elements per run, at least, for a value to be read in runs (lowering/loop_lowering.h).
+constexpr double kMinRun = static_cast<double>(kMinEvaluatedRun);
 
 // Elements a value is asked for: as the loop's own contiguous ranges (requests share one
 // evaluation) and as index lists (each request evaluates again).
@@ -191,7 +191,7 @@ class Walk {
   // an index list for `u`.
   void Mapped(const Node& n, TensorId u, Requests r, size_t rank, bool inner_step_one) {
     if (double run = inner_step_one ? MapRun(n, u) : 0;
-        r.range > 0 && run >= kMinEvaluatedRun && Internal(ViewSource(u))) {
+        r.range > 0 && run >= kMinRun && Internal(ViewSource(u))) {
       // Pieces of pieces: at least one run per piece the consumer was asked for.
       double pieces = std::max(r.range / run, piece_calls_);
       out_.run_calls += pieces;
@@ -275,6 +275,17 @@ class Walk {
     return broadcast ? 0 : run;
   }
 
+  // Elements of a Gather's data after the gathered axis: the block each index selects.
+  double GatherBlock(const Node& n) const {
+    const Shape& data = g_.tensor(n.inputs[0]).dims;
+    int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.size());
+    double block = 1;
+    for (size_t d = static_cast<size_t>(std::max<int64_t>(axis, 0)) + 1; d < data.size(); ++d) {
+      block *= static_cast<double>(data[d]);
+    }
+    return block;
+  }
+
   // Whether the map from `n`'s output to its input `u` steps by one along the innermost dim.
   bool InnerStepOne(const Node& n, TensorId u) const {
     const Shape& in = g_.tensor(u).dims;
@@ -317,6 +328,22 @@ class Walk {
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
     if (op == "Resize") return VisitResize(n, r, rank);
     if (op == "Gather" && GatherSliceIndex(g_, n) < 0) {
+      if (double block = GatherBlock(n);
+          r.range > 0 && block >= kMinRun && IsFloatingPoint(g_.tensor(n.outputs[0]).dtype)) {
+        // A range is copied block by block (runtime: GatherRuns): one index read and one run of
+        // the data per block, the data asked for as pieces when computed.
+        double runs = std::max(r.range / block, 1.0);
+        out_.run_calls += runs;
+        Identity(n.inputs[1], {runs, 0, 0});
+        if (Internal(ViewSource(n.inputs[0]))) {
+          Ask(n.inputs[0], {0, 0, 0, r.range, runs});
+        } else {
+          MarkThroughViews(n.inputs[0], &read_);
+          out_.indexed_elements += r.range;
+        }
+        r.range = 0;
+        if (r.list() == 0) return;
+      }
       MapWork(r, rank);
       Mapped(n, n.inputs[1], r, rank, InnerStepOne(n, n.inputs[1]));
       return Listed(n.inputs[0], r, 1.0, InnerStepOne(n, n.inputs[0]));

@@ -32,6 +32,13 @@ namespace fusor {
 // Values in one single-pass chain, at most: the chain kernel's per-step arrays are this long.
 inline constexpr int kMaxChain = 16;
 
+// Elements per run, at least, for the fused loop to read a value in runs rather than through an
+// index list: a computed value read through a map that keeps runs this long in order is evaluated
+// run by run (a range per run), and a Gather whose gathered blocks (its data's dims after the axis)
+// are this long copies each block as a range (an embedding lookup's rows). Both the runtime's
+// evaluation and the cost model's account of it take this one number.
+inline constexpr int64_t kMinEvaluatedRun = 64;
+
 // How the fused loop compiles a node's value: a view (read at the same flat indices as its input:
 // Reshape and its kin, and a Transpose that moves only dims of size 1), float or integer unary
 // arithmetic (a Pow by a constant 2, 0.5 or 1 is unary), binary arithmetic, or anything else.

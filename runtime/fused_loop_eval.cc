@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include "lowering/loop_lowering.h"
 #include "lowering/threading.h"
 #include "runtime/affine_map.h"
 #include "runtime/fused_loop.h"
@@ -57,9 +58,6 @@ const Value* ThroughViews(const LoopValues& values, TensorId t) {
   while (v->Is<Value::View>()) v = values.at(v->inputs[0]).get();
   return v;
 }
-
-// Elements per run, at least, for a computed value read through a map to be evaluated run by run.
-constexpr int64_t kMinEvaluatedRun = 64;
 
 // A computed value read through a map that keeps runs of at least kMinEvaluatedRun elements in
 // order (a slice of whole rows, a transpose that keeps a long innermost dim): evaluated run by run
@@ -270,8 +268,38 @@ const float* EvalResize(const LoopValues& values, const Value& v, const Value::R
   return out;
 }
 
+// A contiguous range of a Gather whose gathered blocks (the data dims after the axis) are at least
+// kMinEvaluatedRun long is a few runs, each a contiguous range of one block of the data: the index
+// is read once per run and the block evaluated as a range and copied. Through an index list every
+// element is re-indexed and gathered, ~3.6 ns each (an embedding lookup of 128 rows of 768 took
+// 0.35 ms).
+const float* GatherRuns(const LoopValues& values, const Value& v, const Value::Gather& gather,
+                        const IndexSet& idx, LoopScratch* s) {
+  const int64_t inner = gather.axis_stride;
+  const int64_t block = NumElements(values.at(v.inputs[1])->dims) * inner;
+  float* out = s->Floats(idx.n);
+  for (int64_t e = 0; e < idx.n;) {
+    const int64_t flat = idx.begin + e, outer = flat / block, r = flat % block;
+    const int64_t j = r / inner, i = r % inner, run = std::min(idx.n - e, inner - i);
+    const LoopScratch::Mark mark = s->Here();
+    int64_t k =
+        static_cast<int64_t>(Eval(values, v.inputs[1], {j, 1, nullptr, s->NewToken()}, s)[0]);
+    if (k < 0) k += gather.axis_len;
+    k = std::clamp<int64_t>(k, 0, gather.axis_len - 1);
+    const IndexSet part{(outer * gather.axis_len + k) * inner + i, run, nullptr, s->NewToken()};
+    const float* p = Eval(values, v.inputs[0], part, s, out + e);
+    if (p != out + e) std::memcpy(out + e, p, run * sizeof(float));
+    s->Release(mark);
+    e += run;
+  }
+  return out;
+}
+
 const float* EvalGather(const LoopValues& values, const Value& v, const Value::Gather& gather,
                         const IndexSet& idx, LoopScratch* s) {
+  if (idx.list == nullptr && !v.is_int && gather.axis_stride >= kMinEvaluatedRun) {
+    return GatherRuns(values, v, gather, idx, s);
+  }
   const float* ind = Eval(values, v.inputs[1], MapIdx(v.maps[1], v.dims, idx, s), s);
   int64_t* src = s->Ints(idx.n);
   AffineIndices(v.maps[0], v.dims, idx, src);

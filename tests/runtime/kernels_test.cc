@@ -409,6 +409,40 @@ TEST(LoopKernel, GatherOfOneConstantIndexIsASlice) {
                                         FusionGroup{GroupKind::kSingle, {6}, {}}}});
 }
 
+// A Gather whose blocks (the data dims after the axis) are at least kMinEvaluatedRun long copies a
+// range block by block (GatherRuns): an embedding lookup of a leaf table by token ids that a graph
+// input carries, with a unit-dim transpose after it (BERT's first group); a gather of a computed
+// value on a middle axis with constant indices, one negative, read back by a Mul; tiles (4096
+// elements) end mid-block. A gather of short blocks stays on the index list.
+TEST(LoopKernel, GatherOfLongBlocksCopiesBlockByBlock) {
+  IrBuilder b;
+  TensorId ids = b.Input("ids", {1, 45}, DType::kInt64);
+  TensorId emb = b.Act("emb", {1, 45, 96}), t = b.Act("t", {45, 1, 96});
+  b.Op("Gather", {b.Input("table", {300, 96}), ids}, {emb});
+  b.Op("Transpose", {emb}, {t}, {Ints("perm", {1, 0, 2})});
+  TensorId r = b.Act("r", {6, 9, 130}), gth = b.Act("gth", {6, 4, 130}),
+           m = b.Act("m", {6, 4, 130});
+  b.Op("Relu", {b.Input("x", {6, 9, 130})}, {r});
+  b.Op("Gather", {r, b.IntConstant("pick", {5, -1, 0, 5})}, {gth}, {Int("axis", 1)});
+  b.Op("Mul", {gth, b.Weight("w", {130})}, {m});
+  TensorId shortb = b.Act("short", {40, 3, 8});
+  b.Op("Gather", {b.Input("y", {40, 9, 8}), b.IntConstant("few", {8, 0, 4})}, {shortb},
+       {Int("axis", 1)});
+  b.Output(t);
+  b.Output(m);
+  b.Output(gth);
+  b.Output(shortb);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, FusionPlan{{FusionGroup{GroupKind::kLoop, {0, 1}, {}},
+                                        FusionGroup{GroupKind::kLoop, {2, 3, 4}, {}},
+                                        FusionGroup{GroupKind::kSingle, {5}, {}}}});
+  ExpectMatchesReference(
+      g, FusionPlan{
+             {FusionGroup{GroupKind::kSingle, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}},
+              FusionGroup{GroupKind::kSingle, {2}, {}}, FusionGroup{GroupKind::kLoop, {3, 4}, {}},
+              FusionGroup{GroupKind::kSingle, {5}, {}}}});
+}
+
 // Values read through a map are written straight into the loop's output when they are one: a
 // slice of a leaf behind a Reshape (BERT's head split), a transpose of a leaf alone, a transpose
 // of a leaf as one part of a Concat, and a transpose that another output of the loop also reads
@@ -578,7 +612,11 @@ TEST(LoopKernel, LeafBroadcastsTransposesAndScalarsAcrossTiles) {
   b.Op("Mul", {s, b.FloatScalar("half", 0.5)}, {y});
   b.Output(y);
   Graph g = b.Build();
-  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5}));
+  ExpectMatchesReference(
+      g, FusionPlan{
+             {FusionGroup{GroupKind::kSingle, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}},
+              FusionGroup{GroupKind::kSingle, {2}, {}}, FusionGroup{GroupKind::kLoop, {3, 4}, {}},
+              FusionGroup{GroupKind::kSingle, {5}, {}}}});
 }
 
 // BERT's layer-norm tail leaves the loop twice: as itself ([1,S,H], the next residual) and through
