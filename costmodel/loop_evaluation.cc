@@ -4,7 +4,6 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "graph/dtype.h"
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "lowering/loop_lowering.h"
@@ -328,11 +327,10 @@ class Walk {
     if (op == "Concat" || op == "Pad") return VisitSelect(n, r, rank);
     if (op == "Resize") return VisitResize(n, r, rank);
     if (op == "Gather" && GatherSliceIndex(g_, n) < 0) {
-      if (double block = GatherBlock(n);
-          r.range > 0 && block >= kMinRun && IsFloatingPoint(g_.tensor(n.outputs[0]).dtype)) {
+      if (r.range > 0 && GatherCopiesBlocks(g_, n)) {
         // A range is copied block by block (runtime: GatherRuns): one index read and one run of
         // the data per block, the data asked for as pieces when computed.
-        double runs = std::max(r.range / block, 1.0);
+        double runs = std::max(r.range / GatherBlock(n), 1.0);
         out_.run_calls += runs;
         Identity(n.inputs[1], {runs, 0, 0});
         if (Internal(ViewSource(n.inputs[0]))) {

@@ -39,6 +39,13 @@ inline constexpr int kMaxChain = 16;
 // evaluation and the cost model's account of it take this one number.
 inline constexpr int64_t kMinEvaluatedRun = 64;
 
+// Whether the fused loop copies a range of Gather `n`'s output block by block (a contiguous range
+// of the data per index, read once per block) rather than element by element through an index
+// list: a float Gather, not one slice (GatherSliceIndex, graph/node_attrs.h), whose blocks (the
+// data dims after the axis) are at least kMinEvaluatedRun long. Index lists asked of it still go
+// element by element.
+bool GatherCopiesBlocks(const Graph& g, const Node& n);
+
 // How the fused loop compiles a node's value: a view (read at the same flat indices as its input:
 // Reshape and its kin, and a Transpose that moves only dims of size 1), float or integer unary
 // arithmetic (a Pow by a constant 2, 0.5 or 1 is unary), binary arithmetic, or anything else.

@@ -238,7 +238,7 @@ Status CompileGather(const Graph& g, const Node& n, Value* v) {
     if (d >= axis && d < axis + ri) pos.coef[d] = is[d - axis];
     if (d >= axis + ri) base.coef[d] = ds[d - ri + 1];
   }
-  v->kind = Value::Gather{data[axis], ds[axis]};
+  v->kind = Value::Gather{data[axis], ds[axis], GatherCopiesBlocks(g, n)};
   v->inputs = {n.inputs[0], n.inputs[1]};
   v->maps = {base, pos};
   return Status::Ok();

@@ -268,8 +268,8 @@ const float* EvalResize(const LoopValues& values, const Value& v, const Value::R
   return out;
 }
 
-// A contiguous range of a Gather whose gathered blocks (the data dims after the axis) are at least
-// kMinEvaluatedRun long is a few runs, each a contiguous range of one block of the data: the index
+// A contiguous range of a Gather whose gathered blocks (the data dims after the axis) are long
+// (GatherCopiesBlocks) is a few runs, each a contiguous range of one block of the data: the index
 // is read once per run and the block evaluated as a range and copied. Through an index list every
 // element is re-indexed and gathered, ~3.6 ns each (an embedding lookup of 128 rows of 768 took
 // 0.35 ms).
@@ -297,7 +297,7 @@ const float* GatherRuns(const LoopValues& values, const Value& v, const Value::G
 
 const float* EvalGather(const LoopValues& values, const Value& v, const Value::Gather& gather,
                         const IndexSet& idx, LoopScratch* s) {
-  if (idx.list == nullptr && !v.is_int && gather.axis_stride >= kMinEvaluatedRun) {
+  if (gather.copies_blocks && idx.list == nullptr) {
     return GatherRuns(values, v, gather, idx, s);
   }
   const float* ind = Eval(values, v.inputs[1], MapIdx(v.maps[1], v.dims, idx, s), s);

@@ -61,6 +61,7 @@ struct Concat {
 // data's flat index by axis_stride per step along an axis of axis_len.
 struct Gather {
   int64_t axis_len = 0, axis_stride = 0;
+  bool copies_blocks = false;  // GatherCopiesBlocks: a range is copied block by block.
 };
 // Pads input 0 of dims in_dims by `begin` at the start of each dim. Pads or the constant computed
 // at run time are inputs (pads_slot, value_slot), read as the loop runs.

@@ -8,6 +8,7 @@
 #include "graph/plan_json.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
+#include "lowering/loop_lowering.h"
 #include "runtime/executor.h"
 #include "runtime/fused_loop.h"
 #include "runtime/onednn_info.h"
@@ -433,6 +434,9 @@ TEST(LoopKernel, GatherOfLongBlocksCopiesBlockByBlock) {
   b.Output(gth);
   b.Output(shortb);
   Graph g = b.Build();
+  EXPECT_TRUE(GatherCopiesBlocks(g, g.node(0)));
+  EXPECT_TRUE(GatherCopiesBlocks(g, g.node(3)));
+  EXPECT_FALSE(GatherCopiesBlocks(g, g.node(5)));
   ExpectMatchesReference(g, FusionPlan{{FusionGroup{GroupKind::kLoop, {0, 1}, {}},
                                         FusionGroup{GroupKind::kLoop, {2, 3, 4}, {}},
                                         FusionGroup{GroupKind::kSingle, {5}, {}}}});
