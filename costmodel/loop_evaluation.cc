@@ -264,25 +264,12 @@ class Walk {
       return run;
     }
     if (op == "Gather") {  // One slice (GatherSliceIndex): the data dims after the axis are a run.
-      int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
-      double run = 1;
-      for (size_t d = static_cast<size_t>(axis) + 1; d < in.size(); ++d) run *= in[d];
+      double run = static_cast<double>(GatherBlock(g_, n));
       return run > 1 ? run : 0;
     }
     bool broadcast = false;
     double run = RunLength(in, out, &broadcast);
     return broadcast ? 0 : run;
-  }
-
-  // Elements of a Gather's data after the gathered axis: the block each index selects.
-  double GatherBlock(const Node& n) const {
-    const Shape& data = g_.tensor(n.inputs[0]).dims;
-    int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.size());
-    double block = 1;
-    for (size_t d = static_cast<size_t>(std::max<int64_t>(axis, 0)) + 1; d < data.size(); ++d) {
-      block *= static_cast<double>(data[d]);
-    }
-    return block;
   }
 
   // Whether the map from `n`'s output to its input `u` steps by one along the innermost dim.
@@ -330,7 +317,7 @@ class Walk {
       if (r.range > 0 && GatherCopiesBlocks(g_, n)) {
         // A range is copied block by block (runtime: GatherRuns): one index read and one run of
         // the data per block, the data asked for as pieces when computed.
-        double runs = std::max(r.range / GatherBlock(n), 1.0);
+        double runs = std::max(r.range / static_cast<double>(GatherBlock(g_, n)), 1.0);
         out_.run_calls += runs;
         Identity(n.inputs[1], {runs, 0, 0});
         if (Internal(ViewSource(n.inputs[0]))) {

@@ -43,6 +43,14 @@ int64_t GatherSliceIndex(const Graph& g, const Node& n) {
   return index >= 0 && index < data[axis] ? index : -1;
 }
 
+int64_t GatherBlock(const Graph& g, const Node& n) {
+  const Shape& data = g.tensor(n.inputs[0]).dims;
+  int64_t axis = std::max<int64_t>(NormalizeAxis(n.GetInt("axis", 0), data.size()), 0);
+  int64_t block = 1;
+  for (size_t d = static_cast<size_t>(axis) + 1; d < data.size(); ++d) block *= data[d];
+  return block;
+}
+
 StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n) {
   size_t rank = g.tensor(n.input(0)).dims.size();
   std::vector<int64_t> axes = n.GetInts("axes");

@@ -28,6 +28,9 @@ StatusOr<std::vector<int64_t>> ConstantInts(const Graph& g, const Node& n, size_
 // Gather. The fused loop runs such a Gather as a strided map and the cost model prices it so.
 int64_t GatherSliceIndex(const Graph& g, const Node& n);
 
+// Elements of a Gather's data after the gathered axis: the contiguous block one index selects.
+int64_t GatherBlock(const Graph& g, const Node& n);
+
 // Sorted, normalised axes a Reduce* node reduces (attribute or constant input; empty = all).
 StatusOr<std::vector<int64_t>> ReduceAxes(const Graph& g, const Node& n);
 

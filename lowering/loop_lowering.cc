@@ -349,14 +349,7 @@ class StreamRule {
 
 bool GatherCopiesBlocks(const Graph& g, const Node& n) {
   if (n.op_type != "Gather" || n.inputs.size() != 2 || GatherSliceIndex(g, n) >= 0) return false;
-  if (!IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return false;
-  const Shape& data = g.tensor(n.inputs[0]).dims;
-  int64_t block = 1;
-  for (size_t d = static_cast<size_t>(NormalizeAxis(n.GetInt("axis", 0), data.size())) + 1;
-       d < data.size(); ++d) {
-    block *= data[d];
-  }
-  return block >= kMinEvaluatedRun;
+  return IsFloatingPoint(g.tensor(n.outputs[0]).dtype) && GatherBlock(g, n) >= kMinEvaluatedRun;
 }
 
 LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
