@@ -4,11 +4,12 @@
 // once the call is admitted, so a call without a valid token costs an RPC thread for a moment and
 // the few kilobytes gRPC's flow control lets in, whatever it sends. An admitted request is priced
 // from its wire bytes and held against the parse budget (server/parse_budget.h) before it is
-// parsed, for as long as the call runs. Then it honours
-// the deadline, validates what it must look at itself, calls the TunerApi, turns the Status into a
-// grpc::Status (server/grpc_status.h) and writes one log line (server/request_log.h): request id,
-// method, peer, principal, graph hash and target when there are any, status and duration. No
-// field of the request is logged or looked at before the call is authenticated.
+// parsed, for as long as the call runs. Then it honours the deadline, validates what it must look
+// at itself, calls the TunerApi, turns the Status into a grpc::Status (server/grpc_status.h) and
+// writes one log line (server/request_log.h): request id, method, peer, principal, graph hash and
+// target when there are any, status and duration. No field of the request is logged or looked at
+// before the call is authenticated. The method indices given to gRPC follow the order of service
+// FusionTuner in proto/tuner.proto; every method's test fails if they do not.
 //
 // Tune is not run on the RPC thread: the graph is checked against the limits (FromProto) and
 // hashed canonically here, and the job goes to the TuneJobQueue under the key (graph hash, target,
