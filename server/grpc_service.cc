@@ -90,13 +90,14 @@ std::string TuneJobKey(const std::string& graph_hash, const v1::TuneRequest& req
 GrpcTunerService::GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const AccessTokens* tokens,
                                    const ValidationLimits& limits,
                                    std::vector<std::string> private_strings,
-                                   int64_t parse_budget_bytes)
+                                   int64_t parse_budget_bytes, int64_t max_message_bytes)
     : tuner_(tuner),
       jobs_(jobs),
       tokens_(tokens),
       limits_(limits),
       log_policy_(std::make_unique<RequestLogPolicy>()),
-      parse_budget_(parse_budget_bytes) {
+      parse_budget_(parse_budget_bytes),
+      max_message_bytes_(max_message_bytes) {
   log_policy_->private_strings = std::move(private_strings);
   // The indices are the methods' order in proto/tuner.proto's service FusionTuner.
   using Stream = grpc::ServerReaderWriter<v1::TuneEvent, grpc::ByteBuffer>;
@@ -106,7 +107,8 @@ GrpcTunerService::GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const Ac
           [](GrpcTunerService* self, grpc::ServerContext* ctx, Stream* stream) {
             v1::TuneRequest request;
             grpc::Status refused;
-            auto hold = self->ReadAdmitted(ctx, "Tune", kRoleTune, stream, &request, &refused);
+            auto hold = self->ReadAdmitted(ctx, "Tune", kRoleTune, self->max_message_bytes_, stream,
+                                           &request, &refused);
             return hold.ok() ? self->ServeTune(ctx, request, stream) : refused;
           },
           this));
@@ -139,7 +141,8 @@ void GrpcTunerService::ServeUnaryAfterAdmission(
                                          Stream* stream) {
                    Request request;
                    grpc::Status refused;
-                   auto hold = self->ReadAdmitted(ctx, method, needed, stream, &request, &refused);
+                   auto hold =
+                       self->ReadAdmitted(ctx, method, needed, 0, stream, &request, &refused);
                    if (!hold.ok()) return refused;
                    Response response;
                    grpc::Status s = (self->*serve)(ctx, &request, &response);
@@ -149,17 +152,21 @@ void GrpcTunerService::ServeUnaryAfterAdmission(
                  this));
 }
 
-// Admits the call from its metadata alone, then reads its request message, prices it and holds
+// Admits the call from its metadata alone, then reads its request message (holding `read_bytes`
+// of the parse budget meanwhile: the Tune, whose requests are the large ones), prices it and holds
 // the price against the parse budget, then parses it. On a refusal, logs it (RequestLog) and sets
 // `refused` to what the client is told.
 template <typename Request>
 StatusOr<ParseBudget::Hold> GrpcTunerService::ReadAdmitted(
-    grpc::ServerContext* ctx, const char* method, Role needed,
+    grpc::ServerContext* ctx, const char* method, Role needed, int64_t read_bytes,
     grpc::internal::ReaderInterface<grpc::ByteBuffer>* in, Request* request,
     grpc::Status* refused) {
   RequestLog log(ctx, method, next_request_id_++, log_policy_.get());
   auto read = [&]() -> StatusOr<ParseBudget::Hold> {
     FUSOR_RETURN_IF_ERROR(Admit(ctx, needed, &log));
+    FUSOR_ASSIGN_OR_RETURN(
+        ParseBudget::Hold reading,
+        parse_budget_.Reserve(read_bytes, "reading a " + std::string(method) + " request"));
     grpc::ByteBuffer wire;
     if (!in->Read(&wire)) {
       return Status::InvalidArgument(std::string(method) +
@@ -167,7 +174,8 @@ StatusOr<ParseBudget::Hold> GrpcTunerService::ReadAdmitted(
     }
     grpc::ProtoBufferReader priced(&wire);
     FUSOR_ASSIGN_OR_RETURN(int64_t bytes, EstimateParsedBytes(*Request::descriptor(), &priced));
-    FUSOR_ASSIGN_OR_RETURN(ParseBudget::Hold hold, parse_budget_.Reserve(bytes));
+    FUSOR_ASSIGN_OR_RETURN(ParseBudget::Hold hold,
+                           parse_budget_.Reserve(bytes, "the request, parsed,"));
     grpc::ProtoBufferReader parsed(&wire);
     if (!request->ParseFromZeroCopyStream(&parsed)) {
       return Status::InvalidArgument("the request is not a well-formed " +

@@ -40,10 +40,13 @@ struct RequestLogPolicy;
 class GrpcTunerService final : public v1::FusionTuner::Service {
  public:
   // `private_strings` (the database path, ...) never appear in messages sent to clients.
-  // `parse_budget_bytes`: what the parsed requests of all calls may hold at once.
+  // `parse_budget_bytes`: what the parsed requests of all calls may hold at once; a Tune holds
+  // `max_message_bytes` of it while its request is read, so at most budget / max_message_bytes
+  // Tune requests are read at once.
   GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const AccessTokens* tokens,
                    const ValidationLimits& limits, std::vector<std::string> private_strings = {},
-                   int64_t parse_budget_bytes = kDefaultParseBudgetBytes);
+                   int64_t parse_budget_bytes = kDefaultParseBudgetBytes,
+                   int64_t max_message_bytes = int64_t{8} << 20);
   static constexpr int64_t kDefaultParseBudgetBytes = int64_t{256} << 20;
   ~GrpcTunerService() override;
 
@@ -79,7 +82,7 @@ class GrpcTunerService final : public v1::FusionTuner::Service {
                                                                         const Request*, Response*));
   template <typename Request>
   StatusOr<ParseBudget::Hold> ReadAdmitted(grpc::ServerContext* ctx, const char* method,
-                                           Role needed,
+                                           Role needed, int64_t read_bytes,
                                            grpc::internal::ReaderInterface<grpc::ByteBuffer>* in,
                                            Request* request, grpc::Status* refused);
   Status Admit(grpc::ServerContext* ctx, Role needed, RequestLog* log) const;
@@ -99,6 +102,7 @@ class GrpcTunerService final : public v1::FusionTuner::Service {
   const ValidationLimits limits_;
   const std::unique_ptr<RequestLogPolicy> log_policy_;
   ParseBudget parse_budget_;
+  const int64_t max_message_bytes_;
   std::atomic<uint64_t> next_request_id_{1};
 };
 

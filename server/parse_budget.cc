@@ -90,6 +90,11 @@ class CostScan {
   std::unordered_map<const pb::Descriptor*, int64_t> object_bytes_;
 };
 
+std::string SizeText(int64_t bytes) {
+  if (bytes >= (1 << 20)) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string((bytes + 1023) >> 10) + " KiB";
+}
+
 }  // namespace
 
 StatusOr<int64_t> EstimateParsedBytes(const pb::Descriptor& type,
@@ -119,14 +124,14 @@ ParseBudget::Hold::~Hold() {
   if (budget_ != nullptr) budget_->Release(bytes_);
 }
 
-StatusOr<ParseBudget::Hold> ParseBudget::Reserve(int64_t bytes) {
+StatusOr<ParseBudget::Hold> ParseBudget::Reserve(int64_t bytes, std::string_view what) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes > capacity_ - held_) {
-    return Status::ResourceExhausted(
-        "the request would take ~" + std::to_string(bytes >> 20) + " MiB once parsed; " +
-        std::to_string((capacity_ - held_) >> 20) + " MiB of fusord's parse budget of " +
-        std::to_string(capacity_ >> 20) +
-        " MiB is free (send a smaller graph, or retry when other calls have finished)");
+    return Status::ResourceExhausted(std::string(what) + " needs ~" + SizeText(bytes) +
+                                     " of fusord's parse budget of " + SizeText(capacity_) +
+                                     ", of which " + SizeText(capacity_ - held_) +
+                                     " is free (send a smaller graph, or retry when other calls "
+                                     "have finished)");
   }
   held_ += bytes;
   return Hold(this, bytes);

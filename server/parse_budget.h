@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -45,8 +46,9 @@ class ParseBudget {
     int64_t bytes_ = 0;
   };
 
-  // ResourceExhausted naming the figures when `bytes` does not fit in what is free now.
-  StatusOr<Hold> Reserve(int64_t bytes);
+  // ResourceExhausted naming `what` ("the request, parsed,") and the figures when `bytes` does
+  // not fit in what is free now.
+  StatusOr<Hold> Reserve(int64_t bytes, std::string_view what);
   int64_t held() const;
 
  private:

@@ -124,9 +124,10 @@ Status CheckTunerServerOptions(const TunerServerOptions& o) {
     return Status::InvalidArgument("max_memory_bytes must be at least 4 times max_message_bytes (" +
                                    std::to_string(4 * int64_t{o.max_message_bytes}) + ")");
   }
-  if (o.max_parse_bytes < o.max_message_bytes) {
-    return Status::InvalidArgument("max_parse_bytes must be at least max_message_bytes (" +
-                                   std::to_string(o.max_message_bytes) + ")");
+  // A Tune holds max_message_bytes while its request is read and its parsed price on top.
+  if (o.max_parse_bytes < 2 * int64_t{o.max_message_bytes}) {
+    return Status::InvalidArgument("max_parse_bytes must be at least twice max_message_bytes (" +
+                                   std::to_string(2 * int64_t{o.max_message_bytes}) + ")");
   }
   if (!o.unix_socket_group.empty()) {
     if (!IsUnixSocket(o.listen)) {
@@ -176,7 +177,7 @@ Status TunerServer::State::Build(TunerApi* tuner) {
                                  options.max_jobs_per_principal, options.max_joiners_per_job});
   service = std::make_unique<GrpcTunerService>(tuner, jobs.get(), tokens ? &*tokens : nullptr,
                                                options.limits, options.private_strings,
-                                               options.max_parse_bytes);
+                                               options.max_parse_bytes, options.max_message_bytes);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   grpc::ResourceQuota quota("fusord");

@@ -1,5 +1,6 @@
 // The gRPC layer (GrpcTunerService, TuneJobQueue, TunerServer) against a FakeTuner: the auth
 // matrix, limits, queue, de-duplication, cancellation, shutdown, and bad bytes on the wire.
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
 
 #include <grp.h>
@@ -10,6 +11,7 @@
 
 #include "base/net_address.h"
 #include "server/grpc_service.h"
+#include "server/parse_budget.h"
 #include "tests/server/test_graphs.h"
 #include "tests/server/test_server.h"
 #include "tests/server/wire.h"
@@ -269,6 +271,36 @@ TEST(Limits, OversizedMessageIsResourceExhausted) {
   EXPECT_EQ(RunTune(t.stub.get(), big, kTuneToken).error_code(), StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(RunTune(t.stub.get(), TuneRequestFor(ChainGraph(2)), kTuneToken).error_code(),
             StatusCode::OK);
+}
+
+int64_t ParsedPrice(const v1::TuneRequest& request) {
+  const std::string wire = request.SerializeAsString();
+  google::protobuf::io::ArrayInputStream in(wire.data(), static_cast<int>(wire.size()));
+  return EstimateParsedBytes(*v1::TuneRequest::descriptor(), &in).value();
+}
+
+// A Tune holds max_message_bytes of the parse budget while its request is read, so the budget
+// bounds the requests being read at once as well as those parsed.
+TEST(Limits, ATuneHoldsMaxMessageBytesOfTheParseBudgetWhileItsRequestIsRead) {
+  constexpr int64_t kMessage = 64 << 10;
+  TestServer t(true, [&](TunerServerOptions* o) {
+    o->max_message_bytes = kMessage;
+    o->max_parse_bytes = 2 * kMessage;
+  });
+  // The smallest chain whose parsed price exceeds what the read leaves free.
+  v1::TuneRequest request;
+  for (int nodes = 2; ParsedPrice(request) <= kMessage; ++nodes) {
+    request = TuneRequestFor(ChainGraph(nodes, 16, "c"));
+  }
+  ASSERT_LT(static_cast<int64_t>(request.ByteSizeLong()), kMessage);
+  ASSERT_LE(ParsedPrice(request), 2 * kMessage) << "fits the budget alone";
+  grpc::Status s = RunTune(t.stub.get(), request, kTuneToken);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("the request, parsed, needs"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(RunTune(t.stub.get(), TuneRequestFor(ChainGraph(2)), kTuneToken).error_code(),
+            StatusCode::OK);
+  EXPECT_EQ(t.tuner.tune_calls.load(), 1);
 }
 
 TEST(Limits, ExpiredDeadlineIsNotRun) {

@@ -50,15 +50,15 @@ TEST(EstimateParsedBytes, RefusesMalformedBytes) {
 
 TEST(ParseBudget, RefusesWhatDoesNotFitAndTakesBackWhatHoldsReturn) {
   ParseBudget budget(100 << 20);
-  auto first = budget.Reserve(60 << 20);
+  auto first = budget.Reserve(60 << 20, "the request, parsed,");
   ASSERT_TRUE(first.ok());
-  auto second = budget.Reserve(60 << 20);
+  auto second = budget.Reserve(60 << 20, "the request, parsed,");
   EXPECT_EQ(second.status().code(), Status::Code::kResourceExhausted);
   EXPECT_NE(second.status().message().find("parse budget of 100 MiB"), std::string::npos)
       << second.status().message();
   { ParseBudget::Hold released = std::move(first).value(); }
   EXPECT_EQ(budget.held(), 0);
-  EXPECT_TRUE(budget.Reserve(60 << 20).ok());
+  EXPECT_TRUE(budget.Reserve(60 << 20, "the request, parsed,").ok());
   EXPECT_EQ(budget.held(), 0) << "the hold was a temporary";
 }
 
