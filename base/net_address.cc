@@ -1,5 +1,7 @@
 #include "base/net_address.h"
 
+#include <arpa/inet.h>
+
 namespace fusor {
 
 std::string HostOfAddress(const std::string& address) {
@@ -12,10 +14,16 @@ std::string HostOfAddress(const std::string& address) {
   return host;
 }
 
+// A literal, parsed as one: a host name such as "127.example.com" resolves wherever its owner
+// points it, so only an address that is loopback by its digits counts.
 bool IsLoopbackAddress(const std::string& address) {
   if (address.rfind("unix:", 0) == 0) return true;
-  std::string host = HostOfAddress(address);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  const std::string host = HostOfAddress(address);
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 }  // namespace fusor

@@ -10,7 +10,9 @@ namespace fusor {
 // The host part of "host:port", "[v6]:port" (brackets removed) or "unix:PATH" (unchanged).
 std::string HostOfAddress(const std::string& address);
 
-// True for localhost, 127.0.0.0/8, ::1 and unix sockets: addresses no other machine can reach.
+// True for `localhost`, an IPv4 literal in 127.0.0.0/8 (dotted quad), the IPv6 literal ::1 and
+// unix sockets: addresses no other machine can reach. A host name is never loopback, even one
+// that starts with "127." (it resolves wherever DNS says).
 bool IsLoopbackAddress(const std::string& address);
 
 }  // namespace fusor

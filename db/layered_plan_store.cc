@@ -19,8 +19,11 @@ struct LayerCursor {
   bool exhausted = false;
 };
 
+// Reads the next page of every layer whose buffer ran empty; the corrupt rows they left out are
+// added to `corrupt`.
 Status FillCursors(const std::vector<std::unique_ptr<PlanStore>>& layers,
-                   std::vector<LayerCursor>& cursors, PlanQuery query) {
+                   std::vector<LayerCursor>& cursors, PlanQuery query,
+                   std::vector<std::string>* corrupt) {
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerCursor& cursor = cursors[i];
     if (!cursor.buffered.empty() || cursor.exhausted) continue;
@@ -30,6 +33,7 @@ Status FillCursors(const std::vector<std::unique_ptr<PlanStore>>& layers,
                            std::make_move_iterator(page.plans.end()));
     cursor.page_token = page.next_page_token;
     cursor.exhausted = page.next_page_token.empty();
+    corrupt->insert(corrupt->end(), page.corrupt_plans.begin(), page.corrupt_plans.end());
   }
   return Status::Ok();
 }
@@ -230,7 +234,7 @@ StatusOr<PlanPage> LayeredPlanStore::QueryPlans(const PlanQuery& query) {
   TargetCache targets;
   PlanPage page;
   while (page.plans.size() <= page_size) {
-    FUSOR_RETURN_IF_ERROR(FillCursors(layers_, cursors, layer_query));
+    FUSOR_RETURN_IF_ERROR(FillCursors(layers_, cursors, layer_query, &page.corrupt_plans));
     std::optional<size_t> layer = FirstListed(cursors);
     if (!layer) break;
     StoredPlan plan = std::move(cursors[*layer].buffered.front());

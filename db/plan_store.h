@@ -132,6 +132,9 @@ struct PlanQuery {
 struct PlanPage {
   std::vector<StoredPlan> plans;
   std::string next_page_token;  // "" when this page was the last.
+  // "GRAPH_HASH TARGET_ID" of rows on this page whose plan is corrupt (does not parse, or is 0
+  // bytes): left out of `plans` and logged, so one bad row never fails every page holding it.
+  std::vector<std::string> corrupt_plans;
 };
 
 // One row of the tuning history. Events: "stored", "replaced", "imported", "deleted", "expired",

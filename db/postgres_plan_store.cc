@@ -187,10 +187,22 @@ std::string PlanIsCurrent(std::string_view cmv) {
       cmv);
 }
 
+// Columns as tables.h's kSelectPlans: the plan, what judges it, then the row's key and creation
+// time.
 constexpr std::string_view kSelectPlans =
-    "SELECT p.plan, g.model_name, t.cost_model_version, t.calibrated_unix_ms "
+    "SELECT p.plan, g.model_name, t.cost_model_version, t.calibrated_unix_ms, p.graph_hash, "
+    "p.target_id, p.cost_model_version, p.search_options, p.created_unix_ms "
     "FROM plans p JOIN graphs g ON g.graph_hash = p.graph_hash "
     "JOIN targets t ON t.target_id = p.target_id";
+constexpr int kPlanGraphColumn = 4;
+
+// Where a row of kSelectPlans stands in listing order, from its own columns.
+ListingPosition RowPosition(const pqxx::row& row) {
+  return {
+      row[kPlanGraphColumn + 4].as<int64_t>(),
+      {row[kPlanGraphColumn].as<std::string>(), row[kPlanGraphColumn + 1].as<std::string>(),
+       row[kPlanGraphColumn + 2].as<std::string>(), row[kPlanGraphColumn + 3].as<std::string>()}};
+}
 
 // BetterPlan()'s order (plan_order.h) as an ORDER BY list over plans p.
 constexpr std::string_view kBestFirst =
@@ -252,7 +264,7 @@ bool IsConnectionState(const std::string& sqlstate) {
 
 StatusOr<StoredPlan> ReadStoredPlan(const pqxx::row& row, std::string_view current_cmv,
                                     const std::string& database) {
-  FUSOR_ASSIGN_OR_RETURN(v1::Plan plan, ParseStored<v1::Plan>(BytesOf(row[0]), "plan", database));
+  FUSOR_ASSIGN_OR_RETURN(v1::Plan plan, ParseStoredPlan(BytesOf(row[0]), database));
   return JudgedPlan(std::move(plan), row[1].as<std::string>(), row[2].as<std::string>(),
                     row[3].as<int64_t>(), current_cmv, database);
 }
@@ -500,7 +512,7 @@ StatusOr<std::optional<PlanRow>> FindPlanRow(pqxx::dbtransaction& txn, const Pla
   pqxx::result r = p.Exec(txn, sql);
   if (r.empty()) return std::optional<PlanRow>();
   PlanRow row{r[0][0].as<int64_t>(), {}};
-  FUSOR_ASSIGN_OR_RETURN(row.plan, ParseStored<v1::Plan>(BytesOf(r[0][1]), "plan", database));
+  FUSOR_ASSIGN_OR_RETURN(row.plan, ParseStoredPlan(BytesOf(r[0][1]), database));
   return std::optional<PlanRow>(std::move(row));
 }
 
@@ -1001,15 +1013,19 @@ StatusOr<PlanPage> PostgresPlanStore::QueryPlans(const PlanQuery& query) {
       p.Int(page_size + 1));
   PlanPage page;
   FUSOR_RETURN_IF_ERROR(Read("query plans", [&](pqxx::dbtransaction& txn) -> Status {
+    // A page covers page_size rows; a corrupt one is named instead of listed (AddListedPlan).
     page = PlanPage();
+    ListingPosition last;
+    int32_t rows = 0;
     for (const pqxx::row& row : p.Exec(txn, sql)) {
-      if (static_cast<int32_t>(page.plans.size()) == page_size) {
-        page.next_page_token = EncodePageToken(ListingPosition::Of(page.plans.back().plan));
+      if (rows++ == page_size) {
+        page.next_page_token = EncodePageToken(last);
         break;
       }
-      FUSOR_ASSIGN_OR_RETURN(StoredPlan plan,
-                             ReadStoredPlan(row, query.current_cost_model_version, name_));
-      page.plans.push_back(std::move(plan));
+      last = RowPosition(row);
+      FUSOR_RETURN_IF_ERROR(
+          AddListedPlan(ReadStoredPlan(row, query.current_cost_model_version, name_),
+                        last.key.graph_hash, last.key.target_id, name_, &page));
     }
     return Status::Ok();
   }));

@@ -548,17 +548,20 @@ StatusOr<PlanPage> SqlitePlanStore::QueryPlans(const PlanQuery& query) {
   FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
   FUSOR_ASSIGN_OR_RETURN(StatementLease row, c->Prepare(sql.sql()));
   FUSOR_RETURN_IF_ERROR(row->Bind(sql.values()));
+  // A page covers page_size rows; a corrupt one is named instead of listed (AddListedPlan).
   PlanPage page;
-  for (;;) {
+  ListingPosition last;
+  for (int32_t rows = 0;; ++rows) {
     FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
     if (!found) break;
-    if (static_cast<int32_t>(page.plans.size()) == page_size) {
-      page.next_page_token = EncodePageToken(ListingPosition::Of(page.plans.back().plan));
+    if (rows == page_size) {
+      page.next_page_token = EncodePageToken(last);
       break;
     }
-    FUSOR_ASSIGN_OR_RETURN(StoredPlan plan,
-                           tables::ReadStoredPlan(*row, query.current_cost_model_version, path_));
-    page.plans.push_back(std::move(plan));
+    last = tables::RowPosition(*row);
+    FUSOR_RETURN_IF_ERROR(
+        AddListedPlan(tables::ReadStoredPlan(*row, query.current_cost_model_version, path_),
+                      last.key.graph_hash, last.key.target_id, path_, &page));
   }
   return page;
 }

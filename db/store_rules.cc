@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
 
 #include "base/sha256.h"
 #include "db/staleness.h"
@@ -336,6 +337,28 @@ int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+StatusOr<v1::Plan> ParseStoredPlan(const std::string& bytes, const std::string& database) {
+  if (bytes.empty()) {
+    return Status::Corruption("database '" + database +
+                              "': a stored plan is 0 bytes (a plan always names its graph and "
+                              "target)");
+  }
+  return ParseStored<v1::Plan>(bytes, "plan", database);
+}
+
+Status AddListedPlan(StatusOr<StoredPlan> read, std::string_view graph_hash,
+                     std::string_view target_id, const std::string& database, PlanPage* page) {
+  if (read.ok()) {
+    page->plans.push_back(std::move(read).value());
+    return Status::Ok();
+  }
+  if (read.status().code() != Status::Code::kCorruption) return read.status();
+  spdlog::warn("database '{}': plan of graph {} on target '{}' left out of a listing: {}", database,
+               graph_hash, target_id, read.status().message());
+  page->corrupt_plans.push_back(std::string(graph_hash) + " " + std::string(target_id));
+  return Status::Ok();
 }
 
 }  // namespace fusor::db

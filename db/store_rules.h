@@ -70,6 +70,15 @@ StatusOr<Message> ParseStored(const std::string& bytes, std::string_view what,
   return message;
 }
 
+// A stored plan read back: Corruption also for 0 bytes, which parse as an empty plan but are
+// never what PutPlan wrote (a plan always names its graph and target).
+StatusOr<v1::Plan> ParseStoredPlan(const std::string& bytes, const std::string& database);
+
+// Adds a listed plan to `page`, or, when reading its row failed with Corruption, names the row
+// (`graph_hash`, `target_id`) in page->corrupt_plans and the log instead; other errors return.
+Status AddListedPlan(StatusOr<StoredPlan> read, std::string_view graph_hash,
+                     std::string_view target_id, const std::string& database, PlanPage* page);
+
 // A plan read back with its model name, judged against its target's cost-model version and
 // calibration time as stored beside it.
 StoredPlan JudgedPlan(v1::Plan plan, std::string model_name, std::string target_cost_model_version,

@@ -33,8 +33,14 @@ StatusOr<Message> ParseColumn(const Statement& row, int column, std::string_view
 
 StatusOr<StoredPlan> ReadStoredPlan(const Statement& row, std::string_view current_cmv,
                                     const std::string& database) {
-  FUSOR_ASSIGN_OR_RETURN(v1::Plan plan, ParseColumn<v1::Plan>(row, 0, "plan", database));
+  FUSOR_ASSIGN_OR_RETURN(v1::Plan plan, ParseStoredPlan(row.Bytes(0), database));
   return JudgedPlan(std::move(plan), row.Text(1), row.Text(2), row.Int(3), current_cmv, database);
+}
+
+ListingPosition RowPosition(const Statement& row) {
+  return {row.Int(kPlanGraphColumn + 4),
+          {row.Text(kPlanGraphColumn), row.Text(kPlanGraphColumn + 1),
+           row.Text(kPlanGraphColumn + 2), row.Text(kPlanGraphColumn + 3)}};
 }
 
 // Targets ----------------------------------------------------------------------------------------
@@ -116,7 +122,7 @@ StatusOr<std::optional<PlanRow>> FindPlanRow(SqliteConnection& c, const PlanKey&
   FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
   if (!found) return std::optional<PlanRow>();
   PlanRow plan_row{row->Int(0), {}};
-  FUSOR_ASSIGN_OR_RETURN(plan_row.plan, ParseColumn<v1::Plan>(*row, 1, "plan", c.path()));
+  FUSOR_ASSIGN_OR_RETURN(plan_row.plan, ParseStoredPlan(row->Bytes(1), c.path()));
   return std::optional<PlanRow>(std::move(plan_row));
 }
 

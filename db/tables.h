@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "db/plan_order.h"
 #include "db/plan_store.h"
 #include "db/sqlite_connection.h"
 
@@ -23,11 +24,18 @@ inline constexpr std::string_view kPlanIsCurrent =
     "p.created_unix_ms >= t.calibrated_unix_ms)";
 
 // The start of every plan read: the columns ReadStoredPlan expects, from plans p, graphs g and
-// targets t.
+// targets t, then the row's key and creation time (from kPlanGraphColumn on), which place and
+// name a row whose plan is corrupt.
 inline constexpr std::string_view kSelectPlans =
-    "SELECT p.plan, g.model_name, t.cost_model_version, t.calibrated_unix_ms "
+    "SELECT p.plan, g.model_name, t.cost_model_version, t.calibrated_unix_ms, p.graph_hash, "
+    "p.target_id, p.cost_model_version, p.search_options, p.created_unix_ms "
     "FROM plans p JOIN graphs g ON g.graph_hash = p.graph_hash "
     "JOIN targets t ON t.target_id = p.target_id";
+
+inline constexpr int kPlanGraphColumn = 4;
+
+// Where a row of kSelectPlans stands in listing order, from its own columns.
+ListingPosition RowPosition(const Statement& row);
 
 // The order BetterPlan() defines, as an ORDER BY list over plans p.
 inline constexpr std::string_view kBestFirst =

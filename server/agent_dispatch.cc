@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "base/untrusted_text.h"
 #include "graph/graph_proto.h"
 #include "search/autotune.h"
 #include "search/plan_search.h"
@@ -20,6 +21,8 @@ namespace {
 // (a lease attempt is a write transaction, so idle agents poll less often).
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kLeasePollInterval = std::chrono::milliseconds(200);
+// An agent's error text kept (escaped) in logs, the database and Tune results; a reason fits.
+constexpr size_t kMaxAgentErrorBytes = 512;
 
 bool Cancelled(const std::atomic<bool>* cancelled) {
   return cancelled != nullptr && cancelled->load();
@@ -124,15 +127,19 @@ StatusOr<v1::RenewMeasurementLeaseResponse> AgentDispatch::Renew(
   return response;
 }
 
+// The agent's error text is escaped and capped before anything else sees it: it is logged here,
+// stored with the job and shown in the Tune result of whoever asked for the tuning.
 StatusOr<v1::ReportMeasurementResponse> AgentDispatch::Report(
     const v1::ReportMeasurementRequest& request) {
   FUSOR_RETURN_IF_ERROR(store_->TouchAgent(request.agent_id()).status());
   FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow job, store_->GetJob(request.job_id()));
-  FUSOR_RETURN_IF_ERROR(CheckResult(request.result(), job.job));
+  v1::MeasurementResult result = request.result();
+  result.set_error(EscapedText(result.error(), kMaxAgentErrorBytes));
+  FUSOR_RETURN_IF_ERROR(CheckResult(result, job.job));
   FUSOR_RETURN_IF_ERROR(
-      store_->FinishJob({request.job_id(), request.agent_id(), request.lease()}, request.result()));
+      store_->FinishJob({request.job_id(), request.agent_id(), request.lease()}, result));
   spdlog::info("agent: job {} reported by {}{}", request.job_id(), request.agent_id(),
-               request.result().error().empty() ? "" : ": " + request.result().error());
+               result.error().empty() ? "" : ": " + result.error());
   return v1::ReportMeasurementResponse();
 }
 

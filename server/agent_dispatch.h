@@ -59,6 +59,8 @@ class AgentDispatch {
                                                   const std::atomic<bool>* cancelled);
   StatusOr<v1::RenewMeasurementLeaseResponse> Renew(
       const v1::RenewMeasurementLeaseRequest& request);
+  // The error text an agent reports is escaped and capped (base/untrusted_text.h) before it is
+  // logged, stored or shown in a Tune result.
   StatusOr<v1::ReportMeasurementResponse> Report(const v1::ReportMeasurementRequest& request);
 
   // Live agents of the target.

@@ -68,6 +68,10 @@ const std::vector<Setting>& Settings() {
                  [](C* c) { return &c->server.max_message_bytes; }),
       Field<int64_t>("max_memory_bytes", "--max-memory-bytes",
                      [](C* c) { return &c->server.max_memory_bytes; }),
+      Field<int64_t>("max_parse_bytes", "--max-parse-bytes",
+                     [](C* c) { return &c->server.max_parse_bytes; }),
+      Field<std::string>("unix_socket_group", "--unix-socket-group",
+                         [](C* c) { return &c->server.unix_socket_group; }),
       Field<int>("max_concurrent_streams", "--max-concurrent-streams",
                  [](C* c) { return &c->server.max_concurrent_streams; }),
       Field<int>("max_connection_idle_s", "--max-connection-idle",
@@ -191,6 +195,10 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
   app->add_option("--max-message-bytes", c->server.max_message_bytes, "Largest request");
   app->add_option("--max-memory-bytes", c->server.max_memory_bytes,
                   "Memory gRPC may use for all calls together");
+  app->add_option("--max-parse-bytes", c->server.max_parse_bytes,
+                  "Memory the parsed requests of all calls may hold together");
+  app->add_option("--unix-socket-group", c->server.unix_socket_group,
+                  "With --listen unix:PATH: the socket's group, which may connect (mode 0660)");
   app->add_option("--max-concurrent-streams", c->server.max_concurrent_streams,
                   "Calls at once on one connection");
   app->add_option("--max-connection-idle", c->server.max_connection_idle_s,

@@ -11,6 +11,10 @@
 //   max_rpc_threads [--max-rpc-threads]  threads serving RPCs; default 256
 //   max_message_bytes [--max-message-bytes]  largest request; default 8388608 (8 MiB)
 //   max_memory_bytes [--max-memory-bytes]    gRPC's memory for all calls; default 536870912
+//   max_parse_bytes [--max-parse-bytes]      what the parsed requests of all calls may hold
+//                                        (server/parse_budget.h); default 268435456
+//   unix_socket_group [--unix-socket-group]  with listen unix:PATH, the group that may connect
+//                                        (socket mode 0660; without it 0600, owner only)
 //   max_concurrent_streams [--max-concurrent-streams]  calls per connection; default 32
 //   max_connection_idle_s [--max-connection-idle]      default 600
 //   max_connection_age_s [--max-connection-age]        default 3600, then GOAWAY...

@@ -1,5 +1,7 @@
 #include "server/grpc_service.h"
 
+#include <grpcpp/support/method_handler.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -87,16 +89,104 @@ std::string TuneJobKey(const std::string& graph_hash, const v1::TuneRequest& req
 
 GrpcTunerService::GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const AccessTokens* tokens,
                                    const ValidationLimits& limits,
-                                   std::vector<std::string> private_strings)
+                                   std::vector<std::string> private_strings,
+                                   int64_t parse_budget_bytes, int64_t max_message_bytes)
     : tuner_(tuner),
       jobs_(jobs),
       tokens_(tokens),
       limits_(limits),
-      log_policy_(std::make_unique<RequestLogPolicy>()) {
+      log_policy_(std::make_unique<RequestLogPolicy>()),
+      parse_budget_(parse_budget_bytes),
+      max_message_bytes_(max_message_bytes) {
   log_policy_->private_strings = std::move(private_strings);
+  // The indices are the methods' order in proto/tuner.proto's service FusionTuner.
+  using Stream = grpc::ServerReaderWriter<v1::TuneEvent, grpc::ByteBuffer>;
+  MarkMethodStreamed(
+      0,
+      new grpc::internal::BidiStreamingHandler<GrpcTunerService, grpc::ByteBuffer, v1::TuneEvent>(
+          [](GrpcTunerService* self, grpc::ServerContext* ctx, Stream* stream) {
+            v1::TuneRequest request;
+            grpc::Status refused;
+            auto hold = self->ReadAdmitted(ctx, "Tune", kRoleTune, self->max_message_bytes_, stream,
+                                           &request, &refused);
+            return hold.ok() ? self->ServeTune(ctx, request, stream) : refused;
+          },
+          this));
+  ServeUnaryAfterAdmission(1, "GetPlan", kRoleRead, &GrpcTunerService::GetPlan);
+  ServeUnaryAfterAdmission(2, "QueryPlans", kRoleRead, &GrpcTunerService::QueryPlans);
+  ServeUnaryAfterAdmission(3, "RegisterTarget", kRoleAdmin, &GrpcTunerService::RegisterTarget);
+  ServeUnaryAfterAdmission(4, "ListTargets", kRoleRead, &GrpcTunerService::ListTargets);
+  ServeUnaryAfterAdmission(5, "Calibrate", kRoleAdmin, &GrpcTunerService::Calibrate);
+  ServeUnaryAfterAdmission(6, "RegisterAgent", kRoleAgent, &GrpcTunerService::RegisterAgent);
+  ServeUnaryAfterAdmission(7, "LeaseMeasurementJob", kRoleAgent,
+                           &GrpcTunerService::LeaseMeasurementJob);
+  ServeUnaryAfterAdmission(8, "RenewMeasurementLease", kRoleAgent,
+                           &GrpcTunerService::RenewMeasurementLease);
+  ServeUnaryAfterAdmission(9, "ReportMeasurement", kRoleAgent,
+                           &GrpcTunerService::ReportMeasurement);
 }
 
 GrpcTunerService::~GrpcTunerService() = default;
+
+// Serves method `index` as a stream of one request and one response, so that the request is read
+// after admission rather than by gRPC before the handler runs; `serve` is the method's handler.
+template <typename Request, typename Response>
+void GrpcTunerService::ServeUnaryAfterAdmission(
+    int index, const char* method, Role needed,
+    grpc::Status (GrpcTunerService::*serve)(grpc::ServerContext*, const Request*, Response*)) {
+  using Stream = grpc::ServerReaderWriter<Response, grpc::ByteBuffer>;
+  MarkMethodStreamed(
+      index, new grpc::internal::BidiStreamingHandler<GrpcTunerService, grpc::ByteBuffer, Response>(
+                 [method, needed, serve](GrpcTunerService* self, grpc::ServerContext* ctx,
+                                         Stream* stream) {
+                   Request request;
+                   grpc::Status refused;
+                   auto hold =
+                       self->ReadAdmitted(ctx, method, needed, 0, stream, &request, &refused);
+                   if (!hold.ok()) return refused;
+                   Response response;
+                   grpc::Status s = (self->*serve)(ctx, &request, &response);
+                   if (s.ok()) stream->Write(response);
+                   return s;
+                 },
+                 this));
+}
+
+// Admits the call from its metadata alone, then reads its request message (holding `read_bytes`
+// of the parse budget meanwhile: the Tune, whose requests are the large ones), prices it and holds
+// the price against the parse budget, then parses it. On a refusal, logs it (RequestLog) and sets
+// `refused` to what the client is told.
+template <typename Request>
+StatusOr<ParseBudget::Hold> GrpcTunerService::ReadAdmitted(
+    grpc::ServerContext* ctx, const char* method, Role needed, int64_t read_bytes,
+    grpc::internal::ReaderInterface<grpc::ByteBuffer>* in, Request* request,
+    grpc::Status* refused) {
+  RequestLog log(ctx, method, next_request_id_++, log_policy_.get());
+  auto read = [&]() -> StatusOr<ParseBudget::Hold> {
+    FUSOR_RETURN_IF_ERROR(Admit(ctx, needed, &log));
+    FUSOR_ASSIGN_OR_RETURN(
+        ParseBudget::Hold reading,
+        parse_budget_.Reserve(read_bytes, "reading a " + std::string(method) + " request"));
+    grpc::ByteBuffer wire;
+    if (!in->Read(&wire)) {
+      return Status::InvalidArgument(std::string(method) +
+                                     " takes one request message; the call ended without one");
+    }
+    grpc::ProtoBufferReader priced(&wire);
+    FUSOR_ASSIGN_OR_RETURN(int64_t bytes, EstimateParsedBytes(*Request::descriptor(), &priced));
+    FUSOR_ASSIGN_OR_RETURN(ParseBudget::Hold hold,
+                           parse_budget_.Reserve(bytes, "the request, parsed,"));
+    grpc::ProtoBufferReader parsed(&wire);
+    if (!request->ParseFromZeroCopyStream(&parsed)) {
+      return Status::InvalidArgument("the request is not a well-formed " +
+                                     Request::descriptor()->full_name() + " message");
+    }
+    return hold;
+  };
+  StatusOr<ParseBudget::Hold> hold = read();
+  if (!hold.ok()) *refused = log.Finish(hold.status());
+  return hold;
+}
 
 Status GrpcTunerService::Admit(grpc::ServerContext* ctx, Role needed, RequestLog* log) const {
   if (DeadlinePassed(ctx)) return Status::DeadlineExceeded("the call's deadline had passed");
@@ -228,12 +318,17 @@ grpc::Status GrpcTunerService::ReportMeasurement(grpc::ServerContext* ctx,
 
 grpc::Status GrpcTunerService::Tune(grpc::ServerContext* ctx, const v1::TuneRequest* request,
                                     grpc::ServerWriter<v1::TuneEvent>* writer) {
+  return ServeTune(ctx, *request, writer);
+}
+
+grpc::Status GrpcTunerService::ServeTune(grpc::ServerContext* ctx, const v1::TuneRequest& request,
+                                         EventWriter* writer) {
   RequestLog log(ctx, "Tune", next_request_id_++, log_policy_.get());
-  return log.Finish(SubmitTune(ctx, *request, writer, &log));
+  return log.Finish(SubmitTune(ctx, request, writer, &log));
 }
 
 Status GrpcTunerService::SubmitTune(grpc::ServerContext* ctx, const v1::TuneRequest& request,
-                                    grpc::ServerWriter<v1::TuneEvent>* writer, RequestLog* log) {
+                                    EventWriter* writer, RequestLog* log) {
   FUSOR_RETURN_IF_ERROR(Admit(ctx, kRoleTune, log));
   log->set_target(request.target_id());
   FUSOR_ASSIGN_OR_RETURN(std::string hash, CheckedGraphHash(request.graph(), limits_));
@@ -247,7 +342,7 @@ Status GrpcTunerService::SubmitTune(grpc::ServerContext* ctx, const v1::TuneRequ
 // Polls for cancellation between events: the synchronous API has no cancellation callback, and
 // 50 ms is well inside what a person or a deadline notices.
 Status GrpcTunerService::ForwardEvents(grpc::ServerContext* ctx, TuneSubscription* job,
-                                       grpc::ServerWriter<v1::TuneEvent>* writer) {
+                                       EventWriter* writer) {
   v1::TuneEvent event;
   Status status;
   while (!ctx->IsCancelled() && !DeadlinePassed(ctx)) {

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <cctype>
-#include <cstdio>
 
 #include "server/grpc_status.h"
 #include "server/json_log.h"
@@ -11,31 +10,6 @@
 
 namespace fusor {
 namespace {
-
-bool Plain(unsigned char c) {
-  return c > 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '=' && c != '\'';
-}
-
-bool PlainInQuotes(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
-
-std::string Escaped(std::string_view text, size_t max_bytes, bool (*plain)(unsigned char)) {
-  std::string_view kept = text.substr(0, max_bytes);
-  std::string out;
-  out.reserve(kept.size());
-  for (unsigned char c : kept) {
-    if (plain(c)) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (text.size() > kept.size()) {
-    out += "...(+" + std::to_string(text.size() - kept.size()) + "B)";
-  }
-  return out;
-}
 
 bool IsServerFault(Status::Code code) {
   return code == Status::Code::kInternal || code == Status::Code::kIOError ||
@@ -70,14 +44,6 @@ bool IsRefusal(const Status& s) {
 }
 
 }  // namespace
-
-std::string LogField(std::string_view text, size_t max_bytes) {
-  return text.empty() ? "-" : Escaped(text, max_bytes, Plain);
-}
-
-std::string LogQuoted(std::string_view text, size_t max_bytes) {
-  return "\"" + Escaped(text, max_bytes, PlainInQuotes) + "\"";
-}
 
 grpc::Status ClientStatus(const Status& s, uint64_t request_id,
                           const std::vector<std::string>& private_strings) {

@@ -3,11 +3,11 @@
 //
 // Nothing a caller sent is logged before the call is authenticated: RequestLog keeps request
 // fields only once Admit has passed (set_graph / set_target are called after it), and every field
-// that came from the request or from an error message about it goes through LogField, which
-// escapes it and caps its length, so a request can neither forge a line nor grow the log by more
-// than a bounded amount. Calls refused before authentication (no token, a wrong token, a missing
-// role) are logged through a RefusalLogLimiter: at most a few lines a second, with a count of the
-// refusals left out.
+// that came from the request or from an error message about it goes through LogField or
+// LogQuoted (base/untrusted_text.h), which escape it and cap its length, so a request can neither
+// forge a line nor grow the log by more than a bounded amount. Calls refused before authentication
+// (no token, a wrong token, a missing role) are logged through a RefusalLogLimiter: at most a few
+// lines a second, with a count of the refusals left out.
 //
 // What the client is told is not always what is logged: a fault of the server's own (Internal,
 // IOError, Corruption) reaches the client as a short message naming the request id to look up in
@@ -29,13 +29,9 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/untrusted_text.h"
 
 namespace fusor {
-
-// `text` as one token of a log line: bytes other than printable ASCII, and space, quote,
-// backslash and '=', become \xNN; more than `max_bytes` of input keeps the first `max_bytes` and
-// says how many bytes were left out. "-" for an empty string.
-std::string LogField(std::string_view text, size_t max_bytes = 128);
 
 // Lets through at most `per_second` refusal lines in each second; Admit returns how many were
 // held back since the last line let through (to print with it), or -1 to hold this one back.
@@ -52,10 +48,6 @@ class RefusalLogLimiter {
   int in_window_ = 0;
   int64_t held_back_ = 0;
 };
-
-// `text` in double quotes, for free text such as an error message: spaces kept; quotes,
-// backslashes and bytes other than printable ASCII escaped; capped as LogField.
-std::string LogQuoted(std::string_view text, size_t max_bytes = 1024);
 
 // What every RequestLog of one service shares.
 struct RequestLogPolicy {

@@ -1,9 +1,11 @@
 #include "server/tuner_server.h"
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
+
+#include <grp.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <mutex>
@@ -14,6 +16,7 @@
 #include "base/net_address.h"
 #include "server/access_tokens.h"
 #include "server/grpc_service.h"
+#include "server/reflection_service.h"
 #include "server/service_metrics.h"
 #include "server/tune_jobs.h"
 
@@ -65,6 +68,45 @@ Status CheckExposure(const TunerServerOptions& o) {
   return Status::Ok();
 }
 
+bool IsUnixSocket(const std::string& listen) { return listen.rfind("unix:", 0) == 0; }
+
+StatusOr<gid_t> SocketGroup(const std::string& name) {
+  struct group* g = getgrnam(name.c_str());
+  if (g == nullptr) {
+    return Status::InvalidArgument("unix_socket_group '" + name +
+                                   "' is not a group of this machine (see getent group)");
+  }
+  return g->gr_gid;
+}
+
+// Gives the socket its group and mode: 0660 with a group, else 0600. Called after the bind,
+// which created it 0600 (under umask 0177), so it was never open to more than its owner.
+Status SetSocketAccess(const std::string& path, const std::string& group) {
+  mode_t mode = S_IRUSR | S_IWUSR;
+  if (!group.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(gid_t gid, SocketGroup(group));
+    if (chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+      return Status::IOError("cannot give unix socket '" + path + "' group '" + group +
+                             "' (fusord's user must belong to it)");
+    }
+    mode |= S_IRGRP | S_IWGRP;
+  }
+  if (chmod(path.c_str(), mode) != 0) {
+    return Status::IOError("cannot set the mode of unix socket '" + path + "'");
+  }
+  return Status::Ok();
+}
+
+// Binds under umask 0177 when listening on a unix socket, so the socket file is owner-only from
+// its creation, whatever umask fusord was started with.
+std::unique_ptr<grpc::Server> BuildAndStart(grpc::ServerBuilder* builder, bool unix_socket) {
+  if (!unix_socket) return builder->BuildAndStart();
+  const mode_t saved = umask(0177);
+  std::unique_ptr<grpc::Server> server = builder->BuildAndStart();
+  umask(saved);
+  return server;
+}
+
 }  // namespace
 
 Status CheckTunerServerOptions(const TunerServerOptions& o) {
@@ -81,6 +123,17 @@ Status CheckTunerServerOptions(const TunerServerOptions& o) {
   if (o.max_memory_bytes < 4 * int64_t{o.max_message_bytes}) {
     return Status::InvalidArgument("max_memory_bytes must be at least 4 times max_message_bytes (" +
                                    std::to_string(4 * int64_t{o.max_message_bytes}) + ")");
+  }
+  // A Tune holds max_message_bytes while its request is read and its parsed price on top.
+  if (o.max_parse_bytes < 2 * int64_t{o.max_message_bytes}) {
+    return Status::InvalidArgument("max_parse_bytes must be at least twice max_message_bytes (" +
+                                   std::to_string(2 * int64_t{o.max_message_bytes}) + ")");
+  }
+  if (!o.unix_socket_group.empty()) {
+    if (!IsUnixSocket(o.listen)) {
+      return Status::InvalidArgument("unix_socket_group needs listen unix:PATH, not " + o.listen);
+    }
+    FUSOR_RETURN_IF_ERROR(SocketGroup(o.unix_socket_group).status());
   }
   if (o.max_concurrent_streams < 1) {
     return Status::InvalidArgument("max_concurrent_streams must be at least 1");
@@ -104,6 +157,7 @@ struct TunerServer::State {
   std::optional<AccessTokens> tokens;
   std::unique_ptr<TuneJobQueue> jobs;
   std::unique_ptr<GrpcTunerService> service;
+  ReflectionService reflection;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::mutex shutdown_mu;  // Serialises Shutdown; guards shut_down.
@@ -122,9 +176,9 @@ Status TunerServer::State::Build(TunerApi* tuner) {
       tuner, TuneJobQueueOptions{options.worker_threads, options.queue_size,
                                  options.max_jobs_per_principal, options.max_joiners_per_job});
   service = std::make_unique<GrpcTunerService>(tuner, jobs.get(), tokens ? &*tokens : nullptr,
-                                               options.limits, options.private_strings);
+                                               options.limits, options.private_strings,
+                                               options.max_parse_bytes, options.max_message_bytes);
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   grpc::ResourceQuota quota("fusord");
   quota.SetMaxThreads(options.max_rpc_threads);
@@ -132,6 +186,10 @@ Status TunerServer::State::Build(TunerApi* tuner) {
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  // A stream's window stays at gRPC's 64 KiB lookahead until its handler reads the message (then
+  // the transport opens it to the message's size): so a call refused before its request is read
+  // holds at most that much. With BDP probing a client could grow every window to megabytes.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_s * 1000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, options.max_connection_age_s * 1000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
@@ -141,11 +199,20 @@ Status TunerServer::State::Build(TunerApi* tuner) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.listen, credentials, &port);
   builder.RegisterService(service.get());
-  server = builder.BuildAndStart();
-  if (!server || (port == 0 && options.listen.rfind("unix:", 0) != 0)) {
+  builder.RegisterService(&reflection);
+  server = BuildAndStart(&builder, IsUnixSocket(options.listen));
+  if (!server || (port == 0 && !IsUnixSocket(options.listen))) {
     jobs->Stop();
     return Status::Unavailable("cannot listen on " + options.listen +
                                " (address in use, or not an address of this machine?)");
+  }
+  if (IsUnixSocket(options.listen)) {
+    Status access = SetSocketAccess(options.listen.substr(5), options.unix_socket_group);
+    if (!access.ok()) {
+      server->Shutdown();
+      jobs->Stop();
+      return access;
+    }
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   Metrics();  // Every family is listed from the first scrape on.
@@ -187,7 +254,7 @@ TunerServer::~TunerServer() { Shutdown(std::chrono::milliseconds(0)); }
 
 std::string TunerServer::address() const {
   const std::string& listen = state_->options.listen;
-  if (listen.rfind("unix:", 0) == 0) return listen;
+  if (IsUnixSocket(listen)) return listen;
   return listen.substr(0, listen.rfind(':')) + ":" + std::to_string(state_->port);
 }
 

@@ -1,9 +1,10 @@
 // TunerServer: a running gRPC server that serves one TunerApi as fusor.v1.FusionTuner, plus the
-// standard grpc.health.v1.Health service and server reflection (so grpcurl and grpc_cli work). It
+// standard grpc.health.v1.Health service and server reflection of the fusor.v1 API alone
+// (server/reflection_service.h; so grpcurl and grpc_cli work). It
 // owns the listening socket, the Tune job queue and workers, and the token table; it borrows the
 // TunerApi, which must outlive it.
 //
-// Safety rules applied at Start: beyond a loopback address (or a unix socket) the server needs a
+// Safety rules applied at Start: beyond a loopback address (base/net_address.h) the server needs a
 // token file and TLS, so that nobody can call it without a token and no token crosses the network
 // in plaintext, unless allow_insecure_remote is set; TLS is on when a certificate and key are
 // given, and mutual TLS when a client CA is given too. Shutdown is graceful: health turns
@@ -27,16 +28,22 @@
 namespace fusor {
 
 struct TunerServerOptions {
-  std::string listen = "127.0.0.1:7070";  // host:port (port 0 picks a free one) or unix:PATH.
-  int worker_threads = 1;                 // Tuning jobs that run at once.
-  int queue_size = 16;                    // Tuning jobs that may wait; more: RESOURCE_EXHAUSTED.
-  int max_jobs_per_principal = 4;         // Tuning jobs one principal may have queued or running.
-  int max_joiners_per_job = 64;           // Callers that may share one tuning job.
-  int max_rpc_threads = 256;              // Threads serving RPCs; more calls: RESOURCE_EXHAUSTED.
-  // Largest request accepted. gRPC reads and parses a request before the handler can check its
-  // token, so this bounds what an unauthenticated caller can make the server hold per call; a
-  // graph proto takes ~150 bytes a node (BERT-base: ~0.2 MiB), so 8 MiB is ~50k nodes.
+  // host:port (port 0 picks a free one) or unix:PATH. A unix socket is created mode 0600 (owner
+  // only), or 0660 with unix_socket_group, whatever the umask.
+  std::string listen = "127.0.0.1:7070";
+  std::string unix_socket_group;
+  int worker_threads = 1;          // Tuning jobs that run at once.
+  int queue_size = 16;             // Tuning jobs that may wait; more: RESOURCE_EXHAUSTED.
+  int max_jobs_per_principal = 4;  // Tuning jobs one principal may have queued or running.
+  int max_joiners_per_job = 64;    // Callers that may share one tuning job.
+  int max_rpc_threads = 256;       // Threads serving RPCs; more calls: RESOURCE_EXHAUSTED.
+  // Largest request accepted. A request is read only once its call is admitted (its token
+  // checked), so this bounds what an authenticated caller sends per call; a graph proto takes
+  // ~150 bytes a node (BERT-base: ~0.2 MiB), so 8 MiB is ~50k nodes.
   int max_message_bytes = 8 << 20;
+  // What the parsed requests of all calls may hold at once, priced from their wire bytes before
+  // they are parsed (server/parse_budget.h); a request that does not fit: RESOURCE_EXHAUSTED.
+  int64_t max_parse_bytes = int64_t{256} << 20;
   // Memory gRPC may use for all connections and calls together (its ResourceQuota): beyond it,
   // reads wait and new calls are refused, however many clients send at once.
   int64_t max_memory_bytes = int64_t{512} << 20;

@@ -429,6 +429,10 @@ StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSin
 Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_event,
                            const std::atomic<bool>* cancelled) {
   auto is_cancelled = [&] { return cancelled && cancelled->load(); };
+  // One deadline bounds the whole call: the search, the wait for an agent and the measuring.
+  const double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
+                                                            : state_->options.default_time_limit_s;
+  const int64_t deadline_ns = state_->clock->NowNs() + static_cast<int64_t>(limit * 1e9);
   on_event(Progress("validate", 0.0, "checking the graph"));
   auto parsed = FromProto(request.graph(), state_->options.limits);
   if (!parsed.ok())
@@ -491,13 +495,11 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   const CostModel& model = *scoring;
   on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
   const int64_t search_start_ns = state_->clock->NowNs();
-  const double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
-                                                            : state_->options.default_time_limit_s;
-  // The search stops at the Tune's time limit with the plan it has, and at cancellation.
+  // The search stops at the Tune's deadline with the plan it has, and at cancellation.
   SearchStop stop;
   stop.cancelled = cancelled;
   stop.clock = state_->clock;
-  stop.deadline_ns = search_start_ns + static_cast<int64_t>(limit * 1e9);
+  stop.deadline_ns = deadline_ns;
   StatusOr<SearchResult> search_result = SearchPlan(g, model, search, stop);
   Metrics()
       .search_seconds.With({std::string(AlgorithmName(search.algorithm))})
@@ -540,16 +542,29 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   }
   if (!unmeasured_reason.empty()) on_event(Progress("measure", 0.9, unmeasured_reason));
   std::vector<TimedPlan> timed;
-  if (measure_here) {
+  const double measure_s = static_cast<double>(deadline_ns - state_->clock->NowNs()) / 1e9;
+  if (measure_here && measure_s <= 0) {
+    unmeasured_reason = fmt::format(
+        "the Tune's time limit of {} s was spent before measuring; the plan is the cost model's "
+        "prediction",
+        limit);
+    on_event(Progress("measure", 0.9, unmeasured_reason));
+  }
+  if (measure_here && measure_s > 0) {
     on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
     std::lock_guard<std::mutex> lock(state_->measure_mu);
-    if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(kSettleHostMaxMs, "tune");
+    // Waiting for the lock and for a quiet host comes out of the same deadline; the whole plans
+    // are still timed once after it (Autotune), which takes a few runs of the model.
+    auto left_ms = [&] { return (deadline_ns - state_->clock->NowNs()) / 1'000'000; };
+    if (state_->options.calibration_quiet_wait_ms > 0) {
+      SettleHost(static_cast<int>(std::clamp<int64_t>(left_ms() / 2, 0, kSettleHostMaxMs)), "tune");
+    }
     std::unique_ptr<Measurer> measurer = state_->measurers(
         TimingPolicy::kTune,
         state_->MeasurerOptions(TimingPolicy::kTune, state_->options.min_measure_ms));
     AutotuneOptions autotune;
     autotune.measure_budget = budget + 2;
-    autotune.time_limit_s = limit;
+    autotune.time_limit_s = std::max<double>(0, static_cast<double>(left_ms()) / 1000);
     ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
     auto tuned = Autotune(
         g, model, profile.target, plan, measurer.get(), autotune,
@@ -639,6 +654,7 @@ StatusOr<v1::QueryPlansResponse> TuningService::QueryPlans(const v1::QueryPlansR
   FUSOR_ASSIGN_OR_RETURN(db::PlanPage page, state_->store->QueryPlans(q));
   v1::QueryPlansResponse response;
   for (auto& p : page.plans) *response.add_plans() = std::move(p.plan);
+  for (auto& key : page.corrupt_plans) response.add_corrupt_plans(std::move(key));
   response.set_next_page_token(page.next_page_token);
   return response;
 }

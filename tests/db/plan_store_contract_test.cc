@@ -240,6 +240,53 @@ TEST_P(PlanStoreContract, PagesCoverEveryPlanOnceNewestFirst) {
   testing::ExpectListedOnceInOrder(seen);
 }
 
+// The SQL that overwrites the stored plan of `graph_hash` with the bytes `hex` (hex digits; ""
+// for 0 bytes) in the backend's dialect.
+std::string OverwritePlanSql(const std::string& backend, const std::string& graph_hash,
+                             const std::string& hex) {
+  const std::string bytes = backend == "sqlite" ? "X'" + hex + "'" : "decode('" + hex + "', 'hex')";
+  return "UPDATE plans SET plan = " + bytes + " WHERE graph_hash = '" + graph_hash + "'";
+}
+
+// The audit's holes: one corrupt row failed every page of QueryPlans that held it, and a 0-byte
+// plan parsed as an empty plan and was served.
+TEST_P(PlanStoreContract, ACorruptPlanRowIsLeftOutOfItsPageAndNamed) {
+  for (int i = 0; i < 6; ++i) {
+    Put(Plan({.graph_hash = GraphHash(i), .created_unix_ms = kCalibrated + 10 * i}));
+  }
+  RawQuery(OverwritePlanSql(GetParam().name, GraphHash(2), "ff"));
+  RawQuery(OverwritePlanSql(GetParam().name, GraphHash(4), ""));
+  PlanQuery q;
+  q.page_size = 3;
+  std::vector<std::string> corrupt;
+  std::vector<StoredPlan> seen;
+  do {
+    StatusOr<PlanPage> page = store_->QueryPlans(q);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (StoredPlan& p : page->plans) seen.push_back(std::move(p));
+    corrupt.insert(corrupt.end(), page->corrupt_plans.begin(), page->corrupt_plans.end());
+    q.page_token = page->next_page_token;
+  } while (!q.page_token.empty());
+  EXPECT_EQ(seen.size(), 4u);
+  for (const StoredPlan& p : seen) {
+    EXPECT_NE(p.plan.graph_hash(), GraphHash(2));
+    EXPECT_NE(p.plan.graph_hash(), GraphHash(4));
+  }
+  EXPECT_NE(std::find(corrupt.begin(), corrupt.end(), GraphHash(2) + " target-a"), corrupt.end());
+  EXPECT_NE(std::find(corrupt.begin(), corrupt.end(), GraphHash(4) + " target-a"), corrupt.end());
+}
+
+TEST_P(PlanStoreContract, AZeroBytePlanIsCorruptionNeverAnEmptyPlan) {
+  v1::Plan plan = Plan({.graph_hash = GraphHash(1)});
+  Put(plan);
+  RawQuery(OverwritePlanSql(GetParam().name, GraphHash(1), ""));
+  StatusOr<StoredPlan> got = store_->GetPlan(PlanKey::Of(plan), "cm1");
+  EXPECT_EQ(got.status().code(), Status::Code::kCorruption) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("0 bytes"), std::string::npos) << got.status().ToString();
+  EXPECT_EQ(store_->BestPlan(GraphHash(1), "target-a", "cm1").status().code(),
+            Status::Code::kCorruption);
+}
+
 TEST_P(PlanStoreContract, ForeignPageTokenIsRejected) {
   PlanQuery q;
   q.page_token = "not-a-token";

@@ -260,6 +260,47 @@ TEST_F(FusordAgentsOnSqlite, AReportForAJobTheAgentNoLongerHoldsIsRefused) {
   EXPECT_NE(late.message().find(second.agent_id()), std::string::npos) << late.ToString();
 }
 
+// The audit's hole: an agent's error text went raw and whole into fusord's log, the database and
+// the Tune result of whoever asked, so a newline forged a log line and a megabyte made one.
+TEST_F(FusordAgentsOnSqlite, AnAgentsErrorTextIsEscapedAndCappedBeforeAnyoneSeesIt) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(30));
+  RemoteTuner connection = Client(kAgentToken);
+  MeasurementAgentOptions options;
+  options.measure_threads = 1;
+  MeasurementAgent agent(&connection, options);
+  ASSERT_TRUE(agent.Register(CalibratedProfile()).ok());
+
+  StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
+  std::thread tune([&] { tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+  std::optional<v1::MeasurementJob> job;
+  ASSERT_TRUE(Eventually([&] {
+    auto leased = agent.Lease(nullptr);
+    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
+    return job.has_value();
+  }));
+  v1::MeasurementResult failed;
+  failed.set_error("oneDNN failed\nrpc id=999 method=Tune principal=operator status=OK forged=1 " +
+                   std::string(1 << 20, 'x'));
+  Status reported = agent.Report(*job, failed);
+  EXPECT_TRUE(reported.ok()) << reported.ToString();
+  tune.join();
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  const std::string& reason = tuned->unmeasured_reason();
+  EXPECT_NE(reason.find("oneDNN failed\\x0arpc id=999"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find('\n'), std::string::npos) << reason;
+  EXPECT_LT(reason.size(), 2048u) << "the megabyte is capped";
+
+  const std::string log = fusord_->Log();
+  EXPECT_EQ(log.find("\nrpc id=999"), std::string::npos) << "no forged line";
+  size_t longest = 0;
+  for (size_t at = 0, end; at < log.size(); at = end + 1) {
+    end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    longest = std::max(longest, end - at);
+  }
+  EXPECT_LT(longest, 4096u) << "no line holds the megabyte";
+}
+
 TEST_F(FusordAgentsOnSqlite, ATargetWithNoLiveAgentGetsThePredictionAndSaysSo) {
   ASSERT_NO_FATAL_FAILURE(StartFusord(30));
   // Another machine's calibrated profile, registered by an operator; no agent of it runs.

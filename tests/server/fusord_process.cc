@@ -75,7 +75,10 @@ std::string ReadAll(const std::filesystem::path& path) {
 
 }  // namespace
 
-std::string FusordBinary() { return std::string(FUSOR_BINARY_DIR) + "/server/fusord"; }
+std::string FusordBinary() {
+  if (const char* override_path = std::getenv("FUSORD_FOR_TEST")) return override_path;
+  return std::string(FUSOR_BINARY_DIR) + "/server/fusord";
+}
 std::string FusorBinary() {
   if (const char* override_path = std::getenv("FUSOR_CLI_FOR_TEST")) return override_path;
   return std::string(FUSOR_BINARY_DIR) + "/client/fusor";

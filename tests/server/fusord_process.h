@@ -17,6 +17,8 @@
 
 namespace fusor::testing {
 
+// fusord: $FUSORD_FOR_TEST if set (another build of it, to measure before and after a change),
+// else the one built here.
 std::string FusordBinary();
 // The fusor CLI: $FUSOR_CLI_FOR_TEST if set (a build of it elsewhere), else the one built here.
 std::string FusorBinary();
@@ -33,6 +35,7 @@ class FusordProcess {
   ~FusordProcess();
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   bool running() const;
   // SIGKILL, as a crash or the OOM killer would end it; waits for it to be gone.

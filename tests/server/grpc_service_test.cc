@@ -1,12 +1,17 @@
 // The gRPC layer (GrpcTunerService, TuneJobQueue, TunerServer) against a FakeTuner: the auth
 // matrix, limits, queue, de-duplication, cancellation, shutdown, and bad bytes on the wire.
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <gtest/gtest.h>
+
+#include <grp.h>
+#include <sys/stat.h>
 
 #include <random>
 #include <thread>
 
 #include "base/net_address.h"
 #include "server/grpc_service.h"
+#include "server/parse_budget.h"
 #include "tests/server/test_graphs.h"
 #include "tests/server/test_server.h"
 #include "tests/server/wire.h"
@@ -167,6 +172,68 @@ TEST(Exposure, LoopbackAddresses) {
   EXPECT_FALSE(IsLoopbackAddress("buildfarm.example.com:7070"));
 }
 
+// The audit's hole: "127." was a text prefix, so a host name anyone can point anywhere counted
+// as local, and fusord listened on it without tokens.
+TEST(Exposure, AHostNameStartingWith127IsNotLoopback) {
+  EXPECT_FALSE(IsLoopbackAddress("127.example.com:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1.nip.io:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1x:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("[::2]:7070"));
+  TunerServerOptions o;
+  o.listen = "127.example.com:7070";
+  EXPECT_EQ(CheckTunerServerOptions(o).code(), Status::Code::kFailedPrecondition)
+      << "beyond loopback fusord needs a token file";
+}
+
+// A unix socket is owner-only from its creation (whatever the umask) and honours the token file.
+TEST(Exposure, AUnixSocketIsOwnerOnlyAndTakesTokens) {
+  auto dir = TempDir("fusor-unix-socket");
+  const std::string path = (dir / "fusord.sock").string();
+  const mode_t saved = umask(0);
+  {
+    TestServer t(true, [&](TunerServerOptions* o) { o->listen = "unix:" + path; });
+    umask(saved);
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600);
+    grpc::ClientContext no_token;
+    v1::ListTargetsResponse response;
+    EXPECT_EQ(t.stub->ListTargets(&no_token, {}, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    grpc::ClientContext with_token;
+    SetToken(&with_token, kReadToken);
+    EXPECT_TRUE(t.stub->ListTargets(&with_token, {}, &response).ok());
+  }
+  umask(saved);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Exposure, AUnixSocketWithAGroupIsGroupReadableAndWritable) {
+  auto dir = TempDir("fusor-unix-socket");
+  const std::string path = (dir / "fusord.sock").string();
+  const std::string group = getgrgid(getgid())->gr_name;
+  const mode_t saved = umask(077);
+  {
+    TestServer t(false, [&](TunerServerOptions* o) {
+      o->listen = "unix:" + path;
+      o->unix_socket_group = group;
+    });
+    umask(saved);
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0660);
+    EXPECT_EQ(st.st_gid, getgid());
+  }
+  umask(saved);
+  TunerServerOptions o;
+  o.listen = "unix:" + path;
+  o.unix_socket_group = "no-such-group-fusor";
+  Status unknown = CheckTunerServerOptions(o);
+  EXPECT_EQ(unknown.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("no-such-group-fusor"), std::string::npos) << unknown.ToString();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Exposure, PortInUseIsAnError) {
   TestServer first(false);
   FakeTuner tuner;
@@ -204,6 +271,36 @@ TEST(Limits, OversizedMessageIsResourceExhausted) {
   EXPECT_EQ(RunTune(t.stub.get(), big, kTuneToken).error_code(), StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(RunTune(t.stub.get(), TuneRequestFor(ChainGraph(2)), kTuneToken).error_code(),
             StatusCode::OK);
+}
+
+int64_t ParsedPrice(const v1::TuneRequest& request) {
+  const std::string wire = request.SerializeAsString();
+  google::protobuf::io::ArrayInputStream in(wire.data(), static_cast<int>(wire.size()));
+  return EstimateParsedBytes(*v1::TuneRequest::descriptor(), &in).value();
+}
+
+// A Tune holds max_message_bytes of the parse budget while its request is read, so the budget
+// bounds the requests being read at once as well as those parsed.
+TEST(Limits, ATuneHoldsMaxMessageBytesOfTheParseBudgetWhileItsRequestIsRead) {
+  constexpr int64_t kMessage = 64 << 10;
+  TestServer t(true, [&](TunerServerOptions* o) {
+    o->max_message_bytes = kMessage;
+    o->max_parse_bytes = 2 * kMessage;
+  });
+  // The smallest chain whose parsed price exceeds what the read leaves free.
+  v1::TuneRequest request;
+  for (int nodes = 2; ParsedPrice(request) <= kMessage; ++nodes) {
+    request = TuneRequestFor(ChainGraph(nodes, 16, "c"));
+  }
+  ASSERT_LT(static_cast<int64_t>(request.ByteSizeLong()), kMessage);
+  ASSERT_LE(ParsedPrice(request), 2 * kMessage) << "fits the budget alone";
+  grpc::Status s = RunTune(t.stub.get(), request, kTuneToken);
+  EXPECT_EQ(s.error_code(), StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("the request, parsed, needs"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(RunTune(t.stub.get(), TuneRequestFor(ChainGraph(2)), kTuneToken).error_code(),
+            StatusCode::OK);
+  EXPECT_EQ(t.tuner.tune_calls.load(), 1);
 }
 
 TEST(Limits, ExpiredDeadlineIsNotRun) {
@@ -471,6 +568,25 @@ TEST(StandardServices, HealthAndReflection) {
   std::string listing = ReflectionListing(t.channel);
   EXPECT_NE(listing.find("fusor.v1.FusionTuner"), std::string::npos);
   EXPECT_NE(listing.find("grpc.health.v1.Health"), std::string::npos);
+}
+
+// The audit's finding: reflection described every message linked into fusord (ONNX's, protobuf's
+// descriptor.proto), not only the fusor.v1 API.
+TEST(StandardServices, ReflectionDescribesTheFusorApiAlone) {
+  TestServer t;
+  // ServerReflectionRequest.file_containing_symbol is field 4.
+  std::string tuner = ReflectionReply(t.channel, LengthDelimitedField(4, "fusor.v1.TuneRequest"));
+  EXPECT_NE(tuner.find("proto/tuner.proto"), std::string::npos);
+  EXPECT_NE(tuner.find("proto/graph.proto"), std::string::npos) << "with what it imports";
+  for (const std::string symbol : {"google.protobuf.FileDescriptorProto", "onnx.ModelProto"}) {
+    std::string other = ReflectionReply(t.channel, LengthDelimitedField(4, symbol));
+    EXPECT_NE(other.find("not part of fusord's public API"), std::string::npos) << symbol;
+    EXPECT_EQ(other.find('/'), std::string::npos) << symbol << "'s file is described";
+  }
+  // file_by_filename is field 3.
+  std::string descriptor =
+      ReflectionReply(t.channel, LengthDelimitedField(3, "google/protobuf/descriptor.proto"));
+  EXPECT_NE(descriptor.find("not part of fusord's public API"), std::string::npos);
 }
 
 }  // namespace

@@ -166,6 +166,10 @@ TEST(Connect, ATokenIsNeverSentInPlaintextToAnotherMachine) {
   Flags loopback;
   loopback.Parse({"--server", "127.0.0.1:7070", "--token", kReadToken});
   EXPECT_TRUE(Connect(loopback.options).ok());
+  Flags named_like_loopback;
+  named_like_loopback.Parse({"--server", "127.example.com:7070", "--token", kReadToken});
+  EXPECT_EQ(Connect(named_like_loopback.options).status().code(), Status::Code::kFailedPrecondition)
+      << "a host name is not a loopback literal, whatever it starts with";
   Flags no_token;
   no_token.Parse({"--server", "10.11.12.13:7070"});
   EXPECT_TRUE(Connect(no_token.options).ok()) << "nothing secret to send";

@@ -282,6 +282,34 @@ TEST_F(TuningServiceTest, CalibrationKeepsItsTimeLimitOnTheClockItIsHanded) {
   EXPECT_EQ(targets->profiles(0).calibrated_unix_ms(), 0);  // Nothing stored.
 }
 
+// The audit's hole: the time limit bounded the search alone, and the measuring got the whole limit
+// again (a Tune with a 5 s limit took 10 s). Here the limit is spent once the search starts (the
+// clock jumps past it at the "search" event): nothing is left to measure with, and the result
+// says so instead of measuring past the deadline.
+TEST_F(TuningServiceTest, TheTimeLimitBoundsTheWholeTuneNotOnlyTheSearch) {
+  ManualClock clock;
+  TuningServiceOptions o = Options();
+  o.clock = &clock;
+  Reopen(o);
+  v1::TuneRequest request = Request();
+  request.mutable_options()->set_time_limit_s(10);
+  v1::TuneEvent::Result result;
+  Status s = service_->Tune(
+      request,
+      [&](const v1::TuneEvent& e) {
+        if (e.has_result()) result = e.result();
+        if (e.has_progress() && e.progress().stage() == "search") {
+          clock.Advance(std::chrono::seconds(11));
+        }
+      },
+      nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(result.plan().measured_ns(), 0);
+  EXPECT_NE(result.unmeasured_reason().find("time limit of 10 s was spent before measuring"),
+            std::string::npos)
+      << result.unmeasured_reason();
+}
+
 TEST_F(TuningServiceTest, RecalibrationMakesStoredPlansStale) {
   v1::TuneRequest request = Request();
   request.mutable_options()->set_algorithm("greedy");

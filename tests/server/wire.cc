@@ -21,13 +21,6 @@ std::string FromBuffer(const grpc::ByteBuffer& buffer) {
   return std::string(reinterpret_cast<const char*>(slice.begin()), slice.size());
 }
 
-// Protobuf wire encoding of a single length-delimited field.
-std::string StringField(int field, const std::string& value) {
-  std::string out(1, static_cast<char>((field << 3) | 2));
-  out += static_cast<char>(value.size());
-  return out + value;
-}
-
 // A completion queue must be shut down and drained before it is destroyed.
 void Drain(grpc::CompletionQueue* cq) {
   cq->Shutdown();
@@ -38,6 +31,18 @@ void Drain(grpc::CompletionQueue* cq) {
 }
 
 }  // namespace
+
+std::string LengthDelimitedField(int field, const std::string& value) {
+  std::string out(1, static_cast<char>((field << 3) | 2));
+  for (uint64_t v = value.size();; v >>= 7) {
+    if (v < 0x80) {
+      out += static_cast<char>(v);
+      break;
+    }
+    out += static_cast<char>((v & 0x7f) | 0x80);
+  }
+  return out + value;
+}
 
 bool SendRawBytes(int port, const std::string& bytes) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -60,10 +65,12 @@ bool SendRawBytes(int port, const std::string& bytes) {
 }
 
 grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-                          const std::string& payload, std::string* response) {
+                          const std::string& payload, std::string* response,
+                          const std::string& token) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
   grpc::CompletionQueue cq;
   grpc::ByteBuffer reply;
   grpc::Status status;
@@ -80,16 +87,20 @@ grpc::Status RawUnaryCall(const std::shared_ptr<grpc::Channel>& channel, const s
 
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
   std::string reply;
-  std::string request = service.empty() ? "" : StringField(1, service);
+  std::string request = service.empty() ? "" : LengthDelimitedField(1, service);
   if (!RawUnaryCall(channel, "/grpc.health.v1.Health/Check", request, &reply).ok()) return -1;
   // HealthCheckResponse { ServingStatus status = 1; }: tag 0x08 then the enum value.
   if (reply.size() == 2 && reply[0] == 0x08) return reply[1];
   return reply.empty() ? 0 : -1;
 }
 
-// A bidi call through the generic async API: one ServerReflectionRequest{list_services: ""},
-// one response, done.
 std::string ReflectionListing(const std::shared_ptr<grpc::Channel>& channel) {
+  return ReflectionReply(channel, LengthDelimitedField(7, ""));
+}
+
+// A bidi call through the generic async API: one request, one response, done.
+std::string ReflectionReply(const std::shared_ptr<grpc::Channel>& channel,
+                            const std::string& request) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -102,7 +113,7 @@ std::string ReflectionListing(const std::shared_ptr<grpc::Channel>& channel) {
   bool read = false;
   call->StartCall(reinterpret_cast<void*>(1));
   if (cq.Next(&tag, &ok) && ok) {
-    call->Write(ToBuffer(StringField(7, "")), reinterpret_cast<void*>(2));
+    call->Write(ToBuffer(request), reinterpret_cast<void*>(2));
     if (cq.Next(&tag, &ok) && ok) {
       call->Read(&reply, reinterpret_cast<void*>(3));
       read = cq.Next(&tag, &ok) && ok;
