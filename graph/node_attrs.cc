@@ -10,6 +10,17 @@ namespace fusor {
 
 std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
 
+bool OnlyReferenceComputes(const Graph& g, const Node& n) {
+  if (!n.domain.empty()) return false;
+  if (n.op_type == "BatchNormalization") return n.GetInt("training_mode", 0) != 0;
+  if (n.op_type != "LayerNormalization") return false;
+  for (size_t k = 1; k < n.outputs.size(); ++k) {
+    const TensorId t = n.outputs[k];
+    if (!g.tensor(t).consumers.empty() || g.IsGraphOutput(t)) return true;
+  }
+  return false;
+}
+
 int64_t NormalizeAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }

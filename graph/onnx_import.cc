@@ -15,6 +15,7 @@
 #include "graph/canonical.h"
 #include "graph/constant_folding.h"
 #include "graph/op_registry.h"
+#include "graph/variadic_ops.h"
 
 namespace fusor {
 namespace {
@@ -764,6 +765,7 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
   }
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   NameOmittedOutputs(model.mutable_graph());
+  SplitVariadicOps(model.mutable_graph());
   FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
   std::unordered_set<std::string> file_initializers;
   for (const auto& init : model.graph().initializer()) file_initializers.insert(init.name());

@@ -175,6 +175,40 @@ void RunBatchNorm(const Node& n, const std::array<const HostTensor*, 5>& in, Hos
   }
 }
 
+// Training mode (BatchNormalization-15): normalises with the batch's own mean and (biased)
+// variance per channel, and writes the running statistics, input * momentum + batch's *
+// (1 - momentum), to the optional outputs.
+void RunTrainingBatchNorm(const Node& n, const std::array<const HostTensor*, 5>& in,
+                          const std::array<HostTensor*, 3>& out) {
+  const HostTensor& x = *in[0];
+  const int64_t batch = x.dims[0], channels = x.dims[1];
+  const int64_t inner = x.num_elements() / batch / channels;
+  const double eps = n.GetFloat("epsilon", 1e-5), momentum = n.GetFloat("momentum", 0.9);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0, squares = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < inner; ++i) sum += x.f[(b * channels + c) * inner + i];
+    }
+    const double mean = sum / static_cast<double>(batch * inner);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const double d = x.f[(b * channels + c) * inner + i] - mean;
+        squares += d * d;
+      }
+    }
+    const double var = squares / static_cast<double>(batch * inner);
+    const double scale = in[1]->f[c] / std::sqrt(var + eps);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t e = (b * channels + c) * inner + i;
+        out[0]->f[e] = static_cast<float>((x.f[e] - mean) * scale + in[2]->f[c]);
+      }
+    }
+    if (out[1]) out[1]->f[c] = static_cast<float>(in[3]->f[c] * momentum + mean * (1 - momentum));
+    if (out[2]) out[2]->f[c] = static_cast<float>(in[4]->f[c] * momentum + var * (1 - momentum));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Contractions
 
@@ -374,8 +408,9 @@ std::pair<double, double> Moments(const float* src, int64_t len, double eps) {
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
+// Writes Y, and the optional Mean and InvStdDev (one value per normalised row) when given.
 void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
-                  const HostTensor* bias, HostTensor* out) {
+                  const HostTensor* bias, const std::array<HostTensor*, 3>& out) {
   int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
   float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
   int64_t outer, len, inner;
@@ -385,8 +420,10 @@ void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
     auto [mean, inv] = Moments(src, len, eps);
     for (int64_t j = 0; j < len; ++j) {
       double v = (src[j] - mean) * inv * scale.f[j] + (bias ? bias->f[j] : 0.0f);
-      out->f[o * len + j] = static_cast<float>(v);
+      out[0]->f[o * len + j] = static_cast<float>(v);
     }
+    if (out[1]) out[1]->f[o] = static_cast<float>(mean);
+    if (out[2]) out[2]->f[o] = static_cast<float>(inv);
   }
 }
 
@@ -870,6 +907,17 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
 }
 
+// The normalisations whose optional outputs the reference computes (OnlyReferenceComputes).
+void RunWithOptionalOutputs(const Node& n, const Lookup& in, TensorValues* values) {
+  std::array<HostTensor*, 3> out{};
+  for (size_t k = 0; k < std::min<size_t>(3, n.outputs.size()); ++k) {
+    out[k] = &(*values)[n.outputs[k]];
+  }
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  if (n.op_type == "LayerNormalization") return RunLayerNorm(n, *opt(0), *opt(1), opt(2), out);
+  RunTrainingBatchNorm(n, {opt(0), opt(1), opt(2), opt(3), opt(4)}, out);
+}
+
 Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
   const std::string& op = n.op_type;
   auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
@@ -900,7 +948,6 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   }
   if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
   if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
-  if (op == "LayerNormalization") return RunLayerNorm(n, x, *opt(1), opt(2), out), Status::Ok();
   if (op == "InstanceNormalization") {
     return RunInstanceNorm(n, x, *opt(1), *opt(2), out), Status::Ok();
   }
@@ -971,6 +1018,9 @@ Status CheckReferenceKernel(const Graph& g, NodeId id) {
                                  "' (neither a lowering nor a reference kernel); the model "
                                  "cannot run until it is replaced or supported");
   }
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1) {
+    return Status::Unimplemented(NodeLabel(n) + ": MaxPool's Indices output is not supported");
+  }
   return CheckFloatOnly(g, n);
 }
 
@@ -1022,6 +1072,9 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
   if (n.op_type == "GRU") return RunGru(g, n, in, values);
+  if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
+    return RunWithOptionalOutputs(n, in, values), Status::Ok();
+  }
   return RunCompute(g, n, in, &(*values)[n.outputs[0]]);
 }
 

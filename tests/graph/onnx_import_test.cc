@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "graph/canonical.h"
 #include "graph/constant_folding.h"
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "tests/graph/onnx_builder.h"
 
@@ -106,6 +108,26 @@ TEST(OnnxImport, RemovesInferenceDropout) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   ASSERT_EQ(g->num_nodes(), 1u);
   EXPECT_EQ(g->node(0).op_type, "Relu");
+}
+
+// Max, Min, Sum and Mean take one or more inputs; the IR's elementwise ops take two. Import
+// chains binary nodes (conformance: a third input was ignored, a single one crashed the reference).
+TEST(OnnxImport, VariadicOpsBecomeChainsOfBinaryOps) {
+  OnnxBuilder b;
+  b.Input("a", {2, 3}).Input("b", {3}).Input("c", {1}).Output("y").Output("z");
+  b.Node("Max", {"a", "b", "c"}, {"m"});
+  b.Node("Min", {"m"}, {"n"});
+  b.Node("Mean", {"n", "b", "c"}, {"y"});
+  b.Node("Sum", {"a", "b"}, {"z"});
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::multiset<std::string> ops;
+  for (const Node& n : g->nodes()) {
+    ops.insert(n.op_type);
+    EXPECT_EQ(n.inputs.size(), 2u) << NodeLabel(n);
+    EXPECT_EQ(g->tensor(n.outputs[0]).dims, (Shape{2, 3})) << NodeLabel(n);
+  }
+  EXPECT_EQ(ops, (std::multiset<std::string>{"Max", "Max", "Add", "Add", "Div", "Add"}));
 }
 
 TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
