@@ -15,13 +15,11 @@
 #include "graph/canonical.h"
 #include "graph/constant_folding.h"
 #include "graph/op_registry.h"
+#include "graph/opset_conversion.h"
 #include "graph/variadic_ops.h"
 
 namespace fusor {
 namespace {
-
-constexpr int kMinOpset = 11;
-constexpr int kMaxOpset = 17;
 
 Status ParseModel(std::string_view bytes, onnx::ModelProto* model) {
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
@@ -757,12 +755,13 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
   }
   onnx::ModelProto model;
   FUSOR_RETURN_IF_ERROR(ParseModel(bytes, &model));
-  FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
   if (model.graph().node_size() > options.limits.max_nodes) {
     return Status::ResourceExhausted("model has " + std::to_string(model.graph().node_size()) +
                                      " nodes, the limit is " +
                                      std::to_string(options.limits.max_nodes));
   }
+  FUSOR_RETURN_IF_ERROR(ConvertToSupportedOpset(&model));
+  FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   NameOmittedOutputs(model.mutable_graph());
   SplitVariadicOps(model.mutable_graph());

@@ -55,8 +55,10 @@ std::string OnnxTypeName(int type) {
 std::string RefusalCategory(const Status& s) {
   const std::string& m = s.message();
   std::smatch match;
-  if (std::regex_search(m, match, std::regex("model uses opset (\\d+)"))) {
-    return "opset " + match[1].str();
+  if (std::regex_search(m, match,
+                        std::regex("model uses opset (\\d+)(?:,| and its (?:op |node '[^']*' \\())?"
+                                   "([A-Za-z0-9_]*)"))) {
+    return "opset " + match[1].str() + (match[2].length() > 0 ? " op " + match[2].str() : "");
   }
   if (m.find("imports no opset for the default ONNX domain") != std::string::npos) {
     return "no default-domain opset";
