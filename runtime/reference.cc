@@ -1082,6 +1082,63 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
 }
 
+// NegativeLogLikelihoodLoss of log-probabilities `logp` [N, C, D...] at `target` [N, D...] with
+// optional per-class `weight`: per element -logp[n, target, d] * weight[target] (0 where the target
+// is ignore_index), then none (that tensor), sum, or mean (divided by the weights summed).
+Status RunNllLoss(const Node& n, const HostTensor& logp, const HostTensor& target,
+                  const HostTensor* weight, HostTensor* out) {
+  const int64_t batch = logp.dims[0], classes = logp.dims[1];
+  const int64_t inner = logp.num_elements() / std::max<int64_t>(1, batch * classes);
+  const bool ignores = n.FindAttr("ignore_index") != nullptr;
+  const int64_t ignore = n.GetInt("ignore_index", 0);
+  const std::string reduction = n.GetString("reduction", "mean");
+  double sum = 0, weights = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t d = 0; d < inner; ++d) {
+      const int64_t c = target.i[b * inner + d];
+      double loss = 0, w = 0;
+      if (!ignores || c != ignore) {
+        if (c < 0 || c >= classes) {
+          return Status::InvalidArgument(NodeLabel(n) + ": target class " + std::to_string(c) +
+                                         " is outside [0, " + std::to_string(classes) + ")");
+        }
+        w = weight != nullptr ? weight->f[c] : 1.0;
+        loss = -logp.f[(b * classes + c) * inner + d] * w;
+      }
+      if (reduction == "none") out->f[b * inner + d] = static_cast<float>(loss);
+      sum += loss;
+      weights += w;
+    }
+  }
+  if (reduction != "none") out->f[0] = static_cast<float>(reduction == "sum" ? sum : sum / weights);
+  return Status::Ok();
+}
+
+// SoftmaxCrossEntropyLoss: the NegativeLogLikelihoodLoss of LogSoftmax over axis 1, and that
+// log-probability as the optional second output.
+Status RunSoftmaxCrossEntropy(const Node& n, const Lookup& in, TensorValues* values) {
+  const HostTensor& x = *in(n.inputs[0]);
+  HostTensor logp = HostTensor::Zeros(x.dtype, x.dims);
+  const int64_t classes = x.dims[1];
+  const int64_t inner = x.num_elements() / std::max<int64_t>(1, x.dims[0] * classes);
+  for (int64_t b = 0; b < x.dims[0]; ++b) {
+    for (int64_t d = 0; d < inner; ++d) {
+      const float* src = x.f.data() + b * classes * inner + d;
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t c = 0; c < classes; ++c) mx = std::max<double>(mx, src[c * inner]);
+      for (int64_t c = 0; c < classes; ++c) sum += std::exp(src[c * inner] - mx);
+      for (int64_t c = 0; c < classes; ++c) {
+        logp.f[(b * classes + c) * inner + d] =
+            static_cast<float>(src[c * inner] - mx - std::log(sum));
+      }
+    }
+  }
+  const HostTensor* weight = n.input(2) == kNoId ? nullptr : in(n.inputs[2]);
+  FUSOR_RETURN_IF_ERROR(RunNllLoss(n, logp, *in(n.inputs[1]), weight, &(*values)[n.outputs[0]]));
+  if (n.outputs.size() > 1) (*values)[n.outputs[1]].f = std::move(logp.f);
+  return Status::Ok();
+}
+
 // Dropout at inference (CheckDropout refuses training mode): Y is X, the mask all true.
 void RunDropout(const Node& n, const Lookup& in, TensorValues* values) {
   const HostTensor& x = *in(n.inputs[0]);
@@ -1119,6 +1176,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "ArgMax" || op == "ArgMin") return RunArgExtreme(n, x, out), Status::Ok();
   if (op == "LogSoftmax") return RunSoftmax(g, n, x, out), Status::Ok();
   if (op == "Hardmax") return RunHardmax(g, n, x, out), Status::Ok();
+  if (op == "NegativeLogLikelihoodLoss") return RunNllLoss(n, x, *opt(1), opt(2), out);
   if (op == "Not") {
     for (int64_t e = 0; e < x.num_elements(); ++e) Store(out, e, x.at(e) == 0 ? 1 : 0);
     return Status::Ok();
@@ -1238,6 +1296,8 @@ bool IsComputeOp(const std::string& op) {
                                "LogSoftmax",
                                "Hardmax",
                                "Dropout",
+                               "NegativeLogLikelihoodLoss",
+                               "SoftmaxCrossEntropyLoss",
                                "Softmax",
                                "LayerNormalization",
                                "InstanceNormalization",
@@ -1319,6 +1379,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
   if (n.op_type == "GRU") return RunGru(g, n, in, values);
   if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
+  if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
   if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
     return RunWithOptionalOutputs(n, in, values), Status::Ok();
   }
