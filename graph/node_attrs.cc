@@ -178,7 +178,9 @@ double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
   double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
   const std::string& mode = p.coordinate_mode;
   if (mode == "asymmetric") return xr / scale;
-  if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (out - 1) : 0.0;
+  // The resized length here is in * scale, not rounded: ONNX's rule when scales are given (equal
+  // to the output length when sizes are).
+  if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (in * scale - 1) : 0.0;
   if (mode == "pytorch_half_pixel" && out <= 1) return 0.0;
   return (xr + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel.
 }

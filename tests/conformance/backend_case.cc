@@ -161,12 +161,34 @@ StatusOr<CaseData> ReadCaseData(const std::string& dir) {
   return d;
 }
 
+// The case's input named in an import error as deciding a shape while being a graph input (the
+// error says to fix it with --const-input), or null.
+const TensorData* ShapeDecidingInput(const Status& s, const CaseData& data) {
+  std::smatch m;
+  static const std::regex kWhich(
+      "its input '([^']+)' decides the output shape but is a graph input");
+  if (!std::regex_search(s.message(), m, kWhich)) return nullptr;
+  for (const TensorData& t : data.inputs) {
+    if (t.name == m[1].str()) return &t;
+  }
+  return nullptr;
+}
+
+// Imports the case as a user of `fusor run` would: the inputs' shapes bound, and each input the
+// import names as deciding a shape fixed to its value with --const-input.
 StatusOr<ImportedModel> Import(const std::string& dir, const CaseData* data) {
   ImportOptions options = WithConstantFolding({});
   if (data != nullptr) {
     for (const TensorData& t : data->inputs) options.input_shapes[t.name] = t.dims;
   }
-  return ImportOnnxFileWithWeights(dir + "/model.onnx", options);
+  for (;;) {
+    StatusOr<ImportedModel> m = ImportOnnxFileWithWeights(dir + "/model.onnx", options);
+    const TensorData* fix =
+        m.ok() || data == nullptr ? nullptr : ShapeDecidingInput(m.status(), *data);
+    if (fix == nullptr || options.constant_inputs.count(fix->name)) return m;
+    options.input_shapes.erase(fix->name);
+    options.constant_inputs[fix->name] = *fix;
+  }
 }
 
 StatusOr<TensorValues> Leaves(const Graph& g, ModelWeights weights, const CaseData& data) {

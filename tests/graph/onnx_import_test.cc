@@ -130,6 +130,31 @@ TEST(OnnxImport, VariadicOpsBecomeChainsOfBinaryOps) {
   EXPECT_EQ(ops, (std::multiset<std::string>{"Max", "Max", "Add", "Add", "Div", "Add"}));
 }
 
+// An input that decides a shape is refused naming it and --const-input; given a value at import,
+// it becomes a constant and the shape folds.
+TEST(OnnxImport, ShapeDecidingInputFixedAtImportFolds) {
+  OnnxBuilder b;
+  b.Input("x", {2, 6}).Input("shape", {2}, "", onnx::TensorProto::INT64).Output("y");
+  b.Node("Reshape", {"x", "shape"}, {"r"});
+  b.Node("Relu", {"r"}, {"y"});
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--const-input shape=FILE"), std::string::npos)
+      << refused.status().message();
+  ImportOptions options;
+  TensorData shape;
+  shape.dtype = DType::kInt64;
+  shape.dims = {2};
+  shape.i = {3, 4};
+  options.constant_inputs["shape"] = shape;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->inputs().size(), 1u);
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{3, 4}));
+  options.constant_inputs["nope"] = shape;
+  EXPECT_FALSE(ImportOnnxBytes(b.Serialize(), options).ok());
+}
+
 TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
   OnnxBuilder b;
   b.Input("x", {4, 8}).Output("y").Weight("w", {16, 8});

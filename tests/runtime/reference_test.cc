@@ -515,6 +515,20 @@ TEST(Reference, ResizeBilinearAlignCornersByHand) {
                {0, 5, 10, 10, 15, 20, 20, 25, 30});
 }
 
+// With scales, align_corners divides by the unrounded resized length, in * scale (ONNX's rule;
+// conformance: the rounded output length gave 4 where ONNX gives 3.142857).
+TEST(Reference, ResizeAlignCornersWithScalesUsesTheUnroundedLength) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 1, 4});
+  TensorId y = b.Act("y", {1, 1, 1, 2});
+  b.Op("Resize", {x, b.FloatConstant("roi", {}), b.FloatConstant("scales", {1, 1, 1, 0.6f})}, {y},
+       {Str("mode", "linear"), Str("coordinate_transformation_mode", "align_corners")});
+  b.Output(y);
+  Graph g = b.Build();
+  // Output 1 reads input position 1 * 3 / (4 * 0.6 - 1) = 2.142857 of [1, 2, 3, 4].
+  ExpectValues(RunOne(g, {{x, F({1, 1, 1, 4}, {1, 2, 3, 4})}}), {1, 3.142857f});
+}
+
 TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
   for (auto [attr, value] : std::vector<std::pair<std::string, std::string>>{
            {"mode", "cubic"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}}) {
