@@ -31,9 +31,15 @@ StatusOr<std::vector<int64_t>> ConstantInts(const Graph& g, const Node& n, size_
     return Status::InvalidArgument(NodeLabel(n) + ": input " + std::to_string(i) + " is missing");
   const Tensor& t = g.tensor(id);
   if (t.kind != TensorKind::kConstant || !IsInteger(t.dtype)) {
+    const std::string fix = t.kind == TensorKind::kGraphInput
+                                ? " (it is a graph input: fix its value at import with "
+                                  "--const-input " +
+                                      t.name + "=FILE)"
+                                : "";
     return Status::Unimplemented(NodeLabel(n) + ": input '" + t.name +
                                  "' must be an integer constant; the runtime does not support "
-                                 "values computed at run time here");
+                                 "values computed at run time here" +
+                                 fix);
   }
   if (t.int_data.size() == 1 && t.num_elements() > 1) {
     return std::vector<int64_t>(t.num_elements(), t.int_data[0]);

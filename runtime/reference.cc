@@ -180,6 +180,17 @@ void RunMod(const Node& n, const HostTensor& a, const HostTensor& b, HostTensor*
   });
 }
 
+// IsNaN, and IsInf with its detect_negative / detect_positive: bool outputs.
+void RunIsSpecial(const Node& n, const HostTensor& x, HostTensor* out) {
+  const bool nan = n.op_type == "IsNaN";
+  const bool negative = n.GetInt("detect_negative", 1) != 0;
+  const bool positive = n.GetInt("detect_positive", 1) != 0;
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    const double v = x.at(e);
+    out->i[e] = nan ? std::isnan(v) : std::isinf(v) && (v < 0 ? negative : positive);
+  }
+}
+
 Status RunUnary(const Graph& g, const Node& n, const Lookup& lookup, const HostTensor& x,
                 HostTensor* out) {
   std::pair<float, float> clip;
@@ -965,27 +976,47 @@ Status RunScatterNd(const Node& n, const HostTensor& data, const HostTensor& idx
   return Status::Ok();
 }
 
-// out[p] = data[p with its `axis` coordinate replaced by indices[p]].
-Status RunGatherElements(const Node& n, const HostTensor& data, const HostTensor& idx,
-                         HostTensor* out) {
+// GatherElements' and ScatterElements' addressing: calls f(p, offset) for each position p of
+// `idx`, offset being data's flat index of p with its `axis` coordinate replaced by idx[p].
+template <typename F>
+Status ForEachElementIndex(const Node& n, const HostTensor& data, const HostTensor& idx, F f) {
   const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.dims.size());
   const std::vector<int64_t> strides = RowMajorStrides(data.dims);
   const int64_t len = data.dims[axis];
   std::vector<int64_t> coord(idx.dims.size(), 0);
   for (int64_t e = 0; e < idx.num_elements(); ++e, NextCoord(idx.dims, &coord)) {
-    int64_t k = idx.i[e] < 0 ? idx.i[e] + len : idx.i[e];
+    const int64_t k = idx.i[e] < 0 ? idx.i[e] + len : idx.i[e];
     if (k < 0 || k >= len) {
       return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(idx.i[e]) +
                                      " is outside axis " + std::to_string(axis) + " of size " +
                                      std::to_string(len));
     }
-    int64_t src = 0;
+    int64_t offset = 0;
     for (size_t d = 0; d < coord.size(); ++d) {
-      src += (static_cast<int64_t>(d) == axis ? k : coord[d]) * strides[d];
+      offset += (static_cast<int64_t>(d) == axis ? k : coord[d]) * strides[d];
     }
-    Store(out, e, data.at(src));
+    f(e, offset);
   }
   return Status::Ok();
+}
+
+Status RunGatherElements(const Node& n, const HostTensor& data, const HostTensor& idx,
+                         HostTensor* out) {
+  return ForEachElementIndex(n, data, idx,
+                             [&](int64_t e, int64_t src) { Store(out, e, data.at(src)); });
+}
+
+// A copy of data with each addressed element replaced by its update, or combined with it
+// (reduction add / mul), in index order.
+Status RunScatterElements(const Node& n, const HostTensor& data, const HostTensor& idx,
+                          const HostTensor& updates, HostTensor* out) {
+  out->f = data.f;
+  out->i = data.i;
+  const std::string reduction = n.GetString("reduction", "none");
+  return ForEachElementIndex(n, data, idx, [&](int64_t e, int64_t dst) {
+    const double u = updates.at(e), old = out->at(dst);
+    Store(out, dst, reduction == "add" ? old + u : reduction == "mul" ? old * u : u);
+  });
 }
 
 // DepthToSpace (DCR or CRD) and SpaceToDepth on [N, C, H, W]: each output element's source.
@@ -1060,6 +1091,9 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   if (op == "Resize") return RunResize(g, n, x, &out);
   if (op == "ScatterND") return RunScatterNd(n, x, *in(n.inputs[1]), *in(n.inputs[2]), &out);
   if (op == "GatherElements") return RunGatherElements(n, x, *in(n.inputs[1]), &out);
+  if (op == "ScatterElements") {
+    return RunScatterElements(n, x, *in(n.inputs[1]), *in(n.inputs[2]), &out);
+  }
   if (op == "DepthToSpace" || op == "SpaceToDepth") return RunSpaceDepth(n, x, &out), Status::Ok();
   if (op == "Tile") return RunTile(x, &out), Status::Ok();
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
@@ -1173,6 +1207,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (Binary(op, false)) return RunBinary(n, x, *in(n.inputs[1]), out);
   if (op == "Cast") return RunCast(x, out), Status::Ok();
   if (op == "Mod") return RunMod(n, x, *in(n.inputs[1]), out), Status::Ok();
+  if (op == "IsNaN" || op == "IsInf") return RunIsSpecial(n, x, out), Status::Ok();
   if (op == "ArgMax" || op == "ArgMin") return RunArgExtreme(n, x, out), Status::Ok();
   if (op == "LogSoftmax") return RunSoftmax(g, n, x, out), Status::Ok();
   if (op == "Hardmax") return RunHardmax(g, n, x, out), Status::Ok();
@@ -1210,7 +1245,7 @@ bool IsInjectiveOp(const std::string& op) {
   return IsViewOp(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
          op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize" ||
          op == "ScatterND" || op == "GatherElements" || op == "DepthToSpace" ||
-         op == "SpaceToDepth" || op == "Tile";
+         op == "SpaceToDepth" || op == "Tile" || op == "ScatterElements";
 }
 
 // PRelu's slope broadcasts to its input by numpy's rules (opset 7 on); a slope of one value per
@@ -1252,9 +1287,10 @@ Status CheckDropout(const Graph& g, const Node& n) {
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
   static const char* kIntOk[] = {
-      "Add",   "Sub",    "Mul",     "Div",    "Pow", "Min", "Max", "Cast",        "Where",
-      "Equal", "Less",   "Greater", "And",    "Or",  "Not", "Xor", "LessOrEqual", "GreaterOrEqual",
-      "Mod",   "ArgMax", "ArgMin",  "Dropout"};
+      "Add", "Sub",    "Mul",    "Div",     "Pow",         "Min",
+      "Max", "Cast",   "Where",  "Equal",   "Less",        "Greater",
+      "And", "Or",     "Not",    "Xor",     "LessOrEqual", "GreaterOrEqual",
+      "Mod", "ArgMax", "ArgMin", "Dropout", "IsNaN",       "IsInf"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1296,6 +1332,8 @@ bool IsComputeOp(const std::string& op) {
                                "LogSoftmax",
                                "Hardmax",
                                "Dropout",
+                               "IsNaN",
+                               "IsInf",
                                "NegativeLogLikelihoodLoss",
                                "SoftmaxCrossEntropyLoss",
                                "Softmax",

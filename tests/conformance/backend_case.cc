@@ -161,34 +161,28 @@ StatusOr<CaseData> ReadCaseData(const std::string& dir) {
   return d;
 }
 
-// The case's input named in an import error as deciding a shape while being a graph input (the
-// error says to fix it with --const-input), or null.
-const TensorData* ShapeDecidingInput(const Status& s, const CaseData& data) {
+// The case's input that an error says to fix at import ("--const-input NAME=FILE": an input
+// that decides a shape or an op's parameter), or null.
+const TensorData* InputToFix(const std::string& message, const CaseData& data) {
   std::smatch m;
-  static const std::regex kWhich(
-      "its input '([^']+)' decides the output shape but is a graph input");
-  if (!std::regex_search(s.message(), m, kWhich)) return nullptr;
+  static const std::regex kWhich("--const-input ([^ =]+)=FILE");
+  if (!std::regex_search(message, m, kWhich)) return nullptr;
   for (const TensorData& t : data.inputs) {
     if (t.name == m[1].str()) return &t;
   }
   return nullptr;
 }
 
-// Imports the case as a user of `fusor run` would: the inputs' shapes bound, and each input the
-// import names as deciding a shape fixed to its value with --const-input.
-StatusOr<ImportedModel> Import(const std::string& dir, const CaseData* data) {
+StatusOr<ImportedModel> Import(const std::string& dir, const CaseData* data,
+                               const std::map<std::string, TensorData>& fixed) {
   ImportOptions options = WithConstantFolding({});
   if (data != nullptr) {
-    for (const TensorData& t : data->inputs) options.input_shapes[t.name] = t.dims;
+    for (const TensorData& t : data->inputs) {
+      if (!fixed.count(t.name)) options.input_shapes[t.name] = t.dims;
+    }
   }
-  for (;;) {
-    StatusOr<ImportedModel> m = ImportOnnxFileWithWeights(dir + "/model.onnx", options);
-    const TensorData* fix =
-        m.ok() || data == nullptr ? nullptr : ShapeDecidingInput(m.status(), *data);
-    if (fix == nullptr || options.constant_inputs.count(fix->name)) return m;
-    options.input_shapes.erase(fix->name);
-    options.constant_inputs[fix->name] = *fix;
-  }
+  options.constant_inputs = fixed;
+  return ImportOnnxFileWithWeights(dir + "/model.onnx", options);
 }
 
 StatusOr<TensorValues> Leaves(const Graph& g, ModelWeights weights, const CaseData& data) {
@@ -210,11 +204,10 @@ StatusOr<TensorValues> RunPlan(const Graph& g, const FusionPlan& plan, const Ten
   return exec->ReadOutputs();
 }
 
-}  // namespace
-
-CaseOutcome RunBackendCase(const std::string& dir) {
-  StatusOr<CaseData> data = ReadCaseData(dir);
-  StatusOr<ImportedModel> model = Import(dir, data.ok() ? &*data : nullptr);
+// One run of the case with the inputs in `fixed` fixed at import.
+CaseOutcome RunWithFixedInputs(const std::string& dir, const StatusOr<CaseData>& data,
+                               const std::map<std::string, TensorData>& fixed) {
+  StatusOr<ImportedModel> model = Import(dir, data.ok() ? &*data : nullptr, fixed);
   if (!model.ok()) return Refused(RefusalCategory(model.status()), model.status());
   if (!data.ok()) return Refused(RefusalCategory(data.status()), data.status());
   Graph& g = model->graph;
@@ -235,6 +228,22 @@ CaseOutcome RunBackendCase(const std::string& dir) {
     }
   }
   return {Verdict::kPass, "", ""};
+}
+
+}  // namespace
+
+// As a user of `fusor run` would: when an error says to fix an input at import with
+// --const-input, the case runs again with that input fixed to its value.
+CaseOutcome RunBackendCase(const std::string& dir) {
+  const StatusOr<CaseData> data = ReadCaseData(dir);
+  std::map<std::string, TensorData> fixed;
+  for (;;) {
+    CaseOutcome o = RunWithFixedInputs(dir, data, fixed);
+    const TensorData* fix =
+        o.verdict != Verdict::kRefused || !data.ok() ? nullptr : InputToFix(o.detail, *data);
+    if (fix == nullptr || fixed.count(fix->name)) return o;
+    fixed[fix->name] = *fix;
+  }
 }
 
 std::string OutcomeText(const CaseOutcome& o) {
