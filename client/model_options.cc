@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/tensor_file.h"
 #include "runtime/constant_evaluator.h"
 
 namespace fusor {
@@ -12,6 +13,9 @@ void ModelOptions::AddTo(CLI::App* cmd) {
   cmd->add_option("--dim", dims,
                   "Bind a symbolic dim: NAME=N, e.g. batch=8 (repeatable; `tune` takes "
                   "several values, batch=1,8,32, and tunes each binding)");
+  cmd->add_option("--const-input", const_inputs,
+                  "Fix a graph input's value at import: NAME=FILE (.pb or .npy), for inputs that "
+                  "decide a shape, such as Reshape's shape or Resize's scales (repeatable)");
   cmd->add_option("--max-nodes", max_nodes, "Refuse graphs with more nodes than this")
       ->capture_default_str();
   cmd->add_option("--max-tensor-elements", max_tensor_elements,
@@ -22,6 +26,15 @@ void ModelOptions::AddTo(CLI::App* cmd) {
 StatusOr<std::vector<std::pair<std::string, ImportOptions>>> ModelOptions::Bindings() const {
   ImportOptions base = WithConstantFolding({});
   for (const auto& s : shapes) FUSOR_RETURN_IF_ERROR(ParseShapeBinding(s, &base));
+  for (const auto& c : const_inputs) {
+    const size_t eq = c.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == c.size()) {
+      return Status::InvalidArgument("--const-input " + c + ": expected NAME=FILE (.pb or .npy)");
+    }
+    auto value = ReadTensorFile(c.substr(eq + 1));
+    if (!value.ok()) return value.status().WithContext("--const-input " + c);
+    base.constant_inputs[c.substr(0, eq)] = std::move(value).value();
+  }
   base.limits.max_nodes = max_nodes;
   base.limits.max_tensor_elements = max_tensor_elements;
   std::vector<std::pair<std::string, ImportOptions>> out = {{"", base}};

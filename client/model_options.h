@@ -16,10 +16,12 @@ struct ModelOptions {
   std::string path;
   std::vector<std::string> shapes;  // "input=1x3x224x224"
   std::vector<std::string> dims;    // "batch=8", or "batch=1,8,32" for several bindings
+  std::vector<std::string> const_inputs;  // "shape=shape.pb": a graph input fixed at import
   int64_t max_nodes = ValidationLimits{}.max_nodes;
   int64_t max_tensor_elements = ValidationLimits{}.max_tensor_elements;
 
-  // Adds MODEL (positional), --shape, --dim, --max-nodes and --max-tensor-elements to `cmd`.
+  // Adds MODEL (positional), --shape, --dim, --const-input, --max-nodes and
+  // --max-tensor-elements to `cmd`.
   void AddTo(CLI::App* cmd);
   // Imports the model with the parsed options; fails when --dim gives several values.
   StatusOr<Graph> Import() const;

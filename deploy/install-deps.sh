@@ -24,6 +24,7 @@ PACKAGES=(
   gnuplot-nox  # `fusor costmodel validate --plot` (the scatter plot in docs/costmodel.md)
   graphviz     # `fusor plan show --svg` (dot)
   python3 python3-onnx python3-numpy  # tools/fill_weights.py: filled models for the parity tests
+  libonnx-testdata  # ONNX's backend test cases, run by tests/conformance
 )
 if [ "${1:-}" = "--fuzz" ]; then
   PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)

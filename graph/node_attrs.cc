@@ -10,6 +10,17 @@ namespace fusor {
 
 std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
 
+bool OnlyReferenceComputes(const Graph& g, const Node& n) {
+  if (!n.domain.empty()) return false;
+  if (n.op_type == "BatchNormalization") return n.GetInt("training_mode", 0) != 0;
+  if (n.op_type != "LayerNormalization") return false;
+  for (size_t k = 1; k < n.outputs.size(); ++k) {
+    const TensorId t = n.outputs[k];
+    if (!g.tensor(t).consumers.empty() || g.IsGraphOutput(t)) return true;
+  }
+  return false;
+}
+
 int64_t NormalizeAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
@@ -20,9 +31,15 @@ StatusOr<std::vector<int64_t>> ConstantInts(const Graph& g, const Node& n, size_
     return Status::InvalidArgument(NodeLabel(n) + ": input " + std::to_string(i) + " is missing");
   const Tensor& t = g.tensor(id);
   if (t.kind != TensorKind::kConstant || !IsInteger(t.dtype)) {
+    const std::string fix = t.kind == TensorKind::kGraphInput
+                                ? " (it is a graph input: fix its value at import with "
+                                  "--const-input " +
+                                      t.name + "=FILE)"
+                                : "";
     return Status::Unimplemented(NodeLabel(n) + ": input '" + t.name +
                                  "' must be an integer constant; the runtime does not support "
-                                 "values computed at run time here");
+                                 "values computed at run time here" +
+                                 fix);
   }
   if (t.int_data.size() == 1 && t.num_elements() > 1) {
     return std::vector<int64_t>(t.num_elements(), t.int_data[0]);
@@ -167,7 +184,9 @@ double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
   double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
   const std::string& mode = p.coordinate_mode;
   if (mode == "asymmetric") return xr / scale;
-  if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (out - 1) : 0.0;
+  // The resized length here is in * scale, not rounded: ONNX's rule when scales are given (equal
+  // to the output length when sizes are).
+  if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (in * scale - 1) : 0.0;
   if (mode == "pytorch_half_pixel" && out <= 1) return 0.0;
   return (xr + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel.
 }

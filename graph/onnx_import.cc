@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -15,12 +16,12 @@
 #include "graph/canonical.h"
 #include "graph/constant_folding.h"
 #include "graph/op_registry.h"
+#include "graph/opset_conversion.h"
+#include "graph/tensor_file.h"
+#include "graph/variadic_ops.h"
 
 namespace fusor {
 namespace {
-
-constexpr int kMinOpset = 11;
-constexpr int kMaxOpset = 17;
 
 Status ParseModel(std::string_view bytes, onnx::ModelProto* model) {
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
@@ -90,6 +91,27 @@ Status BindInput(onnx::ValueInfoProto* input, const ImportOptions& options,
     return Status::InvalidArgument("graph input '" + input->name() + "' dim " + std::to_string(i) +
                                    " " + what + "; bind it with " + fix + "--shape " +
                                    input->name() + "=DxDx...");
+  }
+  return Status::Ok();
+}
+
+// Turns each graph input named in options.constant_inputs into an initializer holding its value.
+Status FixConstantInputs(onnx::GraphProto* g, const ImportOptions& options) {
+  for (const auto& [name, value] : options.constant_inputs) {
+    auto* inputs = g->mutable_input();
+    auto it = std::find_if(inputs->begin(), inputs->end(),
+                           [&](const onnx::ValueInfoProto& v) { return v.name() == name; });
+    if (it == inputs->end()) {
+      return Status::InvalidArgument("--const-input names '" + name +
+                                     "', which is not a graph input of the model");
+    }
+    TensorData named = value;
+    named.name = name;
+    FUSOR_ASSIGN_OR_RETURN(std::string bytes, TensorProtoBytes(named));
+    if (!g->add_initializer()->ParseFromString(bytes)) {
+      return Status::Internal("--const-input " + name + ": the value does not serialize");
+    }
+    inputs->erase(it);
   }
   return Status::Ok();
 }
@@ -415,11 +437,17 @@ std::string LostDimReason(const onnx::GraphProto& g, const onnx::NodeProto& n,
   }
   for (int i : ShapeOperands(n.op_type())) {
     if (i >= n.input_size() || n.input(i).empty() || constants.count(n.input(i))) continue;
-    std::string from = "a graph input";
+    std::string from;
     for (const auto& p : g.node()) {
       for (const auto& o : p.output()) {
         if (o == n.input(i)) from = "node '" + p.name() + "' (" + p.op_type() + ")";
       }
+    }
+    if (from.empty()) {
+      return "its input '" + n.input(i) +
+             "' decides the output shape but is a graph input, whose value Fusor does not have "
+             "(give it at import with --const-input " +
+             n.input(i) + "=FILE)";
     }
     return "its input '" + n.input(i) + "' decides the output shape but has no constant value (" +
            from + " computes it from values Fusor does not have or cannot fold)";
@@ -756,14 +784,17 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
   }
   onnx::ModelProto model;
   FUSOR_RETURN_IF_ERROR(ParseModel(bytes, &model));
-  FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
   if (model.graph().node_size() > options.limits.max_nodes) {
     return Status::ResourceExhausted("model has " + std::to_string(model.graph().node_size()) +
                                      " nodes, the limit is " +
                                      std::to_string(options.limits.max_nodes));
   }
+  FUSOR_RETURN_IF_ERROR(ConvertToSupportedOpset(&model));
+  FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   NameOmittedOutputs(model.mutable_graph());
+  SplitVariadicOps(model.mutable_graph());
+  FUSOR_RETURN_IF_ERROR(FixConstantInputs(model.mutable_graph(), options));
   FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
   std::unordered_set<std::string> file_initializers;
   for (const auto& init : model.graph().initializer()) file_initializers.insert(init.name());

@@ -26,6 +26,10 @@ struct ImportOptions {
   std::map<std::string, int64_t> dims;
   // Full shapes for graph inputs by name; overrides whatever the file says.
   std::map<std::string, Shape> input_shapes;
+  // Values fixed at import for graph inputs, by name: each input becomes an initializer with that
+  // value, so an input that decides a shape (Reshape's shape, Resize's scales, Slice's starts)
+  // folds like a constant (the CLI's --const-input NAME=FILE).
+  std::map<std::string, TensorData> constant_inputs;
   // Model name to record; empty uses the ONNX graph name, then the file stem.
   std::string model_name;
   // Limits applied by the final validation.

@@ -646,7 +646,7 @@ bool IsViewOp(std::string_view op_type) {
 
 OpClass ClassifyNode(const Graph& g, const Node& n) {
   const OpInfo* info = Find(n);
-  if (info == nullptr) return OpClass::kOpaque;
+  if (info == nullptr || OnlyReferenceComputes(g, n)) return OpClass::kOpaque;
   if (!info->shape_dependent_class || n.outputs.empty()) return info->base_class;
   const Shape& out = Output(g, n, 0).dims;
   for (size_t i = 0; i < std::min(info->data_inputs, n.inputs.size()); ++i) {

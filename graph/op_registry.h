@@ -51,7 +51,8 @@ std::vector<std::string_view> KnownOps();
 bool IsViewOp(std::string_view op_type);
 
 // The op class of a node; elementwise ops whose inputs differ in shape from the output are
-// kBroadcast.
+// kBroadcast, and a node only the reference interpreter computes (OnlyReferenceComputes,
+// graph/node_attrs.h) is kOpaque.
 OpClass ClassifyNode(const Graph& g, const Node& n);
 
 // FLOPs and bytes of a node from its shapes and attributes. The graph must be linked and validated.

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 
 namespace fusor {
@@ -33,7 +34,7 @@ bool IsPostOp(const Graph& g, const Node& n) {
   static const std::unordered_set<std::string_view> kBinary = {"Add", "Sub", "Mul", "Div"};
   if (!n.domain.empty()) return false;
   if (kEltwise.count(n.op_type) || kBinary.count(n.op_type)) return true;
-  if (n.op_type == "BatchNormalization") return true;
+  if (n.op_type == "BatchNormalization") return !OnlyReferenceComputes(g, n);
   if (n.op_type == "Clip") {
     for (size_t i = 1; i < n.inputs.size(); ++i) {
       if (n.inputs[i] != kNoId && !IsScalarConstant(g, n.inputs[i])) return false;

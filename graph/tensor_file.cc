@@ -204,6 +204,8 @@ StatusOr<std::string> PbBytes(const TensorData& t) {
 
 }  // namespace
 
+StatusOr<std::string> TensorProtoBytes(const TensorData& t) { return PbBytes(t); }
+
 StatusOr<TensorData> ReadTensorFile(const std::string& path) {
   std::string ext = Extension(path);
   if (ext == ".npy") return ReadNpy(path);

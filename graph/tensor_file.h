@@ -14,6 +14,9 @@ namespace fusor {
 // Reads a .pb or .npy file. A .npy file has no tensor name: `name` is left empty.
 StatusOr<TensorData> ReadTensorFile(const std::string& path);
 
+// `t` as a serialized ONNX TensorProto named after it (float32/64, integers, bool).
+StatusOr<std::string> TensorProtoBytes(const TensorData& t);
+
 // Writes `t` (its name goes into a .pb file) in the format of the path's extension.
 Status WriteTensorFile(const std::string& path, const TensorData& t);
 

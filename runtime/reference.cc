@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 #include "graph/op_registry.h"
 #include "runtime/op_params.h"
@@ -70,8 +71,15 @@ std::vector<int64_t> AllCoords(const Shape& dims) {
 
 std::function<float(float)> UnaryFloat(const Node& n, const std::pair<float, float>& clip) {
   const std::string& op = n.op_type;
-  float alpha = static_cast<float>(n.GetFloat("alpha", op == "LeakyRelu" ? 0.01 : 0.2));
+  const bool unit_alpha = op == "Elu" || op == "Celu" || op == "ThresholdedRelu";
+  float alpha = static_cast<float>(n.GetFloat("alpha", op == "LeakyRelu" ? 0.01
+                                                       : unit_alpha      ? 1.0
+                                                       : op == "Selu"    ? 1.67326319217681884
+                                                                         : 0.2));
   float beta = static_cast<float>(n.GetFloat("beta", 0.5));
+  float gamma = static_cast<float>(n.GetFloat("gamma", 1.05070102214813232));
+  float lambd = static_cast<float>(n.GetFloat("lambd", 0.5)),
+        bias = static_cast<float>(n.GetFloat("bias", 0));
   if (op == "Sqrt") return [](float x) { return std::sqrt(x); };
   if (op == "Erf") return [](float x) { return std::erf(x); };
   if (op == "Exp") return [](float x) { return std::exp(x); };
@@ -94,6 +102,27 @@ std::function<float(float)> UnaryFloat(const Node& n, const std::pair<float, flo
   if (op == "Floor") return [](float x) { return std::floor(x); };
   if (op == "Ceil") return [](float x) { return std::ceil(x); };
   if (op == "Softplus") return [](float x) { return std::log1p(std::exp(x)); };
+  if (op == "Elu") return [alpha](float x) { return x >= 0 ? x : alpha * std::expm1(x); };
+  if (op == "Celu") {
+    return [alpha](float x) {
+      return std::max(0.0f, x) + std::min(0.0f, alpha * std::expm1(x / alpha));
+    };
+  }
+  if (op == "Selu") {
+    return [alpha, gamma](float x) { return gamma * (x > 0 ? x : alpha * std::expm1(x)); };
+  }
+  if (op == "ThresholdedRelu") return [alpha](float x) { return x > alpha ? x : 0.0f; };
+  if (op == "Softsign") return [](float x) { return x / (1 + std::fabs(x)); };
+  if (op == "Shrink") {
+    return [lambd, bias](float x) { return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f; };
+  }
+  if (op == "Sign") return [](float x) { return static_cast<float>((x > 0) - (x < 0)); };
+  if (op == "Round") return [](float x) { return std::nearbyint(x); };
+  static const std::unordered_map<std::string, float (*)(float)> kMath = {
+      {"Sin", std::sin},     {"Cos", std::cos},     {"Tan", std::tan},    {"Asin", std::asin},
+      {"Acos", std::acos},   {"Atan", std::atan},   {"Sinh", std::sinh},  {"Cosh", std::cosh},
+      {"Asinh", std::asinh}, {"Acosh", std::acosh}, {"Atanh", std::atanh}};
+  if (auto it = kMath.find(op); it != kMath.end()) return it->second;
   return nullptr;
 }
 
@@ -111,6 +140,10 @@ std::function<double(double, double)> Binary(const std::string& op, bool integer
   if (op == "Greater") return [](double a, double b) { return a > b ? 1.0 : 0.0; };
   if (op == "And") return [](double a, double b) { return a != 0 && b != 0 ? 1.0 : 0.0; };
   if (op == "Or") return [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; };
+  if (op == "Xor") return [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; };
+  if (op == "LessOrEqual") return [](double a, double b) { return a <= b ? 1.0 : 0.0; };
+  if (op == "GreaterOrEqual") return [](double a, double b) { return a >= b ? 1.0 : 0.0; };
+  if (op == "PRelu") return [](double a, double b) { return a < 0 ? a * b : a; };
   return nullptr;
 }
 
@@ -134,6 +167,28 @@ Status RunBinary(const Node& n, const HostTensor& a, const HostTensor& b, HostTe
     Store(out, e, fn(a.at(off[0]), b.at(off[1])));
   });
   return Status::Ok();
+}
+
+// Mod-13: fmod 1 takes the dividend's sign (C's fmod), fmod 0 the divisor's (Python's %).
+void RunMod(const Node& n, const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  const bool c_style = n.GetInt("fmod", 0) != 0;
+  ForEachBroadcast<2>(out->dims, {a.dims, b.dims}, [&](int64_t e, const auto& off) {
+    const double x = a.at(off[0]), y = b.at(off[1]);
+    double r = std::fmod(x, y);
+    if (!c_style && r != 0 && (r < 0) != (y < 0)) r += y;
+    Store(out, e, r);
+  });
+}
+
+// IsNaN, and IsInf with its detect_negative / detect_positive: bool outputs.
+void RunIsSpecial(const Node& n, const HostTensor& x, HostTensor* out) {
+  const bool nan = n.op_type == "IsNaN";
+  const bool negative = n.GetInt("detect_negative", 1) != 0;
+  const bool positive = n.GetInt("detect_positive", 1) != 0;
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    const double v = x.at(e);
+    out->i[e] = nan ? std::isnan(v) : std::isinf(v) && (v < 0 ? negative : positive);
+  }
 }
 
 Status RunUnary(const Graph& g, const Node& n, const Lookup& lookup, const HostTensor& x,
@@ -172,6 +227,40 @@ void RunBatchNorm(const Node& n, const std::array<const HostTensor*, 5>& in, Hos
     int64_t c = (e / inner) % channels;
     float inv = 1.0f / std::sqrt(in[4]->f[c] + eps);
     out->f[e] = (x.f[e] - in[3]->f[c]) * inv * in[1]->f[c] + in[2]->f[c];
+  }
+}
+
+// Training mode (BatchNormalization-15): normalises with the batch's own mean and (biased)
+// variance per channel, and writes the running statistics, input * momentum + batch's *
+// (1 - momentum), to the optional outputs.
+void RunTrainingBatchNorm(const Node& n, const std::array<const HostTensor*, 5>& in,
+                          const std::array<HostTensor*, 3>& out) {
+  const HostTensor& x = *in[0];
+  const int64_t batch = x.dims[0], channels = x.dims[1];
+  const int64_t inner = x.num_elements() / batch / channels;
+  const double eps = n.GetFloat("epsilon", 1e-5), momentum = n.GetFloat("momentum", 0.9);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0, squares = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < inner; ++i) sum += x.f[(b * channels + c) * inner + i];
+    }
+    const double mean = sum / static_cast<double>(batch * inner);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const double d = x.f[(b * channels + c) * inner + i] - mean;
+        squares += d * d;
+      }
+    }
+    const double var = squares / static_cast<double>(batch * inner);
+    const double scale = in[1]->f[c] / std::sqrt(var + eps);
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t e = (b * channels + c) * inner + i;
+        out[0]->f[e] = static_cast<float>((x.f[e] - mean) * scale + in[2]->f[c]);
+      }
+    }
+    if (out[1]) out[1]->f[c] = static_cast<float>(in[3]->f[c] * momentum + mean * (1 - momentum));
+    if (out[2]) out[2]->f[c] = static_cast<float>(in[4]->f[c] * momentum + var * (1 - momentum));
   }
 }
 
@@ -316,24 +405,72 @@ void ForEachReduced(const Shape& in, const std::vector<int64_t>& axes, F f) {
   ForEachBroadcast<1>(in, {kept}, [&](int64_t e, const auto& off) { f(off[0], e); });
 }
 
+// How each Reduce* op starts, folds in one element and finishes a reduced value.
+struct ReduceRule {
+  double init;
+  double (*add)(double acc, double x);
+  double (*finish)(double acc, int64_t count);
+};
+
+const ReduceRule* ReduceRuleOf(const std::string& op) {
+  using R = ReduceRule;
+  static const auto* kRules = new std::unordered_map<std::string, ReduceRule>{
+      {"ReduceSum",
+       R{0, [](double a, double x) { return a + x; }, [](double a, int64_t) { return a; }}},
+      {"ReduceMean", R{0, [](double a, double x) { return a + x; },
+                       [](double a, int64_t c) { return a / static_cast<double>(c); }}},
+      {"ReduceMax",
+       R{-std::numeric_limits<double>::infinity(),
+         [](double a, double x) { return std::max(a, x); }, [](double a, int64_t) { return a; }}},
+      {"ReduceMin",
+       R{std::numeric_limits<double>::infinity(), [](double a, double x) { return std::min(a, x); },
+         [](double a, int64_t) { return a; }}},
+      {"ReduceProd",
+       R{1, [](double a, double x) { return a * x; }, [](double a, int64_t) { return a; }}},
+      {"ReduceL1", R{0, [](double a, double x) { return a + std::fabs(x); },
+                     [](double a, int64_t) { return a; }}},
+      {"ReduceL2", R{0, [](double a, double x) { return a + x * x; },
+                     [](double a, int64_t) { return std::sqrt(a); }}},
+      {"ReduceSumSquare",
+       R{0, [](double a, double x) { return a + x * x; }, [](double a, int64_t) { return a; }}},
+      {"ReduceLogSum", R{0, [](double a, double x) { return a + x; },
+                         [](double a, int64_t) { return std::log(a); }}},
+      {"ReduceLogSumExp", R{0, [](double a, double x) { return a + std::exp(x); },
+                            [](double a, int64_t) { return std::log(a); }}}};
+  auto it = kRules->find(op);
+  return it == kRules->end() ? nullptr : &it->second;
+}
+
 Status RunReduce(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
   FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReduceAxes(g, n));
-  bool is_max = n.op_type == "ReduceMax";
-  std::fill(out->f.begin(), out->f.end(), is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
-  std::vector<double> acc(out->f.size(), 0.0);
+  const ReduceRule& rule = *ReduceRuleOf(n.op_type);
+  std::vector<double> acc(out->f.size(), rule.init);
   int64_t count = 1;
   for (int64_t a : axes) count *= x.dims[a];
-  ForEachReduced(x.dims, axes, [&](int64_t o, int64_t e) {
-    if (is_max) {
-      out->f[o] = std::max(out->f[o], x.f[e]);
-    } else {
-      acc[o] += x.f[e];
-    }
-  });
-  if (is_max) return Status::Ok();
-  double scale = n.op_type == "ReduceMean" ? 1.0 / static_cast<double>(count) : 1.0;
-  for (size_t o = 0; o < acc.size(); ++o) out->f[o] = static_cast<float>(acc[o] * scale);
+  ForEachReduced(x.dims, axes, [&](int64_t o, int64_t e) { acc[o] = rule.add(acc[o], x.f[e]); });
+  for (size_t o = 0; o < acc.size(); ++o) {
+    out->f[o] = static_cast<float>(rule.finish(acc[o], count));
+  }
   return Status::Ok();
+}
+
+// ArgMax / ArgMin: the index along `axis` of the first (or, select_last_index, the last) extreme.
+void RunArgExtreme(const Node& n, const HostTensor& x, HostTensor* out) {
+  const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
+  const bool max = n.op_type == "ArgMax", last = n.GetInt("select_last_index", 0) != 0;
+  const int64_t outer = NumElements(Shape(x.dims.begin(), x.dims.begin() + axis));
+  const int64_t len = x.dims[axis],
+                inner = NumElements(Shape(x.dims.begin() + axis + 1, x.dims.end()));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < len; ++j) {
+        const double v = x.at((o * len + j) * inner + i), b = x.at((o * len + best) * inner + i);
+        if (max ? (v > b || (last && v == b)) : (v < b || (last && v == b))) best = j;
+      }
+      out->i[o * inner + i] = best;
+    }
+  }
 }
 
 // Splits x's dims at the softmax / layer-norm axis into outer rows and normalised inner length.
@@ -344,24 +481,43 @@ void RowsOf(const Shape& dims, int64_t axis, bool to_end, int64_t* outer, int64_
   *inner = to_end ? 1 : NumElements(Shape(dims.begin() + axis + 1, dims.end()));
 }
 
-void RunSoftmax(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+// Calls f(first, len, stride) for each row along Softmax's axis in the node's opset (also
+// LogSoftmax's and Hardmax's): the row's elements are at first + j * stride, j < len.
+template <typename F>
+void ForEachSoftmaxRow(const Graph& g, const Node& n, const Shape& dims, F f) {
   SoftmaxAxis sa = SoftmaxAxisOf(g, n);
   int64_t outer, len, inner;
-  RowsOf(x.dims, sa.axis, sa.coerce_2d, &outer, &len, &inner);
+  RowsOf(dims, sa.axis, sa.coerce_2d, &outer, &len, &inner);
   for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      const float* src = x.f.data() + o * len * inner + i;
-      float* dst = out->f.data() + o * len * inner + i;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < len; ++j) mx = std::max(mx, src[j * inner]);
-      double sum = 0;
-      for (int64_t j = 0; j < len; ++j) sum += std::exp(static_cast<double>(src[j * inner] - mx));
-      for (int64_t j = 0; j < len; ++j) {
-        dst[j * inner] =
-            static_cast<float>(std::exp(static_cast<double>(src[j * inner] - mx)) / sum);
-      }
-    }
+    for (int64_t i = 0; i < inner; ++i) f(o * len * inner + i, len, inner);
   }
+}
+
+// Softmax, or LogSoftmax (the same rows, the log of each value computed without its exp).
+void RunSoftmax(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  const bool log = n.op_type == "LogSoftmax";
+  ForEachSoftmaxRow(g, n, x.dims, [&](int64_t first, int64_t len, int64_t inner) {
+    const float* src = x.f.data() + first;
+    float* dst = out->f.data() + first;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < len; ++j) mx = std::max(mx, src[j * inner]);
+    double sum = 0;
+    for (int64_t j = 0; j < len; ++j) sum += std::exp(static_cast<double>(src[j * inner] - mx));
+    for (int64_t j = 0; j < len; ++j) {
+      const double shifted = static_cast<double>(src[j * inner] - mx);
+      dst[j * inner] = static_cast<float>(log ? shifted - std::log(sum) : std::exp(shifted) / sum);
+    }
+  });
+}
+
+// 1 at the first largest value of each row, 0 elsewhere.
+void RunHardmax(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+  ForEachSoftmaxRow(g, n, x.dims, [&](int64_t first, int64_t len, int64_t inner) {
+    const float* src = x.f.data() + first;
+    int64_t best = 0;
+    for (int64_t j = 1; j < len; ++j) best = src[j * inner] > src[best * inner] ? j : best;
+    out->f[first + best * inner] = 1.0f;
+  });
 }
 
 // The mean of `len` values and 1 / sqrt(variance + eps), for a normalisation.
@@ -374,8 +530,9 @@ std::pair<double, double> Moments(const float* src, int64_t len, double eps) {
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
+// Writes Y, and the optional Mean and InvStdDev (one value per normalised row) when given.
 void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
-                  const HostTensor* bias, HostTensor* out) {
+                  const HostTensor* bias, const std::array<HostTensor*, 3>& out) {
   int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
   float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
   int64_t outer, len, inner;
@@ -385,8 +542,10 @@ void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
     auto [mean, inv] = Moments(src, len, eps);
     for (int64_t j = 0; j < len; ++j) {
       double v = (src[j] - mean) * inv * scale.f[j] + (bias ? bias->f[j] : 0.0f);
-      out->f[o * len + j] = static_cast<float>(v);
+      out[0]->f[o * len + j] = static_cast<float>(v);
     }
+    if (out[1]) out[1]->f[o] = static_cast<float>(mean);
+    if (out[2]) out[2]->f[o] = static_cast<float>(inv);
   }
 }
 
@@ -817,14 +976,95 @@ Status RunScatterNd(const Node& n, const HostTensor& data, const HostTensor& idx
   return Status::Ok();
 }
 
+// GatherElements' and ScatterElements' addressing: calls f(p, offset) for each position p of
+// `idx`, offset being data's flat index of p with its `axis` coordinate replaced by idx[p].
+template <typename F>
+Status ForEachElementIndex(const Node& n, const HostTensor& data, const HostTensor& idx, F f) {
+  const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.dims.size());
+  const std::vector<int64_t> strides = RowMajorStrides(data.dims);
+  const int64_t len = data.dims[axis];
+  std::vector<int64_t> coord(idx.dims.size(), 0);
+  for (int64_t e = 0; e < idx.num_elements(); ++e, NextCoord(idx.dims, &coord)) {
+    const int64_t k = idx.i[e] < 0 ? idx.i[e] + len : idx.i[e];
+    if (k < 0 || k >= len) {
+      return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(idx.i[e]) +
+                                     " is outside axis " + std::to_string(axis) + " of size " +
+                                     std::to_string(len));
+    }
+    int64_t offset = 0;
+    for (size_t d = 0; d < coord.size(); ++d) {
+      offset += (static_cast<int64_t>(d) == axis ? k : coord[d]) * strides[d];
+    }
+    f(e, offset);
+  }
+  return Status::Ok();
+}
+
+Status RunGatherElements(const Node& n, const HostTensor& data, const HostTensor& idx,
+                         HostTensor* out) {
+  return ForEachElementIndex(n, data, idx,
+                             [&](int64_t e, int64_t src) { Store(out, e, data.at(src)); });
+}
+
+// A copy of data with each addressed element replaced by its update, or combined with it
+// (reduction add / mul), in index order.
+Status RunScatterElements(const Node& n, const HostTensor& data, const HostTensor& idx,
+                          const HostTensor& updates, HostTensor* out) {
+  out->f = data.f;
+  out->i = data.i;
+  const std::string reduction = n.GetString("reduction", "none");
+  return ForEachElementIndex(n, data, idx, [&](int64_t e, int64_t dst) {
+    const double u = updates.at(e), old = out->at(dst);
+    Store(out, dst, reduction == "add" ? old + u : reduction == "mul" ? old * u : u);
+  });
+}
+
+// DepthToSpace (DCR or CRD) and SpaceToDepth on [N, C, H, W]: each output element's source.
+void RunSpaceDepth(const Node& n, const HostTensor& x, HostTensor* out) {
+  const int64_t b = n.GetInt("blocksize", 1);
+  const bool to_space = n.op_type == "DepthToSpace", crd = n.GetString("mode", "DCR") == "CRD";
+  const Shape& o = out->dims;
+  const Shape& in = x.dims;
+  std::vector<int64_t> c(4, 0);
+  for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(o, &c)) {
+    int64_t ch, h, w;
+    if (to_space) {
+      const int64_t bh = c[2] % b, bw = c[3] % b;
+      ch = crd ? c[1] * b * b + bh * b + bw : (bh * b + bw) * o[1] + c[1];
+      h = c[2] / b;
+      w = c[3] / b;
+    } else {
+      const int64_t block = c[1] / in[1];
+      ch = c[1] % in[1];
+      h = c[2] * b + block / b;
+      w = c[3] * b + block % b;
+    }
+    Store(out, e, x.at(((c[0] * in[1] + ch) * in[2] + h) * in[3] + w));
+  }
+}
+
+// Tile: output coordinate d reads input coordinate d modulo the input's dim.
+void RunTile(const HostTensor& x, HostTensor* out) {
+  const std::vector<int64_t> strides = RowMajorStrides(x.dims);
+  std::vector<int64_t> c(out->dims.size(), 0);
+  for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(out->dims, &c)) {
+    int64_t src = 0;
+    for (size_t d = 0; d < c.size(); ++d) src += (c[d] % x.dims[d]) * strides[d];
+    Store(out, e, x.at(src));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
 bool IsUnary(const std::string& op) {
-  static const char* kOps[] = {"Sqrt",     "Erf",      "Exp",     "Log",         "Tanh",
-                               "Relu",     "Clip",     "Neg",     "Abs",         "Reciprocal",
-                               "Floor",    "Ceil",     "Sigmoid", "HardSigmoid", "HardSwish",
-                               "Softplus", "LeakyRelu"};
+  static const char* kOps[] = {
+      "Sqrt",      "Erf",      "Exp",        "Log",   "Tanh", "Relu",    "Clip",
+      "Neg",       "Abs",      "Reciprocal", "Floor", "Ceil", "Sigmoid", "HardSigmoid",
+      "HardSwish", "Softplus", "LeakyRelu",  "Elu",   "Celu", "Selu",    "ThresholdedRelu",
+      "Softsign",  "Shrink",   "Sign",       "Round", "Sin",  "Cos",     "Tan",
+      "Asin",      "Acos",     "Atan",       "Sinh",  "Cosh", "Asinh",   "Acosh",
+      "Atanh"};
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
 
@@ -850,6 +1090,12 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   }
   if (op == "Resize") return RunResize(g, n, x, &out);
   if (op == "ScatterND") return RunScatterNd(n, x, *in(n.inputs[1]), *in(n.inputs[2]), &out);
+  if (op == "GatherElements") return RunGatherElements(n, x, *in(n.inputs[1]), &out);
+  if (op == "ScatterElements") {
+    return RunScatterElements(n, x, *in(n.inputs[1]), *in(n.inputs[2]), &out);
+  }
+  if (op == "DepthToSpace" || op == "SpaceToDepth") return RunSpaceDepth(n, x, &out), Status::Ok();
+  if (op == "Tile") return RunTile(x, &out), Status::Ok();
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
   if (op == "Concat") {
     for (size_t j = 0, offset = 0; j < n.inputs.size(); ++j) {
@@ -870,6 +1116,86 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
 }
 
+// NegativeLogLikelihoodLoss of log-probabilities `logp` [N, C, D...] at `target` [N, D...] with
+// optional per-class `weight`: per element -logp[n, target, d] * weight[target] (0 where the target
+// is ignore_index), then none (that tensor), sum, or mean (divided by the weights summed).
+Status RunNllLoss(const Node& n, const HostTensor& logp, const HostTensor& target,
+                  const HostTensor* weight, HostTensor* out) {
+  const int64_t batch = logp.dims[0], classes = logp.dims[1];
+  const int64_t inner = logp.num_elements() / std::max<int64_t>(1, batch * classes);
+  const bool ignores = n.FindAttr("ignore_index") != nullptr;
+  const int64_t ignore = n.GetInt("ignore_index", 0);
+  const std::string reduction = n.GetString("reduction", "mean");
+  double sum = 0, weights = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t d = 0; d < inner; ++d) {
+      const int64_t c = target.i[b * inner + d];
+      double loss = 0, w = 0;
+      if (!ignores || c != ignore) {
+        if (c < 0 || c >= classes) {
+          return Status::InvalidArgument(NodeLabel(n) + ": target class " + std::to_string(c) +
+                                         " is outside [0, " + std::to_string(classes) + ")");
+        }
+        w = weight != nullptr ? weight->f[c] : 1.0;
+        loss = -logp.f[(b * classes + c) * inner + d] * w;
+      }
+      if (reduction == "none") out->f[b * inner + d] = static_cast<float>(loss);
+      sum += loss;
+      weights += w;
+    }
+  }
+  if (reduction != "none") out->f[0] = static_cast<float>(reduction == "sum" ? sum : sum / weights);
+  return Status::Ok();
+}
+
+// SoftmaxCrossEntropyLoss: the NegativeLogLikelihoodLoss of LogSoftmax over axis 1, and that
+// log-probability as the optional second output.
+Status RunSoftmaxCrossEntropy(const Node& n, const Lookup& in, TensorValues* values) {
+  const HostTensor& x = *in(n.inputs[0]);
+  HostTensor logp = HostTensor::Zeros(x.dtype, x.dims);
+  const int64_t classes = x.dims[1];
+  const int64_t inner = x.num_elements() / std::max<int64_t>(1, x.dims[0] * classes);
+  for (int64_t b = 0; b < x.dims[0]; ++b) {
+    for (int64_t d = 0; d < inner; ++d) {
+      const float* src = x.f.data() + b * classes * inner + d;
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t c = 0; c < classes; ++c) mx = std::max<double>(mx, src[c * inner]);
+      for (int64_t c = 0; c < classes; ++c) sum += std::exp(src[c * inner] - mx);
+      for (int64_t c = 0; c < classes; ++c) {
+        logp.f[(b * classes + c) * inner + d] =
+            static_cast<float>(src[c * inner] - mx - std::log(sum));
+      }
+    }
+  }
+  const HostTensor* weight = n.input(2) == kNoId ? nullptr : in(n.inputs[2]);
+  FUSOR_RETURN_IF_ERROR(RunNllLoss(n, logp, *in(n.inputs[1]), weight, &(*values)[n.outputs[0]]));
+  if (n.outputs.size() > 1) (*values)[n.outputs[1]].f = std::move(logp.f);
+  return Status::Ok();
+}
+
+// Dropout at inference (CheckDropout refuses training mode): Y is X, the mask all true.
+void RunDropout(const Node& n, const Lookup& in, TensorValues* values) {
+  const HostTensor& x = *in(n.inputs[0]);
+  HostTensor& y = (*values)[n.outputs[0]];
+  y.f = x.f;
+  y.i = x.i;
+  if (n.outputs.size() > 1) {
+    HostTensor& mask = (*values)[n.outputs[1]];
+    std::fill(mask.i.begin(), mask.i.end(), 1);
+  }
+}
+
+// The normalisations whose optional outputs the reference computes (OnlyReferenceComputes).
+void RunWithOptionalOutputs(const Node& n, const Lookup& in, TensorValues* values) {
+  std::array<HostTensor*, 3> out{};
+  for (size_t k = 0; k < std::min<size_t>(3, n.outputs.size()); ++k) {
+    out[k] = &(*values)[n.outputs[k]];
+  }
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  if (n.op_type == "LayerNormalization") return RunLayerNorm(n, *opt(0), *opt(1), opt(2), out);
+  RunTrainingBatchNorm(n, {opt(0), opt(1), opt(2), opt(3), opt(4)}, out);
+}
+
 Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
   const std::string& op = n.op_type;
   auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
@@ -880,6 +1206,12 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (IsUnary(op)) return RunUnary(g, n, in, x, out);
   if (Binary(op, false)) return RunBinary(n, x, *in(n.inputs[1]), out);
   if (op == "Cast") return RunCast(x, out), Status::Ok();
+  if (op == "Mod") return RunMod(n, x, *in(n.inputs[1]), out), Status::Ok();
+  if (op == "IsNaN" || op == "IsInf") return RunIsSpecial(n, x, out), Status::Ok();
+  if (op == "ArgMax" || op == "ArgMin") return RunArgExtreme(n, x, out), Status::Ok();
+  if (op == "LogSoftmax") return RunSoftmax(g, n, x, out), Status::Ok();
+  if (op == "Hardmax") return RunHardmax(g, n, x, out), Status::Ok();
+  if (op == "NegativeLogLikelihoodLoss") return RunNllLoss(n, x, *opt(1), opt(2), out);
   if (op == "Not") {
     for (int64_t e = 0; e < x.num_elements(); ++e) Store(out, e, x.at(e) == 0 ? 1 : 0);
     return Status::Ok();
@@ -900,7 +1232,6 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   }
   if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
   if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
-  if (op == "LayerNormalization") return RunLayerNorm(n, x, *opt(1), opt(2), out), Status::Ok();
   if (op == "InstanceNormalization") {
     return RunInstanceNorm(n, x, *opt(1), *opt(2), out), Status::Ok();
   }
@@ -913,12 +1244,53 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
 bool IsInjectiveOp(const std::string& op) {
   return IsViewOp(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
          op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize" ||
-         op == "ScatterND";
+         op == "ScatterND" || op == "GatherElements" || op == "DepthToSpace" ||
+         op == "SpaceToDepth" || op == "Tile" || op == "ScatterElements";
+}
+
+// PRelu's slope broadcasts to its input by numpy's rules (opset 7 on); a slope of one value per
+// channel, which opset 6 exporters wrote for [N, C, ...] inputs, does not.
+Status CheckSlopeBroadcasts(const Graph& g, const Node& n) {
+  const Shape& x = g.tensor(n.input(0)).dims;
+  const Shape& slope = g.tensor(n.input(1)).dims;
+  bool fits = slope.size() <= x.size();
+  for (size_t i = 0; fits && i < slope.size(); ++i) {
+    const int64_t d = slope[slope.size() - 1 - i];
+    fits = d == 1 || d == x[x.size() - 1 - i];
+  }
+  if (fits) return Status::Ok();
+  return Status::InvalidArgument(NodeLabel(n) + ": slope of shape " + ShapeString(slope) +
+                                 " does not broadcast to the input's " + ShapeString(x) +
+                                 " (numpy rules, PRelu-7 on)");
+}
+
+// Training-mode Dropout draws a random mask; the reference runs the inference form only: no
+// training_mode input, or a constant false one, or a constant ratio of 0.
+Status CheckDropout(const Graph& g, const Node& n) {
+  auto constant_zero = [&](size_t i) {
+    if (n.input(i) == kNoId) return true;
+    const Tensor& t = g.tensor(n.input(i));
+    StatusOr<HostTensor> v = ConstantValue(t);
+    if (t.kind != TensorKind::kConstant || !v.ok()) return false;
+    for (int64_t e = 0; e < v->num_elements(); ++e) {
+      if (v->at(e) != 0) return false;
+    }
+    return true;
+  };
+  if (n.inputs.size() < 3 || constant_zero(2) || (n.inputs.size() >= 2 && constant_zero(1))) {
+    return Status::Ok();
+  }
+  return Status::Unimplemented(NodeLabel(n) +
+                               ": Dropout in training mode (training_mode not a constant false, "
+                               "ratio not 0) draws a random mask; Fusor runs inference only");
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
-  static const char* kIntOk[] = {"Add",   "Sub",   "Mul",  "Div",     "Pow", "Min", "Max", "Cast",
-                                 "Where", "Equal", "Less", "Greater", "And", "Or",  "Not"};
+  static const char* kIntOk[] = {
+      "Add", "Sub",    "Mul",    "Div",     "Pow",         "Min",
+      "Max", "Cast",   "Where",  "Equal",   "Less",        "Greater",
+      "And", "Or",     "Not",    "Xor",     "LessOrEqual", "GreaterOrEqual",
+      "Mod", "ArgMax", "ArgMin", "Dropout", "IsNaN",       "IsInf"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -947,6 +1319,23 @@ bool IsComputeOp(const std::string& op) {
                                "ReduceMean",
                                "ReduceSum",
                                "ReduceMax",
+                               "ReduceMin",
+                               "ReduceProd",
+                               "ReduceL1",
+                               "ReduceL2",
+                               "ReduceSumSquare",
+                               "ReduceLogSum",
+                               "ReduceLogSumExp",
+                               "Mod",
+                               "ArgMax",
+                               "ArgMin",
+                               "LogSoftmax",
+                               "Hardmax",
+                               "Dropout",
+                               "IsNaN",
+                               "IsInf",
+                               "NegativeLogLikelihoodLoss",
+                               "SoftmaxCrossEntropyLoss",
                                "Softmax",
                                "LayerNormalization",
                                "InstanceNormalization",
@@ -970,6 +1359,11 @@ Status CheckReferenceKernel(const Graph& g, NodeId id) {
                                  (n.domain.empty() ? "" : n.domain + ".") + n.op_type +
                                  "' (neither a lowering nor a reference kernel); the model "
                                  "cannot run until it is replaced or supported");
+  }
+  if (n.op_type == "Dropout") FUSOR_RETURN_IF_ERROR(CheckDropout(g, n));
+  if (n.op_type == "PRelu") FUSOR_RETURN_IF_ERROR(CheckSlopeBroadcasts(g, n));
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1) {
+    return Status::Unimplemented(NodeLabel(n) + ": MaxPool's Indices output is not supported");
   }
   return CheckFloatOnly(g, n);
 }
@@ -1022,6 +1416,11 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
   if (n.op_type == "GRU") return RunGru(g, n, in, values);
+  if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
+  if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
+  if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
+    return RunWithOptionalOutputs(n, in, values), Status::Ok();
+  }
   return RunCompute(g, n, in, &(*values)[n.outputs[0]]);
 }
 

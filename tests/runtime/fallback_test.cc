@@ -245,6 +245,51 @@ TEST(InstanceNormKernel, RunsOnOneDnnNormalizationAndMatchesTheReference) {
   }
 }
 
+// A LayerNormalization whose Mean and InvStdDev are read, and a BatchNormalization in training
+// mode, are computed by the reference interpreter only: each is opaque, runs alone through the
+// fallback in every plan, and every output matches the reference (conformance: oneDNN's kernels
+// gave Y alone, and the inference form of the BatchNormalization).
+TEST(ReferenceFallback, NormalizationsWithStatisticOutputsRunAloneOnTheReference) {
+  testing::IrBuilder b;
+  TensorId x = b.Input("x", {2, 3, 4, 5});
+  TensorId s = b.Weight("s", {5}), scale = b.Weight("scale", {3}), bias = b.Weight("bias", {3});
+  TensorId m = b.Weight("m", {3}), v = b.Weight("v", {3});
+  TensorId r = b.Act("r", {2, 3, 4, 5}), y = b.Act("y", {2, 3, 4, 5});
+  TensorId mean = b.Act("mean", {2, 3, 4, 1}), inv = b.Act("inv", {2, 3, 4, 1});
+  TensorId bn = b.Act("bn", {2, 3, 4, 5}), rm = b.Act("rm", {3}), rv = b.Act("rv", {3});
+  TensorId out = b.Act("out", {2, 3, 4, 5});
+  b.Op("Relu", {x}, {r});
+  b.Op("LayerNormalization", {r, s}, {y, mean, inv});
+  b.Op("BatchNormalization", {y, scale, bias, m, v}, {bn, rm, rv},
+       {testing::Int("training_mode", 1)});
+  b.Op("Relu", {bn}, {out});
+  for (TensorId t : {out, mean, inv, rm, rv}) b.Output(t);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 3);
+  ASSERT_TRUE(leaves.ok());
+  auto want = RunReference(g, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  for (const FusionPlan& plan : {UnfusedPlan(g), MaxFusionPlan(g)}) {
+    for (const FusionGroup& group : plan.groups) {
+      const std::string& op = g.node(group.nodes[0]).op_type;
+      if (op == "LayerNormalization" || op == "BatchNormalization") {
+        EXPECT_EQ(group.kind, GroupKind::kOpaque) << op;
+        EXPECT_EQ(group.nodes.size(), 1u) << op;
+      }
+    }
+    auto exec = Executor::Create(g, plan, *leaves);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    (*exec)->Run();
+    for (TensorId t : g.outputs()) {
+      auto got = (*exec)->Read(t);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      auto c = Compare(want->at(t), *got);
+      ASSERT_TRUE(c.ok());
+      EXPECT_LE(c->worst_ratio, 1.0) << g.tensor(t).name << ": " << c->ToString();
+    }
+  }
+}
+
 TEST(ReferenceFallback, OpWithNoImplementationFailsNamingNodeAndOp) {
   testing::IrBuilder b;
   TensorId x = b.Input("x", {4});

@@ -22,14 +22,19 @@ HostTensor F(Shape dims, std::vector<float> v) {
   return h;
 }
 
-// Runs the single-output graph built by `build` on `inputs` (by tensor id) and returns the output.
-HostTensor RunOne(const Graph& g, TensorValues inputs) {
+// Runs the graph built by `build` on `inputs` (by tensor id) and returns every output.
+TensorValues RunAll(const Graph& g, TensorValues inputs) {
   auto leaves = RandomLeafValues(g, 7);
   EXPECT_TRUE(leaves.ok());
   for (auto& [t, v] : inputs) (*leaves)[t] = v;
   auto out = RunReference(g, *leaves);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
-  return out->at(g.outputs()[0]);
+  return out.ok() ? *out : TensorValues{};
+}
+
+// The output of a single-output graph.
+HostTensor RunOne(const Graph& g, TensorValues inputs) {
+  return RunAll(g, std::move(inputs)).at(g.outputs()[0]);
 }
 
 void ExpectValues(const HostTensor& h, const std::vector<float>& want, float tol = 1e-5f) {
@@ -137,6 +142,49 @@ TEST(Reference, BatchNormByHand) {
                               {m, F({2}, {1, 1})},
                               {v, F({2}, {4, 16})}});
   ExpectValues(out, {(3 - 1) / 2.0f * 2 + 1, (5 - 1) / 4.0f * 1 - 1});
+}
+
+// LayerNormalization's optional Mean and InvStdDev outputs: one value per normalised row
+// (conformance: they were left at zero).
+TEST(Reference, LayerNormWritesMeanAndInvStdDevPerRow) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 2});
+  TensorId s = b.Weight("s", {2});
+  TensorId y = b.Act("y", {2, 2}), mean = b.Act("mean", {2, 1}), inv = b.Act("inv", {2, 1});
+  b.Op("LayerNormalization", {x, s}, {y, mean, inv}, {{"epsilon", 0.0}});
+  b.Output(y);
+  b.Output(mean);
+  b.Output(inv);
+  Graph g = b.Build();
+  TensorValues out = RunAll(g, {{x, F({2, 2}, {1, 3, 2, 6})}, {s, F({2}, {1, 1})}});
+  ExpectValues(out[y], {-1, 1, -1, 1});
+  ExpectValues(out[mean], {2, 4});
+  ExpectValues(out[inv], {1, 0.5f});
+}
+
+// BatchNormalization in training mode normalises with the batch's statistics and writes the
+// running ones (conformance: it used the running statistics as in inference).
+TEST(Reference, TrainingBatchNormUsesTheBatchStatistics) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 1, 1, 1});
+  TensorId s = b.Weight("s", {1}), bb = b.Weight("bb", {1}), m = b.Weight("m", {1}),
+           v = b.Weight("v", {1});
+  TensorId y = b.Act("y", {2, 1, 1, 1}), rm = b.Act("rm", {1}), rv = b.Act("rv", {1});
+  b.Op("BatchNormalization", {x, s, bb, m, v}, {y, rm, rv},
+       {{"epsilon", 0.0}, {"momentum", 0.5}, Int("training_mode", 1)});
+  b.Output(y);
+  b.Output(rm);
+  b.Output(rv);
+  Graph g = b.Build();
+  TensorValues out = RunAll(g, {{x, F({2, 1, 1, 1}, {1, 5})},
+                                {s, F({1}, {2})},
+                                {bb, F({1}, {1})},
+                                {m, F({1}, {0})},
+                                {v, F({1}, {2})}});
+  // Batch mean 3, variance 4: y = (x - 3) / 2 * 2 + 1.
+  ExpectValues(out[y], {-1, 3});
+  ExpectValues(out[rm], {0 * 0.5f + 3 * 0.5f});
+  ExpectValues(out[rv], {2 * 0.5f + 4 * 0.5f});
 }
 
 struct UnaryCase {
@@ -465,6 +513,20 @@ TEST(Reference, ResizeBilinearAlignCornersByHand) {
   // Rows and columns at 0, .5, 1 of [[0, 10], [20, 30]].
   ExpectValues(RunOne(g, {{x, F({1, 1, 2, 2}, {0, 10, 20, 30})}}),
                {0, 5, 10, 10, 15, 20, 20, 25, 30});
+}
+
+// With scales, align_corners divides by the unrounded resized length, in * scale (ONNX's rule;
+// conformance: the rounded output length gave 4 where ONNX gives 3.142857).
+TEST(Reference, ResizeAlignCornersWithScalesUsesTheUnroundedLength) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 1, 4});
+  TensorId y = b.Act("y", {1, 1, 1, 2});
+  b.Op("Resize", {x, b.FloatConstant("roi", {}), b.FloatConstant("scales", {1, 1, 1, 0.6f})}, {y},
+       {Str("mode", "linear"), Str("coordinate_transformation_mode", "align_corners")});
+  b.Output(y);
+  Graph g = b.Build();
+  // Output 1 reads input position 1 * 3 / (4 * 0.6 - 1) = 2.142857 of [1, 2, 3, 4].
+  ExpectValues(RunOne(g, {{x, F({1, 1, 1, 4}, {1, 2, 3, 4})}}), {1, 3.142857f});
 }
 
 TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
