@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
+#include <string>
 
 #include "base/host_memory.h"
 #include "graph/op_registry.h"
@@ -28,6 +30,25 @@ int64_t AnchorFanIn(const Graph& g, TensorId w) {
     if (n.op_type == "MatMul") return d.size() >= 2 ? d[d.size() - 2] : d[0];
   }
   return 0;
+}
+
+// He's gain for the weight of an anchor (2: ReLU passes half the variance on), or 3 when the
+// anchor's output goes into a smooth gate (SiLU as x * Sigmoid(x), HardSwish, Tanh), which passes
+// on about a third: with 2, EfficientNet-B0's activations shrink layer by layer until its outputs
+// for two inputs are 0.15% apart. tools/fill_weights.py applies the same rule.
+float AnchorGain(const Graph& g, TensorId w) {
+  static const std::set<std::string> kSmoothGates = {"Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+                                                     "Mul"};
+  for (NodeId c : g.tensor(w).consumers) {
+    const Node& anchor = g.node(c);
+    if (anchor.input(1) != w) continue;
+    for (TensorId out : anchor.outputs) {
+      for (NodeId r : g.tensor(out).consumers) {
+        if (kSmoothGates.count(g.node(r).op_type)) return 3.0f;
+      }
+    }
+  }
+  return 2.0f;
 }
 
 // True for a weight an anchor adds as its bias (Conv, ConvTranspose, Gemm input 2).
@@ -65,7 +86,7 @@ HostTensor RandomTensor(const Graph& g, TensorId id, std::mt19937_64& rng) {
   float lo = -1, hi = 1;
   if (t.kind == TensorKind::kWeight) {
     int64_t fan_in = AnchorFanIn(g, id);
-    float bound = fan_in > 0            ? std::sqrt(6.0f / static_cast<float>(fan_in))
+    float bound = fan_in > 0 ? std::sqrt(3 * AnchorGain(g, id) / static_cast<float>(fan_in))
                   : IsAnchorBias(g, id) ? kAnchorBiasBound
                                         : 0;
     lo = bound > 0 ? -bound : 0.5f;

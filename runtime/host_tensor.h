@@ -53,7 +53,8 @@ class ConstantValues {
 };
 
 // Values for every graph input, weight and constant of `g`. Weights feeding an anchor's weight
-// operand get He-uniform values (so activations keep their scale through deep networks, and the
+// operand get He-uniform values, with a larger gain before a smooth gate such as SiLU (so
+// activations keep their scale through deep networks, and the
 // outputs depend on the input: tests/search/weights_parity_test.cc); an anchor's bias is uniform in
 // [-0.1, 0.1]; other weights are uniform in [0.5, 1.5] (safe for Div, Sqrt, Log); float inputs
 // uniform in [-1, 1];

@@ -97,7 +97,8 @@ TEST_P(WeightsParity, TwoInputsGiveDifferentOutputsWithTheRuntimesSeededWeights)
   ExpectOutputsDependOnTheInput(*g, *leaves);
 }
 
-INSTANTIATE_TEST_SUITE_P(Filled, WeightsParity, ::testing::Values("squeezenet1_1", "mobilenet_v2"));
+INSTANTIATE_TEST_SUITE_P(Filled, WeightsParity,
+                         ::testing::Values("squeezenet1_1", "mobilenet_v2", "efficientnet_b0"));
 
 }  // namespace
 }  // namespace fusor
