@@ -37,6 +37,7 @@
 #include "costmodel/sampled_suite.h"
 #include "costmodel/validation.h"
 #include "db/sqlite_plan_store.h"
+#include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
 #include "runtime/constant_evaluator.h"
@@ -90,9 +91,10 @@ class MeasurementTable {
     }
     if (!table_.contains(key)) {
       FUSOR_ASSIGN_OR_RETURN(SearchResult tuned, SearchPlan(g, model));
-      table_[key] = {{"none", PlanToJson(UnfusedPlan(g))},
-                     {"rules", PlanToJson(RulesPlan(g, SearchOptions{}.max_group_nodes))},
-                     {"tuned", PlanToJson(tuned.plan)}};
+      const PlanOrigin origin{CanonicalHash(g), ""};
+      table_[key] = {{"none", PlanToJson(UnfusedPlan(g), origin)},
+                     {"rules", PlanToJson(RulesPlan(g, SearchOptions{}.max_group_nodes), origin)},
+                     {"tuned", PlanToJson(tuned.plan, origin)}};
     }
     std::vector<std::pair<std::string, FusionPlan>> out;
     for (const auto& [name, j] : table_[key].items()) {

@@ -7,7 +7,9 @@
 // default cost model runs and the row says so. A model with symbolic dims runs with the values
 // after '@' (as `fusor tune --dim`; ONNX Runtime takes them from the inputs). Per model:
 //   - parity: the reference interpreter's outputs against Fusor's under the unfused plan and the
-//     plan (runtime/host_tensor.h Compare: every element within 1e-4 * max|ref| + 1e-3 * |ref|);
+//     plan (runtime/host_tensor.h Compare: every element within 1e-4 * max|ref| + 1e-3 * |ref|),
+//     and how much the outputs of two inputs differ (RelativeDifference; below
+//     kMinInputSensitivity the weights wash the input out and parity sees little of the network);
 //   - peer: ONNX Runtime 1.20.1 (bench/peers/ort_runner.js, all graph optimisations) and Fusor's
 //     executor under the plan, T threads each (default 2), same seeded inputs; the largest
 //     absolute output difference and that difference over the largest |ORT output|; then N rounds
@@ -158,6 +160,20 @@ StatusOr<double> ParityRatio(const Graph& g, const TensorValues& leaves, const T
   return worst;
 }
 
+// How much the outputs depend on the input (host_tensor.h RelativeDifference): `exec`'s outputs
+// for other seeded inputs against the reference's for `leaves`. `exec` is left with `leaves`'
+// inputs, run once.
+StatusOr<double> InputSensitivity(const Graph& g, Executor& exec, const TensorValues& leaves,
+                                  const TensorValues& want) {
+  FUSOR_ASSIGN_OR_RETURN(TensorValues other, RandomLeafValues(g, 2, /*weights=*/false));
+  for (TensorId t : g.inputs()) FUSOR_RETURN_IF_ERROR(exec.SetInput(t, other.at(t)));
+  exec.Run();
+  FUSOR_ASSIGN_OR_RETURN(TensorValues got, exec.ReadOutputs());
+  for (TensorId t : g.inputs()) FUSOR_RETURN_IF_ERROR(exec.SetInput(t, leaves.at(t)));
+  exec.Run();
+  return RelativeDifference(want, got);
+}
+
 struct PeerDiff {
   double max_abs = 0, max_rel = 0;
 };
@@ -277,6 +293,11 @@ Status BenchModel(std::string spec, const Options& o, std::vector<Row>* rows) {
   eo.threads = o.threads;
   FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
   exec->Run();
+  FUSOR_ASSIGN_OR_RETURN(double sensitivity, InputSensitivity(g, *exec, leaves, want));
+  std::printf("%-28s outputs of two inputs differ by %.3g relative%s\n", g.model_name.c_str(),
+              sensitivity,
+              sensitivity > kMinInputSensitivity ? "" : ": WASHED OUT, parity sees little");
+  std::fflush(stdout);
   // Fusor's own baselines, timed in the same rounds: every op alone, and the rules plan.
   const SearchOptions defaults;
   FUSOR_ASSIGN_OR_RETURN(auto none, Executor::Create(g, UnfusedPlan(g), leaves, eo));

@@ -228,22 +228,33 @@ db::PlanQuery ToPlanQuery(const QueryOptions& o) {
   return q;
 }
 
-void PrintPlanTable(const std::vector<db::StoredPlan>& plans) {
+void PrintPlanTable(const std::vector<db::StoredPlan>& plans, bool statuses_known) {
   TextTable table({"GRAPH", "MODEL", "TARGET", "COST MODEL", "OPTIONS", "PREDICTED", "MEASURED",
                    "SPEED-UP", "CREATED", "STATUS"});
   for (const db::StoredPlan& s : plans) {
     const v1::Plan& p = s.plan;
-    table.Add({p.graph_hash().substr(0, 12), s.model_name, p.target_id().substr(0, 12),
-               p.cost_model_version(), p.search_options().empty() ? "-" : p.search_options(),
+    table.Add({p.graph_hash().substr(0, 12), statuses_known ? s.model_name : "?",
+               p.target_id().substr(0, 12), p.cost_model_version(),
+               p.search_options().empty() ? "-" : p.search_options(),
                DurationText(p.predicted_ns()), DurationText(p.measured_ns()), SpeedUpText(p),
-               LocalIsoTime(p.created_unix_ms()), s.stale ? "stale" : "current"});
+               LocalIsoTime(p.created_unix_ms()),
+               !statuses_known ? "unknown"
+               : s.stale       ? "stale"
+                               : "current"});
   }
   table.Print(std::cout);
 }
 
-// The same query against a fusord. The wire form carries no model name or staleness per plan, and
+// A page of plans from a fusord. A server older than QueryPlansResponse.statuses sends none: the
+// model and staleness of its plans are then unknown, and are printed so rather than guessed.
+struct RemotePage {
+  db::PlanPage page;
+  bool statuses_known = true;
+};
+
+// The same query against a fusord, which judges staleness under its own cost model. The wire form
 // has no graph-hash filter.
-StatusOr<db::PlanPage> RemoteQuery(const QueryOptions& o) {
+StatusOr<RemotePage> RemoteQuery(const QueryOptions& o) {
   if (!o.graph.empty() || !o.db.db_path.empty() || !o.db.snapshots.empty() || o.current) {
     return Status::InvalidArgument(
         "--graph, --db, --snapshot and --current are for local databases, not with --server");
@@ -258,56 +269,58 @@ StatusOr<db::PlanPage> RemoteQuery(const QueryOptions& o) {
   r.set_page_size(o.limit);
   r.set_page_token(o.page_token);
   FUSOR_ASSIGN_OR_RETURN(v1::QueryPlansResponse response, api->QueryPlans(r));
-  db::PlanPage page;
-  for (const auto& p : response.plans()) {
-    db::StoredPlan s;
-    s.plan = p;
-    s.model_name = o.model.empty() ? "-" : o.model;
+  RemotePage remote;
+  remote.statuses_known = response.statuses_size() == response.plans_size();
+  for (int i = 0; i < response.plans_size(); ++i) {
+    db::StoredPlan& s = remote.page.plans.emplace_back();
+    s.plan = response.plans(i);
     s.database = o.remote.server;
-    page.plans.push_back(std::move(s));
+    if (!remote.statuses_known) continue;
+    s.model_name = response.statuses(i).model_name();
+    s.stale = response.statuses(i).stale();
+    s.stale_reason = response.statuses(i).stale_reason();
   }
-  page.next_page_token = response.next_page_token();
-  return page;
+  remote.page.next_page_token = response.next_page_token();
+  return remote;
+}
+
+void PrintPlans(const db::PlanPage& page, bool json, bool statuses_known) {
+  if (json) {
+    ordered_json plans = ordered_json::array();
+    for (const db::StoredPlan& s : page.plans) {
+      ordered_json plan = PlanSummaryJson(s);
+      if (!statuses_known) plan["model_name"] = plan["stale"] = plan["stale_reason"] = nullptr;
+      plans.push_back(std::move(plan));
+    }
+    std::cout << ordered_json{{"plans", plans}, {"next_page_token", page.next_page_token}}.dump(2)
+              << "\n";
+    return;
+  }
+  if (page.plans.empty()) {
+    std::cout << "no plans match\n";
+    return;
+  }
+  PrintPlanTable(page.plans, statuses_known);
+  if (!page.next_page_token.empty()) {
+    std::cout << "more: --page-token " << page.next_page_token << "\n";
+  }
+  if (!statuses_known) {
+    std::cout << "note: the server sends no model names or staleness (it predates them)\n";
+  }
 }
 
 int RunQuery(const QueryOptions& o) {
   if (o.remote.remote()) {
-    StatusOr<db::PlanPage> page = RemoteQuery(o);
-    if (!page.ok()) return Fail("query", page.status());
-    if (o.db.json) {
-      ordered_json plans = ordered_json::array();
-      for (const db::StoredPlan& s : page->plans) plans.push_back(PlanSummaryJson(s));
-      std::cout << ordered_json{{"plans", plans}, {"next_page_token", page->next_page_token}}.dump(
-                       2)
-                << "\n";
-    } else if (page->plans.empty()) {
-      std::cout << "no plans match\n";
-    } else {
-      PrintPlanTable(page->plans);
-      if (!page->next_page_token.empty())
-        std::cout << "more: --page-token " << page->next_page_token << "\n";
-    }
+    StatusOr<RemotePage> remote = RemoteQuery(o);
+    if (!remote.ok()) return Fail("query", remote.status());
+    PrintPlans(remote->page, o.db.json, remote->statuses_known);
     return kExitOk;
   }
   StatusOr<std::unique_ptr<db::PlanStore>> store = OpenForReading(o.db);
   if (!store.ok()) return Fail("query", store.status());
   StatusOr<db::PlanPage> page = (*store)->QueryPlans(ToPlanQuery(o));
   if (!page.ok()) return Fail("query", page.status());
-  if (o.db.json) {
-    ordered_json plans = ordered_json::array();
-    for (const db::StoredPlan& s : page->plans) plans.push_back(PlanSummaryJson(s));
-    std::cout << ordered_json{{"plans", plans}, {"next_page_token", page->next_page_token}}.dump(2)
-              << "\n";
-    return kExitOk;
-  }
-  if (page->plans.empty()) {
-    std::cout << "no plans match\n";
-    return kExitOk;
-  }
-  PrintPlanTable(page->plans);
-  if (!page->next_page_token.empty()) {
-    std::cout << "more: --page-token " << page->next_page_token << "\n";
-  }
+  PrintPlans(*page, o.db.json, /*statuses_known=*/true);
   return kExitOk;
 }
 

@@ -7,11 +7,13 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "client/exit_codes.h"
 #include "client/model_options.h"
+#include "db/default_path.h"
+#include "engine/plan_source.h"
 #include "graph/plan.h"
-#include "graph/plan_json.h"
 #include "graph/tensor_file.h"
 #include "runtime/executor.h"
 #include "runtime/host_tensor.h"
@@ -25,6 +27,7 @@ namespace {
 struct RunOptions {
   ModelOptions model;
   std::string plan_path;
+  std::string db_path;  // "" for the default database, when it exists.
   bool unfused = false;
   int threads = 0;
   uint64_t seed = 1;
@@ -39,16 +42,34 @@ struct RunOptions {
   bool timing = true;
 };
 
-StatusOr<FusionPlan> ChoosePlan(const Graph& g, const RunOptions& o) {
-  if (o.unfused) return UnfusedPlan(g);
-  if (o.plan_path.empty()) return MaxFusionPlan(g);
-  std::ifstream in(o.plan_path);
-  if (!in) return Status::IOError("cannot read plan file '" + o.plan_path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("'" + o.plan_path + "' is not valid JSON");
-  auto parsed = PlanFromJson(g, j);
-  if (!parsed.ok()) return parsed.status().WithContext(o.plan_path);
-  return parsed;
+// The tuning database the stored plan comes from: --db, else the default one when it exists;
+// "" with *reason when there is none.
+StatusOr<std::string> PlanDatabase(const RunOptions& o, std::string* reason) {
+  if (!o.db_path.empty()) return o.db_path;
+  FUSOR_ASSIGN_OR_RETURN(std::string path, db::DefaultDatabasePath(false));
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return path;
+  *reason = "no tuning database at '" + path + "' (the default; tune the model, or pass --db)";
+  return std::string();
+}
+
+// The plan to run and where it came from: every op alone (--unfused), the plan JSON (--plan), or
+// the plan the tuning database stores for this graph on this CPU's target, else the rules plan.
+// The database lookup and the JSON checks are the engine's (engine/plan_source.h).
+StatusOr<SourcedPlan> ChoosePlan(const Graph& g, const RunOptions& o) {
+  if (o.unfused) return SourcedPlan{UnfusedPlan(g), "every op alone (--unfused)", ""};
+  FUSOR_ASSIGN_OR_RETURN(std::string target, PlanTargetId(""));
+  if (!o.plan_path.empty()) return PlanFromJsonFile(g, o.plan_path, target);
+  std::string reason;
+  FUSOR_ASSIGN_OR_RETURN(std::string database, PlanDatabase(o, &reason));
+  if (!database.empty()) {
+    FUSOR_ASSIGN_OR_RETURN(std::optional<SourcedPlan> stored,
+                           PlanFromDatabase(g, database, target, &reason));
+    if (stored) return *std::move(stored);
+  }
+  SourcedPlan rules = RulesPlanBecause(g, reason);
+  rules.source = "no stored plan: " + rules.source;
+  return rules;
 }
 
 TimingOptions Timing(const RunOptions& o, double min_ms) {
@@ -179,17 +200,16 @@ void PrintTimes(Executor& exec, const RunOptions& o) {
 Status RunModel(const RunOptions& o) {
   FUSOR_ASSIGN_OR_RETURN(auto loaded, LoadModel(o));
   auto& [g, leaves] = loaded;
-  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, ChoosePlan(g, o));
+  FUSOR_ASSIGN_OR_RETURN(SourcedPlan plan, ChoosePlan(g, o));
+  if (!plan.warning.empty()) std::fprintf(stderr, "warning: %s\n", plan.warning.c_str());
   ExecutorOptions eo;
   eo.threads = o.threads;
   eo.memory_budget_bytes = o.memory_budget;
-  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
-  std::printf("model %s: %zu nodes, %zu groups (%s), memory %s, %s weights\n", g.model_name.c_str(),
-              g.num_nodes(), plan.groups.size(),
-              o.unfused             ? "unfused"
-              : o.plan_path.empty() ? "max fusion"
-                                    : o.plan_path.c_str(),
-              exec->memory().ToString().c_str(), o.weights ? "the model's" : "seeded random");
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan.plan, leaves, eo));
+  std::printf("model %s: %zu nodes, %zu groups, memory %s, %s weights\nplan: %s\n",
+              g.model_name.c_str(), g.num_nodes(), plan.plan.groups.size(),
+              exec->memory().ToString().c_str(), o.weights ? "the model's" : "seeded random",
+              plan.source.c_str());
   exec->Run();
   FUSOR_RETURN_IF_ERROR(ReportOutputs(g, *exec, o));
   if (o.timing) PrintTimes(*exec, o);
@@ -205,8 +225,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "and total times");
   auto o = std::make_shared<RunOptions>();
   o->model.AddTo(cmd);
-  auto* plan = cmd->add_option("--plan", o->plan_path, "Plan JSON (graph/plan_json.h)");
-  cmd->add_flag("--unfused", o->unfused, "Run every op alone")->excludes(plan);
+  auto* plan = cmd->add_option("--plan", o->plan_path,
+                               "Plan JSON (graph/plan_json.h) instead of the stored tuned plan");
+  auto* db = cmd->add_option("--db", o->db_path,
+                             "Tuning database whose plan for this model on this CPU runs: a "
+                             "SQLite file or postgresql://... (default: "
+                             "$XDG_DATA_HOME/fusor/tuning.db, when it exists)");
+  cmd->add_flag("--unfused", o->unfused, "Run every op alone")->excludes(plan)->excludes(db);
+  plan->excludes(db);
   cmd->add_option("--threads", o->threads, "OpenMP threads (0: all cores)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the random inputs and weights")
       ->capture_default_str();

@@ -86,7 +86,7 @@ Status SavePlan(const Graph& g, const v1::Plan& plan, const std::string& path) {
   FUSOR_ASSIGN_OR_RETURN(FusionPlan p, PlanFromProto(g, plan));
   std::ofstream out(path);
   if (!out) return Status::IOError("cannot write '" + path + "'");
-  out << PlanToJson(p).dump(2) << "\n";
+  out << PlanToJson(p, {plan.graph_hash(), plan.target_id()}).dump(2) << "\n";
   return out ? Status::Ok() : Status::IOError("cannot write '" + path + "'");
 }
 

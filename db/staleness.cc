@@ -5,7 +5,6 @@
 #include <spdlog/fmt/fmt.h>
 
 namespace fusor::db {
-namespace {
 
 std::string UtcText(int64_t unix_ms) {
   std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
@@ -15,8 +14,6 @@ std::string UtcText(int64_t unix_ms) {
   std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
   return text;
 }
-
-}  // namespace
 
 std::string_view EffectiveCostModelVersion(std::string_view current_cost_model_version,
                                            const v1::HardwareProfile& target) {

@@ -6,6 +6,7 @@
 // latest profile was calibrated for. Pure functions, safe from any thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,10 @@ namespace fusor::db {
 // The cost-model version plans are judged against: current if given, else the target's.
 std::string_view EffectiveCostModelVersion(std::string_view current_cost_model_version,
                                            const v1::HardwareProfile& target);
+
+// A stored time (milliseconds since the Unix epoch) as people read it in stale reasons and plan
+// sources: "2024-05-01 12:00:00 UTC".
+std::string UtcText(int64_t unix_ms);
 
 // Why the plan is stale, for people; "" when it is current.
 std::string StaleReason(const v1::Plan& plan, std::string_view current_cost_model_version,

@@ -1,20 +1,14 @@
 #include "fusor/engine.h"
 
-#include <fstream>
 #include <mutex>
 #include <optional>
 
-#include "costmodel/hardware_profile.h"
-#include "db/sqlite_plan_store.h"
-#include "graph/canonical.h"
+#include "engine/plan_source.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
-#include "graph/plan_json.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/model_weights.h"
-#include "runtime/onednn_info.h"
-#include "search/plan_search.h"
 
 namespace fusor {
 
@@ -27,68 +21,25 @@ struct Engine::State {
 
 namespace {
 
-StatusOr<FusionPlan> PlanFromFile(const Graph& g, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read plan file '" + path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("'" + path + "' is not valid JSON");
-  return PlanFromJson(g, j);
-}
-
-// The best current plan for g's graph hash on the target from the database at path (a tuning
-// database or a snapshot, opened read-only); nullopt with *reason when it holds none. A database
-// that cannot be read, or a stored plan that does not fit the graph of its own hash, is an error.
-StatusOr<std::optional<FusionPlan>> PlanFromDatabase(const Graph& g, const EngineOptions& options,
-                                                     std::string* source, std::string* reason) {
-  const std::string& path = options.plan_database_path;
-  std::string target = options.target_id;
-  if (target.empty()) {
-    FUSOR_ASSIGN_OR_RETURN(TargetFingerprint local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
-    target = local.Id();
-  }
-  auto store = db::SqlitePlanStore::Open(path, {.read_only = true});
-  if (!store.ok()) {
-    return store.status().WithContext("plan database '" + path + "'");
-  }
-  const std::string hash = CanonicalHash(g);
-  auto best = (*store)->BestPlan(hash, target, kCostModelVersion);
-  if (!best.ok()) {
-    if (best.status().code() != Status::Code::kNotFound) return best.status();
-    *reason = "no current plan in '" + path + "' for graph " + hash.substr(0, 16) + " on target " +
-              target + " (tune it there: fusor tune MODEL)";
-    return std::optional<FusionPlan>();
-  }
-  auto plan = PlanFromProto(g, best->plan);
-  if (!plan.ok()) {
-    return Status::Corruption("plan database '" + path + "': the plan for graph " +
-                              hash.substr(0, 16) +
-                              " does not fit that graph: " + plan.status().message());
-  }
-  *source = "tuning database " + path + ", target " + target + " (" +
-            std::to_string(plan->groups.size()) + " groups)";
-  return std::optional<FusionPlan>(*std::move(plan));
-}
-
 // The plan to compile and where it came from: the plan JSON, else the database's plan, else the
-// rules plan with the reason the others did not apply.
-StatusOr<FusionPlan> ChoosePlan(const Graph& g, const EngineOptions& options, std::string* source) {
-  std::string reason = "no plan JSON or plan database given";
-  if (!options.plan_json_path.empty()) {
-    auto plan = PlanFromFile(g, options.plan_json_path);
-    if (plan.ok()) {
-      *source = "plan JSON " + options.plan_json_path + " (" + std::to_string(plan->groups.size()) +
-                " groups)";
-      return *std::move(plan);
-    }
-    reason = plan.status().message();
-  } else if (!options.plan_database_path.empty()) {
-    FUSOR_ASSIGN_OR_RETURN(std::optional<FusionPlan> plan,
-                           PlanFromDatabase(g, options, source, &reason));
-    if (plan) return *std::move(plan);
+// rules plan with the reason the others did not apply. A plan JSON that does not apply (another
+// graph's, another target's, illegal) is named in that reason, not run.
+StatusOr<SourcedPlan> ChoosePlan(const Graph& g, const EngineOptions& options) {
+  if (options.plan_json_path.empty() && options.plan_database_path.empty()) {
+    return RulesPlanBecause(g, "no plan JSON or plan database given");
   }
-  FusionPlan rules = RulesPlan(g, SearchOptions{}.max_group_nodes);
-  *source = "rules plan (" + std::to_string(rules.groups.size()) + " groups): " + reason;
-  return rules;
+  FUSOR_ASSIGN_OR_RETURN(std::string target, PlanTargetId(options.target_id));
+  if (!options.plan_json_path.empty()) {
+    auto plan = PlanFromJsonFile(g, options.plan_json_path, target);
+    if (!plan.ok()) return RulesPlanBecause(g, plan.status().message());
+    if (!plan->warning.empty()) plan->source += "; warning: " + plan->warning;
+    return plan;
+  }
+  std::string reason;
+  FUSOR_ASSIGN_OR_RETURN(std::optional<SourcedPlan> plan,
+                         PlanFromDatabase(g, options.plan_database_path, target, &reason));
+  if (plan) return *std::move(plan);
+  return RulesPlanBecause(g, reason);
 }
 
 EngineTensor Describe(const Tensor& t) {
@@ -116,10 +67,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::Load(const std::string& model_path,
   state->graph = std::move(m.graph);
   const Graph& g = state->graph;
   FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
-  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, ChoosePlan(g, options, &state->plan_source));
+  FUSOR_ASSIGN_OR_RETURN(SourcedPlan plan, ChoosePlan(g, options));
+  state->plan_source = std::move(plan.source);
   ExecutorOptions eo;
   eo.threads = options.threads;
-  FUSOR_ASSIGN_OR_RETURN(state->exec, Executor::Create(g, plan, leaves, eo));
+  FUSOR_ASSIGN_OR_RETURN(state->exec, Executor::Create(g, plan.plan, leaves, eo));
   return std::unique_ptr<Engine>(new Engine(std::move(state)));
 }
 

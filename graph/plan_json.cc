@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "graph/canonical.h"
 #include "graph/json_integer.h"
 
 namespace fusor {
@@ -62,22 +63,64 @@ StatusOr<FusionGroup> GroupFromJson(const nlohmann::json& j, size_t index) {
   return group;
 }
 
+StatusOr<PlanOrigin> OriginFromJson(const nlohmann::json& j) {
+  if (!j.contains("graph_hash") || !j["graph_hash"].is_string() || !j.contains("target_id") ||
+      !j["target_id"].is_string()) {
+    return Status::InvalidArgument(
+        "plan: version 2 needs \"graph_hash\" and \"target_id\" (strings)");
+  }
+  return PlanOrigin{j["graph_hash"].get<std::string>(), j["target_id"].get<std::string>()};
+}
+
+Status CheckOrigin(const Graph& g, const PlanOrigin& origin, std::string_view target_id) {
+  const std::string hash = CanonicalHash(g);
+  if (origin.graph_hash != hash) {
+    return Status::InvalidArgument("plan is for graph " + origin.graph_hash + ", this model is " +
+                                   hash);
+  }
+  if (!origin.target_id.empty() && !target_id.empty() && origin.target_id != target_id) {
+    return Status::InvalidArgument("plan was tuned for target " + origin.target_id +
+                                   ", this is target " + std::string(target_id) +
+                                   " (tune the model on this machine)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-nlohmann::json PlanToJson(const FusionPlan& plan) {
+nlohmann::json PlanToJson(const FusionPlan& plan, const PlanOrigin& origin) {
   nlohmann::json groups = nlohmann::json::array();
   for (const FusionGroup& g : plan.groups) {
     groups.push_back({{"kind", std::string(GroupKindName(g.kind))},
                       {"nodes", g.nodes},
                       {"recomputed", g.recomputed}});
   }
-  return {{"version", kPlanJsonVersion}, {"groups", groups}};
+  return {{"version", kPlanJsonVersion},
+          {"graph_hash", origin.graph_hash},
+          {"target_id", origin.target_id},
+          {"groups", groups}};
 }
 
-StatusOr<FusionPlan> PlanFromJson(const Graph& g, const nlohmann::json& j) {
-  FUSOR_RETURN_IF_ERROR(CheckKeys(j, {"version", "groups"}, "plan"));
-  if (!j.contains("version") || j["version"] != kPlanJsonVersion) {
-    return Status::InvalidArgument("plan: \"version\" must be " + std::to_string(kPlanJsonVersion));
+StatusOr<FusionPlan> PlanFromJson(const Graph& g, const nlohmann::json& j,
+                                  std::string_view target_id, std::string* warning) {
+  FUSOR_RETURN_IF_ERROR(CheckKeys(j, {"version", "graph_hash", "target_id", "groups"}, "plan"));
+  if (!j.contains("version") || (j["version"] != 1 && j["version"] != kPlanJsonVersion)) {
+    return Status::InvalidArgument("plan: \"version\" must be 1 or " +
+                                   std::to_string(kPlanJsonVersion));
+  }
+  if (j["version"] == 1) {
+    if (j.contains("graph_hash") || j.contains("target_id")) {
+      return Status::InvalidArgument(
+          "plan: version 1 has no \"graph_hash\" or \"target_id\"; they are version 2's");
+    }
+    if (warning != nullptr) {
+      *warning =
+          "plan JSON version 1 names no graph or target, so it is checked for legality only "
+          "(save it again with fusor tune --save-plan)";
+    }
+  } else {
+    FUSOR_ASSIGN_OR_RETURN(PlanOrigin origin, OriginFromJson(j));
+    FUSOR_RETURN_IF_ERROR(CheckOrigin(g, origin, target_id));
   }
   if (!j.contains("groups") || !j["groups"].is_array()) {
     return Status::InvalidArgument("plan: \"groups\" must be an array");

@@ -1,12 +1,19 @@
-// The JSON form of a fusion plan, for `fusor run --plan` and for people reading or hand-writing
-// plans. Format (version 1):
-//   {"version": 1,
+// The JSON form of a fusion plan, for `fusor run --plan`, the engine, and people reading or
+// hand-writing plans. Format (version 2):
+//   {"version": 2,
+//    "graph_hash": "<64 hex digits>", "target_id": "<target fingerprint id>",
 //    "groups": [{"kind": "anchor", "nodes": [0, 1], "recomputed": []}, ...]}
+// graph_hash is the canonical hash of the graph the plan is for (graph/canonical.h); target_id is
+// the target it was tuned on, "" for a plan tuned for no one target (unfused, rules, hand-written).
 // kind is one of "single", "anchor", "reduction", "loop", "opaque" (GroupKindName); nodes are
-// canonical node ids of the graph the plan is for (graph/canonical.h), ascending; "recomputed" may
-// be omitted when empty. Parsing is strict: an unknown key, a wrong type or an illegal plan is an
-// error naming what is wrong. Pure functions; thread-safe.
+// canonical node ids of that graph, ascending; "recomputed" may be omitted when empty. Version 1
+// is the same without graph_hash and target_id: it still loads, checked for legality only, with a
+// warning. Parsing is strict: an unknown key, a wrong type or an illegal plan is an error naming
+// what is wrong. Pure functions; thread-safe.
 #pragma once
+
+#include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,11 +23,24 @@
 
 namespace fusor {
 
-inline constexpr int kPlanJsonVersion = 1;
+inline constexpr int kPlanJsonVersion = 2;
 
-nlohmann::json PlanToJson(const FusionPlan& plan);
+// What a plan is for: the canonical hash of its graph and the target it was tuned on ("" for
+// none).
+struct PlanOrigin {
+  std::string graph_hash;
+  std::string target_id;
+};
 
-// Parses and checks the plan against `g` (CheckPlan).
-StatusOr<FusionPlan> PlanFromJson(const Graph& g, const nlohmann::json& j);
+nlohmann::json PlanToJson(const FusionPlan& plan, const PlanOrigin& origin);
+
+// Parses a plan JSON to run on `g` on target `target_id`. A plan for another graph is refused by
+// name ("plan is for graph H1, this model is H2") before its groups are checked, so the
+// error says what is wrong rather than which group does not fit; so is a plan tuned for another
+// target, when both it and `target_id` name one ("" runs it on any target: benches replaying
+// recorded plans). Then the plan is checked against `g` (CheckPlan). A version-1 plan names no
+// graph or target: it loads, and *warning (when given) says it could not be checked.
+StatusOr<FusionPlan> PlanFromJson(const Graph& g, const nlohmann::json& j,
+                                  std::string_view target_id = "", std::string* warning = nullptr);
 
 }  // namespace fusor

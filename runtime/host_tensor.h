@@ -53,8 +53,11 @@ class ConstantValues {
 };
 
 // Values for every graph input, weight and constant of `g`. Weights feeding an anchor's weight
-// operand get He-uniform values (so activations keep their scale through deep networks); other
-// weights are uniform in [0.5, 1.5] (safe for Div, Sqrt, Log); float inputs uniform in [-1, 1];
+// operand get He-uniform values, with a larger gain before a smooth gate such as SiLU (so
+// activations keep their scale through deep networks, and the
+// outputs depend on the input: tests/search/weights_parity_test.cc); an anchor's bias is uniform in
+// [-0.1, 0.1]; other weights are uniform in [0.5, 1.5] (safe for Div, Sqrt, Log); float inputs
+// uniform in [-1, 1];
 // integer inputs that index a Gather stay inside the gathered axis, others lie in [0, 10).
 // `weights` false leaves weights out (a caller with the model's own weights adds them); inputs get
 // the same values either way.
@@ -70,5 +73,15 @@ struct Closeness {
 };
 StatusOr<Closeness> Compare(const HostTensor& expected, const HostTensor& actual,
                             double rtol = 1e-3, double rel_atol = 1e-4);
+
+// How far apart two runs' values are for their scale: the largest |a - b| over the largest |a|,
+// across every tensor of `a` (each must be in `b`, with the same dims). Two unrelated inputs give
+// outputs differing by well over 1e-2 in a network whose weights let the input through; a parity
+// check on weights that wash it out sees only the last layers.
+double RelativeDifference(const TensorValues& a, const TensorValues& b);
+// The RelativeDifference below which two unrelated inputs give "the same" outputs: a parity check
+// at 1e-4 could then pass with the network's body computing garbage. The weights parity test and
+// the peer bench hold their weights to it.
+inline constexpr double kMinInputSensitivity = 1e-2;
 
 }  // namespace fusor

@@ -653,7 +653,13 @@ StatusOr<v1::QueryPlansResponse> TuningService::QueryPlans(const v1::QueryPlansR
   q.page_token = request.page_token();
   FUSOR_ASSIGN_OR_RETURN(db::PlanPage page, state_->store->QueryPlans(q));
   v1::QueryPlansResponse response;
-  for (auto& p : page.plans) *response.add_plans() = std::move(p.plan);
+  for (auto& p : page.plans) {
+    *response.add_plans() = std::move(p.plan);
+    v1::StoredPlanStatus* status = response.add_statuses();
+    status->set_model_name(p.model_name);
+    status->set_stale(p.stale);
+    status->set_stale_reason(p.stale_reason);
+  }
   for (auto& key : page.corrupt_plans) response.add_corrupt_plans(std::move(key));
   response.set_next_page_token(page.next_page_token);
   return response;

@@ -195,6 +195,28 @@ TEST_P(PlanStoreContract, StaleFilterInSqlAgreesWithStaleFlag) {
   }
 }
 
+// fusord's QueryPlans reply and `fusor db query` print what the store reads back here.
+TEST_P(PlanStoreContract, QueryPlansNamesEachPlansModelAndWhyItIsStale) {
+  Put(Plan({.graph_hash = GraphHash(1),
+            .cost_model_version = "cm1",
+            .created_unix_ms = kCalibrated + 2000}),
+      "resnet18");
+  Put(Plan({.graph_hash = GraphHash(2),
+            .cost_model_version = "cm0",
+            .created_unix_ms = kCalibrated + 1000}),
+      "bert");
+  PlanQuery query;
+  query.current_cost_model_version = "cm1";
+  std::vector<StoredPlan> plans = All(query);
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[0].model_name, "resnet18");
+  EXPECT_FALSE(plans[0].stale) << plans[0].stale_reason;
+  EXPECT_EQ(plans[0].stale_reason, "");
+  EXPECT_EQ(plans[1].model_name, "bert");
+  EXPECT_TRUE(plans[1].stale);
+  EXPECT_NE(plans[1].stale_reason.find("cm0"), std::string::npos) << plans[1].stale_reason;
+}
+
 TEST_P(PlanStoreContract, FiltersSelectExactlyTheMatchingPlans) {
   for (int i = 0; i < 12; ++i) {
     Put(Plan({.graph_hash = GraphHash(i),

@@ -57,7 +57,7 @@ TEST_F(EngineTest, APlanJsonIsCompiledAndOutputsEqualTheReference) {
   ASSERT_TRUE(imported.ok()) << imported.status().ToString();
   Graph g = imported->graph;
   FusionPlan plan = MaxFusionPlan(g);
-  std::ofstream(plan_path_) << PlanToJson(plan).dump();
+  std::ofstream(plan_path_) << PlanToJson(plan, {CanonicalHash(g), ""}).dump();
   EngineOptions options;
   options.plan_json_path = plan_path_;
   auto engine = Engine::Load(FilledModel(), options);
@@ -81,7 +81,24 @@ TEST_F(EngineTest, APlanJsonIsCompiledAndOutputsEqualTheReference) {
   EXPECT_LE(c->worst_ratio, 1.0) << c->ToString();
 }
 
-TEST_F(EngineTest, APlanForAnotherGraphFallsBackToTheRulesPlanWithTheReason) {
+TEST_F(EngineTest, APlanForAnotherGraphFallsBackToTheRulesPlanNamingBothGraphs) {
+  auto imported = ImportOnnxFile(FilledModel(), WithConstantFolding({}));
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  const std::string other(64, 'a');
+  std::ofstream(plan_path_) << PlanToJson(UnfusedPlan(*imported), {other, ""}).dump();
+  EngineOptions options;
+  options.plan_json_path = plan_path_;
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  const std::string& source = (*engine)->plan_source();
+  EXPECT_EQ(source.rfind("rules plan (", 0), 0u) << source;
+  EXPECT_NE(
+      source.find("plan is for graph " + other + ", this model is " + CanonicalHash(*imported)),
+      std::string::npos)
+      << source;
+}
+
+TEST_F(EngineTest, AnIllegalPlanFallsBackToTheRulesPlanWithTheReason) {
   std::ofstream(plan_path_) << R"({"version": 1, "groups": [{"kind": "single", "nodes": [0]}]})";
   EngineOptions options;
   options.plan_json_path = plan_path_;
@@ -89,6 +106,25 @@ TEST_F(EngineTest, APlanForAnotherGraphFallsBackToTheRulesPlanWithTheReason) {
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_EQ((*engine)->plan_source().rfind("rules plan (", 0), 0u) << (*engine)->plan_source();
   EXPECT_GT((*engine)->plan_source().size(), std::string("rules plan (10 groups): ").size());
+}
+
+TEST_F(EngineTest, AVersionOnePlanJsonRunsWithAWarningInItsSource) {
+  auto imported = ImportOnnxFile(FilledModel(), WithConstantFolding({}));
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  nlohmann::json j = PlanToJson(UnfusedPlan(*imported), {CanonicalHash(*imported), ""});
+  j.erase("graph_hash");
+  j.erase("target_id");
+  j["version"] = 1;
+  std::ofstream(plan_path_) << j.dump();
+  EngineOptions options;
+  options.plan_json_path = plan_path_;
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ((*engine)->plan_source().rfind("plan JSON " + plan_path_, 0), 0u)
+      << (*engine)->plan_source();
+  EXPECT_NE((*engine)->plan_source().find("; warning: plan JSON version 1 names no graph"),
+            std::string::npos)
+      << (*engine)->plan_source();
 }
 
 // A real SQLite tuning database holding, for this CPU's target (calibrated at t=1000 ms), the
@@ -131,7 +167,10 @@ class EngineDatabaseTest : public EngineTest {
     return store_->PutTarget(proto);
   }
   std::string DbPath() const { return (dir_ / "tuning.db").string(); }
-  std::string Groups() const { return "(" + std::to_string(plan_.groups.size()) + " groups)"; }
+  // The plan source's tail for the stored plan (created at t=2000 ms).
+  std::string Groups() const {
+    return "tuned 1970-01-01 00:00:02 UTC (" + std::to_string(plan_.groups.size()) + " groups)";
+  }
 
   fs::path dir_;
   Graph graph_;
@@ -146,8 +185,9 @@ TEST_F(EngineDatabaseTest, TheStoredPlanForThisCpuIsFoundByGraphHashAndRunsLikeI
   auto engine = Engine::Load(FilledModel(), options);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_EQ((*engine)->plan_source(),
-            "tuning database " + DbPath() + ", target " + profile_.target.Id() + " " + Groups());
-  std::ofstream(plan_path_) << PlanToJson(plan_).dump();
+            "tuning database " + DbPath() + ", target " + profile_.target.Id() + ", " + Groups());
+  std::ofstream(plan_path_)
+      << PlanToJson(plan_, {CanonicalHash(graph_), profile_.target.Id()}).dump();
   EngineOptions json_options;
   json_options.plan_json_path = plan_path_;
   auto from_json = Engine::Load(FilledModel(), json_options);
@@ -171,7 +211,7 @@ TEST_F(EngineDatabaseTest, ADeploymentSnapshotServesTheSamePlan) {
   auto engine = Engine::Load(FilledModel(), options);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_EQ((*engine)->plan_source(),
-            "tuning database " + snapshot + ", target " + profile_.target.Id() + " " + Groups());
+            "tuning database " + snapshot + ", target " + profile_.target.Id() + ", " + Groups());
 }
 
 TEST_F(EngineDatabaseTest, APlanOfAnotherTargetIsNeverUsed) {
@@ -196,6 +236,9 @@ TEST_F(EngineDatabaseTest, APlanOlderThanItsTargetsCalibrationIsNeverUsed) {
   auto engine = Engine::Load(FilledModel(), options);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_EQ((*engine)->plan_source().rfind("rules plan (", 0), 0u) << (*engine)->plan_source();
+  EXPECT_NE((*engine)->plan_source().find(", only a stale one (created 1970-01-01 00:00:02 UTC"),
+            std::string::npos)
+      << (*engine)->plan_source();
 }
 
 TEST_F(EngineDatabaseTest, AnUnreadableDatabaseIsAnErrorNamingIt) {
@@ -248,8 +291,9 @@ TEST_F(EngineDatabaseTest, AModelWithAFoldedCausalMaskFindsItsStoredPlan) {
   options.plan_database_path = DbPath();
   auto engine = Engine::Load(path, options);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  EXPECT_EQ((*engine)->plan_source(),
-            "tuning database " + DbPath() + ", target " + profile_.target.Id() + " (2 groups)");
+  EXPECT_EQ((*engine)->plan_source(), "tuning database " + DbPath() + ", target " +
+                                          profile_.target.Id() +
+                                          ", tuned 1970-01-01 00:00:02 UTC (2 groups)");
   EngineTensor x{"x", "float32", {4, 4}, std::vector<float>(16, 0.5f), {}};
   auto out = (*engine)->Run({x});
   ASSERT_TRUE(out.ok()) << out.status().ToString();

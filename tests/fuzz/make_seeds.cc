@@ -8,6 +8,7 @@
 #include <string>
 
 #include "costmodel/hardware_profile.h"
+#include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
@@ -53,11 +54,12 @@ int main(int argc, char** argv) {
   auto g = fusor::ImportOnnxFile(FUSOR_MODELS_DIR "/squeezenet1_1.onnx");
   if (!g.ok()) return Die(g.status());
   const fs::path plans = out / "plan_json";
-  Write(plans / "ok-unfused.json", fusor::PlanToJson(fusor::UnfusedPlan(*g)).dump());
-  Write(plans / "ok-max-fusion.json", fusor::PlanToJson(fusor::MaxFusionPlan(*g)).dump(1));
+  const fusor::PlanOrigin origin{fusor::CanonicalHash(*g), ""};
+  Write(plans / "ok-unfused.json", fusor::PlanToJson(fusor::UnfusedPlan(*g), origin).dump());
+  Write(plans / "ok-max-fusion.json", fusor::PlanToJson(fusor::MaxFusionPlan(*g), origin).dump(1));
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     Write(plans / ("ok-random-" + std::to_string(seed) + ".json"),
-          fusor::PlanToJson(fusor::RandomLegalPlan(*g, seed)).dump());
+          fusor::PlanToJson(fusor::RandomLegalPlan(*g, seed), origin).dump());
   }
 
   fusor::HardwareProfile profile;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -69,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      " were read as " + nlohmann::json(plan->groups[i].recomputed).dump());
     }
   }
-  auto back = fusor::PlanFromJson(g, fusor::PlanToJson(*plan));
+  auto back = fusor::PlanFromJson(g, fusor::PlanToJson(*plan, {fusor::CanonicalHash(g), ""}));
   FUZZ_CHECK(back.ok(), "PlanToJson of an accepted plan is refused: " + back.status().ToString());
   FUZZ_CHECK(SameGroups(*plan, *back), "PlanFromJson(PlanToJson(plan)) differs from the plan");
   fusor::fuzz::Accepted() = true;

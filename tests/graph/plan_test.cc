@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
 #include "tests/graph/ir_builder.h"
@@ -42,7 +43,7 @@ TEST(Plan, UnfusedIsLegal) {
 // file became node 0 and the plan was accepted.
 TEST(PlanJson, NodeIdOutOfRangeIsAnErrorNotWrapped) {
   Graph g = ResidualBlock();
-  nlohmann::json j = PlanToJson(UnfusedPlan(g));
+  nlohmann::json j = PlanToJson(UnfusedPlan(g), {CanonicalHash(g), ""});
   ASSERT_TRUE(PlanFromJson(g, j).ok());
   j["groups"][0]["nodes"][0] = uint64_t{1} << 32;
   auto wrapped = PlanFromJson(g, j);
@@ -56,6 +57,52 @@ TEST(PlanJson, NodeIdOutOfRangeIsAnErrorNotWrapped) {
   j["groups"][0]["recomputed"] = {uint64_t{1} << 32 | 1};
   j["groups"][0]["nodes"][0] = 0;
   EXPECT_FALSE(PlanFromJson(g, j).ok());
+}
+
+// Found by a user: squeezenet's plan loaded on mobilenet_v2 failed with "the anchor node ... must
+// come first", which does not say that the plan is another model's.
+TEST(PlanJson, APlanForAnotherGraphIsRefusedByItsHash) {
+  auto squeezenet = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/squeezenet1_1.onnx");
+  auto mobilenet = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/mobilenet_v2.onnx");
+  ASSERT_TRUE(squeezenet.ok() && mobilenet.ok());
+  nlohmann::json j = PlanToJson(MaxFusionPlan(*squeezenet), {CanonicalHash(*squeezenet), "t1"});
+  ASSERT_TRUE(PlanFromJson(*squeezenet, j, "t1").ok());
+  auto refused = PlanFromJson(*mobilenet, j, "t1");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "plan is for graph " + CanonicalHash(*squeezenet) +
+                                            ", this model is " + CanonicalHash(*mobilenet));
+}
+
+TEST(PlanJson, APlanTunedForAnotherTargetIsRefusedByName) {
+  Graph g = ResidualBlock();
+  nlohmann::json j = PlanToJson(MaxFusionPlan(g), {CanonicalHash(g), "target-a"});
+  EXPECT_TRUE(PlanFromJson(g, j, "target-a").ok());
+  EXPECT_TRUE(PlanFromJson(g, j, "").ok()) << "a reader that names no target";
+  auto refused = PlanFromJson(g, j, "target-b");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("tuned for target target-a, this is target target-b"),
+            std::string::npos)
+      << refused.status().message();
+  nlohmann::json any = PlanToJson(MaxFusionPlan(g), {CanonicalHash(g), ""});
+  EXPECT_TRUE(PlanFromJson(g, any, "target-b").ok()) << "a plan tuned for no one target";
+}
+
+TEST(PlanJson, AVersionOnePlanStillLoadsWithAWarning) {
+  Graph g = ResidualBlock();
+  nlohmann::json j = PlanToJson(MaxFusionPlan(g), {CanonicalHash(g), "target-a"});
+  j.erase("graph_hash");
+  j.erase("target_id");
+  j["version"] = 1;
+  std::string warning;
+  auto plan = PlanFromJson(g, j, "target-b", &warning);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(*plan, MaxFusionPlan(g));
+  EXPECT_NE(warning.find("version 1 names no graph or target"), std::string::npos) << warning;
+  j["graph_hash"] = CanonicalHash(g);
+  EXPECT_FALSE(PlanFromJson(g, j).ok()) << "version 1 with version 2's fields";
+  j["version"] = 2;
+  j.erase("graph_hash");
+  EXPECT_FALSE(PlanFromJson(g, j).ok()) << "version 2 without its graph";
 }
 
 TEST(Plan, MaxFusionMakesConvPostOpChains) {

@@ -3,6 +3,7 @@
 // reference interpreter on small graphs, with real oneDNN.
 #include <gtest/gtest.h>
 
+#include "graph/canonical.h"
 #include "graph/node_attrs.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
@@ -1078,10 +1079,11 @@ TEST(PlanJson, RoundTripsAndRejectsUnknownKeys) {
   b.Output(z);
   Graph g = b.Build();
   FusionPlan plan = OneGroup(GroupKind::kLoop, {0, 1});
-  auto back = PlanFromJson(g, PlanToJson(plan));
+  const PlanOrigin origin{CanonicalHash(g), ""};
+  auto back = PlanFromJson(g, PlanToJson(plan, origin));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, plan);
-  nlohmann::json bad = PlanToJson(plan);
+  nlohmann::json bad = PlanToJson(plan, origin);
   bad["groups"][0]["fused"] = true;
   auto refused = PlanFromJson(g, bad);
   ASSERT_FALSE(refused.ok());

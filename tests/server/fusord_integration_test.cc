@@ -7,12 +7,17 @@
 #include <cstdlib>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "client/exit_codes.h"
 #include "client/remote_tuner.h"
+#include "costmodel/hardware_profile.h"
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
+#include "tests/db/test_db.h"
 #include "tests/server/fusord_process.h"
 #include "tests/server/test_graphs.h"
 #include "tests/server/test_tokens.h"
@@ -114,6 +119,9 @@ TEST_F(Fusord, TuneThenCacheHitThenGetPlanThenQueryPlans) {
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();
   ASSERT_EQ(listed->plans_size(), 1);
   EXPECT_EQ(listed->plans(0).graph_hash(), plan.graph_hash());
+  ASSERT_EQ(listed->statuses_size(), 1);
+  EXPECT_EQ(listed->statuses(0).model_name(), "chain6");
+  EXPECT_FALSE(listed->statuses(0).stale()) << listed->statuses(0).stale_reason();
 
   get.set_graph_hash(std::string(64, '0'));
   EXPECT_EQ(Client(kReadToken).GetPlan(get).status().code(), Status::Code::kNotFound);
@@ -350,6 +358,60 @@ TEST_F(Fusord, RefusesToListenBeyondLoopbackWithoutTokens) {
       << plaintext.output;
   CommandResult bad_config = RunCommand({FusordBinary(), "--config", tokens_}, {}, 20s);
   EXPECT_EQ(bad_config.exit_code, 2) << bad_config.output;
+}
+
+// The first line of `text` containing `part`, without its newline and trailing blanks.
+std::string LineWith(const std::string& text, const std::string& part) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(part) == std::string::npos) continue;
+    return line.substr(0, line.find_last_not_of(' ') + 1);
+  }
+  return "";
+}
+
+// A farm's CI gate reads staleness from `fusor db query --server`: it must be the database's.
+TEST_F(Fusord, DbQueryServerShowsEachPlansModelAndStaleness) {
+  {
+    std::unique_ptr<db::SqlitePlanStore> store = db::testing::OpenWritable(db_);
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store
+                    ->PutTarget(db::testing::Profile("target-a", kCostModelVersion,
+                                                     db::testing::kCalibrated))
+                    .ok());
+    auto put = [&](int n, const std::string& version, const std::string& model) {
+      v1::Plan plan = db::testing::Plan({.graph_hash = db::testing::GraphHash(n),
+                                         .cost_model_version = version,
+                                         .created_unix_ms = db::testing::kCalibrated + n});
+      ASSERT_TRUE(store->PutPlan(plan, db::testing::Graph(model, 4), {}).ok());
+    };
+    put(2, kCostModelVersion, "current_model");
+    put(1, "analytical-0", "stale_model");
+  }
+  StartFusord();
+  CommandResult json = RunCommand({FusorBinary(), "db", "query", "--json", "--server",
+                                   fusord_->address(), "--token", kReadToken},
+                                  {}, 30s);
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  auto j = nlohmann::json::parse(json.output, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object() && j["plans"].size() == 2) << json.output;
+  EXPECT_EQ(j["plans"][0]["model_name"], "current_model");
+  EXPECT_EQ(j["plans"][0]["stale"], false);
+  EXPECT_EQ(j["plans"][1]["model_name"], "stale_model");
+  EXPECT_EQ(j["plans"][1]["stale"], true);
+  EXPECT_NE(j["plans"][1]["stale_reason"].get<std::string>().find("analytical-0"),
+            std::string::npos)
+      << json.output;
+  CommandResult table = RunCommand(
+      {FusorBinary(), "db", "query", "--server", fusord_->address(), "--token", kReadToken}, {},
+      30s);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_EQ(LineWith(table.output, "current_model").rfind(" current"),
+            LineWith(table.output, "current_model").size() - 8)
+      << table.output;
+  EXPECT_EQ(LineWith(table.output, "stale_model").rfind(" stale"),
+            LineWith(table.output, "stale_model").size() - 6)
+      << table.output;
 }
 
 // ---- The fusor CLI against fusord ----

@@ -34,9 +34,9 @@ struct EngineTensor {
 struct EngineOptions {
   // Where the plan comes from, first match wins: a plan JSON for this model (`fusor tune MODEL
   // --save-plan PLAN.json`); else the best current plan in a tuning database or a deployment
-  // snapshot (`fusor db export`), opened read-only, for the model's graph hash on `target_id`;
-  // else the rules plan. Plans stored for another CPU or scored by another cost model are never
-  // used.
+  // snapshot (`fusor db export`; a SQLite file or postgresql://...), opened read-only, for the
+  // model's graph hash on `target_id`; else the rules plan. Plans for another graph or CPU, or
+  // scored by another cost model, are never used.
   std::string plan_json_path;
   std::string plan_database_path;
   // The target whose plans are wanted; empty: this CPU's (as `fusor targets list` shows it).
@@ -56,8 +56,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Where the plan came from: "plan JSON PATH (N groups)", "tuning database PATH, target T
-  // (N groups)", or "rules plan (N groups): REASON".
+  // Where the plan came from: "plan JSON PATH (N groups)" (followed by "; warning: ..." for a
+  // version-1 plan JSON, which names no graph or target), "tuning database PATH, target T, tuned
+  // TIME (N groups)", or "rules plan (N groups): REASON" (a plan JSON for another graph or
+  // target is named in the reason, never run).
   const std::string& plan_source() const;
   // The graph inputs and outputs: names, dtypes and dims, values empty.
   std::vector<EngineTensor> inputs() const;
