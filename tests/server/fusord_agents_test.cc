@@ -18,6 +18,7 @@
 #include "client/remote_tuner.h"
 #include "costmodel/hardware_profile.h"
 #include "db/sqlite_plan_store.h"
+#include "search/plan_choice.h"
 #include "tests/db/test_postgres.h"
 #include "tests/server/fusord_process.h"
 #include "tests/server/test_graphs.h"
@@ -175,6 +176,13 @@ TEST_F(FusordAgents, ATuneIsMeasuredOnALiveAgentAndTheMeasurementNamesIt) {
   EXPECT_EQ(tuned->measured_by().rfind("agent-a-", 0), 0u) << tuned->measured_by();
   EXPECT_EQ(tuned->unmeasured_reason(), "");
   EXPECT_GT(tuned->plan().measured_ns(), 0);
+  // The agent ran the measurement protocol (search/plan_choice.h): rounds, and a decision.
+  const v1::MeasuredConfidence& c = tuned->plan().confidence();
+  EXPECT_GE(c.rounds(), ChoiceOptions().min_rounds);
+  EXPECT_LE(c.rounds(), ChoiceOptions().max_rounds);
+  EXPECT_TRUE(c.decision() == kChosenByMeasurement || c.decision() == kChosenByPrediction)
+      << c.decision();
+  EXPECT_EQ(c.measured_by(), tuned->measured_by());
   EXPECT_EQ(Sql("SELECT agent_id FROM measurements"), tuned->measured_by());
   EXPECT_EQ(Sql("SELECT state || ' ' || agent_id || ' ' || lease FROM measurement_jobs"),
             "done " + tuned->measured_by() + " 1");
