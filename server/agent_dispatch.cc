@@ -52,11 +52,20 @@ Status CheckResult(const v1::MeasurementResult& result, const v1::MeasurementJob
                     job.job_id(), job.plans_size(), result.timings_size()));
   }
   for (int i = 0; i < result.timings_size(); ++i) {
-    double median = result.timings(i).median_ns();
+    const v1::PlanTiming& timing = result.timings(i);
+    double median = timing.median_ns();
     if (!std::isfinite(median) || median <= 0) {
       return Status::InvalidArgument(fmt::format(
           "measurement job {}: timing {} has median_ns {}; a time must be finite and positive",
           job.job_id(), i, median));
+    }
+    for (int r = 0; r < timing.round_ns_size(); ++r) {
+      if (!std::isfinite(timing.round_ns(r)) || timing.round_ns(r) <= 0) {
+        return Status::InvalidArgument(fmt::format(
+            "measurement job {}: timing {} has round_ns[{}] {}; a time must be finite and "
+            "positive",
+            job.job_id(), i, r, timing.round_ns(r)));
+      }
     }
   }
   return Status::Ok();

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -266,6 +267,41 @@ TEST_F(FusordAgentsOnSqlite, AReportForAJobTheAgentNoLongerHoldsIsRefused) {
   EXPECT_NE(late.message().find("no longer holds measurement job"), std::string::npos)
       << late.ToString();
   EXPECT_NE(late.message().find(second.agent_id()), std::string::npos) << late.ToString();
+}
+
+// The rounds an agent reports decide the plan (search/plan_choice.h), so each must be a time: a
+// round that is not is refused by name, and the agent's correct report is then taken.
+TEST_F(FusordAgentsOnSqlite, ARoundTimeThatIsNotAPositiveNumberIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(30));
+  RemoteTuner connection = Client(kAgentToken);
+  MeasurementAgentOptions options;
+  options.measure_threads = 1;
+  options.poll_s = 1;
+  MeasurementAgent agent(&connection, options);
+  ASSERT_TRUE(agent.Register(CalibratedProfile()).ok());
+  StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
+  std::thread tune([&] { tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+  std::optional<v1::MeasurementJob> job;
+  ASSERT_TRUE(Eventually([&] {
+    auto leased = agent.Lease(nullptr);
+    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
+    return job.has_value();
+  }));
+  const v1::MeasurementResult result = agent.Measure(*job);
+  ASSERT_EQ(result.error(), "");
+  ASSERT_GE(result.timings(0).round_ns_size(), ChoiceOptions().min_rounds);
+  v1::MeasurementResult broken = result;
+  broken.mutable_timings(1)->set_round_ns(1, std::nan(""));
+  Status refused = agent.Report(*job, broken);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.message().find("timing 1 has round_ns[1] nan"), std::string::npos)
+      << refused.ToString();
+  Status reported = agent.Report(*job, result);
+  EXPECT_TRUE(reported.ok()) << reported.ToString();
+  tune.join();
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->measured_by(), agent.agent_id());
+  EXPECT_EQ(tuned->plan().confidence().rounds(), result.timings(0).round_ns_size());
 }
 
 TEST_F(FusordAgentsOnSqlite, ATargetWithNoLiveAgentGetsThePredictionAndSaysSo) {
