@@ -15,6 +15,7 @@
 #include <spdlog/fmt/fmt.h>
 #include <nlohmann/json.hpp>
 
+#include "client/confidence_text.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/text_format.h"
@@ -190,12 +191,14 @@ ordered_json ProtoJson(const google::protobuf::Message& message) {
 }
 
 ordered_json MeasurementJson(const db::Measurement& m) {
-  return ordered_json{{"group_id", m.group_id ? ordered_json(*m.group_id) : ordered_json(nullptr)},
-                      {"samples", m.samples_ns.size()},
-                      {"median_ns", m.median_ns},
-                      {"spread", m.spread},
-                      {"measured_unix_ms", m.measured_unix_ms},
-                      {"samples_ns", m.samples_ns}};
+  return ordered_json{
+      {"group_id", m.group_id ? ordered_json(*m.group_id) : ordered_json(nullptr)},
+      {"samples", m.samples_ns.size()},
+      {"median_ns", m.median_ns},
+      {"spread", m.spread},
+      {"measured_unix_ms", m.measured_unix_ms},
+      {"agent_id", m.agent_id.empty() ? ordered_json(nullptr) : ordered_json(m.agent_id)},
+      {"samples_ns", m.samples_ns}};
 }
 
 ordered_json HistoryJson(const db::HistoryEvent& e) {
@@ -368,12 +371,13 @@ void PrintGroups(const v1::Plan& plan) {
 
 void PrintMeasurements(const std::vector<db::Measurement>& measurements) {
   if (measurements.empty()) return;
-  TextTable table({"MEASURED", "OF", "SAMPLES", "MEDIAN", "SPREAD"});
+  TextTable table({"MEASURED", "OF", "SAMPLES", "MEDIAN", "SPREAD", "BY"});
   for (const db::Measurement& m : measurements) {
     table.Add({LocalIsoTime(m.measured_unix_ms),
                m.group_id ? fmt::format("group {}", *m.group_id) : "plan",
                std::to_string(m.samples_ns.size()), DurationText(m.median_ns),
-               fmt::format("{:.1f}%", m.spread * 100)});
+               fmt::format("{:.1f}%", m.spread * 100),
+               m.agent_id.empty() ? "this host" : "agent " + m.agent_id});
   }
   table.Print(std::cout, "    ");
 }
@@ -388,6 +392,12 @@ void PrintPlanDetail(const db::StoredPlan& s, const std::vector<db::Measurement>
       DurationText(p.predicted_ns()), DurationText(p.measured_ns()),
       DurationText(p.unfused_predicted_ns()), DurationText(p.unfused_measured_ns()),
       SpeedUpText(p));
+  if (const std::string confidence = ConfidenceText(p.confidence()); !confidence.empty()) {
+    std::cout << fmt::format("  measured in {}\n", confidence);
+  }
+  for (const std::string& note : ConfidenceNotes(p.confidence())) {
+    std::cout << fmt::format("  note: {}\n", note);
+  }
   std::cout << fmt::format("  chosen with {}\n",
                            CostModelText(p.cost_model_version(), p.residual_training_samples()));
   std::cout << fmt::format("  {} groups, peak memory {}, created {}, from {}\n", p.groups_size(),

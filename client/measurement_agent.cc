@@ -14,6 +14,7 @@
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
 #include "runtime/measurer.h"
+#include "search/plan_choice.h"
 
 namespace fusor {
 namespace {
@@ -37,13 +38,16 @@ StatusOr<std::vector<FusionPlan>> PlansOf(const Graph& g, const v1::MeasurementJ
   return plans;
 }
 
-v1::PlanTiming TimingOf(const Measurement& m) {
-  v1::PlanTiming t;
-  for (int64_t s : m.samples_ns) t.add_samples_ns(static_cast<double>(s));
-  t.set_median_ns(static_cast<double>(m.median_ns));
-  t.set_cv(m.cv);
-  t.set_unstable(m.unstable);
-  return t;
+// One candidate's timings by the measurement protocol, as the job's result carries them.
+v1::PlanTiming TimingOf(const CandidateTiming& t, const ChoiceOptions& options) {
+  const Measurement m = MeasurementOf(t, options);
+  v1::PlanTiming out;
+  for (int64_t s : m.samples_ns) out.add_samples_ns(static_cast<double>(s));
+  out.set_median_ns(static_cast<double>(m.median_ns));
+  out.set_cv(m.cv);
+  out.set_unstable(m.unstable);
+  for (double r : t.round_ns) out.add_round_ns(r);
+  return out;
 }
 
 // Renews a lease every third of its time while the returned task lives; a renewal refused (the
@@ -131,9 +135,13 @@ v1::MeasurementResult MeasurementAgent::Measure(const v1::MeasurementJob& job) {
   m.timing = TimingFor(TimingPolicy::kTune, min_ms);
   std::unique_ptr<Measurer> measurer = options_.measurers(TimingPolicy::kTune, m);
   SettleHost(kSettleHostMaxMs, "agent job");
-  auto timed = measurer->MeasurePlans(*g, *plans);
+  // The same protocol as an in-process tune; fusord chooses from the rounds (ChoosePlan).
+  const ChoiceOptions choice;
+  auto timed = TimeCandidates(measurer.get(), *g, *plans, choice);
   if (!timed.ok()) return fail(timed.status());
-  for (const Measurement& t : *timed) *result.add_timings() = TimingOf(t);
+  for (const CandidateTiming& t : timed->plans) *result.add_timings() = TimingOf(t, choice);
+  spdlog::info("agent: job {}: {} plans timed in {} rounds{}", job.job_id(), plans->size(),
+               timed->rounds, timed->settled ? "" : " (did not settle)");
   return result;
 }
 

@@ -1,9 +1,11 @@
 // MeasurementAgent: `fusor agent`'s work on a target machine. It registers this machine's
 // calibrated profile with a fusord (a token with the 'agent' role), then leases the measurement
-// jobs of its target one at a time, times each job's plans side by side with real oneDNN runs
-// (the tune timing policy, runtime/timing_policy.h) while a helper thread renews the lease, and
-// reports the timings. A job it cannot run (a plan that does not build) is reported with the
-// error, so the Tune that queued it falls back to the prediction at once.
+// jobs of its target one at a time, times each job's plans by the measurement protocol of an
+// in-process tune (search/plan_choice.h: side by side, in alternating rounds until settled; real
+// oneDNN runs under the tune timing policy, runtime/timing_policy.h) while a helper thread renews
+// the lease, and reports every round's timings (fusord chooses from them). A job it cannot run (a
+// plan that does not build) is reported with the error, so the Tune that queued it falls back to
+// the prediction at once.
 //
 // The agent borrows the connection to fusord (any TunerApi; RemoteTuner in the CLI), which must
 // outlive it. One thread drives it; the lease renewal runs on a thread of its own per job.
@@ -44,7 +46,7 @@ class MeasurementAgent {
 
   // One lease poll: a job of the agent's target, or nullopt when none came within poll_s.
   StatusOr<std::optional<v1::MeasurementJob>> Lease(const std::atomic<bool>* stop);
-  // Times the job's plans side by side; a job that cannot be run gives a result with its error.
+  // Times the job's plans by the protocol; a job that cannot be run gives a result with its error.
   v1::MeasurementResult Measure(const v1::MeasurementJob& job);
   Status Report(const v1::MeasurementJob& job, const v1::MeasurementResult& result);
   // Measure and Report, renewing the lease every third of its time meanwhile.

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "client/confidence_text.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/model_options.h"
@@ -73,6 +74,12 @@ void PrintSummary(const v1::TuneEvent::Result& result, const Graph& g) {
         DurationText(plan.unfused_measured_ns()).c_str(),
         RatioText(plan.unfused_measured_ns(), plan.measured_ns()).c_str(),
         result.measured_by().empty() ? "" : (" (on agent " + result.measured_by() + ")").c_str());
+    if (const std::string confidence = ConfidenceText(plan.confidence()); !confidence.empty()) {
+      std::printf("confidence       %s\n", confidence.c_str());
+    }
+    for (const std::string& note : ConfidenceNotes(plan.confidence())) {
+      std::printf("note             %s\n", note.c_str());
+    }
   } else if (!result.unmeasured_reason().empty()) {
     std::printf("measured         not measured: %s\n", result.unmeasured_reason().c_str());
   } else {

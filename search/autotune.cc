@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
+#include <utility>
 #include <vector>
 
 namespace fusor {
@@ -10,16 +10,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Whole plans measured at the end: the refined plan, the rules baseline and every op alone.
+// Whole plans measured at the end (one round): the refined plan, the rules baseline and every
+// op alone.
 constexpr int kWholePlans = 3;
-// Extra alternating measurements of the tuned plan and a baseline that beat it once.
-constexpr int kConfirmRounds = 2;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Alternative {
   std::string name;
   FusionPlan plan;  // In region node ids.
@@ -139,6 +132,18 @@ class Refinement {
     return ToGlobal(alternatives[chosen].plan, group.nodes);
   }
 
+  // The whole-plan candidates by the measurement protocol: its rounds are not refused by the
+  // budget (this is the tuner's last word, which one lucky round must not decide); rounds past
+  // the protocol's minimum stop at the time limit or cancellation.
+  StatusOr<CandidateTimings> TimeWhole(const std::vector<FusionPlan>& plans) {
+    FUSOR_ASSIGN_OR_RETURN(CandidateTimings t,
+                           TimeCandidates(measurer_, g_, plans, options_.choice, [this] {
+                             return !(cancelled_ && cancelled_->load()) && Clock::now() < deadline_;
+                           }));
+    result_.measurements += t.rounds * static_cast<int>(plans.size());
+    return t;
+  }
+
   AutotuneResult& result() { return result_; }
 
  private:
@@ -194,74 +199,40 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     for (auto& group : groups) result.plan.groups.push_back(std::move(group));
   }
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, result.plan).WithContext("measured refinement"));
-  // The last word is the runtime's: a plan measured slower than the rules baseline or than running
-  // every op alone (by more than the noise margin) is not returned; the faster one is. Regions are
-  // measured alone, with their inputs plain, so a choice that makes a neighbouring group reorder
-  // its input (SqueezeNet: a conv's Relu moved into the Concat's loop) shows only here. The three
-  // are measured side by side.
-  const FusionPlan rules = RulesPlan(g, 64);
-  const FusionPlan unfused = UnfusedPlan(g);
+  // The last word is the runtime's, by the one measurement protocol (search/plan_choice.h): the
+  // refined plan, the rules baseline's and the unfused plan are timed side by side in alternating
+  // rounds, and one replaces another only when it is faster beyond the noise; otherwise the
+  // better-predicted one stays. Regions are measured alone, with their inputs plain, so a choice
+  // that makes a neighbouring group reorder its input (SqueezeNet: a conv's Relu moved into the
+  // Concat's loop) shows only here.
   std::vector<FusionPlan> whole = {result.plan};
-  if (rules != result.plan) whole.push_back(rules);
-  whole.push_back(unfused);
-  FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> whole_measured,
-                         refine.MeasureSideBySide(g, whole));
-  result.measured = whole_measured.front();
-  result.unfused_measured = whole_measured.back();
-  for (size_t i = 0; i < whole.size() && i < whole_measured.size(); ++i) {
-    const Measurement& m = whole_measured[i];
-    if (!m.unstable && m.median_ns > 0)
-      result.timed.push_back({nullptr, "plan", whole[i], static_cast<double>(m.median_ns)});
+  std::vector<std::string> names = {"tuned"};
+  int unfused = 0;  // The unfused plan's candidate: the tuned plan itself when they are one.
+  for (const auto& [name, baseline] :
+       {std::pair<std::string, FusionPlan>{"rules", RulesPlan(g, 64)},
+        {"unfused", UnfusedPlan(g)}}) {
+    auto same = std::find(whole.begin(), whole.end(), baseline);
+    if (name == "unfused") unfused = static_cast<int>(same - whole.begin());
+    if (same != whole.end()) continue;
+    whole.push_back(baseline);
+    names.push_back(name);
   }
-  Measurement rules_measured;
-  if (rules != result.plan) rules_measured = whole_measured[1];
-  // The challenger: the faster of the two baselines that beats the tuned plan by the margin.
-  const FusionPlan* challenger = nullptr;
-  const Measurement* challenger_m = nullptr;
-  const char* why = nullptr;
-  auto consider = [&](const FusionPlan& plan, const Measurement& m, const char* reason) {
-    if (m.samples == 0 || m.unstable) return;
-    if (m.median_ns >= static_cast<double>(result.measured.median_ns) * (1 - options.noise_margin))
-      return;
-    if (challenger_m && m.median_ns >= challenger_m->median_ns) return;
-    challenger = &plan;
-    challenger_m = &m;
-    why = reason;
-  };
-  consider(rules, rules_measured, "rules (measured faster than the tuned plan)");
-  consider(unfused, result.unfused_measured, "unfused (measured faster than the tuned plan)");
-  if (challenger != nullptr) {
-    // One measurement may have been unlucky: before the challenger replaces the tuned plan, both
-    // are measured kConfirmRounds more times, side by side, and the challenger must still win by
-    // the margin on the medians. Not refused by the budget: this is the tuner's last word, which
-    // one lucky measurement must not decide.
-    std::vector<double> tuned_ns = {static_cast<double>(result.measured.median_ns)};
-    std::vector<double> challenger_ns = {static_cast<double>(challenger_m->median_ns)};
-    auto ns = [](const Measurement& m) {
-      return m.unstable ? std::numeric_limits<double>::infinity()
-                        : static_cast<double>(m.median_ns);
-    };
-    for (int round = 0; round < kConfirmRounds; ++round) {
-      FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> both,
-                             refine.MeasureSideBySide(g, {result.plan, *challenger}));
-      tuned_ns.push_back(ns(both[0]));
-      challenger_ns.push_back(ns(both[1]));
-    }
-    const double tuned_median = Median(tuned_ns), challenger_median = Median(challenger_ns);
-    if (challenger_median < tuned_median * (1 - options.noise_margin)) {
-      result.trials.push_back(
-          {"whole graph", why, model.Cost(g, *challenger).total.total_ns, challenger_median, true});
-      result.plan = *challenger;
-      result.measured = *challenger_m;
-      result.measured.median_ns = static_cast<int64_t>(challenger_median);
-    } else {
-      result.trials.push_back(
-          {"whole graph",
-           std::string(why) + ", not confirmed on " + std::to_string(kConfirmRounds + 1) +
-               " side-by-side measurements",
-           model.Cost(g, *challenger).total.total_ns, challenger_median, false});
+  FUSOR_ASSIGN_OR_RETURN(CandidateTimings timings, refine.TimeWhole(whole));
+  std::vector<double> predicted;
+  for (const FusionPlan& plan : whole) predicted.push_back(model.Cost(g, plan).total.total_ns);
+  const PlanChoice choice = ChoosePlan(timings, predicted, options.choice);
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const CandidateTiming& t = timings.plans[i];
+    result.trials.push_back({"whole graph", names[i] + " (" + choice.decision + ")", predicted[i],
+                             t.MedianNs(), i == choice.index});
+    if (Spread(t, options.choice) <= options.choice.max_spread) {
+      result.timed.push_back({nullptr, "plan", whole[i], t.MedianNs()});
     }
   }
+  result.plan = whole[choice.index];
+  result.measured = MeasurementOf(timings.plans[choice.index], options.choice);
+  result.unfused_measured = MeasurementOf(timings.plans[unfused], options.choice);
+  result.confidence = ConfidenceOf(timings, choice, unfused, options.choice);
   if (progress) progress(1.0, "measured");
   return std::move(result);
 }

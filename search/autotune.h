@@ -4,14 +4,15 @@
 // search's best partition when it differs) are ranked by predicted time, and the top `per_region`
 // are measured on the group's region alone. A different alternative replaces the fused group only
 // if it is measured faster by more than `noise_margin` (so noise does not undo good fusions).
-// Finally the resulting plan, the rules baseline's plan and the unfused plan are measured whole,
-// and the fastest (beyond the margin against the resulting plan) is returned: a tuned plan is never
-// knowingly slower than the rules baseline or than no fusion at all. A baseline that beats the
-// resulting plan is measured twice more against it, alternating, and replaces it only if it still
-// wins by the margin on the medians of three (one measurement in a slow stretch of a shared host
-// made MobileNetV2's tuned plan the unfused one). Every measurement counts against
-// `measure_budget`, which does not refuse those confirmation runs (at most four);
-// `time_limit_s` and the cancelled flag stop early with what is known.
+// Finally the resulting plan, the rules baseline's plan and the unfused plan are chosen between
+// by the one measurement protocol (search/plan_choice.h): timed side by side in alternating
+// rounds until settled, the measured-fastest taken only when it is faster beyond the noise, else
+// the best-predicted of those the noise cannot tell apart; `confidence` says which happened. A
+// tuned plan is thus never knowingly slower than the rules baseline or than no fusion at all,
+// and no single slow stretch of a shared host decides (one made MobileNetV2's tuned plan the
+// unfused one). Every measurement counts against `measure_budget`, which does not refuse the
+// protocol's rounds (ChoiceOptions::max_rounds at most); `time_limit_s` and the cancelled flag
+// stop early with what is known.
 // Also returns each single-group measurement as a calibration sample, for later refits, and every
 // stable timing of a region alternative or whole plan (the learned residual's training data).
 // Uses the runtime through the Measurer seam; not thread-safe (one measurement at a time).
@@ -27,6 +28,7 @@
 #include "costmodel/calibration.h"
 #include "costmodel/cost_model.h"
 #include "runtime/measurer.h"
+#include "search/plan_choice.h"
 #include "search/plan_search.h"
 
 namespace fusor {
@@ -36,6 +38,7 @@ struct AutotuneOptions {
   int per_region = 3;          // Alternatives measured per region, best predicted first.
   double noise_margin = 0.03;  // Relative gain an alternative needs to displace the fused group.
   double time_limit_s = 120;
+  ChoiceOptions choice;  // The whole-plan choice.
 };
 
 struct RegionTrial {
@@ -56,11 +59,12 @@ struct TimedPlan {
 
 struct AutotuneResult {
   FusionPlan plan;
-  Measurement measured;          // The final plan, whole.
+  Measurement measured;          // The final plan, whole (MeasurementOf its rounds).
   Measurement unfused_measured;  // Every op alone, whole: the baseline for the speed-up.
+  ChoiceConfidence confidence;   // How the final plan was chosen, and how far to trust its time.
   std::vector<RegionTrial> trials;
   std::vector<CalibrationSample> samples;
-  std::vector<TimedPlan> timed;  // In the order measured; confirmation rounds left out.
+  std::vector<TimedPlan> timed;  // In the order measured; whole plans by the median of rounds.
   int measurements = 0;
   bool stopped_early = false;  // Budget, time limit or cancellation cut the refinement short.
 };

@@ -10,7 +10,7 @@
 
 #include "base/untrusted_text.h"
 #include "graph/graph_proto.h"
-#include "search/autotune.h"
+#include "search/plan_choice.h"
 #include "search/plan_search.h"
 
 namespace fusor {
@@ -55,11 +55,20 @@ Status CheckResult(const v1::MeasurementResult& result, const v1::MeasurementJob
                     job.job_id(), job.plans_size(), result.timings_size()));
   }
   for (int i = 0; i < result.timings_size(); ++i) {
-    double median = result.timings(i).median_ns();
+    const v1::PlanTiming& timing = result.timings(i);
+    double median = timing.median_ns();
     if (!std::isfinite(median) || median <= 0) {
       return Status::InvalidArgument(fmt::format(
           "measurement job {}: timing {} has median_ns {}; a time must be finite and positive",
           job.job_id(), i, median));
+    }
+    for (int r = 0; r < timing.round_ns_size(); ++r) {
+      if (!std::isfinite(timing.round_ns(r)) || timing.round_ns(r) <= 0) {
+        return Status::InvalidArgument(fmt::format(
+            "measurement job {}: timing {} has round_ns[{}] {}; a time must be finite and "
+            "positive",
+            job.job_id(), i, r, timing.round_ns(r)));
+      }
     }
   }
   return Status::Ok();
@@ -155,8 +164,9 @@ std::vector<FusionPlan> AgentDispatch::Candidates(const Graph& g, const FusionPl
 
 StatusOr<AgentOutcome> AgentDispatch::Measure(
     const Graph& g, const std::string& graph_hash, const std::string& target_id,
-    const std::vector<FusionPlan>& candidates, int64_t deadline_ns,
-    const std::atomic<bool>* cancelled, const std::function<void(const std::string&)>& progress) {
+    const std::vector<FusionPlan>& candidates, const std::vector<double>& predicted_ns,
+    int64_t deadline_ns, const std::atomic<bool>* cancelled,
+    const std::function<void(const std::string&)>& progress) {
   v1::MeasurementJob job;
   job.set_target_id(target_id);
   job.set_graph_hash(graph_hash);
@@ -192,7 +202,7 @@ StatusOr<AgentOutcome> AgentDispatch::Measure(
         target_id, job_id);
     return outcome;
   }
-  return Choose(*done, candidates, g);
+  return Choose(*done, candidates, predicted_ns, g);
 }
 
 StatusOr<db::MeasurementJobRow> AgentDispatch::WaitForJob(
@@ -216,11 +226,32 @@ StatusOr<db::MeasurementJobRow> AgentDispatch::WaitForJob(
   }
 }
 
-// The searched plan (candidate 0) unless another candidate was timed faster by more than the
-// noise margin, as the local measured refinement decides (search/autotune.h).
+namespace {
+
+// The timings an agent reported, as the measurement protocol reads them. An agent older than the
+// protocol reports one timing per plan and no rounds: that one timing counts as one round, which
+// never decides between plans.
+CandidateTimings TimingsOf(const v1::MeasurementResult& result) {
+  CandidateTimings t;
+  for (const v1::PlanTiming& timing : result.timings()) {
+    CandidateTiming plan;
+    plan.round_ns.assign(timing.round_ns().begin(), timing.round_ns().end());
+    if (plan.round_ns.empty()) plan.round_ns = {timing.median_ns()};
+    for (double s : timing.samples_ns()) plan.samples_ns.push_back(static_cast<int64_t>(s));
+    std::sort(plan.samples_ns.begin(), plan.samples_ns.end());
+    t.rounds = std::max(t.rounds, static_cast<int>(plan.round_ns.size()));
+    t.plans.push_back(std::move(plan));
+  }
+  return t;
+}
+
+}  // namespace
+
+// The plan the measurement protocol chooses from the agent's rounds (search/plan_choice.h), the
+// same choice an in-process tune makes.
 AgentOutcome AgentDispatch::Choose(const db::MeasurementJobRow& job,
                                    const std::vector<FusionPlan>& candidates,
-                                   const Graph& g) const {
+                                   const std::vector<double>& predicted_ns, const Graph& g) const {
   AgentOutcome outcome;
   const v1::MeasurementResult& result = job.result;
   if (!result.error().empty() || result.timings_size() != static_cast<int>(candidates.size())) {
@@ -230,25 +261,27 @@ AgentOutcome AgentDispatch::Choose(const db::MeasurementJobRow& job,
         result.error().empty() ? "its result does not match the job" : result.error());
     return outcome;
   }
-  const double margin = AutotuneOptions().noise_margin;
-  size_t best = 0;
-  for (size_t i = 1; i < candidates.size(); ++i) {
-    if (result.timings(i).median_ns() < result.timings(best).median_ns() * (1 - margin)) {
-      best = i;
-    }
-  }
-  const FusionPlan unfused = UnfusedPlan(g);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (candidates[i] == unfused) outcome.unfused_measured_ns = result.timings(i).median_ns();
-  }
+  const ChoiceOptions options;
+  CandidateTimings timings = TimingsOf(result);
+  timings.settled = Settled(timings, options);
+  const PlanChoice choice = ChoosePlan(timings, predicted_ns, options);
+  const auto unfused = std::find(candidates.begin(), candidates.end(), UnfusedPlan(g));
+  const int unfused_index =
+      unfused == candidates.end() ? -1 : static_cast<int>(unfused - candidates.begin());
+  if (unfused_index >= 0) outcome.unfused_measured_ns = timings.plans[unfused_index].MedianNs();
   outcome.measured = true;
-  outcome.plan = candidates[best];
-  outcome.measured_ns = result.timings(best).median_ns();
+  outcome.plan = candidates[choice.index];
+  outcome.measured_ns = timings.plans[choice.index].MedianNs();
   outcome.agent_id = job.agent_id;
-  const v1::PlanTiming& timing = result.timings(best);
-  outcome.measurement.samples_ns.assign(timing.samples_ns().begin(), timing.samples_ns().end());
-  if (outcome.measurement.samples_ns.empty()) outcome.measurement.samples_ns = {timing.median_ns()};
+  outcome.confidence = ConfidenceOf(timings, choice, unfused_index, options);
+  const CandidateTiming& chosen = timings.plans[choice.index];
+  outcome.measurement.samples_ns.assign(chosen.samples_ns.begin(), chosen.samples_ns.end());
+  if (outcome.measurement.samples_ns.empty())
+    outcome.measurement.samples_ns = {outcome.measured_ns};
   outcome.measurement.agent_id = job.agent_id;
+  spdlog::info("agent: job {}: plan {} of {} {} ({} rounds{})", job.job_id, choice.index + 1,
+               candidates.size(), choice.decision, timings.rounds,
+               timings.settled ? "" : ", not settled");
   return outcome;
 }
 

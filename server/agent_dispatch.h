@@ -21,6 +21,7 @@
 #include "graph/graph.h"
 #include "graph/plan.h"
 #include "proto/tuner.pb.h"
+#include "search/plan_choice.h"
 
 namespace fusor {
 
@@ -43,6 +44,7 @@ struct AgentOutcome {
   double measured_ns = 0;
   double unfused_measured_ns = 0;  // 0 when the unfused plan was not a candidate.
   db::Measurement measurement;     // The chosen plan's timing, with the agent's id.
+  ChoiceConfidence confidence;     // How it was chosen (search/plan_choice.h).
   std::string agent_id;
   std::string unmeasured_reason;
 };
@@ -72,12 +74,14 @@ class AgentDispatch {
                                             int max_group_nodes);
 
   // Queues the candidates of graph g (canonical, hash `graph_hash`) as one job of the target and
-  // waits until an agent reports, the clock passes deadline_ns, or *cancelled turns true (then
-  // Cancelled). A job that ends unreported is cancelled, and the outcome says why nothing was
+  // waits until an agent reports (then chooses by the measurement protocol, ChoosePlan, with
+  // `predicted_ns`, one per candidate), the clock passes deadline_ns, or *cancelled turns true
+  // (then Cancelled). A job that ends unreported is cancelled, and the outcome says why nothing was
   // measured. `progress` gets a line for people at each step.
   StatusOr<AgentOutcome> Measure(const Graph& g, const std::string& graph_hash,
                                  const std::string& target_id,
-                                 const std::vector<FusionPlan>& candidates, int64_t deadline_ns,
+                                 const std::vector<FusionPlan>& candidates,
+                                 const std::vector<double>& predicted_ns, int64_t deadline_ns,
                                  const std::atomic<bool>* cancelled,
                                  const std::function<void(const std::string&)>& progress);
 
@@ -86,7 +90,7 @@ class AgentDispatch {
       int64_t job_id, int64_t deadline_ns, const std::atomic<bool>* cancelled,
       const std::function<void(const std::string&)>& progress);
   AgentOutcome Choose(const db::MeasurementJobRow& job, const std::vector<FusionPlan>& candidates,
-                      const Graph& g) const;
+                      const std::vector<double>& predicted_ns, const Graph& g) const;
   int64_t LeaseMs() const { return static_cast<int64_t>(options_.lease_s * 1000); }
 
   db::PlanStore* const store_;

@@ -116,6 +116,8 @@ const std::vector<Setting>& Settings() {
       Field<double>("agent_poll_s", "--agent-poll", [](C* c) { return &c->tuning.agent_poll_s; }),
       Field<bool>("measure_on_agents", "--measure-on-agents",
                   [](C* c) { return &c->tuning.measure_on_agents; }),
+      Field<bool>("measure_uncalibrated", "--measure-uncalibrated",
+                  [](C* c) { return &c->tuning.measure_uncalibrated; }),
       Field<bool>("learned_residual", "--learned-residual",
                   [](C* c) { return &c->tuning.learned_residual; }),
       Field<int>("residual_refit_every", "--residual-refit-every",
@@ -243,6 +245,9 @@ void AddFusordFlags(CLI::App* app, FusordConfig* c) {
                   "Most seconds an agent's poll waits for a job");
   app->add_flag("--measure-on-agents", c->tuning.measure_on_agents,
                 "Send this CPU's measurements to live agents of it too");
+  app->add_flag("--measure-uncalibrated", c->tuning.measure_uncalibrated,
+                "Measure on this CPU before it was calibrated, with the default constants "
+                "(default: calibrate it before the first Tune that measures)");
   app->add_flag("--learned-residual", c->tuning.learned_residual,
                 "Score Tunes with the target's learned residual on top of the analytical cost "
                 "model and fit it (timings are kept either way)");

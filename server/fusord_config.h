@@ -36,6 +36,8 @@
 //   max_jobs_per_principal [--max-jobs-per-principal]  Tune jobs one principal may have queued
 //                                        or running at once; default 4
 //   max_joiners_per_job [--max-joiners-per-job]        callers sharing one Tune job; default 64
+//   measure_uncalibrated [--measure-uncalibrated]  measure on this CPU before it was calibrated,
+//                                        with the defaults; default false: calibrate it first
 //   learned_residual [--learned-residual]  score Tunes with the target's learned residual on
 //                                        top of the analytical model, and fit it; default false
 //   residual_refit_every [--residual-refit-every]  new timings of a target before its residual

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -114,16 +115,44 @@ v1::CalibrateResponse CalibrateResponseOf(const CalibrationResult& result,
   return response;
 }
 
-// Seconds since each calibrated target's calibration, for the calibration-age gauge.
+// Seconds since each stored target's calibration, for the calibration-age gauge.
 metrics::GaugeSamples CalibrationAges(db::PlanStore& store) {
   metrics::GaugeSamples out;
   auto targets = store.ListTargets();
   if (!targets.ok()) return out;
   const int64_t now = NowMs();
   for (const v1::HardwareProfile& p : *targets) {
-    if (p.calibrated_unix_ms() == 0) continue;  // Never calibrated: no age to report.
-    out.push_back({{p.target().id()}, static_cast<double>(now - p.calibrated_unix_ms()) / 1000});
+    // Never calibrated: +Inf, so an alert on the age (> N seconds) fires for the worst case too.
+    const double age = p.calibrated_unix_ms() == 0
+                           ? std::numeric_limits<double>::infinity()
+                           : static_cast<double>(now - p.calibrated_unix_ms()) / 1000;
+    out.push_back({{p.target().id()}, age});
   }
+  return out;
+}
+
+// The measurement protocol's account of a chosen plan, as the plan carries it.
+v1::MeasuredConfidence ConfidenceProto(const ChoiceConfidence& c, bool uncalibrated,
+                                       const std::string& measured_by) {
+  v1::MeasuredConfidence out;
+  out.set_rounds(c.rounds);
+  out.set_samples(c.samples);
+  out.set_spread(c.spread);
+  out.set_unfused_spread(c.unfused_spread);
+  out.set_speedup_low(c.speedup.low);
+  out.set_speedup_high(c.speedup.high);
+  out.set_decision(c.choice.decision);
+  out.set_settled(c.settled);
+  out.set_unstable(c.unstable);
+  out.set_uncalibrated(uncalibrated);
+  out.set_measured_by(measured_by);
+  return out;
+}
+
+std::vector<double> PredictedTimes(const CostModel& model, const Graph& g,
+                                   const std::vector<FusionPlan>& plans) {
+  std::vector<double> out;
+  for (const FusionPlan& plan : plans) out.push_back(model.Cost(g, plan).total.total_ns);
   return out;
 }
 
@@ -394,8 +423,9 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db:
   Metrics();  // Registers every family before a scrape can run the callback below.
   db::PlanStore* timed = state->store.get();
   state->calibration_age = metrics::Registry::Default().AddGaugeCallback(
-      ServiceMetrics::kCalibrationAge, "Seconds since each calibrated target's calibration",
-      {"target"}, [timed] { return CalibrationAges(*timed); });
+      ServiceMetrics::kCalibrationAge,
+      "Seconds since each target's calibration; +Inf for a target never calibrated", {"target"},
+      [timed] { return CalibrationAges(*timed); });
   spdlog::info("tuning service: db={} target={} isa={} calibrated={}",
                db::RedactedLocation(options.db_location), state->local.Id(), state->local.isa,
                state->local_profile.calibrated_unix_ms != 0);
@@ -444,14 +474,18 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   std::string target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();
   FUSOR_ASSIGN_OR_RETURN(HardwareProfile profile, state_->ProfileOf(target_id));
   bool local = target_id == state_->local.Id();
-  if (local && state_->options.auto_calibrate && profile.calibrated_unix_ms == 0) {
+  FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options(), state_->options));
+  int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
+                                                      : state_->options.default_measure_budget;
+  // This CPU is calibrated before a Tune measures on it (measure_uncalibrated aside), or before
+  // any Tune when the service calibrates on first use.
+  const bool calibrate_first =
+      state_->options.auto_calibrate || (budget > 0 && !state_->options.measure_uncalibrated);
+  if (local && profile.calibrated_unix_ms == 0 && calibrate_first) {
     on_event(Progress("calibrate", 0.02, "calibrating this CPU once (oneDNN micro-benchmarks)"));
     FUSOR_RETURN_IF_ERROR(Calibrate({}).status().WithContext("calibrating this CPU"));
     profile = state_->LocalProfile();
   }
-  FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options(), state_->options));
-  int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
-                                                      : state_->options.default_measure_budget;
   // Where the plans are timed: on a live agent of the target (any target but this CPU, and this
   // CPU too with measure_on_agents), else here for this CPU, else nowhere (the prediction).
   bool on_agents = false;
@@ -524,18 +558,21 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   std::string measured_by;
   if (on_agents) {
     on_event(Progress("measure", 0.3, "measuring on an agent of target " + target_id));
+    const std::vector<FusionPlan> candidates =
+        AgentDispatch::Candidates(g, plan, budget, search.max_group_nodes);
     FUSOR_ASSIGN_OR_RETURN(
         AgentOutcome outcome,
         state_->agents->Measure(
-            g, hash, target_id, AgentDispatch::Candidates(g, plan, budget, search.max_group_nodes),
-            stop.deadline_ns, cancelled,
-            [&](const std::string& d) { on_event(Progress("measure", 0.5, d)); }));
+            g, hash, target_id, candidates, PredictedTimes(model, g, candidates), stop.deadline_ns,
+            cancelled, [&](const std::string& d) { on_event(Progress("measure", 0.5, d)); }));
     if (outcome.measured) {
       plan = outcome.plan;
       out.set_measured_ns(outcome.measured_ns);
       out.set_unfused_measured_ns(outcome.unfused_measured_ns);
       measurements.push_back(outcome.measurement);
       measured_by = outcome.agent_id;
+      *out.mutable_confidence() =
+          ConfidenceProto(outcome.confidence, profile.calibrated_unix_ms == 0, measured_by);
     } else {
       unmeasured_reason = outcome.unmeasured_reason;
     }
@@ -575,6 +612,8 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
     out.set_measured_ns(static_cast<double>(tuned->measured.median_ns));
     out.set_unfused_measured_ns(static_cast<double>(tuned->unfused_measured.median_ns));
     measurements.push_back(ToDb(tuned->measured));
+    *out.mutable_confidence() =
+        ConfidenceProto(tuned->confidence, profile.calibrated_unix_ms == 0, "");
     timed = std::move(tuned->timed);
   }
   if (is_cancelled()) return Status::Cancelled("tuning was cancelled");

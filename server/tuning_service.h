@@ -51,8 +51,13 @@ struct TuningServiceOptions {
   int calibration_runs_fitted = 8;
   double min_measure_ms = 30;  // Timing: repeat each measurement until this much time.
   // Calibrate this CPU before the first Tune for it if it was never calibrated (the CLI's local
-  // mode does; a server is calibrated deliberately, through Calibrate).
+  // mode does; a server is calibrated deliberately, through Calibrate, or before a Tune measures).
   bool auto_calibrate = false;
+  // A Tune that measures on this CPU before it was calibrated measures with the defaults, its
+  // plan's confidence saying so (`uncalibrated`); false (the default): it calibrates this CPU
+  // first, since a measured plan searched with the defaults mixes this machine's time with
+  // constants of no machine. For tests of other things, which must not spend a minute on it.
+  bool measure_uncalibrated = false;
   // How the service measures and reads time: real oneDNN runs (OneDnnMeasurers) and the steady
   // clock unless a test or another measurement path hands in its own. The clock must outlive the
   // service.

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "client/remote_tuner.h"
 #include "costmodel/hardware_profile.h"
 #include "db/sqlite_plan_store.h"
+#include "search/plan_choice.h"
 #include "tests/db/test_postgres.h"
 #include "tests/server/fusord_process.h"
 #include "tests/server/test_graphs.h"
@@ -175,6 +177,13 @@ TEST_F(FusordAgents, ATuneIsMeasuredOnALiveAgentAndTheMeasurementNamesIt) {
   EXPECT_EQ(tuned->measured_by().rfind("agent-a-", 0), 0u) << tuned->measured_by();
   EXPECT_EQ(tuned->unmeasured_reason(), "");
   EXPECT_GT(tuned->plan().measured_ns(), 0);
+  // The agent ran the measurement protocol (search/plan_choice.h): rounds, and a decision.
+  const v1::MeasuredConfidence& c = tuned->plan().confidence();
+  EXPECT_GE(c.rounds(), ChoiceOptions().min_rounds);
+  EXPECT_LE(c.rounds(), ChoiceOptions().max_rounds);
+  EXPECT_TRUE(c.decision() == kChosenByMeasurement || c.decision() == kChosenByPrediction)
+      << c.decision();
+  EXPECT_EQ(c.measured_by(), tuned->measured_by());
   EXPECT_EQ(Sql("SELECT agent_id FROM measurements"), tuned->measured_by());
   EXPECT_EQ(Sql("SELECT state || ' ' || agent_id || ' ' || lease FROM measurement_jobs"),
             "done " + tuned->measured_by() + " 1");
@@ -299,6 +308,41 @@ TEST_F(FusordAgentsOnSqlite, AnAgentsErrorTextIsEscapedAndCappedBeforeAnyoneSees
     longest = std::max(longest, end - at);
   }
   EXPECT_LT(longest, 4096u) << "no line holds the megabyte";
+}
+
+// The rounds an agent reports decide the plan (search/plan_choice.h), so each must be a time: a
+// round that is not is refused by name, and the agent's correct report is then taken.
+TEST_F(FusordAgentsOnSqlite, ARoundTimeThatIsNotAPositiveNumberIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(30));
+  RemoteTuner connection = Client(kAgentToken);
+  MeasurementAgentOptions options;
+  options.measure_threads = 1;
+  options.poll_s = 1;
+  MeasurementAgent agent(&connection, options);
+  ASSERT_TRUE(agent.Register(CalibratedProfile()).ok());
+  StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
+  std::thread tune([&] { tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+  std::optional<v1::MeasurementJob> job;
+  ASSERT_TRUE(Eventually([&] {
+    auto leased = agent.Lease(nullptr);
+    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
+    return job.has_value();
+  }));
+  const v1::MeasurementResult result = agent.Measure(*job);
+  ASSERT_EQ(result.error(), "");
+  ASSERT_GE(result.timings(0).round_ns_size(), ChoiceOptions().min_rounds);
+  v1::MeasurementResult broken = result;
+  broken.mutable_timings(1)->set_round_ns(1, std::nan(""));
+  Status refused = agent.Report(*job, broken);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.message().find("timing 1 has round_ns[1] nan"), std::string::npos)
+      << refused.ToString();
+  Status reported = agent.Report(*job, result);
+  EXPECT_TRUE(reported.ok()) << reported.ToString();
+  tune.join();
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->measured_by(), agent.agent_id());
+  EXPECT_EQ(tuned->plan().confidence().rounds(), result.timings(0).round_ns_size());
 }
 
 TEST_F(FusordAgentsOnSqlite, ATargetWithNoLiveAgentGetsThePredictionAndSaysSo) {

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -97,6 +98,12 @@ TEST_F(FusordObservability, CountersMoveByTheRpcsMadeAndTheExpositionParses) {
   auto targets = Client(kReadToken).ListTargets({});
   ASSERT_TRUE(targets.ok()) << targets.status().ToString();
   ASSERT_GE(targets->profiles_size(), 1);
+  // From start-up, a target never calibrated has an age, +Inf: an alert on the age fires for it.
+  const std::string never =
+      "fusor_target_calibration_age_seconds{target=\"" + targets->profiles(0).target().id() + "\"}";
+  ASSERT_EQ(targets->profiles(0).calibrated_unix_ms(), 0);
+  ASSERT_EQ(before.samples.count(never), 1u) << "no calibration age for a never-calibrated target";
+  EXPECT_TRUE(std::isinf(before.Value(never)) && before.Value(never) > 0) << before.Value(never);
   v1::RegisterTargetRequest reg;
   *reg.mutable_profile() = targets->profiles(0);
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -95,7 +95,9 @@ StatusOr<std::unique_ptr<FusordProcess>> FusordProcess::StartProgram(
 
 StatusOr<std::unique_ptr<FusordProcess>> FusordProcess::Start(const std::vector<std::string>& args,
                                                               const std::filesystem::path& log) {
-  std::vector<std::string> argv = {FusordBinary(), "--listen", "127.0.0.1:0"};
+  // Tests of other things do not spend a minute calibrating before their first measured Tune.
+  std::vector<std::string> argv = {FusordBinary(), "--listen", "127.0.0.1:0",
+                                   "--measure-uncalibrated"};
   argv.insert(argv.end(), args.begin(), args.end());
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<FusordProcess> p, StartProgram(argv, log));
   std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");

@@ -37,6 +37,7 @@ class TuningServiceTest : public ::testing::Test {
     o.db_location = dir_ + "/tuning.db";
     o.default_measure_budget = 3;
     o.min_measure_ms = 5;
+    o.measure_uncalibrated = true;  // Calibrating first has a test of its own.
     // These tests check what a calibration fits and stores, not how fast: ctest runs another
     // binary beside this one, and a busy host must not turn the 60 s default into a failure.
     o.calibration_time_limit_s = 600;
@@ -508,6 +509,55 @@ TEST_F(TuningServiceTest, AProfileFittedForAnotherCostModelIsNotUsed) {
       EXPECT_GT(p.calibrated_unix_ms(), 5);
     }
   }
+}
+
+// A server is not calibrated on first use (auto_calibrate), but a Tune that measures on its CPU
+// calibrates it first: a measured plan searched with the defaults would mix this machine's time
+// with constants of no machine. Measuring uncalibrated instead (a test's choice) says so.
+TEST_F(TuningServiceTest, AnUncalibratedCpuIsCalibratedBeforeItsFirstMeasuredTune) {
+  TuningServiceOptions o = Options();
+  o.measure_uncalibrated = false;
+  o.default_measure_budget = 0;    // A request's budget 0 is the default: none.
+  o.calibration_benchmark_ms = 5;  // That it calibrates is tested, not its fit.
+  o.calibration_quiet_wait_ms = 0;
+  Reopen(o);
+  v1::TuneRequest predicted_only = Request();
+  predicted_only.mutable_options()->set_algorithm("greedy");
+  std::vector<std::string> stages;
+  auto unmeasured = Tune(predicted_only, &stages);
+  ASSERT_TRUE(unmeasured.ok()) << unmeasured.status().ToString();
+  EXPECT_EQ(std::find(stages.begin(), stages.end(), "calibrate"), stages.end())
+      << "a Tune that measures nothing does not calibrate";
+
+  v1::TuneRequest measured = Request();
+  measured.mutable_options()->set_algorithm("greedy");
+  measured.mutable_options()->set_measure_budget(1);
+  stages.clear();
+  auto tuned = Tune(measured, &stages);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "calibrate"), stages.end());
+  const v1::MeasuredConfidence& c = tuned->plan().confidence();
+  EXPECT_FALSE(c.uncalibrated());
+  EXPECT_GE(c.rounds(), 3);
+  EXPECT_NE(c.decision(), "");
+  EXPECT_EQ(c.measured_by(), "");
+}
+
+TEST_F(TuningServiceTest, AMeasurementOnAnUncalibratedCpuSaysSo) {
+  v1::TuneRequest request = Request();
+  request.mutable_options()->set_algorithm("greedy");
+  request.mutable_options()->set_measure_budget(1);
+  auto tuned = Tune(request);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_GT(tuned->plan().measured_ns(), 0);
+  EXPECT_TRUE(tuned->plan().confidence().uncalibrated());
+  // Stored with the plan, as GetPlan serves it.
+  v1::GetPlanRequest get;
+  get.set_graph_hash(tuned->plan().graph_hash());
+  auto got = service_->GetPlan(get);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->plan().confidence().uncalibrated());
+  EXPECT_EQ(got->plan().confidence().rounds(), tuned->plan().confidence().rounds());
 }
 
 TEST_F(TuningServiceTest, ACancelledJobStopsWithCancelled) {
