@@ -5,10 +5,10 @@
 // (plain, depthwise), reductions, tiny kernels for dispatch overhead, conv post-op chains of
 // growing length, and wide fused loops for register pressure.
 //
-// Measuring is the caller's: costmodel/ does not link the runtime (DESIGN.md), so the driver takes
-// a MeasureFn, which the CLI and the server implement with runtime/'s OneDnnMeasurer. Every sample
-// is kept (the append-only calibration log) so fits can be rerun over all samples so far.
-// Stateless functions; thread-safe if the MeasureFn is.
+// Measuring is the caller's: costmodel/ does not link the runtime (docs/architecture.md), so the
+// driver takes a MeasureFn, which the CLI and the server implement with runtime/'s OneDnnMeasurer.
+// Every sample is kept (the append-only calibration log) so fits can be rerun over all samples so
+// far. Stateless functions; thread-safe if the MeasureFn is.
 #pragma once
 
 #include <functional>

@@ -4,7 +4,7 @@
 // indices (graph/canonical.h), so nodes are numbered in a topological order. Pure functions;
 // thread-safe.
 //
-// Legal groups (DESIGN.md, "group"):
+// Legal groups (docs/decisions.md, "Plans and their legality"):
 //   kSingle    one node of any class (the unfused reference); kOpaque is the same for opaque ops.
 //   kAnchor    one anchor (Conv, ConvTranspose, Gemm, MatMul) followed by a chain of elementwise /
 //              broadcast nodes: oneDNN post-ops. Each chain node reads the previous chain value and

@@ -4,7 +4,7 @@
 // descriptors and reports scratch and weight bytes; Bind (after the executor's budget check)
 // allocates weights, binds tensor buffers and scratch, and creates the primitives; Run executes.
 //
-// Lowering per group kind (see DESIGN.md "group"):
+// Lowering per group kind (docs/decisions.md, "Plans and their legality"):
 //   anchor    Conv / ConvTranspose (deconvolution) / Gemm / MatMul primitive (a 1-D MatMul
 //             operand promoted as ONNX says); the elementwise chain after it as post-ops (eltwise,
 //             binary per-tensor/per-channel/per-element), BatchNormalization right after a Conv or

@@ -127,7 +127,7 @@ Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& 
 // above max_cv after the retries, all are timed again and the attempt with the lowest highest
 // spread is kept, its noisy ones flagged unstable; `disturbed` as for TimeRepeated. Comparing two
 // plans this way halved the spread of their measured ratio from one such measurement to the next
-// on a shared 2-vCPU host (docs/architecture.md, "Alternatives are timed side by side").
+// on a shared 2-vCPU host (docs/decisions.md, "Alternatives are timed side by side").
 std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
                                         const TimingOptions& options, int64_t burst_ns = 2'000'000);
 
