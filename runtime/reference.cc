@@ -198,6 +198,13 @@ Status RunUnary(const Graph& g, const Node& n, const Lookup& lookup, const HostT
     FUSOR_ASSIGN_OR_RETURN(clip, ClipBounds(g, n, lookup));
   }
   auto fn = UnaryFloat(n, clip);
+  if (n.op_type == "Clip" && !x.is_float() && !out->is_float()) {
+    for (int64_t e = 0; e < x.num_elements(); ++e) {
+      out->i[e] =
+          static_cast<int64_t>(std::min<double>(std::max<double>(x.i[e], clip.first), clip.second));
+    }
+    return Status::Ok();
+  }
   if (!x.is_float() || !out->is_float()) {
     return Status::Unimplemented(NodeLabel(n) + ": integer inputs are not supported");
   }
@@ -577,11 +584,11 @@ Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* o
         counted += in_declared ? 1 : 0;
         if (!inside) continue;
         ++valid;
-        double v = x.f[p * in_size + off];
+        double v = x.at(p * in_size + off);
         acc = is_max ? std::max(acc, v) : acc + v;
       }
       double denom = include_pad ? counted : valid;
-      out->f[p * out_size + o] = static_cast<float>(is_max ? acc : acc / denom);
+      Store(out, p * out_size + o, is_max ? acc : acc / denom);
     }
   }
   return Status::Ok();
@@ -1054,6 +1061,177 @@ void RunTile(const HostTensor& x, HostTensor* out) {
   }
 }
 
+// GatherND: each index tuple of the last dim of `idx` (after batch_dims leading dims shared with
+// data) addresses a slice of data, copied whole.
+Status RunGatherNd(const Node& n, const HostTensor& data, const HostTensor& idx, HostTensor* out) {
+  const int64_t batch_dims = n.GetInt("batch_dims", 0);
+  const int64_t depth = idx.dims.back();
+  const std::vector<int64_t> strides = RowMajorStrides(data.dims);
+  const int64_t batches = NumElements(Shape(data.dims.begin(), data.dims.begin() + batch_dims));
+  const int64_t slice = NumElements(Shape(data.dims.begin() + batch_dims + depth, data.dims.end()));
+  const int64_t tuples = idx.num_elements() / std::max<int64_t>(1, depth);
+  const int64_t per_batch = tuples / std::max<int64_t>(1, batches);
+  const int64_t batch_stride = batch_dims == 0 ? 0 : strides[batch_dims - 1];
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t src = (t / per_batch) * batch_stride;
+    for (int64_t d = 0; d < depth; ++d) {
+      const int64_t len = data.dims[batch_dims + d];
+      const int64_t k =
+          idx.i[t * depth + d] < 0 ? idx.i[t * depth + d] + len : idx.i[t * depth + d];
+      if (k < 0 || k >= len) {
+        return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(k) +
+                                       " is outside dim " + std::to_string(batch_dims + d) +
+                                       " of length " + std::to_string(len));
+      }
+      src += k * strides[batch_dims + d];
+    }
+    for (int64_t s = 0; s < slice; ++s) Store(out, t * slice + s, data.at(src + s));
+  }
+  return Status::Ok();
+}
+
+// ReverseSequence: along time_axis, the first sequence_lens[b] elements of each batch entry b
+// (along batch_axis) reversed, the rest copied.
+void RunReverseSequence(const Node& n, const HostTensor& x, const HostTensor& lens,
+                        HostTensor* out) {
+  const int64_t time_axis = n.GetInt("time_axis", 0), batch_axis = n.GetInt("batch_axis", 1);
+  const std::vector<int64_t> strides = RowMajorStrides(x.dims);
+  std::vector<int64_t> c(x.dims.size(), 0);
+  for (int64_t e = 0; e < x.num_elements(); ++e, NextCoord(x.dims, &c)) {
+    const int64_t t = c[time_axis], len = lens.i[c[batch_axis]];
+    const int64_t src = e + (t < len ? (len - 1 - 2 * t) * strides[time_axis] : 0);
+    Store(out, e, x.at(src));
+  }
+}
+
+// EyeLike: ones on the diagonal shifted by k, zeros elsewhere, in the output's dtype.
+void RunEyeLike(const Node& n, HostTensor* out) {
+  const int64_t k = n.GetInt("k", 0), rows = out->dims[0], cols = out->dims[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + k >= 0 && r + k < cols) Store(out, r * cols + r + k, 1);
+  }
+}
+
+// GlobalMaxPool: the largest value of each [N, C] plane.
+void RunGlobalMaxPool(const HostTensor& x, HostTensor* out) {
+  const int64_t planes = x.dims[0] * x.dims[1],
+                size = x.num_elements() / std::max<int64_t>(1, planes);
+  for (int64_t p = 0; p < planes; ++p) {
+    double best = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < size; ++j) best = std::max(best, x.at(p * size + j));
+    Store(out, p, best);
+  }
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes` (default N, H, W), as
+// ONNX's function body defines it.
+void RunMeanVarianceNorm(const Node& n, const HostTensor& x, HostTensor* out) {
+  std::vector<int64_t> axes = n.GetInts("axes");
+  if (axes.empty()) axes = {0, 2, 3};
+  std::vector<bool> reduced(x.dims.size(), false);
+  for (int64_t a : axes) reduced[NormalizeAxis(a, x.dims.size())] = true;
+  Shape kept = x.dims;
+  for (size_t d = 0; d < kept.size(); ++d) kept[d] = reduced[d] ? 1 : kept[d];
+  const std::vector<int64_t> kept_strides = RowMajorStrides(kept);
+  auto group_of = [&](const std::vector<int64_t>& c) {
+    int64_t gi = 0;
+    for (size_t d = 0; d < c.size(); ++d) gi += (reduced[d] ? 0 : c[d]) * kept_strides[d];
+    return gi;
+  };
+  std::vector<double> sum(NumElements(kept), 0), sq(NumElements(kept), 0);
+  const double count = static_cast<double>(x.num_elements()) / NumElements(kept);
+  std::vector<int64_t> c(x.dims.size(), 0);
+  for (int64_t e = 0; e < x.num_elements(); ++e, NextCoord(x.dims, &c)) {
+    sum[group_of(c)] += x.at(e);
+    sq[group_of(c)] += x.at(e) * x.at(e);
+  }
+  std::fill(c.begin(), c.end(), 0);
+  for (int64_t e = 0; e < x.num_elements(); ++e, NextCoord(x.dims, &c)) {
+    const int64_t gi = group_of(c);
+    const double mean = sum[gi] / count, var = sq[gi] / count - mean * mean;
+    Store(out, e, (x.at(e) - mean) / (std::sqrt(std::max(var, 0.0)) + 1e-9));
+  }
+}
+
+// LRN across channels: x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
+void RunLrn(const Node& n, const HostTensor& x, HostTensor* out) {
+  const double alpha = n.GetFloat("alpha", 1e-4), beta = n.GetFloat("beta", 0.75);
+  const double bias = n.GetFloat("bias", 1.0);
+  const int64_t size = n.GetInt("size", 1), channels = x.dims[1];
+  const int64_t inner = x.num_elements() / std::max<int64_t>(1, x.dims[0] * channels);
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  for (int64_t b = 0; b < x.dims[0]; ++b) {
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      for (int64_t i = 0; i < inner; ++i) {
+        double sq = 0;
+        for (int64_t j = std::max<int64_t>(0, ch - before);
+             j <= std::min<int64_t>(channels - 1, ch + after); ++j) {
+          const double v = x.at((b * channels + j) * inner + i);
+          sq += v * v;
+        }
+        const int64_t e = (b * channels + ch) * inner + i;
+        Store(out, e, x.at(e) / std::pow(bias + alpha / size * sq, beta));
+      }
+    }
+  }
+}
+
+// Det of each trailing [M, M] matrix: Gaussian elimination with partial pivoting, in double.
+void RunDet(const HostTensor& x, HostTensor* out) {
+  const int64_t m = x.dims.back(), count = out->num_elements();
+  std::vector<double> a(m * m);
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t e = 0; e < m * m; ++e) a[e] = x.at(b * m * m + e);
+    double det = 1;
+    for (int64_t col = 0; col < m && det != 0; ++col) {
+      int64_t pivot = col;
+      for (int64_t r = col + 1; r < m; ++r) {
+        if (std::abs(a[r * m + col]) > std::abs(a[pivot * m + col])) pivot = r;
+      }
+      if (pivot != col) {
+        for (int64_t j = 0; j < m; ++j) std::swap(a[col * m + j], a[pivot * m + j]);
+        det = -det;
+      }
+      det *= a[col * m + col];
+      if (det == 0) break;
+      for (int64_t r = col + 1; r < m; ++r) {
+        const double f = a[r * m + col] / a[col * m + col];
+        for (int64_t j = col; j < m; ++j) a[r * m + j] -= f * a[col * m + j];
+      }
+    }
+    Store(out, b, det);
+  }
+}
+
+// TopK along `axis`: the K largest (or smallest) values in order and their indices; among equal
+// values the lower index comes first, as ONNX specifies. K is a constant (ConstantInts).
+Status RunTopK(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
+  const HostTensor& x = *in(n.inputs[0]);
+  FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstantInts(g, n, 1));
+  const int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
+  const bool largest = n.GetInt("largest", 1) != 0;
+  const int64_t k = kv.at(0), len = x.dims[axis];
+  const int64_t inner = NumElements(Shape(x.dims.begin() + axis + 1, x.dims.end()));
+  const int64_t outer = x.num_elements() / std::max<int64_t>(1, len * inner);
+  HostTensor& vals = (*values)[n.outputs[0]];
+  HostTensor& idxs = (*values)[n.outputs[1]];
+  std::vector<int64_t> order(len);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return x.at((o * len + j) * inner + i); };
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return largest ? at(a) > at(b) : at(a) < at(b);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        Store(&vals, (o * k + j) * inner + i, at(order[j]));
+        idxs.i[(o * k + j) * inner + i] = order[j];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1096,6 +1274,10 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   }
   if (op == "DepthToSpace" || op == "SpaceToDepth") return RunSpaceDepth(n, x, &out), Status::Ok();
   if (op == "Tile") return RunTile(x, &out), Status::Ok();
+  if (op == "GatherND") return RunGatherNd(n, x, *in(n.inputs[1]), &out);
+  if (op == "ReverseSequence") {
+    return RunReverseSequence(n, x, *in(n.inputs[1]), &out), Status::Ok();
+  }
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
   if (op == "Concat") {
     for (size_t j = 0, offset = 0; j < n.inputs.size(); ++j) {
@@ -1232,6 +1414,11 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   }
   if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
   if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
+  if (op == "EyeLike") return RunEyeLike(n, out), Status::Ok();
+  if (op == "GlobalMaxPool") return RunGlobalMaxPool(x, out), Status::Ok();
+  if (op == "MeanVarianceNormalization") return RunMeanVarianceNorm(n, x, out), Status::Ok();
+  if (op == "LRN") return RunLrn(n, x, out), Status::Ok();
+  if (op == "Det") return RunDet(x, out), Status::Ok();
   if (op == "InstanceNormalization") {
     return RunInstanceNorm(n, x, *opt(1), *opt(2), out), Status::Ok();
   }
@@ -1245,7 +1432,8 @@ bool IsInjectiveOp(const std::string& op) {
   return IsViewOp(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
          op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize" ||
          op == "ScatterND" || op == "GatherElements" || op == "DepthToSpace" ||
-         op == "SpaceToDepth" || op == "Tile" || op == "ScatterElements";
+         op == "SpaceToDepth" || op == "Tile" || op == "ScatterElements" || op == "GatherND" ||
+         op == "ReverseSequence";
 }
 
 // PRelu's slope broadcasts to its input by numpy's rules (opset 7 on); a slope of one value per
@@ -1287,10 +1475,11 @@ Status CheckDropout(const Graph& g, const Node& n) {
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
   static const char* kIntOk[] = {
-      "Add", "Sub",    "Mul",    "Div",     "Pow",         "Min",
-      "Max", "Cast",   "Where",  "Equal",   "Less",        "Greater",
-      "And", "Or",     "Not",    "Xor",     "LessOrEqual", "GreaterOrEqual",
-      "Mod", "ArgMax", "ArgMin", "Dropout", "IsNaN",       "IsInf"};
+      "Add",  "Sub",     "Mul",    "Div",     "Pow",         "Min",
+      "Max",  "Cast",    "Where",  "Equal",   "Less",        "Greater",
+      "And",  "Or",      "Not",    "Xor",     "LessOrEqual", "GreaterOrEqual",
+      "Mod",  "ArgMax",  "ArgMin", "Dropout", "IsNaN",       "IsInf",
+      "Clip", "EyeLike", "TopK"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1343,7 +1532,13 @@ bool IsComputeOp(const std::string& op) {
                                "AveragePool",
                                "GlobalAveragePool",
                                "LSTM",
-                               "GRU"};
+                               "GRU",
+                               "EyeLike",
+                               "GlobalMaxPool",
+                               "MeanVarianceNormalization",
+                               "LRN",
+                               "Det",
+                               "TopK"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -1416,6 +1611,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
   if (n.op_type == "GRU") return RunGru(g, n, in, values);
+  if (n.op_type == "TopK") return RunTopK(g, n, in, values);
   if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
   if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
   if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
