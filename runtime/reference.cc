@@ -1232,6 +1232,83 @@ Status RunTopK(const Graph& g, const Node& n, const Lookup& in, TensorValues* va
   return Status::Ok();
 }
 
+// BitShift of unsigned integers, the left shift wrapping at the output's width.
+void RunBitShift(const Node& n, const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  const bool left = n.GetString("direction", "") == "LEFT";
+  const int bits = static_cast<int>(DTypeSize(out->dtype) * 8);
+  const uint64_t mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  ForEachBroadcast<2>(out->dims, {a.dims, b.dims}, [&](int64_t e, const auto& off) {
+    const uint64_t x = static_cast<uint64_t>(a.i[off[0]]), s = static_cast<uint64_t>(b.i[off[1]]);
+    const uint64_t v = s >= 64 ? 0 : left ? (x << s) & mask : x >> s;
+    out->i[e] = static_cast<int64_t>(v);
+  });
+}
+
+// Element e's index into a quantization parameter of one value, or one value per slice along
+// `axis` (QuantizeLinear / DequantizeLinear's per-axis form).
+int64_t QuantParamIndex(const Shape& dims, int64_t axis, const HostTensor& param, int64_t e) {
+  if (param.num_elements() <= 1) return 0;
+  const int64_t inner = NumElements(Shape(dims.begin() + axis + 1, dims.end()));
+  return (e / inner) % dims[axis];
+}
+
+// The values an integer dtype holds (QuantizeLinear's outputs: 8 to 32 bits).
+std::pair<double, double> IntegerRange(DType t) {
+  switch (t) {
+    case DType::kUInt8:
+      return {0, 255};
+    case DType::kInt8:
+      return {-128, 127};
+    case DType::kUInt16:
+      return {0, 65535};
+    case DType::kInt16:
+      return {-32768, 32767};
+    default:
+      return {-2147483648.0, 2147483647.0};
+  }
+}
+
+// Rounds half to even and saturates to the range of the integer dtype `to`.
+double QuantizeValue(double v, DType to) {
+  const auto [lo, hi] = IntegerRange(to);
+  return std::clamp(std::nearbyint(v), lo, hi);
+}
+
+// QuantizeLinear: saturate(round(x / scale) + zero_point); DequantizeLinear: (x - zero_point) *
+// scale. The zero point is optional (0).
+void RunLinearQuantization(const Node& n, const HostTensor& x, const HostTensor& scale,
+                           const HostTensor* zero, HostTensor* out) {
+  const int64_t axis = NormalizeAxis(n.GetInt("axis", 1), std::max<size_t>(1, x.dims.size()));
+  const bool quantize = n.op_type == "QuantizeLinear";
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    const int64_t k = QuantParamIndex(x.dims, axis, scale, e);
+    const double z = zero == nullptr ? 0 : zero->at(k);
+    if (quantize) {
+      const float q = static_cast<float>(x.at(e)) / static_cast<float>(scale.at(k));
+      Store(out, e, QuantizeValue(std::nearbyint(q) + z, out->dtype));
+    } else {
+      Store(out, e, static_cast<float>(x.at(e) - z) * static_cast<float>(scale.at(k)));
+    }
+  }
+}
+
+// DynamicQuantizeLinear: uint8 quantization over the range of x widened to hold 0, with its
+// scale and zero point as outputs, in float32 as ONNX's definition computes them.
+void RunDynamicQuantize(const Node& n, const HostTensor& x, TensorValues* values) {
+  float lo = 0, hi = 0;
+  for (float v : x.f) lo = std::min(lo, v), hi = std::max(hi, v);
+  // All zeros: any scale quantizes them to the zero point; 1 keeps the divisions finite.
+  const float scale = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+  const float zero = static_cast<float>(QuantizeValue(0.0f - lo / scale, DType::kUInt8));
+  HostTensor& y = (*values)[n.outputs[0]];
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    y.i[e] =
+        static_cast<int64_t>(QuantizeValue(std::nearbyint(x.f[e] / scale) + zero, DType::kUInt8));
+  }
+  if (n.outputs.size() > 1) (*values)[n.outputs[1]].f.assign(1, scale);
+  if (n.outputs.size() > 2) (*values)[n.outputs[2]].i.assign(1, static_cast<int64_t>(zero));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1419,6 +1496,10 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "MeanVarianceNormalization") return RunMeanVarianceNorm(n, x, out), Status::Ok();
   if (op == "LRN") return RunLrn(n, x, out), Status::Ok();
   if (op == "Det") return RunDet(x, out), Status::Ok();
+  if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") {
+    return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
+  }
   if (op == "InstanceNormalization") {
     return RunInstanceNorm(n, x, *opt(1), *opt(2), out), Status::Ok();
   }
@@ -1474,12 +1555,36 @@ Status CheckDropout(const Graph& g, const Node& n) {
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
-  static const char* kIntOk[] = {
-      "Add",  "Sub",     "Mul",    "Div",     "Pow",         "Min",
-      "Max",  "Cast",    "Where",  "Equal",   "Less",        "Greater",
-      "And",  "Or",      "Not",    "Xor",     "LessOrEqual", "GreaterOrEqual",
-      "Mod",  "ArgMax",  "ArgMin", "Dropout", "IsNaN",       "IsInf",
-      "Clip", "EyeLike", "TopK"};
+  static const char* kIntOk[] = {"Add",
+                                 "Sub",
+                                 "Mul",
+                                 "Div",
+                                 "Pow",
+                                 "Min",
+                                 "Max",
+                                 "Cast",
+                                 "Where",
+                                 "Equal",
+                                 "Less",
+                                 "Greater",
+                                 "And",
+                                 "Or",
+                                 "Not",
+                                 "Xor",
+                                 "LessOrEqual",
+                                 "GreaterOrEqual",
+                                 "Mod",
+                                 "ArgMax",
+                                 "ArgMin",
+                                 "Dropout",
+                                 "IsNaN",
+                                 "IsInf",
+                                 "Clip",
+                                 "EyeLike",
+                                 "TopK",
+                                 "BitShift",
+                                 "QuantizeLinear",
+                                 "DynamicQuantizeLinear"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1538,7 +1643,11 @@ bool IsComputeOp(const std::string& op) {
                                "MeanVarianceNormalization",
                                "LRN",
                                "Det",
-                               "TopK"};
+                               "TopK",
+                               "BitShift",
+                               "QuantizeLinear",
+                               "DequantizeLinear",
+                               "DynamicQuantizeLinear"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -1612,6 +1721,9 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
   if (n.op_type == "GRU") return RunGru(g, n, in, values);
   if (n.op_type == "TopK") return RunTopK(g, n, in, values);
+  if (n.op_type == "DynamicQuantizeLinear") {
+    return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();
+  }
   if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
   if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
   if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
