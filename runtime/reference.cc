@@ -274,8 +274,11 @@ void RunTrainingBatchNorm(const Node& n, const std::array<const HostTensor*, 5>&
 // ---------------------------------------------------------------------------------------------
 // Contractions
 
-void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
-  Shape ad = a.dims, bd = b.dims;
+// Calls f(e, a_offset, b_offset, m, k, n) for each matrix product of numpy's batched MatMul: the
+// e-th output matrix is a's matrix at a_offset times b's at b_offset (element offsets).
+template <typename F>
+void ForEachMatMul(const Shape& a_dims, const Shape& b_dims, F f) {
+  Shape ad = a_dims, bd = b_dims;
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
@@ -289,9 +292,36 @@ void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
     batch[i] = std::max(da, db);
   }
   ForEachBroadcast<2>(batch, {a_batch, b_batch}, [&](int64_t e, const auto& off) {
-    ReferenceGemm(m, n, k, a.f.data() + off[0] * m * k, k, b.f.data() + off[1] * k * n, n,
-                  out->f.data() + e * m * n, n, false);
+    f(e, off[0] * m * k, off[1] * k * n, m, k, n);
   });
+}
+
+void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  ForEachMatMul(a.dims, b.dims,
+                [&](int64_t e, int64_t ao, int64_t bo, int64_t m, int64_t k, int64_t n) {
+                  ReferenceGemm(m, n, k, a.f.data() + ao, k, b.f.data() + bo, n,
+                                out->f.data() + e * m * n, n, false);
+                });
+}
+
+// (a - a_zero) x (b - b_zero) of integer tensors, accumulated exactly in int64 (MatMulInteger,
+// and QLinearMatMul before its rescale). A zero point is one value (per-tensor), or absent.
+std::vector<int64_t> IntegerMatMul(const HostTensor& a, const HostTensor* a_zero,
+                                   const HostTensor& b, const HostTensor* b_zero, int64_t size) {
+  const int64_t az = a_zero == nullptr ? 0 : a_zero->i.at(0);
+  const int64_t bz = b_zero == nullptr ? 0 : b_zero->i.at(0);
+  std::vector<int64_t> c(size, 0);
+  ForEachMatMul(a.dims, b.dims,
+                [&](int64_t e, int64_t ao, int64_t bo, int64_t m, int64_t k, int64_t n) {
+                  for (int64_t i = 0; i < m; ++i) {
+                    for (int64_t p = 0; p < k; ++p) {
+                      const int64_t av = a.i[ao + i * k + p] - az;
+                      for (int64_t j = 0; j < n; ++j)
+                        c[e * m * n + i * n + j] += av * (b.i[bo + p * n + j] - bz);
+                    }
+                  }
+                });
+  return c;
 }
 
 // Returns a row-major copy of a 2-D matrix, transposed when asked.
@@ -1309,6 +1339,43 @@ void RunDynamicQuantize(const Node& n, const HostTensor& x, TensorValues* values
   if (n.outputs.size() > 2) (*values)[n.outputs[2]].i.assign(1, static_cast<int64_t>(zero));
 }
 
+// MatMulInteger and QLinearMatMul with per-tensor zero points and scales (one value each); the
+// per-row / per-column forms are refused by name.
+Status CheckPerTensor(const Node& n, std::initializer_list<const HostTensor*> params) {
+  for (const HostTensor* p : params) {
+    if (p != nullptr && p->num_elements() != 1) {
+      return Status::Unimplemented(NodeLabel(n) + ": a zero point or scale of " +
+                                   std::to_string(p->num_elements()) +
+                                   " values; only per-tensor (one value) is supported");
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunMatMulInteger(const Node& n, const Lookup& in, HostTensor* out) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  FUSOR_RETURN_IF_ERROR(CheckPerTensor(n, {opt(2), opt(3)}));
+  out->i = IntegerMatMul(*opt(0), opt(2), *opt(1), opt(3), out->num_elements());
+  return Status::Ok();
+}
+
+// QLinearMatMul: the integer product rescaled by a_scale * b_scale / y_scale in float32, rounded
+// half to even, plus y's zero point, saturated, as ONNX's reference computes it.
+Status RunQLinearMatMul(const Node& n, const Lookup& in, HostTensor* out) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  FUSOR_RETURN_IF_ERROR(CheckPerTensor(n, {opt(1), opt(2), opt(4), opt(5), opt(6), opt(7)}));
+  const std::vector<int64_t> c =
+      IntegerMatMul(*opt(0), opt(2), *opt(3), opt(5), out->num_elements());
+  const float scale = static_cast<float>(opt(1)->at(0)) * static_cast<float>(opt(4)->at(0)) /
+                      static_cast<float>(opt(6)->at(0));
+  const double zero = opt(7) == nullptr ? 0 : opt(7)->at(0);
+  for (int64_t e = 0; e < out->num_elements(); ++e) {
+    out->i[e] = static_cast<int64_t>(
+        QuantizeValue(std::nearbyint(static_cast<float>(c[e]) * scale) + zero, out->dtype));
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1584,7 +1651,9 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
                                  "TopK",
                                  "BitShift",
                                  "QuantizeLinear",
-                                 "DynamicQuantizeLinear"};
+                                 "DynamicQuantizeLinear",
+                                 "MatMulInteger",
+                                 "QLinearMatMul"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1647,7 +1716,9 @@ bool IsComputeOp(const std::string& op) {
                                "BitShift",
                                "QuantizeLinear",
                                "DequantizeLinear",
-                               "DynamicQuantizeLinear"};
+                               "DynamicQuantizeLinear",
+                               "MatMulInteger",
+                               "QLinearMatMul"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -1721,6 +1792,8 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
   if (n.op_type == "GRU") return RunGru(g, n, in, values);
   if (n.op_type == "TopK") return RunTopK(g, n, in, values);
+  if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "DynamicQuantizeLinear") {
     return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();
   }
