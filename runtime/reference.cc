@@ -950,21 +950,56 @@ void RunGruDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool
   }
 }
 
+// RNN (ONNX RNN-14, default Tanh activation): h' = tanh(Wi x + Ri h + Wbi + Rbi) per direction,
+// with GruIo's tensors and sequence lengths as GRU has them.
+void RunRnnDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool reverse) {
+  const int64_t seq = io.x->dims[0], batch = io.x->dims[1], in = io.x->dims[2];
+  const int64_t hid = a.hidden, dirs = a.directions;
+  const float* w = io.w->f.data() + dir * hid * in;
+  const float* r = io.r->f.data() + dir * hid * hid;
+  const float* wb = io.b ? io.b->f.data() + dir * 2 * hid : nullptr;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = io.lens ? std::clamp<int64_t>(io.lens->i[b], 0, seq) : seq;
+    std::vector<float> h(hid, 0.0f), next(hid);
+    if (io.h0) std::copy_n(io.h0->f.data() + (dir * batch + b) * hid, hid, h.begin());
+    for (int64_t s = 0; s < len; ++s) {
+      const int64_t t = reverse ? len - 1 - s : s;
+      const float* x = io.x->f.data() + (t * batch + b) * in;
+      for (int64_t j = 0; j < hid; ++j) {
+        double acc = wb ? static_cast<double>(wb[j]) + wb[hid + j] : 0.0;
+        for (int64_t k = 0; k < in; ++k) acc += static_cast<double>(w[j * in + k]) * x[k];
+        for (int64_t k = 0; k < hid; ++k) acc += static_cast<double>(r[j * hid + k]) * h[k];
+        if (a.clip > 0) acc = std::clamp(acc, -a.clip, a.clip);
+        next[j] = static_cast<float>(std::tanh(acc));
+      }
+      h.swap(next);
+      if (io.y)
+        std::copy(h.begin(), h.end(), io.y->f.data() + ((t * dirs + dir) * batch + b) * hid);
+    }
+    if (io.yh) std::copy(h.begin(), h.end(), io.yh->f.data() + (dir * batch + b) * hid);
+  }
+}
+
+// GRU, and RNN through the same tensors.
 Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
   FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
   if (a.batch_first) {
-    return Status::Unimplemented(NodeLabel(n) +
-                                 ": GRU with layout=1 (batch first) is not supported; export "
-                                 "with the default layout 0");
+    return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type +
+                                 " with layout=1 (batch first) is not supported; export with the "
+                                 "default layout 0");
   }
   if (!a.non_default_activation.empty()) {
-    return Status::Unimplemented(NodeLabel(n) + ": GRU activation '" + a.non_default_activation +
-                                 "' is not supported; only the default Sigmoid, Tanh");
+    return Status::Unimplemented(
+        NodeLabel(n) + ": " + n.op_type + " activation '" + a.non_default_activation +
+        "' is not supported; only the default " + (n.op_type == "RNN" ? "Tanh" : "Sigmoid, Tanh"));
   }
   auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
   auto out = [&](size_t i) { return i < n.outputs.size() ? &(*values)[n.outputs[i]] : nullptr; };
   GruIo io{opt(0), opt(1), opt(2), opt(3), opt(4), opt(5), out(0), out(1)};
-  for (int64_t d = 0; d < a.directions; ++d) RunGruDirection(a, io, d, a.reverse || d == 1);
+  for (int64_t d = 0; d < a.directions; ++d) {
+    const bool reverse = a.reverse || d == 1;
+    n.op_type == "RNN" ? RunRnnDirection(a, io, d, reverse) : RunGruDirection(a, io, d, reverse);
+  }
   return Status::Ok();
 }
 
@@ -1707,6 +1742,7 @@ bool IsComputeOp(const std::string& op) {
                                "GlobalAveragePool",
                                "LSTM",
                                "GRU",
+                               "RNN",
                                "EyeLike",
                                "GlobalMaxPool",
                                "MeanVarianceNormalization",
@@ -1790,7 +1826,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   }
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
-  if (n.op_type == "GRU") return RunGru(g, n, in, values);
+  if (n.op_type == "GRU" || n.op_type == "RNN") return RunGru(g, n, in, values);
   if (n.op_type == "TopK") return RunTopK(g, n, in, values);
   if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
