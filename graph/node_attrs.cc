@@ -134,13 +134,14 @@ RowReduction RowReductionOf(const Graph& g, const Node& n) {
 }
 
 StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n) {
-  const bool lstm = n.op_type == "LSTM";
-  if ((!lstm && n.op_type != "GRU") || n.input(0) == kNoId || n.input(1) == kNoId ||
+  const bool lstm = n.op_type == "LSTM", rnn = n.op_type == "RNN";
+  if ((!lstm && !rnn && n.op_type != "GRU") || n.input(0) == kNoId || n.input(1) == kNoId ||
       n.input(2) == kNoId) {
-    return Status::InvalidArgument(NodeLabel(n) + ": not an LSTM or GRU with inputs X, W and R");
+    return Status::InvalidArgument(NodeLabel(n) +
+                                   ": not an LSTM, GRU or RNN with inputs X, W and R");
   }
   RecurrentAttrs a;
-  a.gates = lstm ? 4 : 3;
+  a.gates = lstm ? 4 : rnn ? 1 : 3;
   const std::string direction = n.GetString("direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional") {
     return Status::InvalidArgument(NodeLabel(n) + ": direction '" + direction +
@@ -165,9 +166,9 @@ StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n) {
   a.linear_before_reset = !lstm && n.GetInt("linear_before_reset", 0) != 0;
   if (const Attribute* attr = n.FindAttr("activations")) {
     const auto* acts = std::get_if<std::vector<std::string>>(&attr->value);
-    const size_t per_direction = lstm ? 3 : 2;
+    const size_t per_direction = lstm ? 3 : rnn ? 1 : 2;
     for (size_t i = 0; acts != nullptr && i < acts->size(); ++i) {
-      if ((*acts)[i] != (i % per_direction == 0 ? "Sigmoid" : "Tanh")) {
+      if ((*acts)[i] != (i % per_direction == 0 && !rnn ? "Sigmoid" : "Tanh")) {
         a.non_default_activation = (*acts)[i];
         break;
       }

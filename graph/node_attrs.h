@@ -61,7 +61,7 @@ RowReduction RowReductionOf(const Graph& g, const Node& n);
 // shape rules (graph/op_registry.cc), the reference interpreter and the lowering
 // (lowering/rnn_form.h), which decides what runs on oneDNN's RNN primitive.
 struct RecurrentAttrs {
-  int64_t gates = 4;  // LSTM: i, o, f, c; GRU: z, r, h.
+  int64_t gates = 4;  // LSTM: i, o, f, c; GRU: z, r, h; RNN: one.
   int64_t directions = 1;
   bool reverse = false;  // direction "reverse" (bidirectional runs the second direction reversed).
   int64_t hidden = 0;    // hidden_size, or R's last dim when the attribute is absent.
@@ -70,13 +70,13 @@ struct RecurrentAttrs {
   bool input_forget = false;         // LSTM only.
   bool linear_before_reset = false;  // GRU only.
   // The first activation that is not the op's default (LSTM: Sigmoid, Tanh, Tanh; GRU: Sigmoid,
-  // Tanh, per direction), or "" when all are the defaults.
+  // Tanh; RNN: Tanh; per direction), or "" when all are the defaults.
   std::string non_default_activation;
 };
 
-// The attributes of `n`, an LSTM or GRU with inputs X, W and R; InvalidArgument naming the node
-// and the attribute when a value is not one ONNX allows (a direction other than forward, reverse
-// or bidirectional, a negative hidden_size, a layout other than 0 or 1).
+// The attributes of `n`, an LSTM, GRU or RNN with inputs X, W and R; InvalidArgument naming the
+// node and the attribute when a value is not one ONNX allows (a direction other than forward,
+// reverse or bidirectional, a negative hidden_size, a layout other than 0 or 1).
 StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n);
 
 // Resize (opsets 11-17) in the forms the runtime runs: mode nearest (any nearest_mode) or linear

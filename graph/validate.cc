@@ -16,7 +16,6 @@ Status CheckCounts(const Graph& g, const ValidationLimits& limits) {
     return Status::ResourceExhausted("graph has " + std::to_string(g.num_nodes()) +
                                      " nodes, the limit is " + std::to_string(limits.max_nodes));
   }
-  if (g.num_nodes() == 0) return Status::InvalidArgument("graph has no nodes");
   return Status::Ok();
 }
 

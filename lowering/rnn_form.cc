@@ -29,6 +29,8 @@ bool FullSequenceLens(const Graph& g, const Node& n) {
 
 StatusOr<RnnPrimitive> RnnPrimitiveForm(const Graph& g, const Node& n) {
   FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
+  if (n.op_type != "LSTM" && n.op_type != "GRU")
+    return NoPrimitive(n, "(only LSTM and GRU have one)");
   const Shape& x = g.tensor(n.inputs[0]).dims;
   if (x.size() != 3) return NoPrimitive(n, "over a rank != 3 X");
   if (a.batch_first) return NoPrimitive(n, "with layout=1 (batch first)");

@@ -329,6 +329,11 @@ std::string Executor::DescribeGroup(size_t index) const {
 }
 
 StatusOr<HostTensor> Executor::Read(TensorId t) const {
+  // An output that folding left a constant (or a weight) is its leaf value; no kernel writes it.
+  if (t >= 0 && t < static_cast<TensorId>(graph_.num_tensors()) && tensor_offset_[t] < 0 &&
+      graph_.tensor(t).kind != TensorKind::kGraphInput && leaves_.count(t)) {
+    return leaves_.at(t);
+  }
   if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors()) || tensor_offset_[t] < 0) {
     return Status::NotFound("tensor " + std::to_string(t) + " is not materialized by the plan");
   }

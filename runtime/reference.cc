@@ -198,6 +198,13 @@ Status RunUnary(const Graph& g, const Node& n, const Lookup& lookup, const HostT
     FUSOR_ASSIGN_OR_RETURN(clip, ClipBounds(g, n, lookup));
   }
   auto fn = UnaryFloat(n, clip);
+  if (n.op_type == "Clip" && !x.is_float() && !out->is_float()) {
+    for (int64_t e = 0; e < x.num_elements(); ++e) {
+      out->i[e] =
+          static_cast<int64_t>(std::min<double>(std::max<double>(x.i[e], clip.first), clip.second));
+    }
+    return Status::Ok();
+  }
   if (!x.is_float() || !out->is_float()) {
     return Status::Unimplemented(NodeLabel(n) + ": integer inputs are not supported");
   }
@@ -267,8 +274,11 @@ void RunTrainingBatchNorm(const Node& n, const std::array<const HostTensor*, 5>&
 // ---------------------------------------------------------------------------------------------
 // Contractions
 
-void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
-  Shape ad = a.dims, bd = b.dims;
+// Calls f(e, a_offset, b_offset, m, k, n) for each matrix product of numpy's batched MatMul: the
+// e-th output matrix is a's matrix at a_offset times b's at b_offset (element offsets).
+template <typename F>
+void ForEachMatMul(const Shape& a_dims, const Shape& b_dims, F f) {
+  Shape ad = a_dims, bd = b_dims;
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
@@ -282,9 +292,36 @@ void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
     batch[i] = std::max(da, db);
   }
   ForEachBroadcast<2>(batch, {a_batch, b_batch}, [&](int64_t e, const auto& off) {
-    ReferenceGemm(m, n, k, a.f.data() + off[0] * m * k, k, b.f.data() + off[1] * k * n, n,
-                  out->f.data() + e * m * n, n, false);
+    f(e, off[0] * m * k, off[1] * k * n, m, k, n);
   });
+}
+
+void MatMulBatched(const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  ForEachMatMul(a.dims, b.dims,
+                [&](int64_t e, int64_t ao, int64_t bo, int64_t m, int64_t k, int64_t n) {
+                  ReferenceGemm(m, n, k, a.f.data() + ao, k, b.f.data() + bo, n,
+                                out->f.data() + e * m * n, n, false);
+                });
+}
+
+// (a - a_zero) x (b - b_zero) of integer tensors, accumulated exactly in int64 (MatMulInteger,
+// and QLinearMatMul before its rescale). A zero point is one value (per-tensor), or absent.
+std::vector<int64_t> IntegerMatMul(const HostTensor& a, const HostTensor* a_zero,
+                                   const HostTensor& b, const HostTensor* b_zero, int64_t size) {
+  const int64_t az = a_zero == nullptr ? 0 : a_zero->i.at(0);
+  const int64_t bz = b_zero == nullptr ? 0 : b_zero->i.at(0);
+  std::vector<int64_t> c(size, 0);
+  ForEachMatMul(a.dims, b.dims,
+                [&](int64_t e, int64_t ao, int64_t bo, int64_t m, int64_t k, int64_t n) {
+                  for (int64_t i = 0; i < m; ++i) {
+                    for (int64_t p = 0; p < k; ++p) {
+                      const int64_t av = a.i[ao + i * k + p] - az;
+                      for (int64_t j = 0; j < n; ++j)
+                        c[e * m * n + i * n + j] += av * (b.i[bo + p * n + j] - bz);
+                    }
+                  }
+                });
+  return c;
 }
 
 // Returns a row-major copy of a 2-D matrix, transposed when asked.
@@ -577,11 +614,11 @@ Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* o
         counted += in_declared ? 1 : 0;
         if (!inside) continue;
         ++valid;
-        double v = x.f[p * in_size + off];
+        double v = x.at(p * in_size + off);
         acc = is_max ? std::max(acc, v) : acc + v;
       }
       double denom = include_pad ? counted : valid;
-      out->f[p * out_size + o] = static_cast<float>(is_max ? acc : acc / denom);
+      Store(out, p * out_size + o, is_max ? acc : acc / denom);
     }
   }
   return Status::Ok();
@@ -913,21 +950,56 @@ void RunGruDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool
   }
 }
 
+// RNN (ONNX RNN-14, default Tanh activation): h' = tanh(Wi x + Ri h + Wbi + Rbi) per direction,
+// with GruIo's tensors and sequence lengths as GRU has them.
+void RunRnnDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool reverse) {
+  const int64_t seq = io.x->dims[0], batch = io.x->dims[1], in = io.x->dims[2];
+  const int64_t hid = a.hidden, dirs = a.directions;
+  const float* w = io.w->f.data() + dir * hid * in;
+  const float* r = io.r->f.data() + dir * hid * hid;
+  const float* wb = io.b ? io.b->f.data() + dir * 2 * hid : nullptr;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = io.lens ? std::clamp<int64_t>(io.lens->i[b], 0, seq) : seq;
+    std::vector<float> h(hid, 0.0f), next(hid);
+    if (io.h0) std::copy_n(io.h0->f.data() + (dir * batch + b) * hid, hid, h.begin());
+    for (int64_t s = 0; s < len; ++s) {
+      const int64_t t = reverse ? len - 1 - s : s;
+      const float* x = io.x->f.data() + (t * batch + b) * in;
+      for (int64_t j = 0; j < hid; ++j) {
+        double acc = wb ? static_cast<double>(wb[j]) + wb[hid + j] : 0.0;
+        for (int64_t k = 0; k < in; ++k) acc += static_cast<double>(w[j * in + k]) * x[k];
+        for (int64_t k = 0; k < hid; ++k) acc += static_cast<double>(r[j * hid + k]) * h[k];
+        if (a.clip > 0) acc = std::clamp(acc, -a.clip, a.clip);
+        next[j] = static_cast<float>(std::tanh(acc));
+      }
+      h.swap(next);
+      if (io.y)
+        std::copy(h.begin(), h.end(), io.y->f.data() + ((t * dirs + dir) * batch + b) * hid);
+    }
+    if (io.yh) std::copy(h.begin(), h.end(), io.yh->f.data() + (dir * batch + b) * hid);
+  }
+}
+
+// GRU, and RNN through the same tensors.
 Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
   FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
   if (a.batch_first) {
-    return Status::Unimplemented(NodeLabel(n) +
-                                 ": GRU with layout=1 (batch first) is not supported; export "
-                                 "with the default layout 0");
+    return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type +
+                                 " with layout=1 (batch first) is not supported; export with the "
+                                 "default layout 0");
   }
   if (!a.non_default_activation.empty()) {
-    return Status::Unimplemented(NodeLabel(n) + ": GRU activation '" + a.non_default_activation +
-                                 "' is not supported; only the default Sigmoid, Tanh");
+    return Status::Unimplemented(
+        NodeLabel(n) + ": " + n.op_type + " activation '" + a.non_default_activation +
+        "' is not supported; only the default " + (n.op_type == "RNN" ? "Tanh" : "Sigmoid, Tanh"));
   }
   auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
   auto out = [&](size_t i) { return i < n.outputs.size() ? &(*values)[n.outputs[i]] : nullptr; };
   GruIo io{opt(0), opt(1), opt(2), opt(3), opt(4), opt(5), out(0), out(1)};
-  for (int64_t d = 0; d < a.directions; ++d) RunGruDirection(a, io, d, a.reverse || d == 1);
+  for (int64_t d = 0; d < a.directions; ++d) {
+    const bool reverse = a.reverse || d == 1;
+    n.op_type == "RNN" ? RunRnnDirection(a, io, d, reverse) : RunGruDirection(a, io, d, reverse);
+  }
   return Status::Ok();
 }
 
@@ -1054,6 +1126,291 @@ void RunTile(const HostTensor& x, HostTensor* out) {
   }
 }
 
+// GatherND: each index tuple of the last dim of `idx` (after batch_dims leading dims shared with
+// data) addresses a slice of data, copied whole.
+Status RunGatherNd(const Node& n, const HostTensor& data, const HostTensor& idx, HostTensor* out) {
+  const int64_t batch_dims = n.GetInt("batch_dims", 0);
+  const int64_t depth = idx.dims.back();
+  const std::vector<int64_t> strides = RowMajorStrides(data.dims);
+  const int64_t batches = NumElements(Shape(data.dims.begin(), data.dims.begin() + batch_dims));
+  const int64_t slice = NumElements(Shape(data.dims.begin() + batch_dims + depth, data.dims.end()));
+  const int64_t tuples = idx.num_elements() / std::max<int64_t>(1, depth);
+  const int64_t per_batch = tuples / std::max<int64_t>(1, batches);
+  const int64_t batch_stride = batch_dims == 0 ? 0 : strides[batch_dims - 1];
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t src = (t / per_batch) * batch_stride;
+    for (int64_t d = 0; d < depth; ++d) {
+      const int64_t len = data.dims[batch_dims + d];
+      const int64_t k =
+          idx.i[t * depth + d] < 0 ? idx.i[t * depth + d] + len : idx.i[t * depth + d];
+      if (k < 0 || k >= len) {
+        return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(k) +
+                                       " is outside dim " + std::to_string(batch_dims + d) +
+                                       " of length " + std::to_string(len));
+      }
+      src += k * strides[batch_dims + d];
+    }
+    for (int64_t s = 0; s < slice; ++s) Store(out, t * slice + s, data.at(src + s));
+  }
+  return Status::Ok();
+}
+
+// ReverseSequence: along time_axis, the first sequence_lens[b] elements of each batch entry b
+// (along batch_axis) reversed, the rest copied.
+void RunReverseSequence(const Node& n, const HostTensor& x, const HostTensor& lens,
+                        HostTensor* out) {
+  const int64_t time_axis = n.GetInt("time_axis", 0), batch_axis = n.GetInt("batch_axis", 1);
+  const std::vector<int64_t> strides = RowMajorStrides(x.dims);
+  std::vector<int64_t> c(x.dims.size(), 0);
+  for (int64_t e = 0; e < x.num_elements(); ++e, NextCoord(x.dims, &c)) {
+    const int64_t t = c[time_axis], len = lens.i[c[batch_axis]];
+    const int64_t src = e + (t < len ? (len - 1 - 2 * t) * strides[time_axis] : 0);
+    Store(out, e, x.at(src));
+  }
+}
+
+// EyeLike: ones on the diagonal shifted by k, zeros elsewhere, in the output's dtype.
+void RunEyeLike(const Node& n, HostTensor* out) {
+  const int64_t k = n.GetInt("k", 0), rows = out->dims[0], cols = out->dims[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + k >= 0 && r + k < cols) Store(out, r * cols + r + k, 1);
+  }
+}
+
+// GlobalMaxPool: the largest value of each [N, C] plane.
+void RunGlobalMaxPool(const HostTensor& x, HostTensor* out) {
+  const int64_t planes = x.dims[0] * x.dims[1],
+                size = x.num_elements() / std::max<int64_t>(1, planes);
+  for (int64_t p = 0; p < planes; ++p) {
+    double best = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < size; ++j) best = std::max(best, x.at(p * size + j));
+    Store(out, p, best);
+  }
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes` (default N, H, W), as
+// ONNX's function body defines it.
+void RunMeanVarianceNorm(const Node& n, const HostTensor& x, HostTensor* out) {
+  std::vector<int64_t> axes = n.GetInts("axes");
+  if (axes.empty()) axes = {0, 2, 3};
+  std::vector<bool> reduced(x.dims.size(), false);
+  for (int64_t a : axes) reduced[NormalizeAxis(a, x.dims.size())] = true;
+  Shape kept = x.dims;
+  for (size_t d = 0; d < kept.size(); ++d) kept[d] = reduced[d] ? 1 : kept[d];
+  const std::vector<int64_t> kept_strides = RowMajorStrides(kept);
+  auto group_of = [&](const std::vector<int64_t>& c) {
+    int64_t gi = 0;
+    for (size_t d = 0; d < c.size(); ++d) gi += (reduced[d] ? 0 : c[d]) * kept_strides[d];
+    return gi;
+  };
+  std::vector<double> sum(NumElements(kept), 0), sq(NumElements(kept), 0);
+  const double count = static_cast<double>(x.num_elements()) / NumElements(kept);
+  std::vector<int64_t> c(x.dims.size(), 0);
+  for (int64_t e = 0; e < x.num_elements(); ++e, NextCoord(x.dims, &c)) {
+    sum[group_of(c)] += x.at(e);
+    sq[group_of(c)] += x.at(e) * x.at(e);
+  }
+  std::fill(c.begin(), c.end(), 0);
+  for (int64_t e = 0; e < x.num_elements(); ++e, NextCoord(x.dims, &c)) {
+    const int64_t gi = group_of(c);
+    const double mean = sum[gi] / count, var = sq[gi] / count - mean * mean;
+    Store(out, e, (x.at(e) - mean) / (std::sqrt(std::max(var, 0.0)) + 1e-9));
+  }
+}
+
+// LRN across channels: x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
+void RunLrn(const Node& n, const HostTensor& x, HostTensor* out) {
+  const double alpha = n.GetFloat("alpha", 1e-4), beta = n.GetFloat("beta", 0.75);
+  const double bias = n.GetFloat("bias", 1.0);
+  const int64_t size = n.GetInt("size", 1), channels = x.dims[1];
+  const int64_t inner = x.num_elements() / std::max<int64_t>(1, x.dims[0] * channels);
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  for (int64_t b = 0; b < x.dims[0]; ++b) {
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      for (int64_t i = 0; i < inner; ++i) {
+        double sq = 0;
+        for (int64_t j = std::max<int64_t>(0, ch - before);
+             j <= std::min<int64_t>(channels - 1, ch + after); ++j) {
+          const double v = x.at((b * channels + j) * inner + i);
+          sq += v * v;
+        }
+        const int64_t e = (b * channels + ch) * inner + i;
+        Store(out, e, x.at(e) / std::pow(bias + alpha / size * sq, beta));
+      }
+    }
+  }
+}
+
+// Det of each trailing [M, M] matrix: Gaussian elimination with partial pivoting, in double.
+void RunDet(const HostTensor& x, HostTensor* out) {
+  const int64_t m = x.dims.back(), count = out->num_elements();
+  std::vector<double> a(m * m);
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t e = 0; e < m * m; ++e) a[e] = x.at(b * m * m + e);
+    double det = 1;
+    for (int64_t col = 0; col < m && det != 0; ++col) {
+      int64_t pivot = col;
+      for (int64_t r = col + 1; r < m; ++r) {
+        if (std::abs(a[r * m + col]) > std::abs(a[pivot * m + col])) pivot = r;
+      }
+      if (pivot != col) {
+        for (int64_t j = 0; j < m; ++j) std::swap(a[col * m + j], a[pivot * m + j]);
+        det = -det;
+      }
+      det *= a[col * m + col];
+      if (det == 0) break;
+      for (int64_t r = col + 1; r < m; ++r) {
+        const double f = a[r * m + col] / a[col * m + col];
+        for (int64_t j = col; j < m; ++j) a[r * m + j] -= f * a[col * m + j];
+      }
+    }
+    Store(out, b, det);
+  }
+}
+
+// TopK along `axis`: the K largest (or smallest) values in order and their indices; among equal
+// values the lower index comes first, as ONNX specifies. K is a constant (ConstantInts).
+Status RunTopK(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
+  const HostTensor& x = *in(n.inputs[0]);
+  FUSOR_ASSIGN_OR_RETURN(std::vector<int64_t> kv, ConstantInts(g, n, 1));
+  const int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
+  const bool largest = n.GetInt("largest", 1) != 0;
+  const int64_t k = kv.at(0), len = x.dims[axis];
+  const int64_t inner = NumElements(Shape(x.dims.begin() + axis + 1, x.dims.end()));
+  const int64_t outer = x.num_elements() / std::max<int64_t>(1, len * inner);
+  HostTensor& vals = (*values)[n.outputs[0]];
+  HostTensor& idxs = (*values)[n.outputs[1]];
+  std::vector<int64_t> order(len);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return x.at((o * len + j) * inner + i); };
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return largest ? at(a) > at(b) : at(a) < at(b);
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        Store(&vals, (o * k + j) * inner + i, at(order[j]));
+        idxs.i[(o * k + j) * inner + i] = order[j];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// BitShift of unsigned integers, the left shift wrapping at the output's width.
+void RunBitShift(const Node& n, const HostTensor& a, const HostTensor& b, HostTensor* out) {
+  const bool left = n.GetString("direction", "") == "LEFT";
+  const int bits = static_cast<int>(DTypeSize(out->dtype) * 8);
+  const uint64_t mask = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  ForEachBroadcast<2>(out->dims, {a.dims, b.dims}, [&](int64_t e, const auto& off) {
+    const uint64_t x = static_cast<uint64_t>(a.i[off[0]]), s = static_cast<uint64_t>(b.i[off[1]]);
+    const uint64_t v = s >= 64 ? 0 : left ? (x << s) & mask : x >> s;
+    out->i[e] = static_cast<int64_t>(v);
+  });
+}
+
+// Element e's index into a quantization parameter of one value, or one value per slice along
+// `axis` (QuantizeLinear / DequantizeLinear's per-axis form).
+int64_t QuantParamIndex(const Shape& dims, int64_t axis, const HostTensor& param, int64_t e) {
+  if (param.num_elements() <= 1) return 0;
+  const int64_t inner = NumElements(Shape(dims.begin() + axis + 1, dims.end()));
+  return (e / inner) % dims[axis];
+}
+
+// The values an integer dtype holds (QuantizeLinear's outputs: 8 to 32 bits).
+std::pair<double, double> IntegerRange(DType t) {
+  switch (t) {
+    case DType::kUInt8:
+      return {0, 255};
+    case DType::kInt8:
+      return {-128, 127};
+    case DType::kUInt16:
+      return {0, 65535};
+    case DType::kInt16:
+      return {-32768, 32767};
+    default:
+      return {-2147483648.0, 2147483647.0};
+  }
+}
+
+// Rounds half to even and saturates to the range of the integer dtype `to`.
+double QuantizeValue(double v, DType to) {
+  const auto [lo, hi] = IntegerRange(to);
+  return std::clamp(std::nearbyint(v), lo, hi);
+}
+
+// QuantizeLinear: saturate(round(x / scale) + zero_point); DequantizeLinear: (x - zero_point) *
+// scale. The zero point is optional (0).
+void RunLinearQuantization(const Node& n, const HostTensor& x, const HostTensor& scale,
+                           const HostTensor* zero, HostTensor* out) {
+  const int64_t axis = NormalizeAxis(n.GetInt("axis", 1), std::max<size_t>(1, x.dims.size()));
+  const bool quantize = n.op_type == "QuantizeLinear";
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    const int64_t k = QuantParamIndex(x.dims, axis, scale, e);
+    const double z = zero == nullptr ? 0 : zero->at(k);
+    if (quantize) {
+      const float q = static_cast<float>(x.at(e)) / static_cast<float>(scale.at(k));
+      Store(out, e, QuantizeValue(std::nearbyint(q) + z, out->dtype));
+    } else {
+      Store(out, e, static_cast<float>(x.at(e) - z) * static_cast<float>(scale.at(k)));
+    }
+  }
+}
+
+// DynamicQuantizeLinear: uint8 quantization over the range of x widened to hold 0, with its
+// scale and zero point as outputs, in float32 as ONNX's definition computes them.
+void RunDynamicQuantize(const Node& n, const HostTensor& x, TensorValues* values) {
+  float lo = 0, hi = 0;
+  for (float v : x.f) lo = std::min(lo, v), hi = std::max(hi, v);
+  // All zeros: any scale quantizes them to the zero point; 1 keeps the divisions finite.
+  const float scale = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+  const float zero = static_cast<float>(QuantizeValue(0.0f - lo / scale, DType::kUInt8));
+  HostTensor& y = (*values)[n.outputs[0]];
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    y.i[e] =
+        static_cast<int64_t>(QuantizeValue(std::nearbyint(x.f[e] / scale) + zero, DType::kUInt8));
+  }
+  if (n.outputs.size() > 1) (*values)[n.outputs[1]].f.assign(1, scale);
+  if (n.outputs.size() > 2) (*values)[n.outputs[2]].i.assign(1, static_cast<int64_t>(zero));
+}
+
+// MatMulInteger and QLinearMatMul with per-tensor zero points and scales (one value each); the
+// per-row / per-column forms are refused by name.
+Status CheckPerTensor(const Node& n, std::initializer_list<const HostTensor*> params) {
+  for (const HostTensor* p : params) {
+    if (p != nullptr && p->num_elements() != 1) {
+      return Status::Unimplemented(NodeLabel(n) + ": a zero point or scale of " +
+                                   std::to_string(p->num_elements()) +
+                                   " values; only per-tensor (one value) is supported");
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunMatMulInteger(const Node& n, const Lookup& in, HostTensor* out) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  FUSOR_RETURN_IF_ERROR(CheckPerTensor(n, {opt(2), opt(3)}));
+  out->i = IntegerMatMul(*opt(0), opt(2), *opt(1), opt(3), out->num_elements());
+  return Status::Ok();
+}
+
+// QLinearMatMul: the integer product rescaled by a_scale * b_scale / y_scale in float32, rounded
+// half to even, plus y's zero point, saturated, as ONNX's reference computes it.
+Status RunQLinearMatMul(const Node& n, const Lookup& in, HostTensor* out) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  FUSOR_RETURN_IF_ERROR(CheckPerTensor(n, {opt(1), opt(2), opt(4), opt(5), opt(6), opt(7)}));
+  const std::vector<int64_t> c =
+      IntegerMatMul(*opt(0), opt(2), *opt(3), opt(5), out->num_elements());
+  const float scale = static_cast<float>(opt(1)->at(0)) * static_cast<float>(opt(4)->at(0)) /
+                      static_cast<float>(opt(6)->at(0));
+  const double zero = opt(7) == nullptr ? 0 : opt(7)->at(0);
+  for (int64_t e = 0; e < out->num_elements(); ++e) {
+    out->i[e] = static_cast<int64_t>(
+        QuantizeValue(std::nearbyint(static_cast<float>(c[e]) * scale) + zero, out->dtype));
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1096,6 +1453,10 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
   }
   if (op == "DepthToSpace" || op == "SpaceToDepth") return RunSpaceDepth(n, x, &out), Status::Ok();
   if (op == "Tile") return RunTile(x, &out), Status::Ok();
+  if (op == "GatherND") return RunGatherNd(n, x, *in(n.inputs[1]), &out);
+  if (op == "ReverseSequence") {
+    return RunReverseSequence(n, x, *in(n.inputs[1]), &out), Status::Ok();
+  }
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
   if (op == "Concat") {
     for (size_t j = 0, offset = 0; j < n.inputs.size(); ++j) {
@@ -1232,6 +1593,15 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   }
   if (op.rfind("Reduce", 0) == 0) return RunReduce(g, n, x, out);
   if (op == "Softmax") return RunSoftmax(g, n, x, out), Status::Ok();
+  if (op == "EyeLike") return RunEyeLike(n, out), Status::Ok();
+  if (op == "GlobalMaxPool") return RunGlobalMaxPool(x, out), Status::Ok();
+  if (op == "MeanVarianceNormalization") return RunMeanVarianceNorm(n, x, out), Status::Ok();
+  if (op == "LRN") return RunLrn(n, x, out), Status::Ok();
+  if (op == "Det") return RunDet(x, out), Status::Ok();
+  if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") {
+    return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
+  }
   if (op == "InstanceNormalization") {
     return RunInstanceNorm(n, x, *opt(1), *opt(2), out), Status::Ok();
   }
@@ -1245,7 +1615,8 @@ bool IsInjectiveOp(const std::string& op) {
   return IsViewOp(op) || op == "Transpose" || op == "Slice" || op == "Expand" || op == "Gather" ||
          op == "Trilu" || op == "Pad" || op == "Concat" || op == "Split" || op == "Resize" ||
          op == "ScatterND" || op == "GatherElements" || op == "DepthToSpace" ||
-         op == "SpaceToDepth" || op == "Tile" || op == "ScatterElements";
+         op == "SpaceToDepth" || op == "Tile" || op == "ScatterElements" || op == "GatherND" ||
+         op == "ReverseSequence";
 }
 
 // PRelu's slope broadcasts to its input by numpy's rules (opset 7 on); a slope of one value per
@@ -1286,11 +1657,38 @@ Status CheckDropout(const Graph& g, const Node& n) {
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
-  static const char* kIntOk[] = {
-      "Add", "Sub",    "Mul",    "Div",     "Pow",         "Min",
-      "Max", "Cast",   "Where",  "Equal",   "Less",        "Greater",
-      "And", "Or",     "Not",    "Xor",     "LessOrEqual", "GreaterOrEqual",
-      "Mod", "ArgMax", "ArgMin", "Dropout", "IsNaN",       "IsInf"};
+  static const char* kIntOk[] = {"Add",
+                                 "Sub",
+                                 "Mul",
+                                 "Div",
+                                 "Pow",
+                                 "Min",
+                                 "Max",
+                                 "Cast",
+                                 "Where",
+                                 "Equal",
+                                 "Less",
+                                 "Greater",
+                                 "And",
+                                 "Or",
+                                 "Not",
+                                 "Xor",
+                                 "LessOrEqual",
+                                 "GreaterOrEqual",
+                                 "Mod",
+                                 "ArgMax",
+                                 "ArgMin",
+                                 "Dropout",
+                                 "IsNaN",
+                                 "IsInf",
+                                 "Clip",
+                                 "EyeLike",
+                                 "TopK",
+                                 "BitShift",
+                                 "QuantizeLinear",
+                                 "DynamicQuantizeLinear",
+                                 "MatMulInteger",
+                                 "QLinearMatMul"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1343,7 +1741,20 @@ bool IsComputeOp(const std::string& op) {
                                "AveragePool",
                                "GlobalAveragePool",
                                "LSTM",
-                               "GRU"};
+                               "GRU",
+                               "RNN",
+                               "EyeLike",
+                               "GlobalMaxPool",
+                               "MeanVarianceNormalization",
+                               "LRN",
+                               "Det",
+                               "TopK",
+                               "BitShift",
+                               "QuantizeLinear",
+                               "DequantizeLinear",
+                               "DynamicQuantizeLinear",
+                               "MatMulInteger",
+                               "QLinearMatMul"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -1415,7 +1826,13 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   }
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
   if (n.op_type == "LSTM") return RunLstm(n, in, values);
-  if (n.op_type == "GRU") return RunGru(g, n, in, values);
+  if (n.op_type == "GRU" || n.op_type == "RNN") return RunGru(g, n, in, values);
+  if (n.op_type == "TopK") return RunTopK(g, n, in, values);
+  if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "DynamicQuantizeLinear") {
+    return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();
+  }
   if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
   if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
   if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {

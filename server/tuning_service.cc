@@ -470,6 +470,11 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
   // A client that did not fold nodes over constants gets the graph, and hash, the tools make.
   FUSOR_RETURN_IF_ERROR(FoldNodesOverConstants(&*parsed));
   Graph g = Canonicalize(*parsed);
+  if (g.num_nodes() == 0) {
+    return Status::InvalidArgument("graph '" + request.graph().model_name() +
+                                   "' has no nodes once constants are folded (its outputs are "
+                                   "constants or inputs): there is nothing to tune; run it as is");
+  }
   std::string hash = CanonicalHash(g);
   std::string target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();
   FUSOR_ASSIGN_OR_RETURN(HardwareProfile profile, state_->ProfileOf(target_id));

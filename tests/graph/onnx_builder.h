@@ -38,10 +38,10 @@ class OnnxBuilder {
     return *this;
   }
 
-  OnnxBuilder& Output(const std::string& name) {
+  OnnxBuilder& Output(const std::string& name, int elem_type = onnx::TensorProto::FLOAT) {
     auto* out = model_.mutable_graph()->add_output();
     out->set_name(name);
-    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(elem_type);
     return *this;
   }
 

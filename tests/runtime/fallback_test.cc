@@ -51,6 +51,36 @@ std::string CausalMaskModel() {
   return b.Serialize();
 }
 
+// Shape(x) and Identity(x): every node folds or passes through, leaving a graph of no nodes.
+std::string NodesThatAllFoldModel() {
+  testing::OnnxBuilder b(14);
+  b.Input("x", {2, 3});
+  b.Node("Shape", {"x"}, {"shape"});
+  b.Node("Identity", {"x"}, {"same"});
+  b.Output("shape", onnx::TensorProto::INT64).Output("same");
+  return b.Serialize();
+}
+
+TEST(ConstantFolding, AGraphThatFoldsToNoNodesRunsAndGivesTheFoldedValuesAndTheInputs) {
+  auto g = ImportOnnxBytes(NodesThatAllFoldModel(), WithConstantFolding({}));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->num_nodes(), 0u);
+  auto leaves = RandomLeafValues(*g, 5);
+  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
+  auto want = RunReference(*g, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  auto exec = Executor::Create(*g, UnfusedPlan(*g), *leaves);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  (*exec)->Run();
+  auto shape = (*exec)->Read(g->outputs()[0]);
+  ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+  EXPECT_EQ(shape->i, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(want->at(g->outputs()[0]).i, shape->i);
+  auto same = (*exec)->Read(g->outputs()[1]);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->f, leaves->at(*g->FindTensor("x")).f);
+}
+
 TEST(ConstantFolding, CausalMaskFoldsWithItsValues) {
   auto g = ImportOnnxBytes(CausalMaskModel(), WithConstantFolding({}));
   ASSERT_TRUE(g.ok()) << g.status().ToString();

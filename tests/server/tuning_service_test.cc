@@ -18,6 +18,7 @@
 #include "graph/plan.h"
 #include "runtime/measurer_factory.h"
 #include "server/calibration_log.h"
+#include "tests/graph/ir_builder.h"
 
 namespace fusor {
 namespace {
@@ -179,6 +180,18 @@ TEST_F(TuningServiceTest, NamesWhatIsWrongWithARequest) {
   v1::GetPlanRequest missing;
   missing.set_graph_hash(std::string(64, 'a'));
   EXPECT_EQ(service_->GetPlan(missing).status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(TuningServiceTest, AGraphWithNoNodesIsRefusedAsHavingNothingToTune) {
+  testing::IrBuilder b;
+  b.Output(b.Input("x", {2, 3}));
+  v1::TuneRequest request;
+  *request.mutable_graph() = ToProto(b.Build());
+  auto r = Tune(request);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("nothing to tune"), std::string::npos)
+      << r.status().message();
 }
 
 TEST_F(TuningServiceTest, ARegisteredRemoteTargetIsTunedByPredictionOnly) {
