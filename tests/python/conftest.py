@@ -17,9 +17,14 @@ def filled_model(name):
 
 
 def random_feed(session, seed=0):
-    """One array per input of `session`, seeded, in [-1, 1]."""
+    """One array per input of `session`, seeded: floats in [-1, 1], integers (token ids) in
+    [0, 100)."""
     rng = np.random.default_rng(seed)
-    return {i.name: rng.uniform(-1, 1, i.shape).astype(i.dtype) for i in session.get_inputs()}
+    return {
+        i.name: rng.uniform(-1, 1, i.shape).astype(i.dtype) if i.dtype.kind == "f"
+        else rng.integers(0, 100, i.shape).astype(i.dtype)
+        for i in session.get_inputs()
+    }
 
 
 @pytest.fixture(scope="session")

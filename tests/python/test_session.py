@@ -8,7 +8,10 @@ import pytest
 import fusor
 from conftest import filled_model, random_feed
 
-PARITY_MODELS = ["squeezenet1_1", "mobilenet_v2"]
+# (model, its symbolic dims bound for both runtimes).
+PARITY_MODELS = [("squeezenet1_1", {}), ("mobilenet_v2", {}), ("resnet18", {}),
+                 ("lstm_tagger", {}), ("gpt_decoder_4l", {}),
+                 ("distil_encoder_dynamic", {"batch": 2, "seq": 16})]
 
 
 def assert_close(actual, expected):
@@ -18,13 +21,13 @@ def assert_close(actual, expected):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * scale)
 
 
-@pytest.mark.parametrize("model", PARITY_MODELS)
-def test_outputs_match_onnx_runtime_within_1e4_relative(model):
+@pytest.mark.parametrize("model,dims", PARITY_MODELS)
+def test_outputs_match_onnx_runtime_within_1e4_relative(model, dims):
     ort = pytest.importorskip(
         "onnxruntime", reason="onnxruntime is not installed for this Python (deploy/install-deps.sh "
                               "installs it into /usr/bin/python3)")
     path = filled_model(model)
-    ours = fusor.InferenceSession(str(path))
+    ours = fusor.InferenceSession(str(path), dims=dims)
     theirs = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     assert [i.name for i in ours.get_inputs()] == [i.name for i in theirs.get_inputs()]
     assert [o.name for o in ours.get_outputs()] == [o.name for o in theirs.get_outputs()]
