@@ -87,12 +87,13 @@ py::array Adopt(std::vector<T>&& values, const std::vector<int64_t>& dims) {
   return py::array_t<T>(dims, owned->data(), owner);
 }
 
+// The output as a NumPy array of the model's dtype: the engine's own buffer for float32 and int64
+// (most outputs), a converted copy for other dtypes (bfloat16, which NumPy lacks, stays float32).
 py::array ToNumpy(EngineTensor&& t) {
-  if (t.dtype.rfind("float", 0) == 0 || t.dtype == "bfloat16") {
-    return Adopt(std::move(t.floats), t.dims);
-  }
-  py::array ints = Adopt(std::move(t.ints), t.dims);
-  return t.dtype == "int64" ? ints : ints.attr("astype")(t.dtype);
+  bool floating = t.dtype.rfind("float", 0) == 0 || t.dtype == "bfloat16";
+  py::array a = floating ? Adopt(std::move(t.floats), t.dims) : Adopt(std::move(t.ints), t.dims);
+  if (t.dtype == "float32" || t.dtype == "int64" || t.dtype == "bfloat16") return a;
+  return a.attr("astype")(t.dtype);
 }
 
 std::string NameList(const std::vector<std::string>& names) {

@@ -113,3 +113,22 @@ def test_a_complex_input_is_refused_naming_its_dtype(squeezenet):
     x = random_feed(session)["input"].astype(np.complex64)
     with pytest.raises(fusor.InvalidArgumentError, match="input 'input' has dtype complex64"):
         session.run(None, {"input": x})
+
+
+def test_bool_and_int32_outputs_have_the_dtypes_onnx_runtime_gives():
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed for this Python")
+    from onnx import TensorProto, helper, numpy_helper
+    zero = numpy_helper.from_array(np.zeros(1, np.float32), "zero")
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["positive"]),
+             helper.make_node("Cast", ["x"], ["as_int32"], to=TensorProto.INT32)]
+    graph = helper.make_graph(
+        nodes, "dtypes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("positive", TensorProto.BOOL, [2, 3]),
+         helper.make_tensor_value_info("as_int32", TensorProto.INT32, [2, 3])], [zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    ours = fusor.InferenceSession(model)
+    assert [o.type for o in ours.get_outputs()] == ["tensor(bool)", "tensor(int32)"]
+    feed = {"x": np.array([[-1.5, 0, 2.5], [3, -4, 5]], np.float32)}
+    for got, want in zip(ours.run(None, feed), ort.InferenceSession(model).run(None, feed)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
