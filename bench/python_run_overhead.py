@@ -2,7 +2,8 @@
 # one process on a small model (MatMul 1x64 @ 64x64, Add, Relu): Python's run (feed conversion,
 # GIL release, NumPy outputs) against Engine::Run looped in C++ on inputs converted once, with
 # ONNX Runtime's run beside them when it is installed. Run with the build's package:
-#   PYTHONPATH=build/python /usr/bin/python3 bench/python_run_overhead.py [ITERATIONS]
+#   PYTHONPATH=build/python /usr/bin/python3 bench/python_run_overhead.py [ITERATIONS [ROUNDS]]
+# Each side's time is its best round: on a shared host the best is the one least disturbed.
 import os
 import sys
 import tempfile
@@ -38,21 +39,22 @@ def per_run(fn, iterations):
 
 
 def main():
-    iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+    iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "small_mlp.onnx")
         small_model(path)
         session = fusor.InferenceSession(path, threads=1)
         feed = {"x": np.random.default_rng(1).standard_normal((1, 64)).astype(np.float32)}
         rows = []
-        for _ in range(3):  # Alternated, so drift in the host's speed touches both alike.
+        for _ in range(rounds):  # Alternated, so drift in the host's speed touches both alike.
             engine = session._engine._time_engine_run(feed, iterations)
             python = per_run(lambda: session.run(None, feed), iterations)
             rows.append((engine, python))
         engine = min(r[0] for r in rows)
         python = min(r[1] for r in rows)
-        print(f"model            small_mlp (MatMul 1x64x64, Add, Relu), {iterations} runs x 3, "
-              "best of 3")
+        print(f"model            small_mlp (MatMul 1x64x64, Add, Relu), {rounds} rounds of "
+              f"{iterations} runs, best round")
         print(f"Engine::Run      {engine * 1e6:8.2f} us")
         print(f"session.run      {python * 1e6:8.2f} us   (+{(python - engine) * 1e6:.2f} us, "
               f"{python / engine:.2f}x)")
@@ -63,7 +65,7 @@ def main():
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         ort = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        theirs = min(per_run(lambda: ort.run(None, feed), iterations) for _ in range(3))
+        theirs = min(per_run(lambda: ort.run(None, feed), iterations) for _ in range(rounds))
         print(f"onnxruntime.run  {theirs * 1e6:8.2f} us   (onnxruntime {onnxruntime.__version__})")
 
 
