@@ -26,14 +26,7 @@ namespace {
 struct TuneFlags {
   ModelOptions model;
   ConnectionOptions connection;
-  std::string algorithm;
-  int budget = 0;
-  double time_limit_s = 0;
-  uint64_t seed = 1;
-  int64_t memory_budget = 0;
-  std::string target;
-  bool force = false;
-  bool no_residual = false;
+  TuneSettings settings;
   bool json = false;
   std::string save_plan;
 };
@@ -108,38 +101,19 @@ std::string PlanPathFor(const std::string& path, const std::string& label, bool 
 
 // Tunes one bound graph and prints its summary; returns an exit code.
 int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string& save_path) {
-  v1::TuneRequest request;
-  *request.mutable_graph() = ToProto(g);
-  request.set_target_id(f.target);
-  request.set_force(f.force);
-  auto* o = request.mutable_options();
-  o->set_algorithm(f.algorithm);
-  o->set_measure_budget(f.budget);
-  o->set_time_limit_s(f.time_limit_s);
-  o->set_seed(f.seed);
-  o->set_memory_budget_bytes(f.memory_budget);
-  o->set_no_residual(f.no_residual);
   ProgressDisplay progress;
-  v1::TuneEvent::Result result;
-  bool got_result = false;
-  Status s = api.Tune(
-      request,
-      [&](const v1::TuneEvent& e) {
-        if (e.has_progress()) {
-          progress.Update(e.progress().stage(), e.progress().fraction(), e.progress().detail());
-        } else if (e.has_result()) {
-          result = e.result();
-          got_result = true;
-        }
+  auto result = TuneGraph(
+      api, g, f.settings,
+      [&](const v1::TuneEvent::Progress& p) {
+        progress.Update(p.stage(), p.fraction(), p.detail());
       },
       nullptr);
   progress.Finish();
-  if (s.ok() && !got_result) s = Status::Internal("the tuner finished without a result");
-  if (!s.ok()) {
-    return ReportError("tune", s);
+  if (!result.ok()) {
+    return ReportError("tune", result.status());
   }
   if (!save_path.empty()) {
-    Status saved = SavePlan(g, result.plan(), save_path);
+    Status saved = SavePlan(g, result->plan(), save_path);
     if (!saved.ok()) {
       return ReportError("tune", saved);
     }
@@ -148,10 +122,10 @@ int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string
     std::string text;
     google::protobuf::util::JsonPrintOptions opts;
     opts.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(result, &text, opts);
+    (void)google::protobuf::util::MessageToJsonString(*result, &text, opts);
     std::cout << text << "\n";
   } else {
-    PrintSummary(result, g);
+    PrintSummary(*result, g);
   }
   return kExitOk;
 }
@@ -179,19 +153,54 @@ int RunTune(const TuneFlags& f) {
 
 }  // namespace
 
+StatusOr<v1::TuneEvent::Result> TuneGraph(TunerApi& api, const Graph& g, const TuneSettings& s,
+                                          const ProgressSink& on_progress,
+                                          const std::atomic<bool>* cancelled) {
+  v1::TuneRequest request;
+  *request.mutable_graph() = ToProto(g);
+  request.set_target_id(s.target);
+  request.set_force(s.force);
+  auto* o = request.mutable_options();
+  o->set_algorithm(s.algorithm);
+  o->set_measure_budget(s.budget);
+  o->set_time_limit_s(s.time_limit_s);
+  o->set_seed(s.seed);
+  o->set_memory_budget_bytes(s.memory_budget);
+  o->set_no_residual(s.no_residual);
+  v1::TuneEvent::Result result;
+  bool got_result = false;
+  Status status = api.Tune(
+      request,
+      [&](const v1::TuneEvent& e) {
+        if (e.has_progress() && on_progress) {
+          on_progress(e.progress());
+        } else if (e.has_result()) {
+          result = e.result();
+          got_result = true;
+        }
+      },
+      cancelled);
+  if (status.ok() && !got_result) status = Status::Internal("the tuner finished without a result");
+  if (!status.ok()) return status;
+  return result;
+}
+
 void AddTuneCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("tune", "Tune a model: search, measure, store the best plan");
   auto f = std::make_shared<TuneFlags>();
   f->model.AddTo(cmd);
   AddConnectionOptions(cmd, &f->connection);
-  cmd->add_option("--algorithm", f->algorithm, "none, rules, greedy, optimal or default");
-  cmd->add_option("--budget", f->budget, "Measurements to spend (0: the tuner's default)");
-  cmd->add_option("--time-limit", f->time_limit_s, "Seconds for the whole job (0: default)");
-  cmd->add_option("--seed", f->seed, "Seed of every random choice")->capture_default_str();
-  cmd->add_option("--memory-budget", f->memory_budget, "Peak activation bytes allowed (0: none)");
-  cmd->add_option("--target", f->target, "Target id to tune for (default: the tuner's own CPU)");
-  cmd->add_flag("--force", f->force, "Tune again even if a current plan is stored");
-  cmd->add_flag("--no-residual", f->no_residual,
+  cmd->add_option("--algorithm", f->settings.algorithm, "none, rules, greedy, optimal or default");
+  cmd->add_option("--budget", f->settings.budget, "Measurements to spend (0: the tuner's default)");
+  cmd->add_option("--time-limit", f->settings.time_limit_s,
+                  "Seconds for the whole job (0: default)");
+  cmd->add_option("--seed", f->settings.seed, "Seed of every random choice")->capture_default_str();
+  cmd->add_option("--memory-budget", f->settings.memory_budget,
+                  "Peak activation bytes allowed (0: none)");
+  cmd->add_option("--target", f->settings.target,
+                  "Target id to tune for (default: the tuner's own CPU)");
+  cmd->add_flag("--force", f->settings.force, "Tune again even if a current plan is stored");
+  cmd->add_flag("--no-residual", f->settings.no_residual,
                 "Score with the analytical cost model alone, without the target's learned "
                 "residual");
   cmd->add_flag("--json", f->json, "Print the result as JSON");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs Fusor's build and test dependencies from Debian 12's apt repositories.
-# Idempotent: when every package is already installed it only checks (dpkg-query) and exits,
-# without touching the network. Must run as root (or via sudo) when something is missing.
+# Installs Fusor's build and test dependencies from Debian 12's apt repositories, and ONNX Runtime
+# (pinned) from PyPI for the Python package's parity tests.
+# Idempotent: when everything is already installed it only checks (dpkg-query, an import) and
+# exits, without touching the network. Must run as root (or via sudo) when something is missing.
 # --fuzz also installs clang and libFuzzer with the sanitizer runtimes, for the fuzz harnesses of
 # tests/fuzz (cmake -DFUSOR_FUZZ=ON; tests/fuzz/README.md).
 set -euo pipefail
@@ -25,7 +26,12 @@ PACKAGES=(
   graphviz     # `fusor plan show --svg` (dot)
   python3 python3-onnx python3-numpy  # tools/fill_weights.py: filled models for the parity tests
   libonnx-testdata  # ONNX's backend test cases, run by tests/conformance
+  python3-dev pybind11-dev python3-pytest  # the fusor Python package (python/) and its tests
 )
+# ONNX Runtime for the Python package's parity tests, from PyPI into Debian's python3 (the one
+# python/CMakeLists.txt builds and tests for). --no-deps keeps apt's NumPy and protobuf in place:
+# importing and running onnxruntime needs NumPy alone (its other requirements serve its tools).
+ORT_VERSION=1.20.1
 if [ "${1:-}" = "--fuzz" ]; then
   PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
 elif [ $# -gt 0 ]; then
@@ -40,15 +46,27 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
+ort_installed() {
+  /usr/bin/python3 -c "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '$ORT_VERSION')" \
+    2>/dev/null
+}
+
+if [ ${#missing[@]} -eq 0 ] && ort_installed; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ! ort_installed; then
+  echo "install-deps: installing onnxruntime==$ORT_VERSION for /usr/bin/python3" >&2
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps --no-cache-dir \
+    "onnxruntime==$ORT_VERSION"
+fi

@@ -1,0 +1,101 @@
+"""fusor.InferenceSession: the engine (engine/include/fusor/engine.h) with the interface of
+onnxruntime.InferenceSession, so switching runtimes is a one-line change."""
+
+import contextlib
+import os
+import tempfile
+
+import numpy as np
+
+from fusor import _fusor
+from fusor.plan import Plan
+
+# ONNX Runtime's type strings for the engine's dtype names.
+_ORT_TYPES = {"float32": "float", "float64": "double"}
+
+
+class NodeArg:
+    """A model input or output: name, shape (ints) and type ("tensor(float)"), as onnxruntime's."""
+
+    def __init__(self, name, dtype, shape):
+        self.name = name
+        self.shape = list(shape)
+        self.type = f"tensor({_ORT_TYPES.get(dtype, dtype)})"
+        self.dtype = np.dtype(dtype) if dtype != "bfloat16" else np.dtype("float32")
+
+    def __repr__(self):
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
+
+
+@contextlib.contextmanager
+def _file_holding(data, suffix):
+    """A temporary file with `data` for the engine to read; removed after Load (the engine keeps
+    nothing of the file)."""
+    fd, path = tempfile.mkstemp(suffix=suffix, prefix="fusor-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield path
+    finally:
+        os.unlink(path)
+
+
+@contextlib.contextmanager
+def _model_path(path_or_bytes):
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        with _file_holding(bytes(path_or_bytes), ".onnx") as path:
+            yield path
+    else:
+        yield os.fspath(path_or_bytes)
+
+
+@contextlib.contextmanager
+def _plan_path(plan):
+    if plan is None:
+        yield ""
+    elif isinstance(plan, Plan):
+        with _file_holding(plan.to_json().encode(), ".json") as path:
+            yield path
+    else:
+        yield os.fspath(plan)
+
+
+class InferenceSession:
+    """Loads a model with its weights, takes a plan and compiles it once; run() as often as liked.
+
+    path_or_bytes: an ONNX file (external weight files beside it are read) or its bytes.
+    plan: None, a plan JSON path or a fusor.Plan. Without one, the best plan stored in `db` (a
+      tuning database or `fusor db export` snapshot) for this model and CPU; else the rules plan.
+      plan_source says which was taken and why.
+    threads: OpenMP threads for every kernel (None: the process default).
+    dims: values for the model's symbolic dims ({"batch": 8}); bind the dims the plan was tuned
+      for. target: the target id whose plans `db` is asked for (None: this CPU's).
+
+    run() may be called from several threads; runs of one session take turns (the GIL is
+    released while one runs). For parallel runs, make one session per thread.
+    """
+
+    def __init__(self, path_or_bytes, plan=None, db=None, threads=None, dims=None, target=None):
+        with _model_path(path_or_bytes) as model, _plan_path(plan) as plan_json:
+            self._engine = _fusor.Engine(model, plan_json, os.fspath(db) if db else "",
+                                         threads or 0, dict(dims or {}), target or "")
+        self._inputs = [NodeArg(*t) for t in self._engine.inputs()]
+        self._outputs = [NodeArg(*t) for t in self._engine.outputs()]
+
+    @property
+    def plan_source(self):
+        """Where the plan came from: "plan JSON PATH (N groups)", "tuning database PATH, target T
+        (N groups)" or "rules plan (N groups): REASON"."""
+        return self._engine.plan_source
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def run(self, output_names, input_feed, run_options=None):
+        """The outputs named in output_names (None: all, in the model's order) as NumPy arrays,
+        for input_feed {name: array}. C-contiguous float32 / int64 arrays are read in place."""
+        del run_options  # Accepted for onnxruntime compatibility; the engine has none.
+        return self._engine.run(None if output_names is None else list(output_names), input_feed)
