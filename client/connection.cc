@@ -1,9 +1,8 @@
 #include "client/connection.h"
 
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
+#include "base/input_file.h"
 #include "base/net_address.h"
 
 #include "client/remote_tuner.h"
@@ -13,12 +12,11 @@
 namespace fusor {
 namespace {
 
+// Token files and PEM files are small; the cap keeps a wrong path (a log, a device) cheap.
+constexpr int64_t kMaxCredentialFileBytes = 1 << 20;
+
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read '" + path + "'");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return ReadInputFile(path, "file", kMaxCredentialFileBytes);
 }
 
 std::string Trimmed(const std::string& s) {

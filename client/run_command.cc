@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
+#include "base/input_file.h"
 #include "client/exit_codes.h"
 #include "client/model_options.h"
 #include "graph/plan.h"
@@ -42,9 +42,9 @@ struct RunOptions {
 StatusOr<FusionPlan> ChoosePlan(const Graph& g, const RunOptions& o) {
   if (o.unfused) return UnfusedPlan(g);
   if (o.plan_path.empty()) return MaxFusionPlan(g);
-  std::ifstream in(o.plan_path);
-  if (!in) return Status::IOError("cannot read plan file '" + o.plan_path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  FUSOR_ASSIGN_OR_RETURN(std::string text,
+                         ReadInputFile(o.plan_path, "plan file", kMaxPlanFileBytes));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument("'" + o.plan_path + "' is not valid JSON");
   auto parsed = PlanFromJson(g, j);
   if (!parsed.ok()) return parsed.status().WithContext(o.plan_path);

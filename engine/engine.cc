@@ -1,9 +1,9 @@
 #include "fusor/engine.h"
 
-#include <fstream>
 #include <mutex>
 #include <optional>
 
+#include "base/input_file.h"
 #include "costmodel/hardware_profile.h"
 #include "db/sqlite_plan_store.h"
 #include "graph/canonical.h"
@@ -28,9 +28,8 @@ struct Engine::State {
 namespace {
 
 StatusOr<FusionPlan> PlanFromFile(const Graph& g, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read plan file '" + path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  FUSOR_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "plan file", kMaxPlanFileBytes));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument("'" + path + "' is not valid JSON");
   return PlanFromJson(g, j);
 }
