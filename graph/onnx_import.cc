@@ -7,13 +7,14 @@
 
 #include <climits>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/input_file.h"
 #include "graph/canonical.h"
 #include "graph/constant_folding.h"
+#include "graph/onnx_attribute_check.h"
 #include "graph/op_registry.h"
 
 namespace fusor {
@@ -174,6 +175,7 @@ Status SortNodesTopologically(onnx::GraphProto* g) {
 }
 
 Status InferShapes(onnx::ModelProto* model) {
+  GuardShapeInference();
   try {
     onnx::ShapeInferenceOptions opts(/*check_type=*/false, /*strict_mode=*/0,
                                      /*data_prop=*/true);
@@ -762,6 +764,7 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
                                      " nodes, the limit is " +
                                      std::to_string(options.limits.max_nodes));
   }
+  FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   NameOmittedOutputs(model.mutable_graph());
   FUSOR_RETURN_IF_ERROR(BindSymbolicDims(&model, options));
@@ -799,27 +802,7 @@ StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& opt
 namespace {
 
 StatusOr<std::string> ReadModelFile(const std::string& path, const ImportOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return Status::NotFound("model file '" + path + "' does not exist");
-  }
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::InvalidArgument("'" + path + "' is a directory, not an ONNX model file");
-  }
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) return Status::IOError("cannot read '" + path + "': " + ec.message());
-  if (static_cast<int64_t>(size) > options.max_file_bytes) {
-    return Status::ResourceExhausted("model file '" + path + "' is " + std::to_string(size) +
-                                     " bytes, the limit is " +
-                                     std::to_string(options.max_file_bytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot open '" + path + "'");
-  std::string bytes(size, '\0');
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    return Status::IOError("cannot read '" + path + "'");
-  }
-  return bytes;
+  return ReadInputFile(path, "model file", options.max_file_bytes);
 }
 
 ImportOptions NamedAfterFile(const std::string& path, ImportOptions options) {
