@@ -127,13 +127,15 @@ void CheckConvRanks(onnx::InferenceContext& ctx, const ConvInputs& c) {
   }
 }
 
-// LayerNormalization's inference sets the dims from `axis` on without checking its range.
+// LayerNormalization's inference sets the dims from `axis` on without checking its range (the
+// default -1 included, which a rank-0 input puts before its first dim).
 void CheckLayerNormAxis(onnx::InferenceContext& ctx) {
-  const onnx::AttributeProto* axis = ctx.getAttribute("axis");
-  if (axis == nullptr || !onnx::hasInputShape(ctx, 0)) return;
-  int64_t rank = onnx::getInputShape(ctx, 0).dim_size();
-  if (axis->i() < -rank || axis->i() > rank) {
-    Refuse("LayerNormalization: attribute axis is " + std::to_string(axis->i()) +
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const onnx::AttributeProto* attr = ctx.getAttribute("axis");
+  const int64_t axis = attr != nullptr ? attr->i() : -1;
+  const int64_t rank = onnx::getInputShape(ctx, 0).dim_size();
+  if (axis < -rank || axis > rank) {
+    Refuse("LayerNormalization: attribute axis is " + std::to_string(axis) +
            "; for an input of rank " + std::to_string(rank) + " it must be between " +
            std::to_string(-rank) + " and " + std::to_string(rank));
   }

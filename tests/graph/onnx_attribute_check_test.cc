@@ -90,8 +90,16 @@ TEST(OnnxAttributeCheck, WeightsOfHigherRankThanTheInputAreAnErrorNotAReadPastIt
 }
 
 // Found by the attribute sweep (onnx_attribute_sweep): LayerNormalization's inference indexed X's
-// dims with an axis of 2^31 (or below -rank) and crashed.
+// dims with an axis of 2^31 (or below -rank) and crashed; libFuzzer found the default axis -1 on a
+// rank-0 input.
 TEST(OnnxAttributeCheck, ALayerNormalizationAxisOutOfRangeIsAnErrorNotACrash) {
+  OnnxBuilder scalar(17);
+  scalar.Input("x", {}).Weight("scale", {}).Output("y");
+  scalar.Node("LayerNormalization", {"x", "scale"}, {"y"}, "norm");
+  auto g = ImportOnnxBytes(scalar.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("axis is -1; for an input of rank 0"), std::string::npos)
+      << g.status().message();
   for (int64_t axis : {int64_t{1} << 31, int64_t{-5}}) {
     OnnxBuilder b(17);
     b.Input("x", {2, 3, 4}).Weight("scale", {4}).Output("y");
