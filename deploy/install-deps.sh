@@ -15,6 +15,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   libdnnl-dev
   libonnx-dev
+  libonnx-testdata  # ONNX conformance models: the attribute sweep and the import fuzz seeds (tests/fuzz)
   libcli11-dev
   nlohmann-json3-dev
   libcpp-httplib-dev  # fusord's Prometheus /metrics listener (server/metrics_http.h)
@@ -26,7 +27,7 @@ PACKAGES=(
   python3 python3-onnx python3-numpy  # tools/fill_weights.py: filled models for the parity tests
 )
 if [ "${1:-}" = "--fuzz" ]; then
-  PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
+  PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev libomp-14-dev)
 elif [ $# -gt 0 ]; then
   echo "usage: $0 [--fuzz]" >&2
   exit 2
