@@ -331,6 +331,8 @@ bool IsFullSlice(const onnx::GraphProto& g, const onnx::NodeProto& n, const Type
 // mode true with a constant ratio 0) and its mask is unused; a Pad or Slice that copies its input.
 bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n, const TypeMap& types) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
+  // Removal reads input 0 and output 0, which a malformed node may lack.
+  if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1) return false;
   if (n.op_type() == "Identity") return n.input_size() == 1 && n.output_size() == 1;
   if (n.op_type() == "Pad") return n.output_size() == 1 && IsZeroPad(g, n);
   if (n.op_type() == "Slice") return n.output_size() == 1 && IsFullSlice(g, n, types);
