@@ -1,9 +1,8 @@
 #include "client/connection.h"
 
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
+#include "base/input_file.h"
 #include "base/net_address.h"
 
 #include "client/remote_tuner.h"
@@ -13,12 +12,11 @@
 namespace fusor {
 namespace {
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read '" + path + "'");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// Token files and PEM files are small; the cap keeps a wrong path (a log, a device) cheap.
+constexpr int64_t kMaxCredentialFileBytes = 1 << 20;
+
+StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
+  return ReadInputFile(path, what, kMaxCredentialFileBytes);
 }
 
 std::string Trimmed(const std::string& s) {
@@ -30,8 +28,8 @@ std::string Trimmed(const std::string& s) {
 
 StatusOr<std::string> TokenOf(const ConnectionOptions& o) {
   if (!o.token.empty() || o.token_file.empty()) return o.token;
-  auto text = ReadFile(o.token_file);
-  if (!text.ok()) return Status::Unauthenticated("token file: " + text.status().message());
+  auto text = ReadFile(o.token_file, "token file");
+  if (!text.ok()) return Status::Unauthenticated(text.status().message());
   std::string token = Trimmed(*text);
   if (token.empty()) return Status::Unauthenticated("token file '" + o.token_file + "' is empty");
   return token;
@@ -55,8 +53,8 @@ StatusOr<std::unique_ptr<TunerApi>> ConnectRemote(const ConnectionOptions& o) {
                                  std::tuple{"--tls-cert", &o.tls_cert, &r.tls_cert_pem},
                                  std::tuple{"--tls-key", &o.tls_key, &r.tls_key_pem}}) {
     if (path->empty()) continue;
-    auto text = ReadFile(*path);
-    if (!text.ok()) return text.status().WithContext(flag);
+    auto text = ReadFile(*path, std::string(flag) + " file");
+    if (!text.ok()) return text.status();
     *pem = std::move(text).value();
   }
   r.timeout_s = o.timeout_s;

@@ -3,14 +3,13 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
 
 #include "client/connection.h"
 #include "client/exit_codes.h"
+#include "client/graphviz.h"
 #include "client/model_options.h"
 #include "client/plan_explain.h"
 #include "client/text_format.h"
@@ -130,20 +129,6 @@ std::string ToDot(const Loaded& l) {
   return out.str();
 }
 
-Status WriteSvg(const std::string& dot, const std::string& path) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) {
-    return Status::FailedPrecondition(
-        "--svg needs Graphviz's `dot` (apt-get install graphviz); "
-        "--dot prints the source instead");
-  }
-  std::string dot_path = path + ".dot";
-  std::ofstream(dot_path) << dot;
-  std::string cmd = "dot -Tsvg '" + dot_path + "' -o '" + path + "'";
-  int rc = std::system(cmd.c_str());
-  std::remove(dot_path.c_str());
-  return rc == 0 ? Status::Ok() : Status::IOError("dot failed to write '" + path + "'");
-}
-
 int Fail(const char* verb, const Status& s) { return ReportError("plan " + std::string(verb), s); }
 
 int RunShow(const PlanFlags& f) {
@@ -161,7 +146,7 @@ int RunShow(const PlanFlags& f) {
     PrintTable(*l);
   }
   if (!f.svg.empty()) {
-    Status s = WriteSvg(ToDot(*l), f.svg);
+    Status s = RenderSvg(ToDot(*l), f.svg);
     if (!s.ok()) return Fail("show", s);
     std::cerr << "wrote " << f.svg << "\n";
   }

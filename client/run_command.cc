@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 
+#include "base/input_file.h"
 #include "client/exit_codes.h"
 #include "client/model_options.h"
 #include "db/default_path.h"

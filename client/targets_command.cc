@@ -10,9 +10,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "accuracy/validation_run.h"
+#include "base/input_file.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/progress_display.h"
@@ -197,13 +197,9 @@ int RunList(const TargetsFlags& f) {
 }
 
 int RunRegister(const TargetsFlags& f) {
-  std::ifstream in(f.profile_path);
-  if (!in)
-    return ReportError("targets register",
-                       Status::NotFound("cannot read '" + f.profile_path + "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  auto profile = ProfileFromJsonText(text.str());
+  auto text = ReadInputFile(f.profile_path, "profile file", kMaxProfileFileBytes);
+  if (!text.ok()) return ReportError("targets register", text.status());
+  auto profile = ProfileFromJsonText(*text);
   if (!profile.ok())
     return ReportError("targets register", profile.status().WithContext(f.profile_path));
   auto api = Connect(f.connection);

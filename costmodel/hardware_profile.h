@@ -107,6 +107,8 @@ struct HardwareProfile {
 nlohmann::json ProfileToJson(const HardwareProfile& p);
 StatusOr<HardwareProfile> ProfileFromJson(const nlohmann::json& j);
 StatusOr<HardwareProfile> ProfileFromJsonText(const std::string& text);
+// The largest profile file `fusor targets register` reads (a profile is a few KB).
+inline constexpr int64_t kMaxProfileFileBytes = int64_t{1} << 20;
 
 void ProfileToProto(const HardwareProfile& p, v1::HardwareProfile* out);
 StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& p);

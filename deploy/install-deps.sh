@@ -16,6 +16,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev
   libdnnl-dev
   libonnx-dev
+  libonnx-testdata  # ONNX conformance models: the attribute sweep and the import fuzz seeds (tests/fuzz)
   libcli11-dev
   nlohmann-json3-dev
   libcpp-httplib-dev  # fusord's Prometheus /metrics listener (server/metrics_http.h)
@@ -33,7 +34,7 @@ PACKAGES=(
 # importing and running onnxruntime needs NumPy alone (its other requirements serve its tools).
 ORT_VERSION=1.20.1
 if [ "${1:-}" = "--fuzz" ]; then
-  PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
+  PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev libomp-14-dev)
 elif [ $# -gt 0 ]; then
   echo "usage: $0 [--fuzz]" >&2
   exit 2

@@ -1,7 +1,6 @@
 #include "engine/plan_source.h"
 
-#include <fstream>
-
+#include "base/input_file.h"
 #include "costmodel/hardware_profile.h"
 #include "db/open_plan_store.h"
 #include "db/staleness.h"
@@ -43,9 +42,8 @@ StatusOr<std::string> PlanTargetId(const std::string& target_id) {
 
 StatusOr<SourcedPlan> PlanFromJsonFile(const Graph& g, const std::string& path,
                                        const std::string& target_id) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read plan file '" + path + "'");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  FUSOR_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "plan file", kMaxPlanFileBytes));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::InvalidArgument("'" + path + "' is not valid JSON");
   SourcedPlan sourced;
   auto plan = PlanFromJson(g, j, target_id, &sourced.warning);

@@ -4,7 +4,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+
+#include "base/input_file.h"
 
 namespace fusor {
 namespace {
@@ -146,20 +147,8 @@ StatusOr<std::string> ReadExternal(const TensorProto& t, int64_t need,
                                    std::to_string(ref.length) + " bytes, its dims and type need " +
                                    std::to_string(need));
   }
-  std::error_code ec;
-  auto size = static_cast<int64_t>(fs::file_size(path, ec));
-  if (ec || size < ref.offset + need) {
-    return Status::InvalidArgument(Who(t) + ": external data file '" + path.string() + "' holds " +
-                                   std::to_string(size) + " bytes; offset " +
-                                   std::to_string(ref.offset) + " plus the " +
-                                   std::to_string(need) + " bytes the dims need pass its end");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(static_cast<size_t>(need), '\0');
-  in.seekg(ref.offset);
-  if (!in || !in.read(bytes.data(), need)) {
-    return Status::IOError(Who(t) + ": cannot read external data file '" + path.string() + "'");
-  }
+  auto bytes = ReadInputFileRange(path.string(), "external data file", ref.offset, need);
+  if (!bytes.ok()) return bytes.status().WithContext(Who(t));
   return bytes;
 }
 

@@ -8,13 +8,14 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/input_file.h"
 #include "graph/canonical.h"
 #include "graph/constant_folding.h"
+#include "graph/onnx_attribute_check.h"
 #include "graph/op_registry.h"
 #include "graph/opset_conversion.h"
 #include "graph/tensor_file.h"
@@ -196,6 +197,7 @@ Status SortNodesTopologically(onnx::GraphProto* g) {
 }
 
 Status InferShapes(onnx::ModelProto* model) {
+  GuardShapeInference();
   try {
     onnx::ShapeInferenceOptions opts(/*check_type=*/false, /*strict_mode=*/0,
                                      /*data_prop=*/true);
@@ -351,6 +353,8 @@ bool IsFullSlice(const onnx::GraphProto& g, const onnx::NodeProto& n, const Type
 // mode true with a constant ratio 0) and its mask is unused; a Pad or Slice that copies its input.
 bool IsPassThrough(const onnx::GraphProto& g, const onnx::NodeProto& n, const TypeMap& types) {
   if (!n.domain().empty() && n.domain() != "ai.onnx") return false;
+  // Removal reads input 0 and output 0, which a malformed node may lack.
+  if (n.input_size() < 1 || n.input(0).empty() || n.output_size() < 1) return false;
   if (n.op_type() == "Identity") return n.input_size() == 1 && n.output_size() == 1;
   if (n.op_type() == "Pad") return n.output_size() == 1 && IsZeroPad(g, n);
   if (n.op_type() == "Slice") return n.output_size() == 1 && IsFullSlice(g, n, types);
@@ -789,7 +793,12 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
                                      " nodes, the limit is " +
                                      std::to_string(options.limits.max_nodes));
   }
+  // Attributes libonnx divides or indexes by are checked before anything of libonnx reads the
+  // model (the version converter runs its adapters and inference), and again on what the
+  // conversion wrote.
+  FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));
   FUSOR_RETURN_IF_ERROR(ConvertToSupportedOpset(&model));
+  FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));
   FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));
   NameOmittedOutputs(model.mutable_graph());
@@ -830,27 +839,7 @@ StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& opt
 namespace {
 
 StatusOr<std::string> ReadModelFile(const std::string& path, const ImportOptions& options) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return Status::NotFound("model file '" + path + "' does not exist");
-  }
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::InvalidArgument("'" + path + "' is a directory, not an ONNX model file");
-  }
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) return Status::IOError("cannot read '" + path + "': " + ec.message());
-  if (static_cast<int64_t>(size) > options.max_file_bytes) {
-    return Status::ResourceExhausted("model file '" + path + "' is " + std::to_string(size) +
-                                     " bytes, the limit is " +
-                                     std::to_string(options.max_file_bytes));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot open '" + path + "'");
-  std::string bytes(size, '\0');
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    return Status::IOError("cannot read '" + path + "'");
-  }
-  return bytes;
+  return ReadInputFile(path, "model file", options.max_file_bytes);
 }
 
 ImportOptions NamedAfterFile(const std::string& path, ImportOptions options) {

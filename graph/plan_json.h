@@ -23,6 +23,9 @@
 
 namespace fusor {
 
+// The largest plan file a reader loads: a plan of a million nodes is about 20 MB of JSON.
+inline constexpr int64_t kMaxPlanFileBytes = int64_t{64} << 20;
+
 inline constexpr int kPlanJsonVersion = 2;
 
 // What a plan is for: the canonical hash of its graph and the target it was tuned on ("" for

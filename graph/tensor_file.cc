@@ -2,11 +2,14 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
-#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "base/input_file.h"
 
 namespace fusor {
 namespace {
@@ -14,6 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr char kNpyMagic[] = "\x93NUMPY";
 constexpr int64_t kMaxTensorFileBytes = int64_t{1} << 32;
+// numpy refuses longer headers (numpy.lib.format, max_header_size) since 1.24.
+constexpr size_t kMaxNpyHeaderBytes = 10000;
 
 struct NpyType {
   const char* descr;  // Without the byte-order character.
@@ -35,91 +40,198 @@ Status UnknownFormat(const std::string& path) {
 }
 
 StatusOr<std::string> ReadAll(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    return Status::NotFound("tensor file '" + path + "' does not exist");
-  }
-  auto size = static_cast<int64_t>(fs::file_size(path, ec));
-  if (ec || size > kMaxTensorFileBytes) {
-    return Status::InvalidArgument("tensor file '" + path + "' is unreadable or over 4 GiB");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (!in.read(bytes.data(), size)) return Status::IOError("cannot read '" + path + "'");
-  return bytes;
+  return ReadInputFile(path, "tensor file", kMaxTensorFileBytes);
 }
 
-// The header dictionary of a .npy file: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
-StatusOr<TensorData> ParseNpyHeader(const std::string& header, const std::string& path, int* size) {
-  std::smatch m;
-  static const std::regex descr(R"('descr'\s*:\s*'([<>|=])([a-z]\d+)')");
-  static const std::regex order(R"('fortran_order'\s*:\s*(True|False))");
-  static const std::regex shape(R"('shape'\s*:\s*\(([^)]*)\))");
-  if (!std::regex_search(header, m, descr)) {
-    return Status::InvalidArgument("'" + path + "': the .npy header has no 'descr'");
+// A reader of the .npy header, a Python dict literal such as
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// by hand rather than with a regular expression, whose backtracking recurses once per character
+// (a 30 KB header overflowed the stack). It accepts what numpy's writer produces and its own
+// reader accepts: exactly the three keys, string keys and descr in either quote, the shape a
+// tuple of non-negative integers.
+class NpyHeaderReader {
+ public:
+  NpyHeaderReader(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  Status Read(std::string* descr, bool* fortran_order, std::vector<int64_t>* shape) {
+    FUSOR_RETURN_IF_ERROR(Expect('{'));
+    bool seen[3] = {false, false, false};
+    while (!Peek('}')) {
+      FUSOR_ASSIGN_OR_RETURN(std::string key, String());
+      FUSOR_RETURN_IF_ERROR(Expect(':'));
+      int k = key == "descr" ? 0 : key == "fortran_order" ? 1 : key == "shape" ? 2 : -1;
+      if (k < 0 || seen[k]) return Error("key '" + key + "' is unknown or repeated");
+      seen[k] = true;
+      FUSOR_RETURN_IF_ERROR(Value(k, descr, fortran_order, shape));
+      if (!Peek('}')) FUSOR_RETURN_IF_ERROR(Expect(','));
+    }
+    FUSOR_RETURN_IF_ERROR(Expect('}'));
+    SkipSpace();
+    if (at_ != text_.size()) return Error("text follows the dictionary");
+    if (!seen[0] || !seen[1] || !seen[2]) {
+      return Error("it needs the keys 'descr', 'fortran_order' and 'shape'");
+    }
+    return Status::Ok();
   }
-  if (m[1] == ">" && m[2] != "b1" && m[2] != "i1" && m[2] != "u1") {
+
+ private:
+  Status Value(int key, std::string* descr, bool* fortran_order, std::vector<int64_t>* shape) {
+    if (key == 0) {
+      FUSOR_ASSIGN_OR_RETURN(*descr, String());
+    } else if (key == 1) {
+      FUSOR_ASSIGN_OR_RETURN(*fortran_order, Bool());
+    } else {
+      FUSOR_ASSIGN_OR_RETURN(*shape, Tuple());
+    }
+    return Status::Ok();
+  }
+  Status Error(const std::string& what) const {
+    return Status::InvalidArgument("'" + path_ + "': the .npy header is not numpy's: " + what +
+                                   " (at byte " + std::to_string(at_) + " of the header)");
+  }
+  void SkipSpace() {
+    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\t'))
+      ++at_;
+  }
+  bool Peek(char c) {
+    SkipSpace();
+    return at_ < text_.size() && text_[at_] == c;
+  }
+  Status Expect(char c) {
+    if (!Peek(c)) return Error(std::string("'") + c + "' expected");
+    ++at_;
+    return Status::Ok();
+  }
+  StatusOr<std::string> String() {
+    SkipSpace();
+    char quote = at_ < text_.size() ? text_[at_] : '\0';
+    if (quote != '\'' && quote != '"') return Error("a quoted string expected");
+    size_t end = text_.find(quote, at_ + 1);
+    if (end == std::string_view::npos) return Error("a string is not closed");
+    std::string out(text_.substr(at_ + 1, end - at_ - 1));
+    at_ = end + 1;
+    return out;
+  }
+  StatusOr<bool> Bool() {
+    SkipSpace();
+    for (bool v : {true, false}) {
+      std::string_view word = v ? "True" : "False";
+      if (text_.substr(at_, word.size()) == word) {
+        at_ += word.size();
+        return v;
+      }
+    }
+    return Error("True or False expected");
+  }
+  StatusOr<int64_t> Integer() {
+    SkipSpace();
+    int64_t v = 0;
+    size_t begin = at_;
+    for (; at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9'; ++at_) {
+      if (v > (INT64_MAX - 9) / 10) return Error("a dim is too large");
+      v = v * 10 + (text_[at_] - '0');
+    }
+    if (at_ == begin) return Error("a non-negative integer expected in the shape");
+    if (at_ < text_.size() && text_[at_] == 'L') ++at_;  // Python 2's long suffix.
+    return v;
+  }
+  StatusOr<std::vector<int64_t>> Tuple() {
+    FUSOR_RETURN_IF_ERROR(Expect('('));
+    std::vector<int64_t> dims;
+    while (!Peek(')')) {
+      FUSOR_ASSIGN_OR_RETURN(int64_t d, Integer());
+      dims.push_back(d);
+      if (!Peek(')')) FUSOR_RETURN_IF_ERROR(Expect(','));
+    }
+    FUSOR_RETURN_IF_ERROR(Expect(')'));
+    return dims;
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  size_t at_ = 0;
+};
+
+StatusOr<TensorData> ParseNpyHeader(std::string_view header, const std::string& path, int* size) {
+  std::string descr;
+  bool fortran_order = false;
+  TensorData t;
+  FUSOR_RETURN_IF_ERROR(NpyHeaderReader(header, path).Read(&descr, &fortran_order, &t.dims));
+  char order = descr.empty() ? '\0' : descr[0];
+  std::string type = descr.empty() ? "" : descr.substr(1);
+  if (order != '<' && order != '>' && order != '|' && order != '=') {
+    return Status::InvalidArgument("'" + path + "': descr '" + descr +
+                                   "' does not start with a byte order (<, >, | or =)");
+  }
+  if (order == '>' && type != "b1" && type != "i1" && type != "u1") {
     return Status::Unimplemented("'" + path + "' is big-endian; write it little-endian ('<')");
   }
-  TensorData t;
-  for (const auto& type : kNpyTypes) {
-    if (m[2] == type.descr) t.dtype = type.dtype, *size = type.size;
+  for (const auto& known : kNpyTypes) {
+    if (type == known.descr) t.dtype = known.dtype, *size = known.size;
   }
   if (t.dtype == DType::kUnspecified) {
-    return Status::Unimplemented("'" + path + "' holds NumPy type '" + m[2].str() +
+    return Status::Unimplemented("'" + path + "' holds NumPy type '" + type +
                                  "'; Fusor reads float32/64, integers and bool");
   }
-  if (!std::regex_search(header, m, order) || m[1] == "True") {
+  if (fortran_order) {
     return Status::Unimplemented("'" + path + "' is in Fortran order; save it in C order");
-  }
-  if (!std::regex_search(header, m, shape)) {
-    return Status::InvalidArgument("'" + path + "': the .npy header has no 'shape'");
-  }
-  std::stringstream dims(m[1].str());
-  for (std::string d; std::getline(dims, d, ',');) {
-    if (d.find_first_not_of(" ") == std::string::npos) continue;
-    try {
-      t.dims.push_back(std::stoll(d));
-    } catch (const std::exception&) {
-      return Status::InvalidArgument("'" + path + "': shape entry '" + d + "' is not a number");
-    }
-    if (t.dims.back() < 0) return Status::InvalidArgument("'" + path + "': negative dim");
   }
   return t;
 }
 
-StatusOr<TensorData> ReadNpy(const std::string& path) {
-  FUSOR_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+// The bytes the data of `t` takes, or -1 when the count passes int64.
+int64_t DataBytes(const std::vector<int64_t>& dims, int size) {
+  int64_t bytes = size;
+  for (int64_t d : dims) {
+    if (d != 0 && bytes > INT64_MAX / d) return -1;
+    bytes *= d;
+  }
+  return bytes;
+}
+
+StatusOr<TensorData> ParseNpy(std::string_view bytes, const std::string& path) {
   if (bytes.size() < 10 || bytes.compare(0, 6, kNpyMagic, 6) != 0) {
     return Status::InvalidArgument("'" + path + "' is not a NumPy .npy file (no magic string)");
   }
   int version = static_cast<uint8_t>(bytes[6]);
   size_t len_bytes = version == 1 ? 2 : 4;
+  if (version < 1 || version > 3 || bytes.size() < 8 + len_bytes) {
+    return Status::InvalidArgument("'" + path + "': truncated .npy header or unknown version " +
+                                   std::to_string(version) + " (Fusor reads versions 1 to 3)");
+  }
   size_t header_len = 0;
-  for (size_t b = 0; b < len_bytes && 8 + b < bytes.size(); ++b) {
+  for (size_t b = 0; b < len_bytes; ++b) {
     header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + b])) << (8 * b);
   }
+  if (header_len > kMaxNpyHeaderBytes) {
+    return Status::InvalidArgument("'" + path + "': the .npy header is " +
+                                   std::to_string(header_len) + " bytes; numpy's limit is " +
+                                   std::to_string(kMaxNpyHeaderBytes));
+  }
   size_t data_at = 8 + len_bytes + header_len;
-  if (version < 1 || version > 3 || data_at > bytes.size()) {
-    return Status::InvalidArgument("'" + path + "': truncated or unknown .npy header");
+  if (data_at > bytes.size()) {
+    return Status::InvalidArgument("'" + path + "': the .npy header passes the end of the file");
   }
   int size = 0;
   FUSOR_ASSIGN_OR_RETURN(TensorData t,
                          ParseNpyHeader(bytes.substr(8 + len_bytes, header_len), path, &size));
-  int64_t n = t.num_elements();
-  if (static_cast<int64_t>(bytes.size() - data_at) != n * size) {
-    return Status::InvalidArgument(
-        "'" + path + "' holds " + std::to_string(bytes.size() - data_at) +
-        " data bytes; its shape " + ShapeString(t.dims) + " needs " + std::to_string(n * size));
+  int64_t need = DataBytes(t.dims, size);
+  int64_t have = static_cast<int64_t>(bytes.size() - data_at);
+  if (need != have) {
+    return Status::InvalidArgument("'" + path + "' holds " + std::to_string(have) +
+                                   " data bytes; its shape " + ShapeString(t.dims) + " needs " +
+                                   (need < 0 ? "more than 2^63" : std::to_string(need)));
   }
-  DecodeLittleEndian(t.dtype, bytes.data() + data_at, n, &t);
+  DecodeLittleEndian(t.dtype, bytes.data() + data_at, t.num_elements(), &t);
   return t;
 }
 
-StatusOr<TensorData> ReadPb(const std::string& path) {
-  FUSOR_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+StatusOr<TensorData> ParsePb(std::string_view bytes, const std::string& path) {
   onnx::TensorProto proto;
-  if (!proto.ParseFromString(bytes)) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return Status::InvalidArgument("'" + path + "' is over 2 GiB, protobuf's limit for a .pb");
+  }
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return Status::InvalidArgument("'" + path + "' is not an ONNX TensorProto file");
   }
   auto t = ReadTensorProtoData(proto, fs::path(path).parent_path().string());
@@ -206,22 +318,29 @@ StatusOr<std::string> PbBytes(const TensorData& t) {
 
 StatusOr<std::string> TensorProtoBytes(const TensorData& t) { return PbBytes(t); }
 
+StatusOr<TensorData> ParseTensorFile(std::string_view bytes, const std::string& path) {
+  std::string ext = Extension(path);
+  if (ext == ".npy") return ParseNpy(bytes, path);
+  if (ext == ".pb") return ParsePb(bytes, path);
+  return UnknownFormat(path);
+}
+
 StatusOr<TensorData> ReadTensorFile(const std::string& path) {
   std::string ext = Extension(path);
-  if (ext == ".npy") return ReadNpy(path);
-  if (ext == ".pb") return ReadPb(path);
+  if (ext != ".npy" && ext != ".pb") return UnknownFormat(path);
+  FUSOR_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  return ParseTensorFile(bytes, path);
+}
+
+StatusOr<std::string> TensorFileBytes(const TensorData& t, const std::string& path) {
+  std::string ext = Extension(path);
+  if (ext == ".npy") return NpyBytes(t);
+  if (ext == ".pb") return PbBytes(t);
   return UnknownFormat(path);
 }
 
 Status WriteTensorFile(const std::string& path, const TensorData& t) {
-  std::string ext = Extension(path), bytes;
-  if (ext == ".npy") {
-    FUSOR_ASSIGN_OR_RETURN(bytes, NpyBytes(t));
-  } else if (ext == ".pb") {
-    FUSOR_ASSIGN_OR_RETURN(bytes, PbBytes(t));
-  } else {
-    return UnknownFormat(path);
-  }
+  FUSOR_ASSIGN_OR_RETURN(std::string bytes, TensorFileBytes(t, path));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out || !out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
     return Status::IOError("cannot write '" + path + "'");

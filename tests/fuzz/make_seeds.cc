@@ -1,7 +1,8 @@
 // Writes the generated part of the fuzz seed corpora (tests/fuzz/corpus/): ONNX models converted to
 // fusor.v1.Graph, a small synthetic transformer graph, plans of the plan harness's graph as JSON,
-// and a hardware profile as JSON. Every file it writes must be accepted, so each is named "ok-*".
-// Usage: fuzz_make_seeds CORPUS_DIR MODEL.onnx...
+// a hardware profile as JSON, the agent protos of that profile and graph, and tensor files. Every
+// file it writes must be accepted, so each is named "ok-*". Usage: fuzz_make_seeds CORPUS_DIR
+// MODEL.onnx...
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "graph/synthetic.h"
+#include "graph/tensor_file.h"
+#include "proto/tuner.pb.h"
 
 namespace {
 
@@ -70,5 +73,34 @@ int main(int argc, char** argv) {
   profile.calibrated_unix_ms = 1795000000000;
   profile.matmul_gflops = {412.5, 0.08, 12};
   Write(out / "hardware_profile" / "ok-profile.json", fusor::ProfileToJson(profile).dump(2));
+
+  // The agent harness (agent_protos_fuzz.cc): a kind byte, then the message.
+  fusor::v1::RegisterAgentRequest agent;
+  fusor::ProfileToProto(profile, agent.mutable_profile());
+  agent.set_name("agent-host");
+  Write(out / "agent_protos" / "ok-register.bin", std::string(1, '\0') + agent.SerializeAsString());
+  fusor::v1::LeaseMeasurementJobResponse lease;
+  lease.set_leased(true);
+  fusor::v1::MeasurementJob* job = lease.mutable_job();
+  job->set_job_id(7);
+  *job->mutable_graph() = fusor::ToProto(*transformer);
+  job->set_graph_hash(fusor::CanonicalHash(*transformer));
+  fusor::PlanToProto(fusor::MaxFusionPlan(*transformer), job->add_plans());
+  fusor::PlanToProto(fusor::UnfusedPlan(*transformer), job->add_plans());
+  Write(out / "agent_protos" / "ok-lease.bin", std::string(1, '\1') + lease.SerializeAsString());
+
+  // The tensor file harness (tensor_file_fuzz.cc): each tensor as .npy and .pb.
+  const fusor::TensorData tensors[] = {
+      {"logits", fusor::DType::kFloat32, {2, 3}, {1.5f, -2, 0, 3, 4, 5}, {}},
+      {"ids", fusor::DType::kInt64, {4}, {}, {1, -2, 300000000000, 4}},
+      {"mask", fusor::DType::kBool, {}, {}, {1}},
+      {"scale", fusor::DType::kFloat64, {1, 2}, {0.25f, 8}, {}}};
+  for (const fusor::TensorData& t : tensors) {
+    for (const char* ext : {".npy", ".pb"}) {
+      auto bytes = fusor::TensorFileBytes(t, t.name + ext);
+      if (!bytes.ok()) return Die(bytes.status());
+      Write(out / "tensor_file" / ("ok-" + t.name + ext), *bytes);
+    }
+  }
   return 0;
 }

@@ -1,7 +1,8 @@
 // The replay driver: runs one fuzz harness without libFuzzer, so the normal (g++) build exercises
 // every harness in ctest. It feeds the harness each file of its seed corpus, then a fixed number of
 // deterministic mutations of each seed (bit flips, interesting bytes, erased, duplicated and
-// inserted ranges, truncation, splices of two seeds, numbers swapped for extreme ones). Seeds
+// inserted ranges, truncation, splices of two seeds, numbers swapped for extreme ones, protobuf
+// varints set to extreme values). Seeds
 // named "ok-*" must be accepted by the harness. A crash, a broken harness property (abort) or a
 // refused "ok-*" seed fails the run. Deterministic: the same corpus and arguments give the same
 // inputs; the input that crashed is written to ./fuzz-replay-crash, for libFuzzer's binary or a
@@ -114,7 +115,7 @@ class Mutator {
     if (s.empty()) return std::string(1, static_cast<char>(kBytes[Below(kBytes.size())]));
     const size_t pos = Below(s.size());
     const size_t len = 1 + Below(std::min<size_t>(s.size() - pos, 1 + s.size() / 8));
-    switch (Below(9)) {
+    switch (Below(10)) {
       case 0:
         s[pos] = static_cast<char>(s[pos] ^ (1 << Below(8)));
         break;
@@ -154,9 +155,29 @@ class Mutator {
         s.replace(start, end - start, kNumbers[Below(kNumbers.size())]);
         break;
       }
+      case 8:
+        s = VarintBecomesExtreme(std::move(s), pos);
+        break;
       default:
         s.insert(pos, std::string(1, static_cast<char>(kBytes[Below(kBytes.size())])));
         break;
+    }
+    return s;
+  }
+
+  // Protobuf: the first one-byte varint field from `pos` on (a byte with a clear top bit after a
+  // tag byte of wire type 0) becomes 0, -1, 2^31 or 2^63 - 1, as a stride, an axis or a count
+  // would in a crafted model. Byte-level changes almost never hit such a value exactly.
+  std::string VarintBecomesExtreme(std::string s, size_t pos) {
+    static const std::array<std::string_view, 4> kVarints = {
+        std::string_view("\x00", 1), "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+        "\x80\x80\x80\x80\x08", "\xff\xff\xff\xff\xff\xff\xff\xff\x7f"};
+    for (size_t at = std::max<size_t>(pos, 1); at < s.size(); ++at) {
+      const auto tag = static_cast<uint8_t>(s[at - 1]);
+      if ((tag & 0x87) == 0 && tag != 0 && (static_cast<uint8_t>(s[at]) & 0x80) == 0) {
+        s.replace(at, 1, kVarints[Below(kVarints.size())]);
+        return s;
+      }
     }
     return s;
   }

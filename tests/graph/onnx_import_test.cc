@@ -300,6 +300,25 @@ TEST(OnnxImport, MissingInput) {
   EXPECT_NE(g.status().message().find("'ghost'"), std::string::npos);
 }
 
+// Found by libFuzzer (onnx_import): a Dropout without outputs (or a zero Pad, a Slice without
+// inputs) counted as a copy of its input, and removing it read past an empty list.
+TEST(OnnxImport, APassThroughOpWithoutInputsOrOutputsFailsCleanly) {
+  OnnxBuilder dropout;
+  dropout.Input("x", {4}).Output("y");
+  dropout.Node("Dropout", {"x"}, {}, "no_outputs");
+  dropout.Node("Relu", {"x"}, {"y"}, "relu");
+  auto no_outputs = ImportOnnxBytes(dropout.Serialize());  // Crashed; now a result or an error.
+  EXPECT_TRUE(no_outputs.ok() || !no_outputs.status().message().empty());
+  for (const char* op : {"Pad", "Slice", "Dropout"}) {
+    OnnxBuilder b;
+    b.Input("x", {4}).Output("y");
+    auto& n = b.Node(op, {}, {"y"}, "copy");
+    OnnxBuilder::IntsAttr(n, "pads", {0, 0});
+    auto g = ImportOnnxBytes(b.Serialize());
+    EXPECT_FALSE(g.ok()) << op;
+  }
+}
+
 // Found by tests/fuzz (onnx_import): constant folding read inputs a malformed node lacks (an Expand
 // with one input read past the end of its input list; an empty input was dereferenced; a Squeeze
 // axis out of range wrote past its flags). Such nodes are left unfolded, and the import fails with
