@@ -1,5 +1,5 @@
-"""fusor.Plan: a fusion plan in its JSON form (graph/plan_json.h, version 1), with the tuner's
-per-group times when it came from fusor.tune."""
+"""fusor.Plan: a fusion plan in its JSON form (graph/plan_json.h, version 2: it names its graph
+and target), with the tuner's per-group times when it came from fusor.tune."""
 
 import json
 

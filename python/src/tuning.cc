@@ -61,7 +61,9 @@ py::dict ResultDict(const std::string& label, const Graph& g, const v1::TuneEven
   const v1::Plan& plan = r.plan();
   py::dict d;
   d["binding"] = label;
-  d["plan_json"] = PlanToJson(ValueOrThrow(PlanFromProto(g, plan))).dump();
+  d["plan_json"] =
+      PlanToJson(ValueOrThrow(PlanFromProto(g, plan)), {plan.graph_hash(), plan.target_id()})
+          .dump();
   d["graph_hash"] = plan.graph_hash();
   d["target"] = plan.target_id();
   d["cost_model_version"] = plan.cost_model_version();
