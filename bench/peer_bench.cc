@@ -177,10 +177,10 @@ StatusOr<double> InputSensitivity(const Graph& g, Executor& exec, const TensorVa
 }
 
 // Fusor against ORT, and ORT against the reference: the worst Compare ratio of a second float32
-// runtime is the yardstick for Fusor's. The reference accumulates each op in double, so on a
-// model whose float32 rounding an op amplifies (LR-ASPP: a Sigmoid gate whose pre-activation
-// cancels to ~1 from terms of ~1e3 scales a ~4e3 branch) every float32 runtime leaves the
-// tolerance, ORT as well as Fusor; docs/benchmarks.md has the float64 evaluation that shows it.
+// runtime is the yardstick for Fusor's. The reference sums in double, so where a model amplifies
+// float32 rounding (LR-ASPP: a Sigmoid gate whose pre-activation cancels to ~1 from terms of ~1e3
+// scales a ~4e3 branch) any float32 runtime can land near or past the tolerance, ORT as well as
+// Fusor; docs/benchmarks.md, "Parity and float32", has the float64 evaluation that shows it.
 struct PeerDiff {
   double max_abs = 0, max_rel = 0;
   double ort_ratio = 0;  // ORT's worst Compare ratio against the reference.

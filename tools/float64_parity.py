@@ -1,9 +1,9 @@
 # Judges float32 runtimes against a float64 evaluation of the same ONNX CNN, with the parity rule
 # of runtime/host_tensor.h Compare (worst |got - want| / (1e-4 max|want| + 1e-3 |want|), <= 1
-# passes). The reference interpreter is itself a float32 evaluation (its GEMM sums in float32), so
-# when Fusor and the reference disagree this says which of them, if either, is far from the exact
-# value, and whether other float32 runtimes (ONNX Runtime) land as far: on LR-ASPP with the
-# fan-in-scaled fill all of them leave the tolerance (docs/benchmarks.md, "Parity and float32").
+# passes). The reference interpreter sums in double but stores float32 and is C++ of its own; this
+# says independently how far each run, Fusor's, the reference's (as a run's outputs) or ONNX
+# Runtime's, is from the exact value: on LR-ASPP with the fan-in-scaled fill float32 runtimes land
+# near the tolerance (docs/benchmarks.md, "Parity and float32").
 #
 #   /usr/bin/python3 tools/float64_parity.py MODEL.onnx NAME=INPUT.npy... LABEL=OUTDIR...
 #
