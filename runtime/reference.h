@@ -2,7 +2,9 @@
 // directly as its ONNX definition allows. It is what every fused execution is compared against, and
 // its ops are themselves checked against hand-computed values (tests/runtime/reference_test.cc), so
 // the comparison rests on something other than oneDNN. Contractions use a cache-blocked loop (not
-// oneDNN) so BERT and ResNet run in seconds. Ops it does not know give Unimplemented naming the
+// oneDNN) so BERT and ResNet run in seconds, summing in double: the reference judges float32
+// runtimes, and its own float32 sums would carry errors of their size (docs/benchmarks.md,
+// "Parity and float32"). Ops it does not know give Unimplemented naming the
 // node. Stateless functions; safe to call from several threads on different TensorValues.
 #pragma once
 
@@ -23,8 +25,9 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values);
 // the values of the graph outputs (intermediates are freed as soon as their last reader ran).
 StatusOr<TensorValues> RunReference(const Graph& g, const TensorValues& leaves);
 
-// C[m, n] = sum_k A[m, k] * B[k, n] (+ C when `accumulate`), row-major with leading dims; the
-// contraction kernel of the reference, exposed for its unit test.
+// C[m, n] = sum_k A[m, k] * B[k, n] (+ C when `accumulate`), row-major with leading dims, summed
+// in double and rounded to float once; the contraction kernel of the reference, exposed for its
+// unit test.
 void ReferenceGemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                    int64_t ldb, float* c, int64_t ldc, bool accumulate);
 

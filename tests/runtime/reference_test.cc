@@ -69,6 +69,22 @@ TEST(ReferenceGemm, MatchesTripleLoopOnOddSizes) {
   for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], want[i]) << i;
 }
 
+// The reference judges float32 runtimes, so its own sums must not round like theirs: here a float32
+// running sum loses every small term next to 1e8 (its spacing there is 8) and ends at 0. Blocks
+// of 4 rows, 512 columns and 128 deep are crossed, and `accumulate` adds to what C holds.
+TEST(ReferenceGemm, SumsInDoubleSoSmallTermsBesideCancellingLargeOnesSurvive) {
+  int64_t m = 5, n = 513, k = 130;
+  std::vector<float> a(m * k, 1.0f), b(k * n, 1.0f), c(m * n, 0.5f);
+  for (int64_t i = 0; i < m; ++i) {
+    a[i * k] = 1e8f;
+    a[i * k + k - 1] = -1e8f;
+  }
+  ReferenceGemm(m, n, k, a.data(), k, b.data(), n, c.data(), n, false);
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], 128.0f) << i;
+  ReferenceGemm(m, n, k, a.data(), k, b.data(), n, c.data(), n, true);
+  for (size_t i = 0; i < c.size(); ++i) ASSERT_EQ(c[i], 256.0f) << i;
+}
+
 TEST(Reference, ConvPaddedStridedByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 1, 3, 3});
