@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <random>
 
-#include "base/untrusted_text.h"
 #include "graph/graph_proto.h"
 #include "search/plan_choice.h"
 #include "search/plan_search.h"
+#include "server/measurement_report.h"
 
 namespace fusor {
 namespace {
@@ -21,8 +20,6 @@ namespace {
 // (a lease attempt is a write transaction, so idle agents poll less often).
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 constexpr auto kLeasePollInterval = std::chrono::milliseconds(200);
-// An agent's error text kept (escaped) in logs, the database and Tune results; a reason fits.
-constexpr size_t kMaxAgentErrorBytes = 512;
 
 bool Cancelled(const std::atomic<bool>* cancelled) {
   return cancelled != nullptr && cancelled->load();
@@ -46,34 +43,6 @@ std::string IdSafe(const std::string& name) {
 }
 
 // A result an agent reports for a job: an error, or one sane timing per plan.
-Status CheckResult(const v1::MeasurementResult& result, const v1::MeasurementJob& job) {
-  if (!result.error().empty()) return Status::Ok();
-  if (result.timings_size() != job.plans_size()) {
-    return Status::InvalidArgument(
-        fmt::format("measurement job {} has {} plans, the result {} timings; report one timing "
-                    "per plan, in the job's order (or an error)",
-                    job.job_id(), job.plans_size(), result.timings_size()));
-  }
-  for (int i = 0; i < result.timings_size(); ++i) {
-    const v1::PlanTiming& timing = result.timings(i);
-    double median = timing.median_ns();
-    if (!std::isfinite(median) || median <= 0) {
-      return Status::InvalidArgument(fmt::format(
-          "measurement job {}: timing {} has median_ns {}; a time must be finite and positive",
-          job.job_id(), i, median));
-    }
-    for (int r = 0; r < timing.round_ns_size(); ++r) {
-      if (!std::isfinite(timing.round_ns(r)) || timing.round_ns(r) <= 0) {
-        return Status::InvalidArgument(fmt::format(
-            "measurement job {}: timing {} has round_ns[{}] {}; a time must be finite and "
-            "positive",
-            job.job_id(), i, r, timing.round_ns(r)));
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 AgentDispatch::AgentDispatch(db::PlanStore* store, const Clock* clock, AgentDispatchOptions options)
@@ -142,9 +111,8 @@ StatusOr<v1::ReportMeasurementResponse> AgentDispatch::Report(
     const v1::ReportMeasurementRequest& request) {
   FUSOR_RETURN_IF_ERROR(store_->TouchAgent(request.agent_id()).status());
   FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow job, store_->GetJob(request.job_id()));
-  v1::MeasurementResult result = request.result();
-  result.set_error(EscapedText(result.error(), kMaxAgentErrorBytes));
-  FUSOR_RETURN_IF_ERROR(CheckResult(result, job.job));
+  FUSOR_ASSIGN_OR_RETURN(v1::MeasurementResult result,
+                         CheckedMeasurementResult(request.result(), job.job));
   FUSOR_RETURN_IF_ERROR(
       store_->FinishJob({request.job_id(), request.agent_id(), request.lease()}, result));
   spdlog::info("agent: job {} reported by {}{}", request.job_id(), request.agent_id(),

@@ -2,11 +2,16 @@
 // first byte picks the message, the rest is its wire form:
 //   0: RegisterAgentRequest, as fusord reads an agent's profile (ProfileFromProto);
 //   1: LeaseMeasurementJobResponse, as `fusor agent` reads the job it leased (FromProto of the
-//      graph, its canonical hash, PlanFromProto of every plan, MeasurementAgent's PlansOf).
-// Accepted: the profile survives ProfileToProto unchanged; each plan survives PlanToProto.
-// (ReportMeasurementRequest's timings are checked in server/agent_dispatch.cc, CheckResult.)
+//      graph, its canonical hash, PlanFromProto of every plan, MeasurementAgent's PlansOf);
+//   2: a plan count (one byte, 0-7) and a MeasurementResult, as fusord takes an agent's report of
+//      a job of that many plans (CheckedMeasurementResult, server/measurement_report.h).
+// Accepted: the profile survives ProfileToProto unchanged; each plan survives PlanToProto; a
+// report's error text holds no line break and is capped, and a report without one has a finite,
+// positive time per plan.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include <google/protobuf/stubs/logging.h>
 
@@ -15,6 +20,7 @@
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
 #include "proto/tuner.pb.h"
+#include "server/measurement_report.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -63,6 +69,35 @@ bool Lease(const uint8_t* data, size_t size) {
   return all;
 }
 
+bool Report(const uint8_t* data, size_t size) {
+  if (size == 0) return false;
+  fusor::v1::MeasurementJob job;
+  job.set_job_id(7);
+  for (int i = 0; i < data[0] % 8; ++i) job.add_plans();
+  fusor::v1::MeasurementResult result;
+  if (!result.ParseFromArray(data + 1, static_cast<int>(size - 1))) return false;
+  auto checked = fusor::CheckedMeasurementResult(result, job);
+  if (!checked.ok()) {
+    FUZZ_CHECK(!checked.status().message().empty(), "a report error without a message");
+    return false;
+  }
+  const std::string& error = checked->error();
+  FUZZ_CHECK(error.find('\n') == std::string::npos && error.find('\r') == std::string::npos,
+             "an agent's error text keeps a line break");
+  FUZZ_CHECK(error.size() <= 4 * fusor::kMaxAgentErrorBytes + 64,
+             "an agent's error text is not capped");
+  if (!error.empty()) return true;
+  FUZZ_CHECK(checked->timings_size() == job.plans_size(), "a report without one timing per plan");
+  for (const auto& timing : checked->timings()) {
+    FUZZ_CHECK(std::isfinite(timing.median_ns()) && timing.median_ns() > 0,
+               "an accepted median that is not a time");
+    for (double r : timing.round_ns()) {
+      FUZZ_CHECK(std::isfinite(r) && r > 0, "an accepted round that is not a time");
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -70,9 +105,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)quiet;
   fusor::fuzz::Accepted() = false;
   if (size == 0) return 0;
-  switch (data[0] % 2) {
+  switch (data[0] % 3) {
     case 0:
       fusor::fuzz::Accepted() = Register(data + 1, size - 1);
+      break;
+    case 2:
+      fusor::fuzz::Accepted() = Report(data + 1, size - 1);
       break;
     default:
       fusor::fuzz::Accepted() = Lease(data + 1, size - 1);
