@@ -1,5 +1,7 @@
 #include "graph/constant_folding.h"
 
+#include "graph/narrow_float.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -257,10 +259,13 @@ std::optional<ConstValue> EvalConstant(const onnx::NodeProto& n, const Inputs&) 
 
 std::optional<ConstValue> EvalCast(const onnx::NodeProto& n, const Inputs& ins) {
   int32_t to = static_cast<int32_t>(IntAttr(n, "to", 0));
-  if (to == 0 || to == TensorProto::STRING) return std::nullopt;
+  // bfloat16 is left to the runtime, which refuses the Cast (runtime/reference.cc says why).
+  if (to == 0 || to == TensorProto::STRING || to == TensorProto::BFLOAT16) return std::nullopt;
   ConstValue out = Empty(to, ins[0]->dims);
   for (int64_t i = 0; i < ins[0]->size(); ++i) {
     double x = ins[0]->AsDouble(i);
+    if (to == TensorProto::FLOAT) x = static_cast<float>(x);
+    if (to == TensorProto::FLOAT16) x = RoundToDType(static_cast<float>(x), DType::kFloat16);
     Push(&out, to == TensorProto::BOOL ? (x != 0) : x);
   }
   return out;

@@ -1,5 +1,7 @@
 #include "graph/initializer_data.h"
 
+#include "graph/narrow_float.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
@@ -44,6 +46,8 @@ int64_t RawElementSize(int32_t type) {
       return 8;
     case TensorProto::INT16:
     case TensorProto::UINT16:
+    case TensorProto::FLOAT16:
+    case TensorProto::BFLOAT16:
       return 2;
     case TensorProto::INT8:
     case TensorProto::UINT8:
@@ -64,9 +68,21 @@ void DecodeAs(const char* raw, int64_t n, std::vector<Out>* out) {
   }
 }
 
-// The typed field that holds values of this type, as ONNX's proto defines it.
+// 16-bit float patterns as float32 values (`decode` is HalfToFloat or BFloat16ToFloat).
+template <typename Bits>
+void DecodeNarrowFloat(const Bits& bits, float (*decode)(uint16_t), std::vector<float>* out) {
+  out->clear();
+  for (auto b : bits) out->push_back(decode(static_cast<uint16_t>(b)));
+}
+
+// The typed field that holds values of this type, as ONNX's proto defines it (float16 and
+// bfloat16 as bit patterns in int32_data).
 void DecodeTyped(const TensorProto& t, TensorData* d) {
   switch (t.data_type()) {
+    case TensorProto::FLOAT16:
+      return DecodeNarrowFloat(t.int32_data(), HalfToFloat, &d->f);
+    case TensorProto::BFLOAT16:
+      return DecodeNarrowFloat(t.int32_data(), BFloat16ToFloat, &d->f);
     case TensorProto::FLOAT:
       d->f.assign(t.float_data().begin(), t.float_data().end());
       return;
@@ -167,6 +183,13 @@ void DecodeLittleEndian(DType dtype, const char* bytes, int64_t n, TensorData* t
       return;
     case DType::kFloat64:
       return DecodeAs<double>(bytes, n, &t->f);
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      std::vector<uint16_t> bits;
+      DecodeAs<uint16_t>(bytes, n, &bits);
+      return DecodeNarrowFloat(bits, dtype == DType::kFloat16 ? HalfToFloat : BFloat16ToFloat,
+                               &t->f);
+    }
     case DType::kInt64:
       return DecodeAs<int64_t>(bytes, n, &t->i);
     case DType::kUInt64:
@@ -193,9 +216,9 @@ StatusOr<TensorData> ReadTensorProtoData(const TensorProto& t, const std::string
   d.dims.assign(t.dims().begin(), t.dims().end());
   int64_t size = RawElementSize(t.data_type());
   if (size == 0) {
-    return Status::Unimplemented(Who(t) + " has ONNX element type " +
-                                 std::to_string(t.data_type()) +
-                                 "; weights are read as float32, float64, integers or bool");
+    return Status::Unimplemented(
+        Who(t) + " has ONNX element type " + std::to_string(t.data_type()) +
+        "; weights are read as float32, float16, bfloat16, float64, integers or bool");
   }
   FUSOR_ASSIGN_OR_RETURN(int64_t n, CheckedCount(t));
   if (t.data_location() == TensorProto::EXTERNAL) {

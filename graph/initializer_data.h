@@ -51,8 +51,8 @@ struct ModelWeights {
   Graph load_time;
 };
 
-// Decodes `n` little-endian values of `dtype` (float32/64, integers, bool: the types with a raw
-// form here) from `bytes` into `t->f` or `t->i`.
+// Decodes `n` little-endian values of `dtype` (float16/32/64, bfloat16, integers, bool: the types
+// with a raw form here) from `bytes` into `t->f` or `t->i`.
 void DecodeLittleEndian(DType dtype, const char* bytes, int64_t n, TensorData* t);
 
 // Reads one tensor's data. `model_dir` is where external data files are looked up; empty refuses

@@ -640,7 +640,11 @@ class IrBuilder {
             onnx::OpSchemaRegistry::Schema(p.op_type(), OpsetOf(p.domain()), p.domain())) {
       n.op_version = schema->since_version();
     }
+    // CastLike(x, like) is Cast(x) to like's type, which shape inference gave its output: one op
+    // for the runtime, the fusion and the hash. `like` is read for its type only.
+    const bool cast_like = n.domain.empty() && n.op_type == "CastLike" && p.output_size() == 1;
     for (const auto& in : p.input()) {
+      if (cast_like && !n.inputs.empty()) break;
       if (in.empty()) {
         n.inputs.push_back(kNoId);
         continue;
@@ -663,6 +667,17 @@ class IrBuilder {
       }
       FUSOR_ASSIGN_OR_RETURN(AttrValue v, ConvertAttribute(a, who));
       attributes.push_back(Attribute{a.name(), std::move(v)});
+    }
+    if (cast_like) {
+      auto type = types_.find(p.output(0));
+      if (type == types_.end() || type->second.elem_type == 0) {
+        return Status::InvalidArgument(who + ": the type of its output '" + p.output(0) +
+                                       "' could not be inferred");
+      }
+      n.op_type = "Cast";
+      const auto* cast = onnx::OpSchemaRegistry::Schema("Cast", OpsetOf(p.domain()), p.domain());
+      n.op_version = cast != nullptr ? cast->since_version() : 0;
+      attributes.push_back(Attribute{"to", static_cast<int64_t>(type->second.elem_type)});
     }
     FUSOR_ASSIGN_OR_RETURN(n.attributes, SortedAttributes(std::move(attributes), who));
     graph_.AddNode(std::move(n));

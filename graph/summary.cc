@@ -9,8 +9,11 @@
 namespace fusor {
 namespace {
 
+// "float32[1x3]"; a float of another width adds that the runtime computes it in float32.
 std::string TypeString(const Tensor& t) {
-  return std::string(DTypeName(t.dtype)) + "[" + ShapeString(t.dims) + "]";
+  const bool widened = IsFloatingPoint(t.dtype) && t.dtype != DType::kFloat32;
+  return std::string(DTypeName(t.dtype)) + "[" + ShapeString(t.dims) + "]" +
+         (widened ? " (computed in float32)" : "");
 }
 
 // 1234567 -> "1.23 M"; keeps tables readable across 10 orders of magnitude.

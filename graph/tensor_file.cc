@@ -1,5 +1,7 @@
 #include "graph/tensor_file.h"
 
+#include "graph/narrow_float.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <climits>
@@ -29,7 +31,7 @@ constexpr NpyType kNpyTypes[] = {
     {"f4", DType::kFloat32, 4}, {"f8", DType::kFloat64, 8}, {"i8", DType::kInt64, 8},
     {"i4", DType::kInt32, 4},   {"i2", DType::kInt16, 2},   {"i1", DType::kInt8, 1},
     {"u1", DType::kUInt8, 1},   {"u2", DType::kUInt16, 2},  {"u4", DType::kUInt32, 4},
-    {"b1", DType::kBool, 1},
+    {"b1", DType::kBool, 1},    {"f2", DType::kFloat16, 2},
 };
 
 std::string Extension(const std::string& path) { return fs::path(path).extension().string(); }
@@ -252,6 +254,10 @@ std::string RawBytes(const TensorData& t) {
   for (float v : t.f) {
     if (t.dtype == DType::kFloat64)
       Append<double>(&out, v);
+    else if (t.dtype == DType::kFloat16)
+      Append<uint16_t>(&out, FloatToHalf(v));
+    else if (t.dtype == DType::kBFloat16)
+      Append<uint16_t>(&out, FloatToBFloat16(v));
     else
       Append<float>(&out, v);
   }
@@ -300,12 +306,11 @@ StatusOr<std::string> PbBytes(const TensorData& t) {
   onnx::TensorProto proto;
   proto.set_name(t.name);
   // DType numbers are Fusor's (fusor.v1.DataType); ONNX's are found through DTypeFromOnnx.
-  for (int32_t onnx_type = onnx::TensorProto::FLOAT; onnx_type <= onnx::TensorProto::UINT64;
+  for (int32_t onnx_type = onnx::TensorProto::FLOAT; onnx_type <= onnx::TensorProto::BFLOAT16;
        ++onnx_type) {
     if (DTypeFromOnnx(onnx_type) == t.dtype) proto.set_data_type(onnx_type);
   }
-  bool float_kind = t.dtype == DType::kFloat32 || t.dtype == DType::kFloat64;
-  if (proto.data_type() == 0 || (t.is_float() && !float_kind)) {
+  if (proto.data_type() == 0) {
     return Status::Unimplemented("tensor '" + t.name + "' has dtype " +
                                  std::string(DTypeName(t.dtype)) + ", which .pb output lacks");
   }

@@ -93,6 +93,12 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
   v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
   Value::Unary u;
   if (n.op_type == "Cast") {
+    const DType to = g.tensor(n.outputs[0]).dtype;
+    if (to == DType::kFloat16 || to == DType::kBFloat16) {
+      // The loop has no rounding to a narrow float; the reference kernel's Cast rounds.
+      return Status::Unimplemented(NodeLabel(n) + ": Cast to " + std::string(DTypeName(to)) +
+                                   " rounds, which a fused loop does not");
+    }
     bool to_int = !IsFloatingPoint(g.tensor(n.outputs[0]).dtype);
     u.op = g.tensor(n.outputs[0]).dtype == DType::kBool ? UnaryOp::kBool
            : to_int                                     ? UnaryOp::kTrunc

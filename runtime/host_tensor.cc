@@ -112,14 +112,14 @@ HostTensor HostTensor::Zeros(DType dtype, Shape dims) {
 }
 
 bool IsSupportedDType(DType t) {
-  return t == DType::kFloat32 || (IsInteger(t) && t != DType::kUInt64);
+  return IsFloatingPoint(t) || (IsInteger(t) && t != DType::kUInt64);
 }
 
 StatusOr<HostTensor> ConstantValue(const Tensor& t) {
   if (!IsSupportedDType(t.dtype)) {
     return Status::Unimplemented("constant '" + t.name + "' has dtype " +
                                  std::string(DTypeName(t.dtype)) +
-                                 "; the runtime supports float32 and integer tensors");
+                                 "; the runtime supports floating-point and integer tensors");
   }
   HostTensor h = HostTensor::Zeros(t.dtype, t.dims);
   int64_t n = h.num_elements();
@@ -166,7 +166,7 @@ StatusOr<TensorValues> RandomLeafValues(const Graph& g, uint64_t seed, bool weig
     if (!IsSupportedDType(t.dtype)) {
       return Status::Unimplemented("tensor '" + t.name + "' has dtype " +
                                    std::string(DTypeName(t.dtype)) +
-                                   "; the runtime supports float32 and integer tensors");
+                                   "; the runtime supports floating-point and integer tensors");
     }
     if (t.kind == TensorKind::kConstant) {
       FUSOR_ASSIGN_OR_RETURN(values[id], ConstantValue(t));

@@ -33,7 +33,9 @@ struct HostTensor {
 
 using TensorValues = std::unordered_map<TensorId, HostTensor>;
 
-// True for the dtypes the runtime computes with: float32, and integers/bool stored as int64.
+// True for the dtypes the runtime computes with: every floating-point type, stored and computed
+// as float32 (float16 and bfloat16 values stay exact; float64 ones round to float32), and
+// integers/bool stored as int64.
 bool IsSupportedDType(DType t);
 
 // The values of a kConstant tensor, from its int_data / float_data (a single value broadcasts).

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
 #include "graph/canonical.h"
+#include "graph/narrow_float.h"
 #include "graph/onnx_import.h"
 #include "graph/tensor_file.h"
 #include "tests/graph/onnx_builder.h"
@@ -121,6 +123,54 @@ TEST_F(InitializerData, RawDataOfEveryIntegerWidthReads) {
   EXPECT_EQ(d->dtype, DType::kInt32);
 }
 
+// float16 and bfloat16 weights read as float32, from raw_data and from int32_data's bit
+// patterns (ONNX's typed field for them): 1, -2, 65504 (float16's largest), 2^-24 (its smallest
+// subnormal), infinity.
+TEST_F(InitializerData, Float16AndBFloat16WeightsReadAsFloat32FromRawAndTypedData) {
+  const std::vector<float> want = {1.f, -2.f, 65504.f, 5.9604645e-08f, INFINITY};
+  const uint16_t half[] = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x7C00};
+  onnx::TensorProto t;
+  t.set_name("h");
+  t.set_data_type(onnx::TensorProto::FLOAT16);
+  t.add_dims(5);
+  t.set_raw_data(std::string(reinterpret_cast<const char*>(half), sizeof(half)));
+  auto raw = ReadTensorProtoData(t, "");
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  EXPECT_EQ(raw->f, want);
+  t.clear_raw_data();
+  for (uint16_t b : half) t.add_int32_data(b);
+  auto typed = ReadTensorProtoData(t, "");
+  ASSERT_TRUE(typed.ok()) << typed.status().ToString();
+  EXPECT_EQ(typed->f, want);
+  EXPECT_EQ(typed->dtype, DType::kFloat16);
+
+  const uint16_t bf16[] = {0x3F80, 0xC000, 0x4780};  // 1, -2, 65536.
+  t.set_data_type(onnx::TensorProto::BFLOAT16);
+  t.clear_int32_data();
+  t.clear_dims();
+  t.add_dims(3);
+  t.set_raw_data(std::string(reinterpret_cast<const char*>(bf16), sizeof(bf16)));
+  auto b = ReadTensorProtoData(t, "");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->f, (std::vector<float>{1.f, -2.f, 65536.f}));
+}
+
+// Rounding to a narrow float is to nearest, ties to even, as ONNX's Cast does: 1 + 2^-11 lies
+// halfway between float16's 1 and 1 + 2^-10 and goes to the even 1; 65520 overflows to infinity.
+TEST(NarrowFloat, RoundingIsToNearestTiesToEvenAndOverflowsToInfinity) {
+  EXPECT_EQ(RoundToDType(1.0f + 0x1p-11f, DType::kFloat16), 1.0f);
+  EXPECT_EQ(RoundToDType(1.0f + 0x1p-11f + 0x1p-20f, DType::kFloat16), 1.0f + 0x1p-10f);
+  EXPECT_EQ(RoundToDType(1.0f + 3 * 0x1p-11f, DType::kFloat16), 1.0f + 0x1p-9f);
+  EXPECT_EQ(RoundToDType(65519.f, DType::kFloat16), 65504.f);
+  EXPECT_EQ(RoundToDType(65520.f, DType::kFloat16), INFINITY);
+  EXPECT_EQ(RoundToDType(-3e-8f, DType::kFloat16), -5.9604645e-08f);
+  EXPECT_TRUE(std::isnan(RoundToDType(NAN, DType::kFloat16)));
+  EXPECT_EQ(RoundToDType(1.0f + 0x1p-8f, DType::kBFloat16), 1.0f);
+  EXPECT_EQ(RoundToDType(1.0f + 3 * 0x1p-8f, DType::kBFloat16), 1.0f + 0x1p-6f);
+  EXPECT_TRUE(std::isnan(RoundToDType(NAN, DType::kBFloat16)));
+  EXPECT_EQ(RoundToDType(0.1f, DType::kFloat64), 0.1f);
+}
+
 TEST_F(InitializerData, LocationOutsideTheModelDirectoryIsRefusedNamingTheTensor) {
   Write("secret.bin", FloatBytes(kW));
   for (const std::string& location :
@@ -195,7 +245,8 @@ TEST_F(InitializerData, TensorFilesReadBackWhatWasWritten) {
   TensorData f{"logits", DType::kFloat32, {2, 3}, {1.5f, -2, 0, 3, 4, 5}, {}};
   TensorData i{"ids", DType::kInt64, {4}, {}, {1, -2, 300000000000, 4}};
   TensorData s{"flag", DType::kBool, {}, {}, {1}};
-  for (const TensorData& t : {f, i, s}) {
+  TensorData h{"half", DType::kFloat16, {3}, {1.5f, -65504, 0x1.06p-10f}, {}};
+  for (const TensorData& t : {f, i, s, h}) {
     for (const char* ext : {".pb", ".npy"}) {
       std::string path = (dir_ / (t.name + ext)).string();
       ASSERT_TRUE(WriteTensorFile(path, t).ok());

@@ -110,6 +110,33 @@ TEST(OnnxImport, RemovesInferenceDropout) {
   EXPECT_EQ(g->node(0).op_type, "Relu");
 }
 
+// CastLike(x, like) imports as Cast(x) to like's type (float16 here), the Cast of the model's
+// opset; a float16 output keeps its declared dtype, so the model hashes unlike its float32 twin.
+TEST(OnnxImport, CastLikeImportsAsCastToTheTypeOfItsSecondInput) {
+  auto model = [](const std::string& op, int to) {
+    OnnxBuilder b(15);
+    b.Input("x", {2, 3}).Output("y", to);
+    if (op == "CastLike") {
+      b.Input("like", {1}, "", to);
+      b.Node("CastLike", {"x", "like"}, {"y"});
+    } else {
+      OnnxBuilder::IntAttr(b.Node("Cast", {"x"}, {"y"}), "to", to);
+    }
+    auto g = ImportOnnxBytes(b.Serialize());
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    return std::move(g).value();
+  };
+  Graph like = model("CastLike", onnx::TensorProto::FLOAT16);
+  ASSERT_EQ(like.num_nodes(), 1u);
+  EXPECT_EQ(like.node(0).op_type, "Cast");
+  EXPECT_EQ(like.node(0).inputs.size(), 1u);
+  EXPECT_EQ(like.node(0).GetInt("to", 0), onnx::TensorProto::FLOAT16);
+  EXPECT_EQ(like.tensor(like.outputs()[0]).dtype, DType::kFloat16);
+  const Graph cast = model("Cast", onnx::TensorProto::FLOAT16);
+  EXPECT_EQ(like.node(0).op_version, cast.node(0).op_version);
+  EXPECT_NE(CanonicalHash(cast), CanonicalHash(model("Cast", onnx::TensorProto::FLOAT)));
+}
+
 // Max, Min, Sum and Mean take one or more inputs; the IR's elementwise ops take two. Import
 // chains binary nodes (conformance: a third input was ignored, a single one crashed the reference).
 TEST(OnnxImport, VariadicOpsBecomeChainsOfBinaryOps) {

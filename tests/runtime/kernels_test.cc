@@ -1058,6 +1058,43 @@ TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {
       << exec.status().message();
 }
 
+// float16 and float64 tensors run in float32; a Cast to float16 rounds to float16 (ties to even,
+// past 65504 to infinity) in the executor as in the reference; a Cast to bfloat16 is refused.
+TEST(Executor, NarrowAndWideFloatsComputeInFloat32AndCastToFloat16Rounds) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {3}, DType::kFloat64);
+  TensorId r = b.Act("r", {3}, DType::kFloat64);
+  TensorId h = b.Act("h", {3}, DType::kFloat16);
+  b.Op("Relu", {x}, {r});
+  b.Op("Cast", {r}, {h});
+  b.Output(h);
+  Graph g = b.Build();
+  HostTensor in = HostTensor::Zeros(DType::kFloat64, {3});
+  in.f = {1.0f + 0x1p-11f, 65520.f, -0.5f};
+  TensorValues leaves{{x, in}};
+  auto exec = Executor::Create(g, UnfusedPlan(g), leaves);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  (*exec)->Run();
+  auto got = (*exec)->Read(h);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->f, (std::vector<float>{1.0f, INFINITY, 0.0f}));
+  auto want = RunReference(g, leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  EXPECT_EQ(want->at(h).f, got->f);
+
+  IrBuilder bf;
+  TensorId bx = bf.Input("x", {3});
+  TensorId by = bf.Act("y", {3}, DType::kBFloat16);
+  bf.Op("Cast", {bx}, {by});
+  bf.Output(by);
+  Graph gb = bf.Build();
+  auto refused = Executor::Create(gb, UnfusedPlan(gb), *RandomLeafValues(gb, 1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(refused.status().message().find("Cast to bfloat16"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(Executor, IllegalPlanIsRefused) {
   IrBuilder b;
   TensorId x = b.Input("x", {4});
