@@ -1,5 +1,7 @@
 #include "graph/onnx_attribute_check.h"
 
+#include <algorithm>
+
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
@@ -149,8 +151,41 @@ void CheckMaxUnpoolIndices(onnx::InferenceContext& ctx) {
   }
 }
 
-// Runs `check` before every version's inference function of the default-domain op.
-void Guard(const char* op, const std::function<void(onnx::InferenceContext&)>& check) {
+// Scan's inference takes the last num_scan_inputs inputs as the scanned ones (after Scan-8's
+// sequence_lens) and indexes its axis and direction lists by them unchecked.
+void CheckScan(onnx::InferenceContext& ctx, int since_version) {
+  const onnx::AttributeProto* count = ctx.getAttribute("num_scan_inputs");
+  const int64_t inputs = static_cast<int64_t>(ctx.getNumInputs()) - (since_version < 9 ? 1 : 0);
+  if (count == nullptr || count->i() < 1 || count->i() > inputs) {
+    Refuse("Scan: attribute num_scan_inputs is " +
+           (count == nullptr ? std::string("missing") : std::to_string(count->i())) +
+           "; it must be between 1 and the " + std::to_string(inputs) +
+           " inputs after sequence_lens");
+  }
+  for (const char* list : {"scan_input_axes", "scan_input_directions"}) {
+    const onnx::AttributeProto* a = ctx.getAttribute(list);
+    if (a != nullptr && a->ints_size() != count->i()) {
+      Refuse(std::string("Scan: attribute ") + list + " has " + std::to_string(a->ints_size()) +
+             " values; it needs one per scanned input (" + std::to_string(count->i()) + ")");
+    }
+  }
+  const onnx::AttributeProto* axes = ctx.getAttribute("scan_input_axes");
+  if (axes == nullptr) return;
+  const size_t first = ctx.getNumInputs() - static_cast<size_t>(count->i());
+  for (int i = 0; i < axes->ints_size(); ++i) {
+    if (!onnx::hasInputShape(ctx, first + i)) continue;
+    const int64_t rank = onnx::getInputShape(ctx, first + i).dim_size();
+    if (axes->ints(i) < -rank || axes->ints(i) >= rank) {
+      Refuse("Scan: scan_input_axes[" + std::to_string(i) + "] is " +
+             std::to_string(axes->ints(i)) + "; for an input of rank " + std::to_string(rank) +
+             " it must be between " + std::to_string(-rank) + " and " + std::to_string(rank - 1));
+    }
+  }
+}
+
+// Runs `check` (given the schema's since-version) before every version's inference function of
+// the default-domain op.
+void Guard(const char* op, const std::function<void(onnx::InferenceContext&, int)>& check) {
   const onnx::OpSchema* last = nullptr;
   for (int version = 1; version <= 17; ++version) {
     const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(op, version, "");
@@ -161,11 +196,16 @@ void Guard(const char* op, const std::function<void(onnx::InferenceContext&)>& c
     // this is the one write, made before this process's first inference reads them.
     auto* writable = const_cast<onnx::OpSchema*>(schema);
     onnx::InferenceFunction inner = writable->GetTypeAndShapeInferenceFunction();
-    writable->TypeAndShapeInferenceFunction([inner, check](onnx::InferenceContext& ctx) {
-      check(ctx);
+    const int since = schema->SinceVersion();
+    writable->TypeAndShapeInferenceFunction([inner, check, since](onnx::InferenceContext& ctx) {
+      check(ctx, since);
       inner(ctx);
     });
   }
+}
+
+void Guard(const char* op, const std::function<void(onnx::InferenceContext&)>& check) {
+  Guard(op, [check](onnx::InferenceContext& ctx, int) { check(ctx); });
 }
 
 // Shape's data propagation reads its input's type unchecked, and an input has none when the
@@ -191,6 +231,7 @@ void InstallGuards() {
   }
   Guard("LayerNormalization", CheckLayerNormAxis);
   Guard("MaxUnpool", CheckMaxUnpoolIndices);
+  Guard("Scan", CheckScan);
   GuardShapeDataPropagation();
 }
 
@@ -204,6 +245,63 @@ Status CheckAttributesForShapeInference(const onnx::GraphProto& g) {
       for (const auto& sub : a.graphs())
         FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(sub));
     }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status CheckCounts(const onnx::NodeProto& n, const onnx::OpSchema& schema, int64_t opset) {
+  const std::string op = n.op_type() + "-" + std::to_string(schema.SinceVersion());
+  const int inputs = n.input_size();
+  if (inputs < schema.min_input() || inputs > schema.max_input()) {
+    return Status::InvalidArgument(Who(n) + " has " + std::to_string(inputs) + " inputs; " + op +
+                                   " (opset " + std::to_string(opset) + ") takes " +
+                                   std::to_string(schema.min_input()) + " to " +
+                                   std::to_string(schema.max_input()));
+  }
+  const int outputs = n.output_size();
+  if (outputs < schema.min_output() || outputs > schema.max_output()) {
+    return Status::InvalidArgument(Who(n) + " has " + std::to_string(outputs) + " outputs; " + op +
+                                   " (opset " + std::to_string(opset) + ") has " +
+                                   std::to_string(schema.min_output()) + " to " +
+                                   std::to_string(schema.max_output()));
+  }
+  const auto& formal = schema.inputs();
+  for (int i = 0; i < inputs && !formal.empty(); ++i) {
+    const auto& f = formal[std::min<size_t>(i, formal.size() - 1)];
+    if (n.input(i).empty() && f.GetOption() == onnx::OpSchema::Single) {
+      return Status::InvalidArgument(Who(n) + ": input " + std::to_string(i) + " (" + f.GetName() +
+                                     ") of " + op + " is required but empty");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckGraphCounts(const onnx::GraphProto& g, int64_t opset) {
+  for (const auto& n : g.node()) {
+    bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    const onnx::OpSchema* schema =
+        default_domain ? onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset), "")
+                       : nullptr;
+    if (schema != nullptr) FUSOR_RETURN_IF_ERROR(CheckCounts(n, *schema, opset));
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) FUSOR_RETURN_IF_ERROR(CheckGraphCounts(a.g(), opset));
+      for (const auto& sub : a.graphs()) FUSOR_RETURN_IF_ERROR(CheckGraphCounts(sub, opset));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckInputCounts(const onnx::ModelProto& model) {
+  for (const auto& op : model.opset_import()) {
+    if (!op.domain().empty() && op.domain() != "ai.onnx") continue;
+    // Above the newest opset libonnx knows, no schema of the model's opset is at hand: the op by op
+    // conversion to 17 (graph/opset_conversion.h) runs no inference, and its result is checked.
+    if (op.version() > 17) return Status::Ok();
+    return CheckGraphCounts(model.graph(), op.version());
   }
   return Status::Ok();
 }

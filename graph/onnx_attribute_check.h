@@ -5,6 +5,9 @@
 //     strides, dilations and kernel_shape at least 1, pads and output_padding at least 0, all at
 //     most 2^31 - 1, their lengths consistent, group and blocksize in [1, 2^31 - 1]. Its errors
 //     name the node, the attribute and what it must be.
+//   - CheckInputCounts checks every default-domain node's input and output counts against its
+//     schema at the model's opset, and that no required input is left empty: inference reads a
+//     required input without asking whether the node has it (Gemm-6 with two inputs).
 //   - GuardShapeInference wraps the inference functions that index by something only known once
 //     the input shapes are (Conv, ConvTranspose, ConvInteger, QLinearConv: the kernel shape comes
 //     from W and indexes X's dims; LayerNormalization: `axis` indexes X's dims unchecked;
@@ -12,7 +15,7 @@
 //     or axis out of range fails with a message instead of reading past the dims. Shape's data
 //     propagation skips an input without a type (what a node whose inference failed leaves)
 //     instead of dereferencing it.
-// Both are thread-safe; the guard installs itself once per process.
+// All are thread-safe; the guard installs itself once per process.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -22,6 +25,8 @@
 namespace fusor {
 
 Status CheckAttributesForShapeInference(const onnx::GraphProto& g);
+
+Status CheckInputCounts(const onnx::ModelProto& model);
 
 // Installs the guards into libonnx's schema registry (once; later calls do nothing).
 void GuardShapeInference();

@@ -811,8 +811,10 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
   // Attributes libonnx divides or indexes by are checked before anything of libonnx reads the
   // model (the version converter runs its adapters and inference), and again on what the
   // conversion wrote.
+  FUSOR_RETURN_IF_ERROR(CheckInputCounts(model));
   FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));
   FUSOR_RETURN_IF_ERROR(ConvertToSupportedOpset(&model));
+  FUSOR_RETURN_IF_ERROR(CheckInputCounts(model));
   FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));
   FUSOR_ASSIGN_OR_RETURN(int64_t opset, DefaultOpset(model));
   FUSOR_RETURN_IF_ERROR(SortNodesTopologically(model.mutable_graph()));

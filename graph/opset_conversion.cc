@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "graph/constant_folding.h"
+#include "graph/onnx_attribute_check.h"
 
 namespace fusor {
 namespace {
@@ -83,6 +84,7 @@ Status CheckConvertible(const onnx::ModelProto& model, int64_t from) {
 // from the bound inputs).
 Status ConvertOldOpset(onnx::ModelProto* model, int64_t from) {
   FUSOR_RETURN_IF_ERROR(CheckConvertible(*model, from));
+  GuardShapeInference();  // The same guards as the import's own inference: a bad model throws.
   try {
     onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance());
     *model = onnx::version_conversion::ConvertVersion(*model, kMinOpset);
