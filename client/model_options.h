@@ -14,8 +14,8 @@ namespace fusor {
 
 struct ModelOptions {
   std::string path;
-  std::vector<std::string> shapes;  // "input=1x3x224x224"
-  std::vector<std::string> dims;    // "batch=8", or "batch=1,8,32" for several bindings
+  std::vector<std::string> shapes;        // "input=1x3x224x224"
+  std::vector<std::string> dims;          // "batch=8", or "batch=1,8,32" for several bindings
   std::vector<std::string> const_inputs;  // "shape=shape.pb": a graph input fixed at import
   int64_t max_nodes = ValidationLimits{}.max_nodes;
   int64_t max_tensor_elements = ValidationLimits{}.max_tensor_elements;

@@ -26,6 +26,9 @@ namespace fusor {
 
 Status CheckAttributesForShapeInference(const onnx::GraphProto& g);
 
+// The model's default-domain opset must be one libonnx 1.12 has schemas of (at most 17): the
+// import checks after graph/opset_conversion.h, and the conversion from older opsets before the
+// inference it runs.
 Status CheckInputCounts(const onnx::ModelProto& model);
 
 // Installs the guards into libonnx's schema registry (once; later calls do nothing).

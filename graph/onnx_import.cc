@@ -808,11 +808,8 @@ StatusOr<Graph> ImportModel(std::string_view bytes, const ImportOptions& options
                                      " nodes, the limit is " +
                                      std::to_string(options.limits.max_nodes));
   }
-  // Attributes libonnx divides or indexes by are checked before anything of libonnx reads the
-  // model (the version converter runs its adapters and inference), and again on what the
-  // conversion wrote.
-  FUSOR_RETURN_IF_ERROR(CheckInputCounts(model));
-  FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));
+  // The conversion checks an old model before the inference it runs; what it wrote, or a model
+  // of a supported opset, is checked here, before the import's own inference.
   FUSOR_RETURN_IF_ERROR(ConvertToSupportedOpset(&model));
   FUSOR_RETURN_IF_ERROR(CheckInputCounts(model));
   FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model.graph()));

@@ -84,7 +84,11 @@ Status CheckConvertible(const onnx::ModelProto& model, int64_t from) {
 // from the bound inputs).
 Status ConvertOldOpset(onnx::ModelProto* model, int64_t from) {
   FUSOR_RETURN_IF_ERROR(CheckConvertible(*model, from));
-  GuardShapeInference();  // The same guards as the import's own inference: a bad model throws.
+  // What the import checks before its own inference, checked before this one (the converted
+  // model is checked again by the import), with the same guards: a bad model throws.
+  FUSOR_RETURN_IF_ERROR(CheckInputCounts(*model));
+  FUSOR_RETURN_IF_ERROR(CheckAttributesForShapeInference(model->graph()));
+  GuardShapeInference();
   try {
     onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance());
     *model = onnx::version_conversion::ConvertVersion(*model, kMinOpset);

@@ -231,6 +231,20 @@ class FusordAgentsOnSqlite : public FusordAgents {
     FusordAgents::SetUp();
     db_ = (dir_ / "tuning.db").string();
   }
+
+  // Starts a Tune of a 4-node chain (measure budget 2) on *tune and leases its measurement job
+  // with `agent` into *job; the Tune's result lands in *tuned.
+  void TuneAndLease(MeasurementAgent& agent, std::thread* tune,
+                    StatusOr<v1::TuneEvent::Result>* tuned,
+                    std::optional<v1::MeasurementJob>* job) {
+    *tune =
+        std::thread([this, tuned] { *tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+    ASSERT_TRUE(Eventually([&] {
+      auto leased = agent.Lease(nullptr);
+      *job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
+      return job->has_value();
+    }));
+  }
 };
 
 TEST_F(FusordAgentsOnSqlite, AReportForAJobTheAgentNoLongerHoldsIsRefused) {
@@ -280,13 +294,9 @@ TEST_F(FusordAgentsOnSqlite, AnAgentsErrorTextIsEscapedAndCappedBeforeAnyoneSees
   ASSERT_TRUE(agent.Register(CalibratedProfile()).ok());
 
   StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
-  std::thread tune([&] { tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+  std::thread tune;
   std::optional<v1::MeasurementJob> job;
-  ASSERT_TRUE(Eventually([&] {
-    auto leased = agent.Lease(nullptr);
-    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
-    return job.has_value();
-  }));
+  ASSERT_NO_FATAL_FAILURE(TuneAndLease(agent, &tune, &tuned, &job));
   v1::MeasurementResult failed;
   failed.set_error("oneDNN failed\nrpc id=999 method=Tune principal=operator status=OK forged=1 " +
                    std::string(1 << 20, 'x'));
@@ -321,13 +331,9 @@ TEST_F(FusordAgentsOnSqlite, ARoundTimeThatIsNotAPositiveNumberIsRefused) {
   MeasurementAgent agent(&connection, options);
   ASSERT_TRUE(agent.Register(CalibratedProfile()).ok());
   StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
-  std::thread tune([&] { tuned = Tune(Request(ChainGraph(4, 1024, "chain4"), 2)); });
+  std::thread tune;
   std::optional<v1::MeasurementJob> job;
-  ASSERT_TRUE(Eventually([&] {
-    auto leased = agent.Lease(nullptr);
-    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
-    return job.has_value();
-  }));
+  ASSERT_NO_FATAL_FAILURE(TuneAndLease(agent, &tune, &tuned, &job));
   const v1::MeasurementResult result = agent.Measure(*job);
   ASSERT_EQ(result.error(), "");
   ASSERT_GE(result.timings(0).round_ns_size(), ChoiceOptions().min_rounds);
