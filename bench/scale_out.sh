@@ -26,51 +26,18 @@ ROUNDS=${ROUNDS:-3}
 CALIBRATION_S=${CALIBRATION_S:-300}
 PORT_A=${PORT_A:-7171}
 PORT_B=${PORT_B:-7172}
-PG_BIN=/usr/lib/postgresql/15/bin
-PG_PORT=5499  # Names the unix socket in WORK/pg only: PostgreSQL listens on no TCP address.
-
 FUSORD=$BUILD/server/fusord
 FUSOR=$BUILD/client/fusor
 for tool in "$FUSORD" "$FUSOR" "$BUILD/bench/grpc_load" "$BUILD/bench/job_queue_bench"; do
   [[ -x $tool ]] || { echo "$0: $tool is missing: build fusord fusor grpc_load job_queue_bench" >&2; exit 1; }
 done
-[[ -x $PG_BIN/initdb ]] || { echo "$0: $PG_BIN/initdb is missing: run deploy/install-deps.sh (postgresql-15)" >&2; exit 1; }
 
-# PostgreSQL refuses to run as root: as root, run its tools as the postgres user.
-as_pg() {
-  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
+source "$(dirname "$0")/lib/scratch_postgres.sh"
 
-PIDS=()
-PG_STARTED=0
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [[ $PG_STARTED -eq 1 ]]; then as_pg "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -m fast -w stop >/dev/null || true; fi
-}
-# Each program runs in the background and is waited for, so a signal to this script runs the
-# cleanup at once instead of after the program it is waiting on.
-run() {
-  "$@" &
-  local pid=$!
-  PIDS+=("$pid")
-  wait "$pid"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-rm -rf "$WORK/pg" "$WORK/queue.db"* "$WORK/agent.db"*
-mkdir -p "$WORK/pg"
-[[ $(id -u) -eq 0 ]] && chown postgres "$WORK/pg"
-as_pg "$PG_BIN/initdb" -D "$WORK/pg/data" -A trust -U postgres >"$WORK/pg/initdb.log"
-as_pg "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/server.log" -w -t 60 \
-  -o "-k $WORK/pg -p $PG_PORT -c listen_addresses=''" start >/dev/null
-PG_STARTED=1
-psql_pg() { as_pg psql -q -h "$WORK/pg" -p "$PG_PORT" -U postgres -d postgres -c "$1"; }
+rm -rf "$WORK/queue.db"* "$WORK/agent.db"*
+start_postgres
 psql_pg "CREATE DATABASE fusor"
 psql_pg "CREATE DATABASE queue"
-uri() { echo "postgresql:///$1?host=$WORK/pg&port=$PG_PORT&user=postgres"; }
 
 echo "# $(date -u '+%F %T UTC'), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -91,31 +58,23 @@ chmod 600 "$WORK/agent-token"
 TOKEN=scaleout-readtune-0123456789
 
 start_fusord() {  # NAME PORT
-  OMP_WAIT_POLICY=passive "$FUSORD" --db "$(uri fusor)" --listen "127.0.0.1:$2" \
+  "$FUSORD" --db "$(uri fusor)" --listen "127.0.0.1:$2" \
     --token-file "$WORK/tokens" --measure-on-agents --agent-lease 10 --agent-poll 1 \
     --calibration-time-limit "$CALIBRATION_S" --shutdown-grace 2 >"$WORK/$1.log" 2>&1 &
   PIDS+=($!)
 }
-wait_serving() {  # PORT: until fusord answers a call
-  for _ in $(seq 1 120); do
-    if FUSOR_TOKEN=$TOKEN "$FUSOR" targets list --server "127.0.0.1:$1" --timeout 5 >/dev/null 2>&1; then return 0; fi
-    sleep 0.5
-  done
-  echo "$0: fusord on port $1 did not come up; see $WORK/*.log" >&2
-  return 1
-}
 start_fusord replica-a "$PORT_A"
-wait_serving "$PORT_A"
+wait_serving "$PORT_A" "$TOKEN"
 start_fusord replica-b "$PORT_B"
-wait_serving "$PORT_B"
+wait_serving "$PORT_B" "$TOKEN"
 
 # This machine is calibrated once: into the agent's own database, and registered at the replicas
 # as their own CPU's profile, so neither the agent nor a replica calibrates again.
 echo "## agent: calibrating this machine (its own database), registering the profile, measuring for replica B"
-OMP_WAIT_POLICY=passive run "$FUSOR" calibrate --db "$WORK/agent.db" --time-limit "$CALIBRATION_S" \
+run "$FUSOR" calibrate --db "$WORK/agent.db" --time-limit "$CALIBRATION_S" \
   --out "$WORK/profile.json" >"$WORK/calibrate.log" 2>&1 || { echo "$0: calibration failed; see $WORK/calibrate.log" >&2; exit 1; }
 FUSOR_TOKEN=scaleout-admin-0123456789 run "$FUSOR" targets register "$WORK/profile.json" --server "127.0.0.1:$PORT_A"
-OMP_WAIT_POLICY=passive "$FUSOR" agent --server "127.0.0.1:$PORT_B" --token-file "$WORK/agent-token" \
+"$FUSOR" agent --server "127.0.0.1:$PORT_B" --token-file "$WORK/agent-token" \
   --local-db "$WORK/agent.db" --name scale-out-agent --poll 1 >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 1 60); do grep -q "measuring for target" "$WORK/agent.log" && break; sleep 0.5; done
