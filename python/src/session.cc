@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
-#include "fusor/engine.h"
+#include "engine/engine.h"
 
 namespace fusor::python {
 namespace {

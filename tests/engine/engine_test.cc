@@ -4,7 +4,7 @@
 // is found by graph hash (never one of another target or a stale one), outputs equal the reference
 // interpreter's on the same weights, runs from several threads give the same outputs, and bad
 // inputs and unreadable databases are errors naming them.
-#include "fusor/engine.h"
+#include "engine/engine.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -328,7 +328,9 @@ TEST_F(EngineTest, BadInputsAreErrorsNamingTheInput) {
   EngineTensor x = Ramp((*engine)->inputs()[0]);
   x.dims = {1, 3, 112, 448};
   auto wrong = (*engine)->Run({x});
-  EXPECT_NE(wrong.status().message().find("input 'input' is given as float32 1x3x112x448"),
+  EXPECT_NE(wrong.status().message().find(
+                "input 'input' needs float32[1x3x224x224] (or another floating-point type), got "
+                "float32[1x3x112x448]"),
             std::string::npos)
       << wrong.status().message();
   auto missing = Engine::Load(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");
