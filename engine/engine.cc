@@ -128,8 +128,8 @@ StatusOr<TensorId> Match(const Graph& g, const TensorView& view, bool input) {
   if (it == ids.end()) {
     std::string names;
     for (TensorId t : ids) names += (names.empty() ? "'" : ", '") + g.tensor(t).name + "'";
-    return Status::InvalidArgument("the model has no " + std::string(what) + " '" +
-                                   std::string(view.name) + "'; its " + what + "s are " + names);
+    return Status::InvalidArgument("'" + std::string(view.name) + "' is not an " + what +
+                                   " of the model (its " + what + "s: " + names + ")");
   }
   const Tensor& t = g.tensor(*it);
   const Shape dims(view.dims.begin(), view.dims.end());
