@@ -82,31 +82,34 @@ std::string NumpyName(DType dtype) {
   return dtype == DType::kBFloat16 ? "float32" : std::string(DTypeName(dtype));
 }
 
-// The feeds as views over their arrays, which `keep` holds (a contiguous copy of a
-// non-contiguous one) while the engine reads them.
-std::vector<TensorView> Views(const py::dict& feeds, std::vector<py::array>* keep,
-                              std::vector<std::string>* names,
-                              std::vector<std::vector<int64_t>>* dims) {
-  for (auto [name, value] : feeds) {
-    py::array a = py::array::ensure(value, py::array::c_style);
-    if (!a) throw py::error_already_set();
-    names->push_back(py::str(name));
-    if (FromNumpy(a.dtype()) == DType::kUnspecified) {
-      ThrowStatus(Status::InvalidArgument("input '" + names->back() + "' has dtype " +
-                                          std::string(py::str(a.dtype())) +
-                                          ": the engine takes floating, integer or bool arrays"));
-    }
-    dims->emplace_back(a.shape(), a.shape() + a.ndim());
-    keep->push_back(a);
-  }
+// The feeds as views over their arrays, which it holds (a contiguous copy of a non-contiguous
+// one) while the engine reads them.
+struct FeedViews {
+  std::vector<py::array> arrays;
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> dims;
   std::vector<TensorView> views;
-  for (size_t i = 0; i < keep->size(); ++i) {
-    py::array& a = (*keep)[i];
-    views.push_back({(*names)[i], FromNumpy(a.dtype()), (*dims)[i], const_cast<void*>(a.data()),
-                     static_cast<size_t>(a.nbytes())});
+
+  explicit FeedViews(const py::dict& feeds) {
+    for (auto [name, value] : feeds) {
+      py::array a = py::array::ensure(value, py::array::c_style);
+      if (!a) throw py::error_already_set();
+      names.push_back(py::str(name));
+      if (FromNumpy(a.dtype()) == DType::kUnspecified) {
+        ThrowStatus(Status::InvalidArgument("input '" + names.back() + "' has dtype " +
+                                            std::string(py::str(a.dtype())) +
+                                            ": the engine takes floating, integer or bool arrays"));
+      }
+      dims.emplace_back(a.shape(), a.shape() + a.ndim());
+      arrays.push_back(a);
+    }
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      py::array& a = arrays[i];
+      views.push_back({names[i], FromNumpy(a.dtype()), dims[i], const_cast<void*>(a.data()),
+                       static_cast<size_t>(a.nbytes())});
+    }
   }
-  return views;
-}
+};
 
 std::string NameList(const std::vector<std::string>& names) {
   std::string text;
@@ -137,10 +140,7 @@ std::vector<size_t> Wanted(const std::vector<EngineTensor>& outputs,
 
 py::list Run(Engine& engine, const std::optional<std::vector<std::string>>& output_names,
              const py::dict& feeds) {
-  std::vector<py::array> keep;
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> dims;
-  std::vector<TensorView> inputs = Views(feeds, &keep, &names, &dims);
+  FeedViews inputs(feeds);
   const std::vector<EngineTensor> outputs = engine.outputs();
   const std::vector<DType> dtypes = engine.output_dtypes();
   py::list arrays;
@@ -153,36 +153,56 @@ py::list Run(Engine& engine, const std::optional<std::vector<std::string>>& outp
   }
   Status s = [&] {
     py::gil_scoped_release nogil;
-    return engine.Run(inputs, views);
+    return engine.Run(inputs.views, views);
   }();
   if (!s.ok()) ThrowStatus(s);
   return arrays;
 }
 
-// Seconds per Engine::Run over `iterations` runs on feeds viewed once, every output written into
-// arrays allocated once: the C++ side of bench/python_run_overhead.py's comparison.
-double TimeEngineRun(Engine& engine, const py::dict& feeds, int iterations) {
-  std::vector<py::array> keep;
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> dims;
-  std::vector<TensorView> inputs = Views(feeds, &keep, &names, &dims);
-  const std::vector<EngineTensor> outputs = engine.outputs();
-  std::vector<std::vector<int64_t>> storage;  // 8 bytes an element holds float32 or int64.
+// Float32 / int64 buffers for every output of `engine`, and views over them.
+struct OutputBuffers {
+  std::vector<EngineTensor> outputs;          // The names and dims the views point into.
+  std::vector<std::vector<int64_t>> storage;  // 8 bytes an element hold float32 or int64.
   std::vector<TensorView> views;
-  for (const EngineTensor& t : outputs) {
-    storage.emplace_back(static_cast<size_t>(NumElements(t.dims)));
-    bool floating = IsFloatingPoint(engine.output_dtypes()[views.size()]);
-    views.push_back({t.name, floating ? DType::kFloat32 : DType::kInt64, t.dims,
-                     storage.back().data(), storage.back().size() * (floating ? 4 : 8)});
+  explicit OutputBuffers(const Engine& engine) : outputs(engine.outputs()) {
+    const std::vector<DType> dtypes = engine.output_dtypes();
+    storage.reserve(outputs.size());
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      storage.emplace_back(static_cast<size_t>(NumElements(outputs[o].dims)));
+      const bool floating = IsFloatingPoint(dtypes[o]);
+      views.push_back({outputs[o].name, floating ? DType::kFloat32 : DType::kInt64, outputs[o].dims,
+                       storage.back().data(), storage.back().size() * (floating ? 4 : 8)});
+    }
   }
+};
+
+template <typename Fn>
+double SecondsPerRun(int iterations, Fn run) {
   py::gil_scoped_release nogil;
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iterations; ++i) {
-    Status s = engine.Run(inputs, views);
+    Status s = run();
     if (!s.ok()) ThrowStatus(s);
   }
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   return took.count() / iterations;
+}
+
+// Seconds per Engine::Run over `iterations` runs on feeds viewed once, every output written into
+// buffers allocated once: the C++ side of bench/python_run_overhead.py's comparison.
+double TimeEngineRun(Engine& engine, const py::dict& feeds, int iterations) {
+  FeedViews inputs(feeds);
+  OutputBuffers out(engine);
+  return SecondsPerRun(iterations, [&] { return engine.Run(inputs.views, out.views); });
+}
+
+// The same through an IO binding over the feeds and the output buffers: no copies per run
+// (bench/engine_vs_onnxruntime.py).
+double TimeBoundRun(Engine& engine, const py::dict& feeds, int iterations) {
+  FeedViews inputs(feeds);
+  OutputBuffers out(engine);
+  std::unique_ptr<IoBinding> binding = ValueOrThrow(engine.Bind(inputs.views, out.views));
+  return SecondsPerRun(iterations, [&] { return binding->Run(); });
 }
 
 }  // namespace
@@ -195,7 +215,8 @@ void RegisterSession(py::module_& m) {
       .def("inputs", [](const Engine& e) { return Describe(e.inputs()); })
       .def("outputs", [](const Engine& e) { return Describe(e.outputs()); })
       .def("run", &Run, py::arg("output_names"), py::arg("feeds"))
-      .def("_time_engine_run", &TimeEngineRun, py::arg("feeds"), py::arg("iterations"));
+      .def("_time_engine_run", &TimeEngineRun, py::arg("feeds"), py::arg("iterations"))
+      .def("_time_bound_run", &TimeBoundRun, py::arg("feeds"), py::arg("iterations"));
 }
 
 }  // namespace fusor::python
