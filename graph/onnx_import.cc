@@ -893,4 +893,11 @@ StatusOr<ImportedModel> ImportOnnxFileWithWeights(const std::string& path,
   return m;
 }
 
+StatusOr<ImportedModel> ImportOnnxBytesWithWeights(std::string_view bytes,
+                                                   const ImportOptions& options) {
+  ImportedModel m;
+  FUSOR_ASSIGN_OR_RETURN(m.graph, ImportModel(bytes, options, "", &m.weights));
+  return m;
+}
+
 }  // namespace fusor

@@ -67,5 +67,9 @@ struct ImportedModel {
 };
 StatusOr<ImportedModel> ImportOnnxFileWithWeights(const std::string& path,
                                                   const ImportOptions& options = {});
+// The same from a model's bytes (a model loaded from memory): its weights must be inside them, as
+// there is no directory to find external data files in.
+StatusOr<ImportedModel> ImportOnnxBytesWithWeights(std::string_view bytes,
+                                                   const ImportOptions& options = {});
 
 }  // namespace fusor

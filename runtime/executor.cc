@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -209,10 +211,12 @@ Status Executor::Allocate() {
       scratch_offset_[b - tensor_buffers] = memory_.offsets[b];
     }
   }
-  for (const SliceOffset& s : SliceOffsets(graph_, plan)) {
+  const std::vector<SliceOffset> slices = SliceOffsets(graph_, plan);
+  for (const SliceOffset& s : slices) {
     if (tensor_offset_[s.whole] >= 0)
       tensor_offset_[s.part] = tensor_offset_[s.whole] + s.byte_offset;
   }
+  KeepCallerBuffers(slices);
   // Weights and their packed copies are allocated by now; the arena is what remains to take.
   FUSOR_RETURN_IF_ERROR(CheckHostMemory(
       memory_.arena_bytes, "the plan's activations and scratch (" + memory_.ToString() + ")"));
@@ -221,7 +225,9 @@ Status Executor::Allocate() {
   if (!arena_)
     return Status::ResourceExhausted("cannot allocate " + std::to_string(bytes) + " bytes");
   std::memset(arena_.get(), 0, bytes);
-  for (TensorId t : graph_.inputs()) FUSOR_RETURN_IF_ERROR(SetInput(t, leaves_.at(t)));
+  for (TensorId t : graph_.inputs()) {
+    if (!caller_buffer_[t]) FUSOR_RETURN_IF_ERROR(SetInput(t, leaves_.at(t)));
+  }
   for (size_t i = 0; i < groups_.size(); ++i) {
     void* scratch = static_cast<char*>(arena_.get()) + scratch_offset_[i];
     auto buffer = [this](TensorId t) { return Buffer(t); };
@@ -235,8 +241,46 @@ Status Executor::Allocate() {
   return Status::Ok();
 }
 
+void Executor::KeepCallerBuffers(const std::vector<SliceOffset>& slices) {
+  caller_buffer_.assign(graph_.num_tensors(), nullptr);
+  // Kernels find an in-place Concat's parts at fixed offsets of its whole, and write a blocked
+  // tensor in a layout the caller does not read: those stay in the arena.
+  std::unordered_set<TensorId> sliced;
+  for (const SliceOffset& s : slices) sliced.insert({s.part, s.whole});
+  const auto& outputs = graph_.outputs();
+  for (const auto& [t, memory] : options_.caller_buffers) {
+    if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors()) || tensor_offset_[t] < 0 ||
+        sliced.count(t) || dnnl_->stored.count(t) || !memory) {
+      continue;
+    }
+    bool io = graph_.tensor(t).kind == TensorKind::kGraphInput ||
+              std::find(outputs.begin(), outputs.end(), t) != outputs.end();
+    if (io) caller_buffer_[t] = memory;
+  }
+}
+
+bool Executor::InCallerMemory(TensorId t) const {
+  return t >= 0 && t < static_cast<TensorId>(caller_buffer_.size()) && caller_buffer_[t];
+}
+
+void* Executor::InputBuffer(TensorId t) {
+  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors()) ||
+      graph_.tensor(t).kind != TensorKind::kGraphInput || tensor_offset_[t] < 0 ||
+      caller_buffer_[t]) {
+    return nullptr;
+  }
+  return Buffer(t);
+}
+
+std::vector<KernelAlternative> Executor::alternatives() const {
+  std::vector<KernelAlternative> out;
+  for (const Group& g : groups_) out.push_back(g.running);
+  return out;
+}
+
 void* Executor::Buffer(TensorId t) {
   if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors())) return nullptr;
+  if (caller_buffer_[t]) return caller_buffer_[t];
   if (tensor_offset_[t] >= 0) return static_cast<char*>(arena_.get()) + tensor_offset_[t];
   auto it = leaves_.find(t);
   if (it == leaves_.end() || graph_.tensor(t).kind == TensorKind::kGraphInput) return nullptr;
@@ -245,9 +289,18 @@ void* Executor::Buffer(TensorId t) {
 }
 
 void Executor::ChooseBackends() {
+  const std::vector<KernelAlternative>& pinned = options_.pinned_alternatives;
   for (size_t i = 0; i < groups_.size(); ++i) {
     Group& gr = groups_[i];
     if (!gr.alternative) continue;
+    if (pinned.size() == groups_.size()) {
+      if (pinned[i] != gr.running) {
+        std::swap(gr.kernel, gr.alternative);
+        gr.running = gr.lowering.alternative;
+      }
+      gr.alternative.reset();
+      continue;
+    }
     // Both kernels compute the same values into the same buffers; run each a few times.
     UseThreads(gr);
     double form = MedianSeconds(gr.kernel.get(), 5);
@@ -288,13 +341,23 @@ Status Executor::SetInput(TensorId t, const HostTensor& value) {
   return Status::Ok();
 }
 
-void Executor::Run() {
-  ScopedCallerBinding bind;
+void Executor::Run() { Run(RunControl{}); }
+
+bool Executor::Run(const RunControl& control) {
+  std::optional<ScopedCallerBinding> bind;
+  if (control.bind_caller) bind.emplace();
+  const int team = control.threads > 0 ? std::min(control.threads, threads_) : threads_;
+  bool finished = true;
   for (auto& g : groups_) {
-    UseThreads(g);
+    if (control.cancel && control.cancel->load(std::memory_order_relaxed)) {
+      finished = false;
+      break;
+    }
+    omp_set_num_threads(g.lowering.serial ? 1 : team);
     g.kernel->Run();
   }
   omp_set_num_threads(threads_);
+  return finished;
 }
 
 void Executor::RunProfiled(std::vector<double>* seconds) {
@@ -329,32 +392,45 @@ std::string Executor::DescribeGroup(size_t index) const {
 }
 
 StatusOr<HostTensor> Executor::Read(TensorId t) const {
-  // An output that folding left a constant (or a weight) is its leaf value; no kernel writes it.
-  if (t >= 0 && t < static_cast<TensorId>(graph_.num_tensors()) && tensor_offset_[t] < 0 &&
-      graph_.tensor(t).kind != TensorKind::kGraphInput && leaves_.count(t)) {
-    return leaves_.at(t);
-  }
-  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors()) || tensor_offset_[t] < 0) {
-    return Status::NotFound("tensor " + std::to_string(t) + " is not materialized by the plan");
+  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors())) {
+    return Status::NotFound("tensor " + std::to_string(t) + " is not in the graph");
   }
   const Tensor& info = graph_.tensor(t);
   HostTensor h = HostTensor::Zeros(info.dtype, info.dims);
-  const char* src = static_cast<const char*>(arena_.get()) + tensor_offset_[t];
+  FUSOR_RETURN_IF_ERROR(ReadInto(t, h.is_float() ? static_cast<void*>(h.f.data()) : h.i.data()));
+  return h;
+}
+
+Status Executor::ReadInto(TensorId t, void* dst) const {
+  if (t < 0 || t >= static_cast<TensorId>(graph_.num_tensors())) {
+    return Status::NotFound("tensor " + std::to_string(t) + " is not in the graph");
+  }
+  const Tensor& info = graph_.tensor(t);
+  const bool is_float = IsFloatingPoint(info.dtype);
+  const size_t bytes =
+      static_cast<size_t>(NumElements(info.dims)) * (is_float ? sizeof(float) : sizeof(int64_t));
+  // An output that folding left a constant (or a weight) is its leaf value; no kernel writes it.
+  if (tensor_offset_[t] < 0 && info.kind != TensorKind::kGraphInput && leaves_.count(t)) {
+    const HostTensor& leaf = leaves_.at(t);
+    std::memcpy(dst, is_float ? static_cast<const void*>(leaf.f.data()) : leaf.i.data(), bytes);
+    return Status::Ok();
+  }
+  if (tensor_offset_[t] < 0) {
+    return Status::NotFound("tensor '" + info.name + "' is not materialized by the plan");
+  }
+  const char* src = caller_buffer_[t] ? static_cast<const char*>(caller_buffer_[t])
+                                      : static_cast<const char*>(arena_.get()) + tensor_offset_[t];
   auto blocked = dnnl_->stored.find(t);
   if (blocked != dnnl_->stored.end()) {
     // Kept channel-blocked between groups: reorder to the plain row-major value.
     dnnl::memory from(blocked->second, dnnl_->engine, const_cast<char*>(src));
-    dnnl::memory to(PlainLayout(info.dims), dnnl_->engine, h.f.data());
+    dnnl::memory to(PlainLayout(info.dims), dnnl_->engine, dst);
     dnnl::reorder(from, to).execute(dnnl_->stream, from, to);
     dnnl_->stream.wait();
-    return h;
+    return Status::Ok();
   }
-  if (h.is_float()) {
-    std::memcpy(h.f.data(), src, h.f.size() * sizeof(float));
-  } else {
-    std::memcpy(h.i.data(), src, h.i.size() * sizeof(int64_t));
-  }
-  return h;
+  if (dst != src) std::memcpy(dst, src, bytes);
+  return Status::Ok();
 }
 
 StatusOr<TensorValues> Executor::ReadOutputs() const {

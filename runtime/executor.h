@@ -5,15 +5,19 @@
 // then executes the groups in plan order as often as the caller likes.
 //
 // The executor owns copies of the graph and of the weight values it was given; the caller's
-// objects may go away after Create. Not thread-safe: one thread runs an executor at a time (each
+// objects may go away after Create. Graph inputs and outputs named in `caller_buffers` live in the
+// caller's memory instead of the arena (IO binding): kernels read and write them there, and that
+// memory must outlive the executor. Not thread-safe: one thread runs an executor at a time (each
 // kernel itself uses all of the configured OpenMP threads, except small groups, which run on one:
-// lowering/threading.h).
+// lowering/threading.h); executors of one graph share nothing and run at once from many threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -43,7 +47,26 @@ struct ExecutorOptions {
   // it; unset, the lowering's choice (lowering/rnn_form.h). For benchmarks comparing them.
   std::optional<RnnImplementation> rnn_implementation;
 
+  // Graph inputs and outputs stored in the caller's memory (plain row-major, float32 for a
+  // floating-point tensor, int64 for an integer or bool one). A tensor the plan cannot keep there
+  // (stored channel-blocked, part of an in-place Concat, a folded constant) stays in the arena:
+  // InCallerMemory says which are kept.
+  std::unordered_map<TensorId, void*> caller_buffers;
+  // The alternative each group runs as (Executor::alternatives() of another executor of the same
+  // graph and plan), so that executors compute the same values; empty: each times both and keeps
+  // the faster.
+  std::vector<KernelAlternative> pinned_alternatives;
+
   BuildChoices build_choices() const { return {chain_backend, residual_add, lower_rnn}; }
+};
+
+// What one Run may be told: fewer threads than the executor's, a flag that stops it between
+// groups, and whether the calling thread is bound to a core while it runs (thread_binding.h; a
+// server running many executors at once from its own threads turns that off).
+struct RunControl {
+  int threads = 0;  // 0: the executor's; more than the executor's: the executor's.
+  const std::atomic<bool>* cancel = nullptr;
+  bool bind_caller = true;
 };
 
 class Executor {
@@ -58,6 +81,8 @@ class Executor {
   Status SetInput(TensorId t, const HostTensor& value);
 
   void Run();
+  // Run() under `control`; false when the cancel flag stopped it (outputs are then undefined).
+  bool Run(const RunControl& control);
   // Run(), with the time each group took in this run written to `seconds` (one per group): what a
   // group costs inside the plan, its inputs coming from the group before it, against what it
   // costs run again and again alone.
@@ -74,6 +99,16 @@ class Executor {
   // The value of a materialized tensor (any graph output) after a run.
   StatusOr<HostTensor> Read(TensorId t) const;
   StatusOr<TensorValues> ReadOutputs() const;
+  // Read(t) written into `dst` (float32 or int64 by t's kind, NumElements(dims) of them) with no
+  // intermediate copy.
+  Status ReadInto(TensorId t, void* dst) const;
+  // The arena buffer a graph input's value is copied into (SetInput does so from a HostTensor),
+  // null when the input is in the caller's memory or is no graph input.
+  void* InputBuffer(TensorId t);
+  // Whether `t` lives in the memory ExecutorOptions::caller_buffers gave for it.
+  bool InCallerMemory(TensorId t) const;
+  // The alternative each group runs as, for ExecutorOptions::pinned_alternatives.
+  std::vector<KernelAlternative> alternatives() const;
 
   const MemoryPlan& memory() const { return memory_; }
   const Graph& graph() const { return graph_; }
@@ -84,6 +119,7 @@ class Executor {
   Status Allocate();
   void* Buffer(TensorId t);
   void ChooseBackends();
+  void KeepCallerBuffers(const std::vector<SliceOffset>& slices);
 
   Graph graph_;
   ExecutorOptions options_;
@@ -97,6 +133,7 @@ class Executor {
   MemoryPlan memory_;
   std::vector<int64_t> tensor_offset_;   // Arena offset per tensor, -1 when not in the arena.
   std::vector<int64_t> scratch_offset_;  // Per group.
+  std::vector<void*> caller_buffer_;     // Per tensor: the caller's memory holding it, or null.
   struct ArenaFree {
     void operator()(void* p) const;
   };

@@ -1,4 +1,4 @@
-"""fusor.InferenceSession: the engine (engine/include/fusor/engine.h) with the interface of
+"""fusor.InferenceSession: the engine (engine/engine.h) with the interface of
 onnxruntime.InferenceSession, so switching runtimes is a one-line change."""
 
 import contextlib
@@ -40,13 +40,11 @@ def _file_holding(data, suffix):
         os.unlink(path)
 
 
-@contextlib.contextmanager
-def _model_path(path_or_bytes):
+def _model(path_or_bytes):
+    """The model for the engine: its bytes (loaded from memory), or its path."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
-        with _file_holding(bytes(path_or_bytes), ".onnx") as path:
-            yield path
-    else:
-        yield os.fspath(path_or_bytes)
+        return bytes(path_or_bytes)
+    return os.fspath(path_or_bytes)
 
 
 @contextlib.contextmanager
@@ -71,14 +69,17 @@ class InferenceSession:
     dims: values for the model's symbolic dims ({"batch": 8}); bind the dims the plan was tuned
       for. target: the target id whose plans `db` is asked for (None: this CPU's).
 
-    run() may be called from several threads; runs of one session take turns (the GIL is
-    released while one runs). For parallel runs, make one session per thread.
+    concurrent_runs: how many run() calls from different threads proceed at once (the GIL is
+    released while one runs), each on a context with its own arena and copy of the prepacked
+    weights; further callers wait. Every context computes the same values.
     """
 
-    def __init__(self, path_or_bytes, plan=None, db=None, threads=None, dims=None, target=None):
-        with _model_path(path_or_bytes) as model, _plan_path(plan) as plan_json:
-            self._engine = _fusor.Engine(model, plan_json, os.fspath(db) if db else "",
-                                         threads or 0, dict(dims or {}), target or "")
+    def __init__(self, path_or_bytes, plan=None, db=None, threads=None, dims=None, target=None,
+                 concurrent_runs=1):
+        with _plan_path(plan) as plan_json:
+            self._engine = _fusor.Engine(_model(path_or_bytes), plan_json,
+                                         os.fspath(db) if db else "", threads or 0,
+                                         dict(dims or {}), target or "", concurrent_runs)
         self._inputs = [NodeArg(*t) for t in self._engine.inputs()]
         self._outputs = [NodeArg(*t) for t in self._engine.outputs()]
 
@@ -96,6 +97,7 @@ class InferenceSession:
 
     def run(self, output_names, input_feed, run_options=None):
         """The outputs named in output_names (None: all, in the model's order) as NumPy arrays,
-        for input_feed {name: array}. C-contiguous float32 / int64 arrays are read in place."""
+        for input_feed {name: array}. C-contiguous arrays are read in place (float32 and int64
+        as they are, other dtypes converted by the engine); only the outputs named are read."""
         del run_options  # Accepted for onnxruntime compatibility; the engine has none.
         return self._engine.run(None if output_names is None else list(output_names), input_feed)

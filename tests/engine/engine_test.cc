@@ -4,7 +4,7 @@
 // is found by graph hash (never one of another target or a stale one), outputs equal the reference
 // interpreter's on the same weights, runs from several threads give the same outputs, and bad
 // inputs and unreadable databases are errors naming them.
-#include "fusor/engine.h"
+#include "engine/engine.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -302,6 +302,39 @@ TEST_F(EngineDatabaseTest, AModelWithAFoldedCausalMaskFindsItsStoredPlan) {
   EXPECT_EQ((*out)[0].floats[1], 0.0f);
 }
 
+// An output that is also a part of a Concat written in place lives at its slice of the Concat's
+// buffer: a binding cannot put it in the caller's memory, so it copies it out, and both outputs
+// hold the copying run's values.
+TEST_F(EngineTest, ABindingCopiesOutThePartsOfAConcatWrittenInPlace) {
+  testing::OnnxBuilder b(13);
+  b.Input("x", {1, 16, 4, 4});
+  b.Node("GlobalAveragePool", {"x"}, {"a"});
+  b.Node("GlobalMaxPool", {"x"}, {"s"});
+  auto* axis = b.Node("Concat", {"a", "s"}, {"y"}).add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  b.Output("y").Output("a");
+  auto engine = Engine::LoadFromBuffer(b.Serialize());
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  std::vector<float> x(256), y(32, -7.0f), a(16, -7.0f), y_copied(32), a_copied(16);
+  for (size_t e = 0; e < x.size(); ++e) x[e] = static_cast<float>(e % 11) / 11.0f - 0.5f;
+  const std::vector<int64_t> xd = {1, 16, 4, 4}, yd = {1, 32, 1, 1}, ad = {1, 16, 1, 1};
+  std::vector<TensorView> in = {{"x", DType::kFloat32, xd, x.data(), x.size() * 4}};
+  std::vector<TensorView> bound = {{"y", DType::kFloat32, yd, y.data(), y.size() * 4},
+                                   {"a", DType::kFloat32, ad, a.data(), a.size() * 4}};
+  std::vector<TensorView> copied = {{"y", DType::kFloat32, yd, y_copied.data(), y.size() * 4},
+                                    {"a", DType::kFloat32, ad, a_copied.data(), a.size() * 4}};
+  ASSERT_TRUE((*engine)->Run(in, copied).ok());
+  auto binding = (*engine)->Bind(in, bound);
+  ASSERT_TRUE(binding.ok()) << binding.status().ToString();
+  ASSERT_TRUE((*binding)->Run().ok());
+  EXPECT_EQ(y, y_copied);
+  EXPECT_EQ(a, a_copied);
+  EXPECT_NE(y[0], -7.0f);
+  EXPECT_GT((*binding)->copied_bytes(), 0);
+}
+
 TEST_F(EngineTest, RunsFromSeveralThreadsGiveTheSameOutputs) {
   auto engine = Engine::Load(FilledModel());
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
@@ -328,7 +361,9 @@ TEST_F(EngineTest, BadInputsAreErrorsNamingTheInput) {
   EngineTensor x = Ramp((*engine)->inputs()[0]);
   x.dims = {1, 3, 112, 448};
   auto wrong = (*engine)->Run({x});
-  EXPECT_NE(wrong.status().message().find("input 'input' is given as float32 1x3x112x448"),
+  EXPECT_NE(wrong.status().message().find(
+                "input 'input' needs float32[1x3x224x224] (or another floating-point type), got "
+                "float32[1x3x112x448]"),
             std::string::npos)
       << wrong.status().message();
   auto missing = Engine::Load(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx");

@@ -67,8 +67,10 @@ def test_outputs_of_one_run_are_not_overwritten_by_the_next(squeezenet):
     assert not np.array_equal(first, second)
 
 
-def test_several_threads_running_one_session_get_the_single_threaded_outputs(squeezenet):
-    session = fusor.InferenceSession(squeezenet, threads=1)
+@pytest.mark.parametrize("concurrent_runs", [1, 4])
+def test_several_threads_running_one_session_get_the_single_threaded_outputs(squeezenet,
+                                                                            concurrent_runs):
+    session = fusor.InferenceSession(squeezenet, threads=1, concurrent_runs=concurrent_runs)
     feeds = [random_feed(session, seed=s) for s in range(4)]
     expected = [session.run(None, f)[0] for f in feeds]
     results = {}
@@ -99,6 +101,16 @@ def test_a_wrong_input_name_is_an_invalid_argument_naming_the_inputs(squeezenet)
                        match=r"'nosuch' is not an input of the model \(its inputs: 'input'\)") as e:
         session.run(None, {"nosuch": x})
     assert isinstance(e.value, ValueError) and e.value.exit_code == 4
+
+
+def test_float16_and_int_feeds_convert_in_the_engine(squeezenet):
+    session = fusor.InferenceSession(squeezenet)
+    x = random_feed(session)["input"].astype(np.float16)
+    expected = session.run(None, {"input": x.astype(np.float32)})[0]
+    np.testing.assert_array_equal(session.run(None, {"input": x})[0], expected)
+    ints = np.arange(12, dtype=np.int64).reshape(1, 3, 2, 2)
+    with pytest.raises(fusor.InvalidArgumentError, match=r"input 'input' needs float32"):
+        session.run(None, {"input": ints})
 
 
 def test_a_wrong_output_name_is_an_invalid_argument_naming_the_outputs(squeezenet):
