@@ -6,6 +6,7 @@
 
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
+#include "lowering/affine_map.h"
 #include "lowering/loop_lowering.h"
 #include "lowering/threading.h"
 
@@ -37,24 +38,13 @@ double Elements(const Graph& g, TensorId t) {
   return static_cast<double>(g.tensor(t).num_elements());
 }
 
-// Elements per run when a leaf of dims `in` is read through its broadcast into `out` from a range:
-// the trailing dims of `out` that the map walks as one (all broadcast, or all read in order), as
-// the runtime's ForEachRun merges them. `broadcast_run`, when given, is set to whether `in` is
-// broadcast along those dims (true when `out` has none longer than 1).
+// Elements per run when a leaf of dims `in` is read through its broadcast into `out` from a range,
+// as the runtime's ForEachRun walks it (lowering/affine_map.h). `broadcast_run`, when given, is set
+// to whether the runs repeat one element of `in` (true when `out` has no dim longer than 1).
 double RunLength(const Shape& in, const Shape& out, bool* broadcast_run = nullptr) {
-  double run = 1;
-  bool broadcast = false, started = false;
-  for (size_t k = 0; k < out.size(); ++k) {
-    size_t d = out.size() - 1 - k;
-    if (out[d] == 1) continue;
-    bool b = k >= in.size() || in[in.size() - 1 - k] == 1;
-    if (started && b != broadcast) break;
-    broadcast = b;
-    started = true;
-    run *= static_cast<double>(out[d]);
-  }
-  if (broadcast_run != nullptr) *broadcast_run = broadcast || !started;
-  return run;
+  const RunShape run = RunShapeOf(BroadcastMap(in, out), out);
+  if (broadcast_run != nullptr) *broadcast_run = run.step == 0;
+  return static_cast<double>(run.length);
 }
 
 // Each value of the lowering's chains -> its chain's head.

@@ -53,12 +53,6 @@ Status ResolveWindow(const Graph& g, const Node& n, Window* w) {
 
 }  // namespace
 
-std::vector<int64_t> RowMajorStrides(const Shape& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
-  return s;
-}
-
 StatusOr<Window> ConvWindow(const Graph& g, const Node& n) {
   Window w;
   w.kernel = SpatialDims(g.tensor(n.input(1)).dims);

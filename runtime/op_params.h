@@ -15,12 +15,10 @@
 #include "base/status.h"
 #include "graph/graph.h"
 #include "graph/node_attrs.h"
+#include "lowering/affine_map.h"  // RowMajorStrides
 #include "runtime/host_tensor.h"
 
 namespace fusor {
-
-// Row-major strides of a shape.
-std::vector<int64_t> RowMajorStrides(const Shape& dims);
 
 // A sliding window over the spatial dims. pad_end is what makes the node's output dims come out
 // exactly (it absorbs ceil_mode and auto_pad); `declared_pad_end` is the padding the node states.
