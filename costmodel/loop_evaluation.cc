@@ -13,7 +13,7 @@
 namespace fusor {
 namespace {
 
-// Elements per tile of our loops and per chunk of their row reductions (runtime/fused_loop.h).
+// Elements per tile of our loops (runtime/fused_loop.h).
 constexpr double kLoopTile = kLoopTileElements;
 // Elements per run, at least, for a value to be read in runs (lowering/loop_lowering.h).
 constexpr double kMinRun = static_cast<double>(kMinEvaluatedRun);
@@ -519,9 +519,8 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
                         ? Elements(g, in) / std::max<int64_t>(1, g.tensor(in).dims.back())
                         : Elements(g, n.outputs[0]);
       double len = Elements(g, in) / std::max(rows, 1.0);
-      // Rows shorter than a tile are pulled a block of rows at a time, longer ones chunk by chunk.
-      pulls = len < kLoopTile ? std::ceil(rows / std::floor(kLoopTile / std::max(len, 1.0)))
-                              : rows * std::ceil(len / kLoopTile);
+      pulls = static_cast<double>(
+          RowReductionPulls(static_cast<int64_t>(rows), static_cast<int64_t>(len)));
       break;
     }
     nodes.push_back(id);
