@@ -109,6 +109,8 @@ class Walk {
     out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
     for (const auto& [head, calls] : chain_calls_) out_.run_calls += calls;
     for (const auto& [t, head] : chain_head_) out_.chain_steps += asked_[t].total();
+    out_.hoisted = hoisted_;
+    out_.pulls = pulls;
     return out_;
   }
 

@@ -372,9 +372,11 @@ const float* StreamedOperand(const LoopValues& values, const Value& v, size_t j,
   if (const auto* leaf = std::get_if<Value::Leaf>(&u->kind)) {
     return static_cast<const float*>(leaf->data);
   }
+  // Kept whole by an earlier range of this thread: also for a range shorter than the value (a
+  // loop's last tile), which would otherwise evaluate it again over its span.
+  if (const float* kept = s->Hoisted(v.inputs[j])) return kept;
   const int64_t whole = NumElements(u->dims);
   if (whole <= idx.n) {
-    if (const float* kept = s->Hoisted(v.inputs[j])) return kept;
     return s->Hoist(v.inputs[j], Eval(values, v.inputs[j], {0, whole, nullptr, s->NewToken()}, s),
                     whole);
   }
@@ -641,11 +643,12 @@ void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) con
   }
 }
 
-void FusedLoop::Run() const {
+std::vector<std::vector<TensorId>> FusedLoop::Passes() const {
   // Outputs with as many elements share one pass over the same flat tiles, so values common to
   // them are computed once: a tile's token stands for the same flat range in every value reached
   // through identity maps, whatever the outputs' dims ([1,128,768] and its unit-dim transpose
   // [128,1,768]); a value reached through any other map gets a token of its own.
+  std::vector<std::vector<TensorId>> passes;
   std::vector<bool> done(outputs_.size(), false);
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (done[i]) continue;
@@ -657,8 +660,31 @@ void FusedLoop::Run() const {
         done[j] = true;
       }
     }
-    RunOutputs(pass, total);
+    passes.push_back(std::move(pass));
   }
+  return passes;
+}
+
+void FusedLoop::Run() const {
+  for (const auto& pass : Passes()) RunOutputs(pass, NumElements(values_.at(pass[0])->dims));
+}
+
+FusedLoop::Observation FusedLoop::Observe(int threads) const {
+  Observation seen;
+  LoopScratch s;
+  for (const auto& pass : Passes()) {
+    const int64_t total = NumElements(values_.at(pass[0])->dims);
+    const int64_t tile = LoopTileElements(streams_, total, threads);
+    const int64_t tiles = (total + tile - 1) / tile;
+    // The first tile once more before counting: the values a thread keeps whole are kept then.
+    if (tiles > 0) RunTile(pass, total, 0, tile, &s);
+    const int64_t before = s.floats_taken();
+    for (int64_t i = 0; i < tiles; ++i) RunTile(pass, total, i * tile, tile, &s);
+    seen.tiles += tiles;
+    seen.tile_buffers += s.floats_taken() - before;
+  }
+  seen.hoisted = s.hoisted();
+  return seen;
 }
 
 const float* FusedLoop::EvalRange(TensorId t, int64_t begin, int64_t n, LoopScratch* s) const {
