@@ -238,7 +238,8 @@ class StreamRule {
         if (!Internal(u) && !IsFloatingPoint(g_.tensor(u).dtype)) return false;
       }
       if (kind == LoopValueKind::kView || once_.count(t)) continue;
-      if (kind == LoopValueKind::kOther || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
+      const bool arithmetic = kind == LoopValueKind::kUnary || kind == LoopValueKind::kBinary;
+      if (!arithmetic || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
       if (!values_.at(t).chained && !IntoOutput(t)) return false;
       if (!OperandsInPlace(*n, kind)) return false;
     }
@@ -251,10 +252,11 @@ class StreamRule {
     switch (Kind(n.outputs[0])) {
       case LoopValueKind::kBinary:
         return 2;
-      case LoopValueKind::kOther:
-        return n.inputs.size();
-      default:
+      case LoopValueKind::kView:
+      case LoopValueKind::kUnary:
         return 1;
+      default:
+        return n.inputs.size();
     }
   }
   bool Internal(TensorId t) const { return producer_.count(t) > 0; }
@@ -364,7 +366,31 @@ LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
   if (op == "Pow" && ChainsNode(g, n)) return LoopValueKind::kUnary;
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow")
     return LoopValueKind::kBinary;
+  if (op == "Where") return LoopValueKind::kWhere;
+  if (op == "BatchNormalization") return LoopValueKind::kBatchNorm;
+  if (op == "Transpose" || op == "Slice" || op == "Split" || op == "Expand" ||
+      GatherSliceIndex(g, n) >= 0) {
+    return LoopValueKind::kMapped;
+  }
+  if (op == "Concat") return LoopValueKind::kConcat;
+  if (op == "Gather") return LoopValueKind::kGather;
+  if (op == "Pad") return LoopValueKind::kPad;
+  if (op == "Trilu") return LoopValueKind::kTrilu;
+  if (op == "Resize") return LoopValueKind::kResize;
   return LoopValueKind::kOther;
+}
+
+bool FillsOwnBuffer(LoopValueKind kind) {
+  switch (kind) {
+    case LoopValueKind::kOther:
+    case LoopValueKind::kGather:
+    case LoopValueKind::kPad:
+    case LoopValueKind::kTrilu:
+    case LoopValueKind::kResize:
+      return true;
+    default:
+      return false;
+  }
 }
 
 int LoopLowering::chained_values() const {

@@ -46,11 +46,32 @@ inline constexpr int64_t kMinEvaluatedRun = 64;
 // element by element.
 bool GatherCopiesBlocks(const Graph& g, const Node& n);
 
-// How the fused loop compiles a node's value: a view (read at the same flat indices as its input:
-// Reshape and its kin, and a Transpose that moves only dims of size 1), float or integer unary
-// arithmetic (a Pow by a constant 2, 0.5 or 1 is unary), binary arithmetic, or anything else.
-enum class LoopValueKind : uint8_t { kOther, kView, kUnary, kBinary };
+// How the fused loop compiles a node's value (runtime/fused_loop_internal.h has a struct per kind).
+enum class LoopValueKind : uint8_t {
+  kOther,  // Not a value the loop computes.
+  // Read at the same flat indices as its input: Reshape and its kin, a Transpose that moves only
+  // dims of size 1.
+  kView,
+  kUnary,   // Float or integer unary arithmetic; a Pow by a constant 2, 0.5 or 1 is unary.
+  kBinary,  // Add, Sub, Mul, Div, Pow.
+  kWhere,
+  kBatchNorm,
+  // Reads its one input through one affine map: Transpose, Slice, Split, Expand, and a Gather of
+  // one constant index (GatherSliceIndex, graph/node_attrs.h).
+  kMapped,
+  kConcat,
+  kGather,  // Any other Gather: each element looked up through the indices.
+  kPad,
+  kTrilu,
+  kResize,
+};
 LoopValueKind LoopValueKindOf(const Graph& g, const Node& n);
+
+// Whether the loop evaluates a value of `kind` into a buffer of its own rather than into the one
+// its caller hands it: then a loop output that reaches the value through views is a copy of that
+// buffer, not the buffer the value is computed into. Gathers by index, pads, Trilus and resizes
+// fill their own; arithmetic, maps and concats write where they are asked.
+bool FillsOwnBuffer(LoopValueKind kind);
 
 // The lowering of one value the loop computes (a node's first output).
 struct LoopValue {
