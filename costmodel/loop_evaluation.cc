@@ -396,10 +396,10 @@ class Walk {
 
   // A computed broadcast operand is streamed too when all of it is at most a tile, evaluated whole
   // once by each thread that runs a tile, or when the span of its elements a tile reads
-  // is at most a quarter of the tile, evaluated once per tile over that span (runtime:
-  // StreamedOperand); then read run by run. The span: the tile's share of u, plus one element when
-  // u is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all
-  // of u. Returns the span per tile, 0 when u is not streamed.
+  // is at most a quarter of the tile, evaluated once per tile over that span (BroadcastReadOf,
+  // lowering/loop_lowering.h, as the runtime reads it); then read run by run. The span: the tile's
+  // share of u, plus one element when u is broadcast along the innermost dim or one run of u's
+  // trailing dims otherwise, at most all of u. Returns the span per tile, 0 when u is not streamed.
   double StreamedSpan(const Node& n, TensorId u, Requests r) const {
     if (r.range == 0) return 0;
     const Shape& in = g_.tensor(u).dims;
@@ -409,9 +409,15 @@ class Walk {
     double run = RunLength(in, out, &inner_broadcast);
     if (inner_broadcast) run = 1;
     const double whole = Elements(g_, u);
-    if (whole <= tile) return whole;
-    double span = std::min(whole, tile * whole / Elements(g_, n.outputs[0]) + run);
-    return 4 * span <= tile ? span : 0;
+    const double span = std::min(whole, tile * whole / Elements(g_, n.outputs[0]) + run);
+    switch (BroadcastReadOf(/*computed=*/true, whole, span, tile)) {
+      case BroadcastRead::kWholeOnce:
+        return whole;
+      case BroadcastRead::kSpan:
+        return span;
+      default:
+        return 0;
+    }
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
     AddStreamCalls(n, StreamCalls(n, u, r));

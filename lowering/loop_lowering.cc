@@ -304,7 +304,10 @@ class StreamRule {
     if (in == out || g_.tensor(u).num_elements() == g_.tensor(n.outputs[0]).num_elements()) {
       return Internal(src) ? Operand::kTile : Operand::kInPlace;
     }
-    return !Internal(src) || g_.tensor(src).num_elements() <= kLoopTileElements ? Operand::kStreamed
+    // Evaluated over a span, a computed operand takes a buffer for it: a tile.
+    const double whole = static_cast<double>(g_.tensor(src).num_elements());
+    const BroadcastRead read = BroadcastReadOf(Internal(src), whole, whole, kLoopTileElements);
+    return read == BroadcastRead::kInPlace || read == BroadcastRead::kWholeOnce ? Operand::kStreamed
                                                                                 : Operand::kTile;
   }
   bool OperandsInPlace(const Node& n, LoopValueKind kind) const {
@@ -378,6 +381,12 @@ LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
   if (op == "Trilu") return LoopValueKind::kTrilu;
   if (op == "Resize") return LoopValueKind::kResize;
   return LoopValueKind::kOther;
+}
+
+BroadcastRead BroadcastReadOf(bool computed, double whole, double span, double range) {
+  if (!computed) return BroadcastRead::kInPlace;
+  if (whole <= range) return BroadcastRead::kWholeOnce;
+  return span > 0 && 4 * span <= range ? BroadcastRead::kSpan : BroadcastRead::kNotStreamed;
 }
 
 bool FillsOwnBuffer(LoopValueKind kind) {

@@ -350,16 +350,10 @@ float* OutputTile(const LoopValues& values, const Value& v, size_t j, const floa
 }
 
 // Input j of v for a contiguous range read run by run, when its map steps by 0 or 1 along the
-// runs (a broadcast): a float leaf (or views of one) in place; a computed value of at most the
-// range's elements (layer norm's Sqrt of the variance, one per row; squeeze-and-excite's
-// Sigmoid, one per channel) evaluated whole once per scratch, that is once per thread and run,
-// and kept; a larger one evaluated over the span of its elements the range reads, when that span
-// is at most a quarter of the range. Either instead of once per element of v through an index
-// list. Evaluating the squeeze-and-excite gate again in every tile made the fused Sigmoid+Mul
-// over 1x32x112x112 take 35 us against 29 us for the Mul alone; evaluating it span by span, not
-// whole, took 1x1152x7x7 16 us against 12 (AVX-512 EPYC, side by side). Returns the
-// elements and sets `first` to the flat index of the first; nullptr when the input is not read
-// this way.
+// runs (a broadcast), as BroadcastReadOf (lowering/loop_lowering.h) says: a float leaf (or views of
+// one) in place; a computed value evaluated whole once per scratch (once per thread and run) and
+// kept, or over the span of its elements the range reads. Returns the elements and sets `first` to
+// the flat index of the first; nullptr when the input is not read this way.
 const float* StreamedOperand(const LoopValues& values, const Value& v, size_t j,
                              const IndexSet& idx, LoopScratch* s, int64_t* first) {
   const Affine& m = v.maps[j];
@@ -376,18 +370,26 @@ const float* StreamedOperand(const LoopValues& values, const Value& v, size_t j,
   // loop's last tile), which would otherwise evaluate it again over its span.
   if (const float* kept = s->Hoisted(v.inputs[j])) return kept;
   const int64_t whole = NumElements(u->dims);
-  if (whole <= idx.n) {
-    return s->Hoist(v.inputs[j], Eval(values, v.inputs[j], {0, whole, nullptr, s->NewToken()}, s),
-                    whole);
+  int64_t lo = 0, hi = whole - 1;
+  if (whole > idx.n) {
+    lo = std::numeric_limits<int64_t>::max();
+    hi = -1;
+    ForEachRun(m, v.dims, idx.begin, idx.n, [&](int64_t, int64_t off, int64_t run, int64_t st) {
+      lo = std::min(lo, off);
+      hi = std::max(hi, off + (run - 1) * st);
+    });
   }
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
-  ForEachRun(m, v.dims, idx.begin, idx.n, [&](int64_t, int64_t off, int64_t run, int64_t st) {
-    lo = std::min(lo, off);
-    hi = std::max(hi, off + (run - 1) * st);
-  });
-  if (hi < lo || 4 * (hi - lo + 1) > idx.n) return nullptr;
-  *first = lo;
-  return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
+  const double dwhole = static_cast<double>(whole), span = static_cast<double>(hi - lo + 1);
+  switch (BroadcastReadOf(/*computed=*/true, dwhole, span, static_cast<double>(idx.n))) {
+    case BroadcastRead::kWholeOnce:
+      return s->Hoist(v.inputs[j], Eval(values, v.inputs[j], {0, whole, nullptr, s->NewToken()}, s),
+                      whole);
+    case BroadcastRead::kSpan:
+      *first = lo;
+      return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
+    default:
+      return nullptr;
+  }
 }
 
 const float* EvalBinary(const LoopValues& values, const Value& v, BinaryOp op, const IndexSet& idx,
