@@ -383,6 +383,48 @@ LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
   return LoopValueKind::kOther;
 }
 
+StatusOr<Affine> MappedReadOf(const Graph& g, const Node& n, size_t output) {
+  const Shape& in = g.tensor(n.inputs[0]).dims;
+  const Shape& out = g.tensor(n.outputs[output]).dims;
+  if (n.op_type == "Expand") {
+    // A one-element input repeats: a map of zero coefficients, read as a map like any other.
+    Affine m = BroadcastMap(in, out);
+    if (m.scalar) m = StridedMap(std::vector<int64_t>(out.size(), 0), 0, {}, out);
+    return m;
+  }
+  const std::vector<int64_t> strides = RowMajorStrides(in);
+  if (const int64_t index = GatherSliceIndex(g, n); index >= 0) {
+    // One slice along the axis: the index dims are all 1, the others step as in the data.
+    const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
+    const int64_t ri = static_cast<int64_t>(g.tensor(n.inputs[1]).dims.size());
+    std::vector<int64_t> coef(out.size(), 0);
+    for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
+      if (d < axis) coef[d] = strides[d];
+      if (d >= axis + ri) coef[d] = strides[d - ri + 1];
+    }
+    return StridedMap(coef, index * strides[axis], in, out);
+  }
+  std::vector<int64_t> coef(in.size());
+  int64_t base = 0;
+  if (n.op_type == "Transpose") {
+    const std::vector<int64_t> perm = TransposePerm(g, n);
+    for (size_t d = 0; d < perm.size(); ++d) coef[d] = strides[perm[d]];
+  } else if (n.op_type == "Slice") {
+    FUSOR_ASSIGN_OR_RETURN(SliceParams p, SliceOf(g, n));
+    for (size_t d = 0; d < in.size(); ++d) {
+      base += p.start[d] * strides[d];
+      coef[d] = p.step[d] * strides[d];
+    }
+  } else if (n.op_type == "Split") {
+    const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
+    for (size_t j = 0; j < output; ++j) base += g.tensor(n.outputs[j]).dims[axis] * strides[axis];
+    coef = strides;
+  } else {
+    return Status::InvalidArgument(NodeLabel(n) + ": not a value the loop reads through one map");
+  }
+  return StridedMap(coef, base, in, out);
+}
+
 BroadcastRead BroadcastReadOf(bool computed, double whole, double span, double range) {
   if (!computed) return BroadcastRead::kInPlace;
   if (whole <= range) return BroadcastRead::kWholeOnce;

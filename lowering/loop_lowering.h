@@ -25,7 +25,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "graph/graph.h"
+#include "lowering/affine_map.h"
 
 namespace fusor {
 
@@ -79,6 +81,11 @@ enum class LoopValueKind : uint8_t {
   kResize,
 };
 LoopValueKind LoopValueKindOf(const Graph& g, const Node& n);
+
+// The map through which a kMapped value (output `output` of `n`) reads its one input: the
+// runtime's loop reads through it, the cost model counts the runs it walks. An error naming the
+// node when its parameters cannot be decoded (a Slice whose starts are computed).
+StatusOr<Affine> MappedReadOf(const Graph& g, const Node& n, size_t output);
 
 // Whether the loop evaluates a value of `kind` into a buffer of its own rather than into the one
 // its caller hands it: then a loop output that reaches the value through views is a copy of that

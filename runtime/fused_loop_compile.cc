@@ -162,38 +162,13 @@ Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
-Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) {
-  const Shape& in = g.tensor(n.inputs[0]).dims;
-  std::vector<int64_t> strides = RowMajorStrides(in), coef(in.size());
-  int64_t base = 0;
+// Transpose, Slice, Split, Expand and a Gather of one index: one input read through the map the
+// lowering gives (MappedReadOf).
+Status CompileMapped(const Graph& g, const Node& n, size_t output, Value* v) {
+  FUSOR_ASSIGN_OR_RETURN(Affine m, MappedReadOf(g, n, output));
   v->kind = Value::Mapped{};
   v->inputs = {n.inputs[0]};
-  if (n.op_type == "Transpose") {
-    std::vector<int64_t> perm = TransposePerm(g, n);
-    for (size_t d = 0; d < perm.size(); ++d) coef[d] = strides[perm[d]];
-  } else if (n.op_type == "Slice") {
-    FUSOR_ASSIGN_OR_RETURN(SliceParams p, SliceOf(g, n));
-    for (size_t d = 0; d < in.size(); ++d) {
-      base += p.start[d] * strides[d];
-      coef[d] = p.step[d] * strides[d];
-    }
-  } else {  // Split
-    int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
-    for (size_t j = 0; j < output; ++j) base += g.tensor(n.outputs[j]).dims[axis] * strides[axis];
-    coef = strides;
-  }
-  v->maps = {StridedMap(coef, base, in, v->dims)};
-  return Status::Ok();
-}
-
-Status CompileExpand(const Graph& g, const Node& n, Value* v) {
-  v->kind = Value::Mapped{};
-  v->inputs = {n.inputs[0]};
-  v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
-  // A one-element input repeats: a map of zero coefficients, read as a map like any other.
-  if (v->maps[0].scalar) {
-    v->maps[0] = StridedMap(std::vector<int64_t>(v->dims.size(), 0), 0, {}, v->dims);
-  }
+  v->maps = {std::move(m)};
   return Status::Ok();
 }
 
@@ -228,18 +203,6 @@ Status CompileGather(const Graph& g, const Node& n, Value* v) {
   }
   std::vector<int64_t> ds = RowMajorStrides(data), is = RowMajorStrides(ind);
   int64_t ri = static_cast<int64_t>(ind.size());
-  if (int64_t index = GatherSliceIndex(g, n); index >= 0) {
-    // One slice along the axis: the index dims are all 1, the others step as in the data.
-    std::vector<int64_t> coef(v->dims.size(), 0);
-    for (int64_t d = 0; d < static_cast<int64_t>(v->dims.size()); ++d) {
-      if (d < axis) coef[d] = ds[d];
-      if (d >= axis + ri) coef[d] = ds[d - ri + 1];
-    }
-    v->kind = Value::Mapped{};
-    v->inputs = {n.inputs[0]};
-    v->maps = {StridedMap(coef, index * ds[axis], data, v->dims)};
-    return Status::Ok();
-  }
   Affine base, pos;
   base.coef.assign(v->dims.size(), 0);
   pos.coef.assign(v->dims.size(), 0);
@@ -337,9 +300,7 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
       v->inputs = {n.inputs[0]};
       return Status::Ok();
     case LoopValueKind::kMapped:
-      if (n.op_type == "Gather") return CompileGather(g, n, v);
-      if (n.op_type == "Expand") return CompileExpand(g, n, v);
-      return CompileSliceLike(g, n, output, v);
+      return CompileMapped(g, n, output, v);
     case LoopValueKind::kConcat:
       return CompileConcat(g, n, v);
     case LoopValueKind::kGather:

@@ -35,14 +35,6 @@ StatusOr<Window> PoolWindow(const Graph& g, const Node& n);  // kernel_shape; Gl
 // minus output_padding, negative when output_padding extends the output.
 StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n);
 
-// Per input dim: first index and step; the output dims give the counts.
-struct SliceParams {
-  std::vector<int64_t> start, step;
-};
-StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n);
-
-std::vector<int64_t> TransposePerm(const Graph& g, const Node& n);
-
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
 
 // Pad's mode, begin padding per dim and constant. Pads and constant_value are read through
