@@ -12,6 +12,7 @@
 #include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
+#include "lowering/loop_lowering.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 
@@ -236,16 +237,10 @@ void AddRecurrentSteps(const Graph& g, const FusionGroup& group, const Residency
 // The same when a value's one reader in the group is a view (or unit-dim transpose) that hands it
 // on, through more of them, to a loop output: the output's buffer reaches the value through the
 // views and the value is computed into it (FusedLoop::RunTile), unless its kind fills a buffer of
-// its own (pads, gathers by index, resizes and Trilu do).
+// its own (FillsOwnBuffer, lowering/loop_lowering.h).
 bool ComputedIntoOutput(const Graph& g, const FusionGroup& group, TensorId t,
                         const std::vector<TensorId>& materialized, const LoopEvaluation& loop) {
-  static const char* kOwnBuffer[] = {"Pad", "Gather", "GatherElements", "Resize", "Trilu"};
-  const Node& producer = g.node(g.tensor(t).producer);
-  const std::string& op = producer.op_type;
-  if (std::any_of(std::begin(kOwnBuffer), std::end(kOwnBuffer),
-                  [&](const char* o) { return op == o; }) &&
-      GatherSliceIndex(g, producer) < 0)
-    return false;
+  if (FillsOwnBuffer(LoopValueKindOf(g, g.node(g.tensor(t).producer)))) return false;
   auto in_group = [&](NodeId c) {
     return std::binary_search(group.nodes.begin(), group.nodes.end(), c);
   };

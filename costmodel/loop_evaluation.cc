@@ -6,13 +6,14 @@
 
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
+#include "lowering/affine_map.h"
 #include "lowering/loop_lowering.h"
 #include "lowering/threading.h"
 
 namespace fusor {
 namespace {
 
-// Elements per tile of our loops and per chunk of their row reductions (runtime/fused_loop.h).
+// Elements per tile of our loops (runtime/fused_loop.h).
 constexpr double kLoopTile = kLoopTileElements;
 // Elements per run, at least, for a value to be read in runs (lowering/loop_lowering.h).
 constexpr double kMinRun = static_cast<double>(kMinEvaluatedRun);
@@ -37,24 +38,13 @@ double Elements(const Graph& g, TensorId t) {
   return static_cast<double>(g.tensor(t).num_elements());
 }
 
-// Elements per run when a leaf of dims `in` is read through its broadcast into `out` from a range:
-// the trailing dims of `out` that the map walks as one (all broadcast, or all read in order), as
-// the runtime's ForEachRun merges them. `broadcast_run`, when given, is set to whether `in` is
-// broadcast along those dims (true when `out` has none longer than 1).
+// Elements per run when a leaf of dims `in` is read through its broadcast into `out` from a range,
+// as the runtime's ForEachRun walks it (lowering/affine_map.h). `broadcast_run`, when given, is set
+// to whether the runs repeat one element of `in` (true when `out` has no dim longer than 1).
 double RunLength(const Shape& in, const Shape& out, bool* broadcast_run = nullptr) {
-  double run = 1;
-  bool broadcast = false, started = false;
-  for (size_t k = 0; k < out.size(); ++k) {
-    size_t d = out.size() - 1 - k;
-    if (out[d] == 1) continue;
-    bool b = k >= in.size() || in[in.size() - 1 - k] == 1;
-    if (started && b != broadcast) break;
-    broadcast = b;
-    started = true;
-    run *= static_cast<double>(out[d]);
-  }
-  if (broadcast_run != nullptr) *broadcast_run = broadcast || !started;
-  return run;
+  const RunShape run = RunShapeOf(BroadcastMap(in, out), out);
+  if (broadcast_run != nullptr) *broadcast_run = run.step == 0;
+  return static_cast<double>(run.length);
 }
 
 // Each value of the lowering's chains -> its chain's head.
@@ -119,6 +109,8 @@ class Walk {
     out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
     for (const auto& [head, calls] : chain_calls_) out_.run_calls += calls;
     for (const auto& [t, head] : chain_head_) out_.chain_steps += asked_[t].total();
+    out_.hoisted = hoisted_;
+    out_.pulls = pulls;
     return out_;
   }
 
@@ -404,10 +396,10 @@ class Walk {
 
   // A computed broadcast operand is streamed too when all of it is at most a tile, evaluated whole
   // once by each thread that runs a tile, or when the span of its elements a tile reads
-  // is at most a quarter of the tile, evaluated once per tile over that span (runtime:
-  // StreamedOperand); then read run by run. The span: the tile's share of u, plus one element when
-  // u is broadcast along the innermost dim or one run of u's trailing dims otherwise, at most all
-  // of u. Returns the span per tile, 0 when u is not streamed.
+  // is at most a quarter of the tile, evaluated once per tile over that span (BroadcastReadOf,
+  // lowering/loop_lowering.h, as the runtime reads it); then read run by run. The span: the tile's
+  // share of u, plus one element when u is broadcast along the innermost dim or one run of u's
+  // trailing dims otherwise, at most all of u. Returns the span per tile, 0 when u is not streamed.
   double StreamedSpan(const Node& n, TensorId u, Requests r) const {
     if (r.range == 0) return 0;
     const Shape& in = g_.tensor(u).dims;
@@ -417,9 +409,15 @@ class Walk {
     double run = RunLength(in, out, &inner_broadcast);
     if (inner_broadcast) run = 1;
     const double whole = Elements(g_, u);
-    if (whole <= tile) return whole;
-    double span = std::min(whole, tile * whole / Elements(g_, n.outputs[0]) + run);
-    return 4 * span <= tile ? span : 0;
+    const double span = std::min(whole, tile * whole / Elements(g_, n.outputs[0]) + run);
+    switch (BroadcastReadOf(/*computed=*/true, whole, span, tile)) {
+      case BroadcastRead::kWholeOnce:
+        return whole;
+      case BroadcastRead::kSpan:
+        return span;
+      default:
+        return 0;
+    }
   }
   void StreamedComputed(const Node& n, TensorId u, Requests r, size_t rank, double span) {
     AddStreamCalls(n, StreamCalls(n, u, r));
@@ -529,9 +527,8 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
                         ? Elements(g, in) / std::max<int64_t>(1, g.tensor(in).dims.back())
                         : Elements(g, n.outputs[0]);
       double len = Elements(g, in) / std::max(rows, 1.0);
-      // Rows shorter than a tile are pulled a block of rows at a time, longer ones chunk by chunk.
-      pulls = len < kLoopTile ? std::ceil(rows / std::floor(kLoopTile / std::max(len, 1.0)))
-                              : rows * std::ceil(len / kLoopTile);
+      pulls = static_cast<double>(
+          RowReductionPulls(static_cast<int64_t>(rows), static_cast<int64_t>(len)));
       break;
     }
     nodes.push_back(id);

@@ -61,6 +61,11 @@ struct LoopEvaluation {
   std::unordered_set<TensorId> chained;
   // Element-steps of those chains: each value of a chain (its head too) times its elements.
   double chain_steps = 0;
+  // Computed values each thread evaluates whole once and keeps (broadcast operands of at most a
+  // tile, streamed run by run): evaluated once per thread, not per tile.
+  std::unordered_set<TensorId> hoisted;
+  // Pulls of the expression over the whole run: the loop's tiles, or a row reduction's pulls.
+  double pulls = 0;
   // No tile takes a buffer (LoopLowering::streams): every value is chained or written straight
   // into an output, operands read in place. The loop then walks longer tiles
   // (StreamingTileElements), so fewer pulls.

@@ -99,4 +99,14 @@ struct ResizeTap {
 };
 ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x);
 
+// A Slice's first index and step per input dim (the output dims give the counts), starts clamped
+// as ONNX does; an error naming the node for a computed start or a zero step.
+struct SliceParams {
+  std::vector<int64_t> start, step;
+};
+StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n);
+
+// A Transpose's permutation, the reversal when it has none.
+std::vector<int64_t> TransposePerm(const Graph& g, const Node& n);
+
 }  // namespace fusor

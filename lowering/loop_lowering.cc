@@ -238,7 +238,8 @@ class StreamRule {
         if (!Internal(u) && !IsFloatingPoint(g_.tensor(u).dtype)) return false;
       }
       if (kind == LoopValueKind::kView || once_.count(t)) continue;
-      if (kind == LoopValueKind::kOther || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
+      const bool arithmetic = kind == LoopValueKind::kUnary || kind == LoopValueKind::kBinary;
+      if (!arithmetic || !IsFloatingPoint(g_.tensor(t).dtype)) return false;
       if (!values_.at(t).chained && !IntoOutput(t)) return false;
       if (!OperandsInPlace(*n, kind)) return false;
     }
@@ -251,10 +252,11 @@ class StreamRule {
     switch (Kind(n.outputs[0])) {
       case LoopValueKind::kBinary:
         return 2;
-      case LoopValueKind::kOther:
-        return n.inputs.size();
-      default:
+      case LoopValueKind::kView:
+      case LoopValueKind::kUnary:
         return 1;
+      default:
+        return n.inputs.size();
     }
   }
   bool Internal(TensorId t) const { return producer_.count(t) > 0; }
@@ -302,7 +304,10 @@ class StreamRule {
     if (in == out || g_.tensor(u).num_elements() == g_.tensor(n.outputs[0]).num_elements()) {
       return Internal(src) ? Operand::kTile : Operand::kInPlace;
     }
-    return !Internal(src) || g_.tensor(src).num_elements() <= kLoopTileElements ? Operand::kStreamed
+    // Evaluated over a span, a computed operand takes a buffer for it: a tile.
+    const double whole = static_cast<double>(g_.tensor(src).num_elements());
+    const BroadcastRead read = BroadcastReadOf(Internal(src), whole, whole, kLoopTileElements);
+    return read == BroadcastRead::kInPlace || read == BroadcastRead::kWholeOnce ? Operand::kStreamed
                                                                                 : Operand::kTile;
   }
   bool OperandsInPlace(const Node& n, LoopValueKind kind) const {
@@ -364,7 +369,79 @@ LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
   if (op == "Pow" && ChainsNode(g, n)) return LoopValueKind::kUnary;
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow")
     return LoopValueKind::kBinary;
+  if (op == "Where") return LoopValueKind::kWhere;
+  if (op == "BatchNormalization") return LoopValueKind::kBatchNorm;
+  if (op == "Transpose" || op == "Slice" || op == "Split" || op == "Expand" ||
+      GatherSliceIndex(g, n) >= 0) {
+    return LoopValueKind::kMapped;
+  }
+  if (op == "Concat") return LoopValueKind::kConcat;
+  if (op == "Gather") return LoopValueKind::kGather;
+  if (op == "Pad") return LoopValueKind::kPad;
+  if (op == "Trilu") return LoopValueKind::kTrilu;
+  if (op == "Resize") return LoopValueKind::kResize;
   return LoopValueKind::kOther;
+}
+
+StatusOr<Affine> MappedReadOf(const Graph& g, const Node& n, size_t output) {
+  const Shape& in = g.tensor(n.inputs[0]).dims;
+  const Shape& out = g.tensor(n.outputs[output]).dims;
+  if (n.op_type == "Expand") {
+    // A one-element input repeats: a map of zero coefficients, read as a map like any other.
+    Affine m = BroadcastMap(in, out);
+    if (m.scalar) m = StridedMap(std::vector<int64_t>(out.size(), 0), 0, {}, out);
+    return m;
+  }
+  const std::vector<int64_t> strides = RowMajorStrides(in);
+  if (const int64_t index = GatherSliceIndex(g, n); index >= 0) {
+    // One slice along the axis: the index dims are all 1, the others step as in the data.
+    const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
+    const int64_t ri = static_cast<int64_t>(g.tensor(n.inputs[1]).dims.size());
+    std::vector<int64_t> coef(out.size(), 0);
+    for (int64_t d = 0; d < static_cast<int64_t>(out.size()); ++d) {
+      if (d < axis) coef[d] = strides[d];
+      if (d >= axis + ri) coef[d] = strides[d - ri + 1];
+    }
+    return StridedMap(coef, index * strides[axis], in, out);
+  }
+  std::vector<int64_t> coef(in.size());
+  int64_t base = 0;
+  if (n.op_type == "Transpose") {
+    const std::vector<int64_t> perm = TransposePerm(g, n);
+    for (size_t d = 0; d < perm.size(); ++d) coef[d] = strides[perm[d]];
+  } else if (n.op_type == "Slice") {
+    FUSOR_ASSIGN_OR_RETURN(SliceParams p, SliceOf(g, n));
+    for (size_t d = 0; d < in.size(); ++d) {
+      base += p.start[d] * strides[d];
+      coef[d] = p.step[d] * strides[d];
+    }
+  } else if (n.op_type == "Split") {
+    const int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
+    for (size_t j = 0; j < output; ++j) base += g.tensor(n.outputs[j]).dims[axis] * strides[axis];
+    coef = strides;
+  } else {
+    return Status::InvalidArgument(NodeLabel(n) + ": not a value the loop reads through one map");
+  }
+  return StridedMap(coef, base, in, out);
+}
+
+BroadcastRead BroadcastReadOf(bool computed, double whole, double span, double range) {
+  if (!computed) return BroadcastRead::kInPlace;
+  if (whole <= range) return BroadcastRead::kWholeOnce;
+  return span > 0 && 4 * span <= range ? BroadcastRead::kSpan : BroadcastRead::kNotStreamed;
+}
+
+bool FillsOwnBuffer(LoopValueKind kind) {
+  switch (kind) {
+    case LoopValueKind::kOther:
+    case LoopValueKind::kGather:
+    case LoopValueKind::kPad:
+    case LoopValueKind::kTrilu:
+    case LoopValueKind::kResize:
+      return true;
+    default:
+      return false;
+  }
 }
 
 int LoopLowering::chained_values() const {

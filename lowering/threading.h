@@ -11,6 +11,8 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "graph/graph.h"
@@ -53,6 +55,25 @@ inline int64_t LoopTileElements(bool streams, int64_t elements, int threads) {
 inline constexpr int64_t kRowReductionForkElements = 16384;
 inline bool RowReductionForks(int64_t rows, int64_t len) {
   return rows > 1 && rows * len > kRowReductionForkElements;
+}
+
+// Our row reduction pulls its input through the fused prologue in pieces of at most a loop tile:
+// rows shorter than a tile a block of whole rows at a time (GlobalAveragePool over 7x7, attention
+// softmax over 128 pay the cost of a pull once per block, not once per row), a longer row chunk
+// by chunk. The runtime pulls so; the cost model counts the pulls.
+inline constexpr int64_t kRowReductionPullElements = kLoopTileElements;
+// Rows per pull over rows of `len` elements (1 when a row takes several pulls).
+inline int64_t RowReductionRowsPerPull(int64_t len) {
+  return len >= kRowReductionPullElements ? 1
+                                          : kRowReductionPullElements / std::max<int64_t>(len, 1);
+}
+// Pulls of the whole reduction over `rows` rows of `len`.
+inline int64_t RowReductionPulls(int64_t rows, int64_t len) {
+  if (len >= kRowReductionPullElements) {
+    return rows * ((len + kRowReductionPullElements - 1) / kRowReductionPullElements);
+  }
+  const int64_t per = RowReductionRowsPerPull(len);
+  return (rows + per - 1) / per;
 }
 
 }  // namespace fusor

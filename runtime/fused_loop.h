@@ -85,6 +85,17 @@ class FusedLoop {
   // Writes every output, tile by tile, in parallel.
   void Run() const;
 
+  // What a run on `threads` threads does, observed on one thread walking every tile that run's
+  // threads would: the tile buffers the walk takes once the values kept whole are kept (none when
+  // the loop streams), and which values each thread keeps whole (hoisted). Tests compare it with
+  // the cost model's account of the loop. Writes the outputs, as Run does.
+  struct Observation {
+    int64_t tiles = 0;
+    int64_t tile_buffers = 0;
+    std::vector<TensorId> hoisted;
+  };
+  Observation Observe(int threads) const;
+
   // The values of tensor `t` (a leaf or computed by the loop) at flat indices [begin, begin + n),
   // for kernels that consume the loop's values directly (fused reductions). The pointer is valid
   // until the next call with the same scratch.
@@ -97,6 +108,8 @@ class FusedLoop {
   FusedLoop() = default;
   Status AddNode(const Graph& g, const Node& n, const Lookup& known);
   void RunOutputs(const std::vector<TensorId>& outs, int64_t total) const;
+  // The outputs in passes: those with as many elements share one walk over the same tiles.
+  std::vector<std::vector<TensorId>> Passes() const;
   void RunTile(const std::vector<TensorId>& outs, int64_t total, int64_t begin, int64_t n,
                LoopScratch* s) const;
 

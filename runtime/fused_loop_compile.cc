@@ -162,34 +162,13 @@ Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
-Status CompileSliceLike(const Graph& g, const Node& n, size_t output, Value* v) {
-  const Shape& in = g.tensor(n.inputs[0]).dims;
-  std::vector<int64_t> strides = RowMajorStrides(in), coef(in.size());
-  int64_t base = 0;
+// Transpose, Slice, Split, Expand and a Gather of one index: one input read through the map the
+// lowering gives (MappedReadOf).
+Status CompileMapped(const Graph& g, const Node& n, size_t output, Value* v) {
+  FUSOR_ASSIGN_OR_RETURN(Affine m, MappedReadOf(g, n, output));
   v->kind = Value::Mapped{};
   v->inputs = {n.inputs[0]};
-  if (n.op_type == "Transpose") {
-    std::vector<int64_t> perm = TransposePerm(g, n);
-    for (size_t d = 0; d < perm.size(); ++d) coef[d] = strides[perm[d]];
-  } else if (n.op_type == "Slice") {
-    FUSOR_ASSIGN_OR_RETURN(SliceParams p, SliceOf(g, n));
-    for (size_t d = 0; d < in.size(); ++d) {
-      base += p.start[d] * strides[d];
-      coef[d] = p.step[d] * strides[d];
-    }
-  } else {  // Split
-    int64_t axis = NormalizeAxis(n.GetInt("axis", 0), in.size());
-    for (size_t j = 0; j < output; ++j) base += g.tensor(n.outputs[j]).dims[axis] * strides[axis];
-    coef = strides;
-  }
-  v->maps = {StridedMap(coef, base, in, v->dims)};
-  // A transpose that moves only dims of size 1 reads its input at the same flat indices: handed on
-  // like a view, so the value it reads can be computed straight into its output
-  // (LoopLowering::streams).
-  if (n.op_type == "Transpose" && v->maps[0].identity) {
-    v->kind = Value::View{};
-    v->maps.clear();
-  }
+  v->maps = {std::move(m)};
   return Status::Ok();
 }
 
@@ -224,18 +203,6 @@ Status CompileGather(const Graph& g, const Node& n, Value* v) {
   }
   std::vector<int64_t> ds = RowMajorStrides(data), is = RowMajorStrides(ind);
   int64_t ri = static_cast<int64_t>(ind.size());
-  if (int64_t index = GatherSliceIndex(g, n); index >= 0) {
-    // One slice along the axis: the index dims are all 1, the others step as in the data.
-    std::vector<int64_t> coef(v->dims.size(), 0);
-    for (int64_t d = 0; d < static_cast<int64_t>(v->dims.size()); ++d) {
-      if (d < axis) coef[d] = ds[d];
-      if (d >= axis + ri) coef[d] = ds[d - ri + 1];
-    }
-    v->kind = Value::Mapped{};
-    v->inputs = {n.inputs[0]};
-    v->maps = {StridedMap(coef, index * ds[axis], data, v->dims)};
-    return Status::Ok();
-  }
   Affine base, pos;
   base.coef.assign(v->dims.size(), 0);
   pos.coef.assign(v->dims.size(), 0);
@@ -315,39 +282,38 @@ Status CompileTrilu(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
-bool IsUnaryOp(const std::string& op) {
-  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid",     "Tanh",      "Exp",  "Log",
-                               "Sqrt", "Erf",       "HardSigmoid", "HardSwish", "Clip", "Cast"};
-  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
-}
-
+// Compiles n's value as the kind the lowering names (LoopValueKindOf, lowering/loop_lowering.h).
 Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoop::Lookup& known,
                     Value* v) {
-  const std::string& op = n.op_type;
-  if (IsUnaryOp(op)) return CompileUnary(g, n, known, v);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Where") {
-    return CompileBinary(g, n, known, v);
+  switch (LoopValueKindOf(g, n)) {
+    case LoopValueKind::kUnary:
+      // A Pow by a constant 2, 0.5 or 1 is unary when `known` gives the exponent.
+      if (n.op_type != "Pow") return CompileUnary(g, n, known, v);
+      return CompileBinary(g, n, known, v);
+    case LoopValueKind::kBinary:
+    case LoopValueKind::kWhere:
+      return CompileBinary(g, n, known, v);
+    case LoopValueKind::kBatchNorm:
+      return CompileBatchNorm(g, n, v);
+    case LoopValueKind::kView:
+      v->kind = Value::View{};
+      v->inputs = {n.inputs[0]};
+      return Status::Ok();
+    case LoopValueKind::kMapped:
+      return CompileMapped(g, n, output, v);
+    case LoopValueKind::kConcat:
+      return CompileConcat(g, n, v);
+    case LoopValueKind::kGather:
+      return CompileGather(g, n, v);
+    case LoopValueKind::kPad:
+      return CompilePad(g, n, known, v);
+    case LoopValueKind::kTrilu:
+      return CompileTrilu(g, n, v);
+    case LoopValueKind::kResize:
+      return CompileResize(g, n, v);
+    case LoopValueKind::kOther:
+      break;
   }
-  if (op == "BatchNormalization") return CompileBatchNorm(g, n, v);
-  if (IsViewOp(op)) {
-    v->kind = Value::View{};
-    v->inputs = {n.inputs[0]};
-    return Status::Ok();
-  }
-  if (op == "Expand") {
-    v->kind = Value::Mapped{};
-    v->inputs = {n.inputs[0]};
-    v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
-    if (v->maps[0].scalar)
-      v->maps[0] = StridedMap(std::vector<int64_t>(v->dims.size(), 0), 0, {}, v->dims);
-    return Status::Ok();
-  }
-  if (op == "Transpose" || op == "Slice" || op == "Split") return CompileSliceLike(g, n, output, v);
-  if (op == "Concat") return CompileConcat(g, n, v);
-  if (op == "Gather") return CompileGather(g, n, v);
-  if (op == "Pad") return CompilePad(g, n, known, v);
-  if (op == "Trilu") return CompileTrilu(g, n, v);
-  if (op == "Resize") return CompileResize(g, n, v);
   return Status::Unimplemented(NodeLabel(n) + ": op cannot run in a fused loop");
 }
 
@@ -421,10 +387,13 @@ int FusedLoop::chained_values() const {
 LoopValue FusedLoop::Lowered(TensorId t) const {
   LoopValue out;
   const Value& v = *values_.at(t);
-  out.kind = v.Is<Value::View>()     ? LoopValueKind::kView
-             : v.Is<Value::Unary>()  ? LoopValueKind::kUnary
-             : v.Is<Value::Binary>() ? LoopValueKind::kBinary
-                                     : LoopValueKind::kOther;
+  static constexpr LoopValueKind kKinds[] = {
+      LoopValueKind::kOther,  LoopValueKind::kUnary,     LoopValueKind::kBinary,
+      LoopValueKind::kWhere,  LoopValueKind::kBatchNorm, LoopValueKind::kView,
+      LoopValueKind::kMapped, LoopValueKind::kConcat,    LoopValueKind::kGather,
+      LoopValueKind::kPad,    LoopValueKind::kTrilu,     LoopValueKind::kResize};
+  static_assert(std::size(kKinds) == std::variant_size_v<Value::Kind>);
+  out.kind = kKinds[v.kind.index()];
   out.chain_input = v.chain_input;
   out.saved_input = v.saved_input;
   out.chained = v.in_chain;

@@ -350,16 +350,10 @@ float* OutputTile(const LoopValues& values, const Value& v, size_t j, const floa
 }
 
 // Input j of v for a contiguous range read run by run, when its map steps by 0 or 1 along the
-// runs (a broadcast): a float leaf (or views of one) in place; a computed value of at most the
-// range's elements (layer norm's Sqrt of the variance, one per row; squeeze-and-excite's
-// Sigmoid, one per channel) evaluated whole once per scratch, that is once per thread and run,
-// and kept; a larger one evaluated over the span of its elements the range reads, when that span
-// is at most a quarter of the range. Either instead of once per element of v through an index
-// list. Evaluating the squeeze-and-excite gate again in every tile made the fused Sigmoid+Mul
-// over 1x32x112x112 take 35 us against 29 us for the Mul alone; evaluating it span by span, not
-// whole, took 1x1152x7x7 16 us against 12 (AVX-512 EPYC, side by side). Returns the
-// elements and sets `first` to the flat index of the first; nullptr when the input is not read
-// this way.
+// runs (a broadcast), as BroadcastReadOf (lowering/loop_lowering.h) says: a float leaf (or views of
+// one) in place; a computed value evaluated whole once per scratch (once per thread and run) and
+// kept, or over the span of its elements the range reads. Returns the elements and sets `first` to
+// the flat index of the first; nullptr when the input is not read this way.
 const float* StreamedOperand(const LoopValues& values, const Value& v, size_t j,
                              const IndexSet& idx, LoopScratch* s, int64_t* first) {
   const Affine& m = v.maps[j];
@@ -372,20 +366,30 @@ const float* StreamedOperand(const LoopValues& values, const Value& v, size_t j,
   if (const auto* leaf = std::get_if<Value::Leaf>(&u->kind)) {
     return static_cast<const float*>(leaf->data);
   }
+  // Kept whole by an earlier range of this thread: also for a range shorter than the value (a
+  // loop's last tile), which would otherwise evaluate it again over its span.
+  if (const float* kept = s->Hoisted(v.inputs[j])) return kept;
   const int64_t whole = NumElements(u->dims);
-  if (whole <= idx.n) {
-    if (const float* kept = s->Hoisted(v.inputs[j])) return kept;
-    return s->Hoist(v.inputs[j], Eval(values, v.inputs[j], {0, whole, nullptr, s->NewToken()}, s),
-                    whole);
+  int64_t lo = 0, hi = whole - 1;
+  if (whole > idx.n) {
+    lo = std::numeric_limits<int64_t>::max();
+    hi = -1;
+    ForEachRun(m, v.dims, idx.begin, idx.n, [&](int64_t, int64_t off, int64_t run, int64_t st) {
+      lo = std::min(lo, off);
+      hi = std::max(hi, off + (run - 1) * st);
+    });
   }
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
-  ForEachRun(m, v.dims, idx.begin, idx.n, [&](int64_t, int64_t off, int64_t run, int64_t st) {
-    lo = std::min(lo, off);
-    hi = std::max(hi, off + (run - 1) * st);
-  });
-  if (hi < lo || 4 * (hi - lo + 1) > idx.n) return nullptr;
-  *first = lo;
-  return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
+  const double dwhole = static_cast<double>(whole), span = static_cast<double>(hi - lo + 1);
+  switch (BroadcastReadOf(/*computed=*/true, dwhole, span, static_cast<double>(idx.n))) {
+    case BroadcastRead::kWholeOnce:
+      return s->Hoist(v.inputs[j], Eval(values, v.inputs[j], {0, whole, nullptr, s->NewToken()}, s),
+                      whole);
+    case BroadcastRead::kSpan:
+      *first = lo;
+      return Eval(values, v.inputs[j], {lo, hi - lo + 1, nullptr, s->NewToken()}, s);
+    default:
+      return nullptr;
+  }
 }
 
 const float* EvalBinary(const LoopValues& values, const Value& v, BinaryOp op, const IndexSet& idx,
@@ -641,11 +645,12 @@ void FusedLoop::RunOutputs(const std::vector<TensorId>& outs, int64_t total) con
   }
 }
 
-void FusedLoop::Run() const {
+std::vector<std::vector<TensorId>> FusedLoop::Passes() const {
   // Outputs with as many elements share one pass over the same flat tiles, so values common to
   // them are computed once: a tile's token stands for the same flat range in every value reached
   // through identity maps, whatever the outputs' dims ([1,128,768] and its unit-dim transpose
   // [128,1,768]); a value reached through any other map gets a token of its own.
+  std::vector<std::vector<TensorId>> passes;
   std::vector<bool> done(outputs_.size(), false);
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (done[i]) continue;
@@ -657,8 +662,31 @@ void FusedLoop::Run() const {
         done[j] = true;
       }
     }
-    RunOutputs(pass, total);
+    passes.push_back(std::move(pass));
   }
+  return passes;
+}
+
+void FusedLoop::Run() const {
+  for (const auto& pass : Passes()) RunOutputs(pass, NumElements(values_.at(pass[0])->dims));
+}
+
+FusedLoop::Observation FusedLoop::Observe(int threads) const {
+  Observation seen;
+  LoopScratch s;
+  for (const auto& pass : Passes()) {
+    const int64_t total = NumElements(values_.at(pass[0])->dims);
+    const int64_t tile = LoopTileElements(streams_, total, threads);
+    const int64_t tiles = (total + tile - 1) / tile;
+    // The first tile once more before counting: the values a thread keeps whole are kept then.
+    if (tiles > 0) RunTile(pass, total, 0, tile, &s);
+    const int64_t before = s.floats_taken();
+    for (int64_t i = 0; i < tiles; ++i) RunTile(pass, total, i * tile, tile, &s);
+    seen.tiles += tiles;
+    seen.tile_buffers += s.floats_taken() - before;
+  }
+  seen.hoisted = s.hoisted();
+  return seen;
 }
 
 const float* FusedLoop::EvalRange(TensorId t, int64_t begin, int64_t n, LoopScratch* s) const {

@@ -141,7 +141,10 @@ using LoopValues = std::unordered_map<TensorId, std::unique_ptr<FusedLoop::Value
 // shared by several consumers with the same element indices be computed once per tile.
 class LoopScratch {
  public:
-  float* Floats(int64_t n) { return Take(&floats_, &used_f_, n); }
+  float* Floats(int64_t n) {
+    ++floats_taken_;
+    return Take(&floats_, &used_f_, n);
+  }
   int64_t* Ints(int64_t n) { return Take(&ints_, &used_i_, n); }
   void Reset() {
     used_f_ = used_i_ = 0;
@@ -166,6 +169,14 @@ class LoopScratch {
   const float* Hoist(TensorId t, const float* p, int64_t n) {
     hoisted_.emplace_back(t, std::vector<float>(p, p + n));
     return hoisted_.back().second.data();
+  }
+  // Float buffers taken over the scratch's life, and the values kept whole: what
+  // FusedLoop::Observe reports.
+  int64_t floats_taken() const { return floats_taken_; }
+  std::vector<TensorId> hoisted() const {
+    std::vector<TensorId> ids;
+    for (const auto& [id, data] : hoisted_) ids.push_back(id);
+    return ids;
   }
   // A stack mark: Release(mark) frees the buffers taken and forgets the values memoized since.
   struct Mark {
@@ -196,6 +207,7 @@ class LoopScratch {
   size_t used_f_ = 0, used_i_ = 0;
   std::vector<Memo> memo_;
   int next_token_ = 0;
+  int64_t floats_taken_ = 0;
   std::vector<std::pair<TensorId, std::vector<float>>> hoisted_;
 };
 

@@ -170,12 +170,9 @@ class RowReductionKernel : public GroupKernel {
   }
 
  private:
-  static constexpr int64_t kChunk = 4096;
-
-  // Rows shorter than a chunk are pulled through the prologue a block of rows at a time, so short
-  // rows (GlobalAveragePool over 7x7, attention softmax over 128) pay the cost of a pull once per
-  // block, not once per row; a longer row is pulled chunk by chunk.
-  int64_t RowsPerBlock() const { return len_ >= kChunk ? 1 : kChunk / len_; }
+  // Pulls through the prologue: a block of short rows, or a chunk of a long one
+  // (lowering/threading.h).
+  int64_t RowsPerBlock() const { return RowReductionRowsPerPull(len_); }
 
   // This thread's share of the row blocks, with its own scratch (and row buffer for softmax).
   // Called inside a parallel region, the blocks are split across the team; outside one, the
@@ -217,8 +214,8 @@ class RowReductionKernel : public GroupKernel {
 
   void RunLongRow(int64_t r, float* row, LoopScratch* s) const {
     if (op_ == RowOp::kSoftmax) {
-      for (int64_t c = 0; c < len_; c += kChunk) {
-        int64_t n = std::min(kChunk, len_ - c);
+      for (int64_t c = 0; c < len_; c += kRowReductionPullElements) {
+        int64_t n = std::min(kRowReductionPullElements, len_ - c);
         const float* p = Pull(r * len_ + c, n, s);
         std::copy(p, p + n, row + c);
       }
@@ -226,8 +223,8 @@ class RowReductionKernel : public GroupKernel {
       return;
     }
     double acc = op_ == RowOp::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-    for (int64_t c = 0; c < len_; c += kChunk) {
-      int64_t n = std::min(kChunk, len_ - c);
+    for (int64_t c = 0; c < len_; c += kRowReductionPullElements) {
+      int64_t n = std::min(kRowReductionPullElements, len_ - c);
       const float* p = Pull(r * len_ + c, n, s);
       if (op_ == RowOp::kMax) {
         acc = std::max(acc, static_cast<double>(MaxOf(p, n)));

@@ -53,12 +53,6 @@ Status ResolveWindow(const Graph& g, const Node& n, Window* w) {
 
 }  // namespace
 
-std::vector<int64_t> RowMajorStrides(const Shape& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
-  return s;
-}
-
 StatusOr<Window> ConvWindow(const Graph& g, const Node& n) {
   Window w;
   w.kernel = SpatialDims(g.tensor(n.input(1)).dims);
@@ -118,50 +112,6 @@ StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n) {
     w.pad_end.push_back(end - extra[i]);
   }
   return w;
-}
-
-StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n) {
-  const Shape& in = g.tensor(n.input(0)).dims;
-  std::vector<int64_t> starts, axes, steps;
-  if (n.input(1) == kNoId) {  // Opset < 10: attributes.
-    starts = n.GetInts("starts");
-    axes = n.GetInts("axes");
-  } else {
-    FUSOR_ASSIGN_OR_RETURN(starts, ConstantInts(g, n, 1));
-    if (n.input(3) != kNoId) {
-      FUSOR_ASSIGN_OR_RETURN(axes, ConstantInts(g, n, 3));
-    }
-    if (n.input(4) != kNoId) {
-      FUSOR_ASSIGN_OR_RETURN(steps, ConstantInts(g, n, 4));
-    }
-  }
-  if (axes.empty()) {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  SliceParams p{std::vector<int64_t>(in.size(), 0), std::vector<int64_t>(in.size(), 1)};
-  for (size_t k = 0; k < starts.size() && k < axes.size(); ++k) {
-    int64_t a = NormalizeAxis(axes[k], in.size());
-    if (a < 0 || a >= static_cast<int64_t>(in.size()) || steps[k] == 0) {
-      return Status::InvalidArgument(NodeLabel(n) + ": bad axis or zero step");
-    }
-    int64_t dim = in[a], s = starts[k];
-    if (s < 0) s += dim;
-    // Clamp as ONNX does: [0, dim] for positive steps, [0, dim-1] for negative ones.
-    s = steps[k] > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
-    p.start[a] = s;
-    p.step[a] = steps[k];
-  }
-  return p;
-}
-
-std::vector<int64_t> TransposePerm(const Graph& g, const Node& n) {
-  std::vector<int64_t> perm = n.GetInts("perm");
-  size_t rank = g.tensor(n.input(0)).dims.size();
-  if (perm.empty()) {
-    for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
-  }
-  return perm;
 }
 
 StatusOr<PadParams> PadOf(const Graph& g, const Node& n,

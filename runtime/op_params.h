@@ -15,12 +15,10 @@
 #include "base/status.h"
 #include "graph/graph.h"
 #include "graph/node_attrs.h"
+#include "lowering/affine_map.h"  // RowMajorStrides
 #include "runtime/host_tensor.h"
 
 namespace fusor {
-
-// Row-major strides of a shape.
-std::vector<int64_t> RowMajorStrides(const Shape& dims);
 
 // A sliding window over the spatial dims. pad_end is what makes the node's output dims come out
 // exactly (it absorbs ceil_mode and auto_pad); `declared_pad_end` is the padding the node states.
@@ -36,14 +34,6 @@ StatusOr<Window> PoolWindow(const Graph& g, const Node& n);  // kernel_shape; Gl
 // the node's output dims come out exactly in oneDNN's deconvolution terms: the declared end padding
 // minus output_padding, negative when output_padding extends the output.
 StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n);
-
-// Per input dim: first index and step; the output dims give the counts.
-struct SliceParams {
-  std::vector<int64_t> start, step;
-};
-StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n);
-
-std::vector<int64_t> TransposePerm(const Graph& g, const Node& n);
 
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
 

@@ -8,6 +8,8 @@
 #include "runtime/fused_loop.h"
 #include "runtime/host_tensor.h"
 #include "tests/graph/ir_builder.h"
+#include "tests/lowering/bundled_models.h"
+#include "tests/lowering/gelu_loop.h"
 
 namespace fusor {
 namespace {
@@ -347,128 +349,84 @@ TEST(EvaluateLoop, ALinearResizeEvaluatesItsInputOncePerCorner) {
   EXPECT_DOUBLE_EQ(e.gathered_elements, 4 * 16 + 64);  // Corner weights; x read at each corner.
 }
 
-}  // namespace
-// The values computed inside single-pass chains, by the lowering's rules (loop_lowering.h): not a
-// value after Log (Log does not chain), not one read twice, not an output; a Pow by a constant 2
-// chains; a chain of 18 Relus is cut after 16 values.
-TEST(EvaluateLoop, ChainedValuesFollowTheRuntimesRules) {
-  IrBuilder b;
-  const Shape dims = {2, 40};
-  std::vector<TensorId> v;
-  std::vector<NodeId> nodes;
-  auto step = [&](const std::string& op, std::vector<TensorId> in) {
-    v.push_back(b.Act("v" + std::to_string(v.size()), dims));
-    nodes.push_back(b.Op(op, std::move(in), {v.back()}));
-    return v.back();
+// Binds every leaf and output of `loop` to zeroed memory (8 bytes an element, enough for int64).
+std::vector<std::vector<int64_t>> BindZeros(const Graph& g, FusedLoop* loop) {
+  std::vector<std::vector<int64_t>> memory;
+  auto bind = [&](TensorId t) {
+    memory.emplace_back(std::max<int64_t>(g.tensor(t).num_elements(), 1), 0);
+    loop->Bind(t, memory.back().data());
   };
-  TensorId log = step("Log", {b.Input("x", dims)});
-  TensorId exp = step("Exp", {log});
-  TensorId relu = step("Relu", {exp});
-  TensorId twice = step("Add", {relu, relu});
-  TensorId square = step("Pow", {twice, b.FloatScalar("two", 2)});
-  TensorId out = step("Sqrt", {square});
-  std::vector<TensorId> relus;
-  for (int i = 0; i < 18; ++i) relus.push_back(step("Relu", {i == 0 ? out : relus.back()}));
-  Graph g = b.Build();
-  LoopEvaluation e = EvaluateLoop(g, Loop(nodes), {out, relus.back()}, 2);
-  std::unordered_set<TensorId> want = {exp, twice, square};
-  // relus[17] heads relus[16..2] (16 values); relus[1] heads relus[0].
-  for (int i = 2; i < 17; ++i) want.insert(relus[i]);
-  want.insert(relus[0]);
-  EXPECT_EQ(e.chained, want);
+  for (TensorId t : loop->leaves()) bind(t);
+  for (TensorId t : loop->outputs()) bind(t);
+  return memory;
 }
 
-// A chain's source that only the chain reads joins it (the runtime keeps it in registers
-// for the later read): GELU with its bias Add, x = bias + mm read by the Div that starts the Erf
-// chain and by the Mul that ends it. x is then chained, has no tile and the loop streams, as the
-// runtime's loop does; not when x is also an output, nor when a node outside the chain reads it.
-TEST(EvaluateLoop, AChainsSourceReadOnlyByTheChainJoinsIt) {
+// A chain's source that only the chain reads joins it (lowering/loop_lowering.h), and then the
+// loop streams: GELU with its bias Add, x = bias + mm read by the Div that starts the Erf chain
+// and by the Mul that ends it. The model prices the loop as streaming exactly when the runtime's
+// loop, run, takes no tile buffer: not when x is also an output, nor when a node outside the chain
+// reads it.
+TEST(EvaluateLoop, AChainsSourceReadOnlyByTheChainStreamsAsTheRuntimesLoopDoes) {
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE(variant);
-    IrBuilder b;
-    const Shape dims = {1, 128, 3072};
-    TensorId mm = b.Input("mm", dims), x = b.Act("x", dims), d = b.Act("d", dims);
-    TensorId e = b.Act("e", dims), a = b.Act("a", dims), y = b.Act("y", dims);
-    b.Op("Add", {b.Weight("bias", {3072}), mm}, {x});
-    b.Op("Div", {x, b.FloatScalar("root_two", 1.4142135f)}, {d});
-    b.Op("Erf", {d}, {e});
-    b.Op("Add", {e, b.FloatScalar("one", 1)}, {a});
-    b.Op("Mul", {x, a}, {y});
-    b.Output(y);
-    std::vector<NodeId> nodes = {0, 1, 2, 3, 4};
-    std::vector<TensorId> outputs = {y};
-    if (variant == 1) outputs.push_back(x);
-    if (variant == 2) {
-      TensorId r = b.Act("r", dims);
-      nodes.push_back(b.Op("Relu", {x}, {r}));
-      outputs.push_back(r);
-    }
-    for (TensorId t : outputs) {
-      if (t != y) b.Output(t);
-    }
-    Graph g = b.Build();
+    auto [g, nodes, outputs, x, d, e, a, y] = testing::GeluWithBias(variant);
     LoopEvaluation model = EvaluateLoop(g, Loop(nodes), outputs, 2);
-    std::unordered_set<TensorId> want = {d, e, a};
-    if (variant == 0) want.insert(x);
-    EXPECT_EQ(model.chained, want);
     EXPECT_EQ(model.streams, variant == 0);
+    EXPECT_EQ(model.chained.count(x), variant == 0 ? 1u : 0u);
     auto loop = FusedLoop::Build(
         g, nodes, outputs, [](TensorId) { return nullptr; },
         FusedLoop::Tiles::kLongerWhenStreaming);
     ASSERT_TRUE(loop.ok()) << loop.status().ToString();
-    EXPECT_EQ((*loop)->chained_values(), static_cast<int>(model.chained.size()));
-    EXPECT_EQ((*loop)->streams(), model.streams);
+    auto memory = BindZeros(g, loop->get());
+    const FusedLoop::Observation seen = (*loop)->Observe(2);
+    EXPECT_EQ(seen.tile_buffers == 0, model.streams) << seen.tile_buffers << " tile buffers";
+    EXPECT_DOUBLE_EQ(model.pulls, static_cast<double>(seen.tiles));
   }
 }
 
-// The model's rule for a loop that streams (no tile buffers, longer tiles) must be the runtime's:
-// over every plain loop group of the bundled models under several plans, the two agree, and both
-// answers occur.
-std::string GroupOps(const Graph& g, const FusionGroup& group) {
-  std::string ops;
-  for (NodeId id : group.nodes) ops += (ops.empty() ? "" : "+") + g.node(id).op_type;
-  return ops;
-}
-
-TEST(EvaluateLoop, StreamsExactlyWhenTheRuntimesLoopDoes) {
-  int streams = 0, buffered = 0;
-  for (const char* name :
-       {"resnet18", "mobilenet_v2", "efficientnet_b0", "bert_base_encoder", "squeezenet1_1"}) {
-    auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + name + ".onnx");
-    ASSERT_TRUE(g.ok()) << g.status().ToString();
-    auto leaves = RandomLeafValues(*g, 7);
-    ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
-    auto known = [&](TensorId t) -> const HostTensor* {
-      auto it = leaves->find(t);
-      return it == leaves->end() ? nullptr : &it->second;
-    };
-    std::vector<FusionPlan> plans = {UnfusedPlan(*g), MaxFusionPlan(*g)};
-    for (uint64_t seed = 1; seed <= 4; ++seed) plans.push_back(RandomLegalPlan(*g, seed));
-    for (const FusionPlan& plan : plans) {
-      auto materialized = AllMaterializedOutputs(*g, plan);
+// The loop the model prices is the loop the runtime runs: over every plain loop group of the
+// bundled models under several plans, each loop the runtime builds is run on two threads' tiles
+// and observed. A loop the model prices as streaming takes no tile buffer, every loop walks as
+// many tiles as the model pulls and keeps whole the values the model evaluates once per thread.
+// (Some loops take no buffer without streaming: a lone Transpose or Slice writes straight into
+// its output, yet walks default tiles, as the model prices it.)
+TEST(EvaluateLoop, PricesTheTilesBuffersAndHoistsOfTheLoopTheRuntimeRuns) {
+  int streams = 0, buffered = 0, hoists = 0;
+  for (const std::string& name : testing::BundledModels()) {
+    auto g = testing::ImportBundledModel(name);
+    ASSERT_TRUE(g.ok()) << name << ": " << g.status().ToString();
+    ConstantValues constants(*g);
+    const auto known = [&](TensorId t) { return constants(t); };
+    for (const FusionPlan& plan : testing::PlansToCheck(*g)) {
+      const auto materialized = AllMaterializedOutputs(*g, plan);
       for (size_t i = 0; i < plan.groups.size(); ++i) {
         const FusionGroup& group = plan.groups[i];
-        bool plain_loop = true;
-        for (NodeId id : group.nodes) {
-          OpClass c = ClassifyNode(*g, g->node(id));
-          plain_loop = plain_loop && c != OpClass::kAnchor && c != OpClass::kOpaque &&
-                       c != OpClass::kReduction;
-        }
-        if (!plain_loop) continue;
+        if (!testing::PlainLoop(*g, group)) continue;
         auto loop = FusedLoop::Build(*g, group.nodes, materialized[i], known,
                                      FusedLoop::Tiles::kLongerWhenStreaming);
+        if (!loop.ok() && loop.status().code() == Status::Code::kUnimplemented) continue;
         ASSERT_TRUE(loop.ok()) << loop.status().ToString();
-        const bool model = EvaluateLoop(*g, group, materialized[i], 2).streams;
-        EXPECT_EQ(model, (*loop)->streams())
-            << name << " group " << i << " of " << plan.groups.size() << ": "
-            << g->node(group.nodes[0]).name << " (" << GroupOps(*g, group) << ", "
-            << materialized[i].size() << " outputs)";
-        ++((*loop)->streams() ? streams : buffered);
+        auto memory = BindZeros(*g, loop->get());
+        const FusedLoop::Observation seen = (*loop)->Observe(2);
+        const LoopEvaluation model = EvaluateLoop(*g, group, materialized[i], 2);
+        const std::string where = name + " " + testing::GroupText(*g, group);
+        if (model.streams) {
+          EXPECT_EQ(seen.tile_buffers, 0)
+              << where << ": priced as streaming, took buffers over " << seen.tiles << " tiles";
+        }
+        EXPECT_DOUBLE_EQ(model.pulls, static_cast<double>(seen.tiles)) << where;
+        EXPECT_EQ(model.hoisted,
+                  std::unordered_set<TensorId>(seen.hoisted.begin(), seen.hoisted.end()))
+            << where;
+        ++(model.streams ? streams : buffered);
+        hoists += static_cast<int>(seen.hoisted.size());
       }
     }
   }
   EXPECT_GT(streams, 1000);
   EXPECT_GT(buffered, 300);
+  EXPECT_GT(hoists, 10);
 }
 
+}  // namespace
 }  // namespace fusor

@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "runtime/fused_loop.h"
 #include "tests/graph/ir_builder.h"
 #include "tests/lowering/bundled_models.h"
+#include "tests/lowering/gelu_loop.h"
 
 namespace fusor {
 namespace {
@@ -54,6 +57,59 @@ TEST_P(LoopsOfEveryModel, TheRuntimeBuildsEveryLoopAsTheLoweringRecordsIt) {
 
 INSTANTIATE_TEST_SUITE_P(Lowering, LoopsOfEveryModel, ::testing::ValuesIn(BundledModels()),
                          [](const auto& info) { return info.param; });
+
+// The values the lowering computes inside single-pass chains: not a value after Log (Log does not
+// chain), not one read twice, not an output; a Pow by a constant 2 chains; a chain of 18 Relus is
+// cut after 16 values.
+TEST(LoopLowering, ChainedValuesFollowTheChainRules) {
+  testing::IrBuilder b;
+  const Shape dims = {2, 40};
+  std::vector<TensorId> v;
+  std::vector<NodeId> nodes;
+  auto step = [&](const std::string& op, std::vector<TensorId> in) {
+    v.push_back(b.Act("v" + std::to_string(v.size()), dims));
+    nodes.push_back(b.Op(op, std::move(in), {v.back()}));
+    return v.back();
+  };
+  TensorId log = step("Log", {b.Input("x", dims)});
+  TensorId exp = step("Exp", {log});
+  TensorId relu = step("Relu", {exp});
+  TensorId twice = step("Add", {relu, relu});
+  TensorId square = step("Pow", {twice, b.FloatScalar("two", 2)});
+  TensorId out = step("Sqrt", {square});
+  std::vector<TensorId> relus;
+  for (int i = 0; i < 18; ++i) relus.push_back(step("Relu", {i == 0 ? out : relus.back()}));
+  Graph g = b.Build();
+  const LoopLowering record = LowerLoop(g, nodes, {out, relus.back()});
+  std::unordered_set<TensorId> want = {exp, twice, square};
+  // relus[17] heads relus[16..2] (16 values); relus[1] heads relus[0].
+  for (int i = 2; i < 17; ++i) want.insert(relus[i]);
+  want.insert(relus[0]);
+  std::unordered_set<TensorId> chained;
+  for (const auto& [t, value] : record.values) {
+    if (value.chained) chained.insert(t);
+  }
+  EXPECT_EQ(chained, want);
+  EXPECT_EQ(record.values.at(relus[17]).chain_head, relus[17]);
+  EXPECT_EQ(record.values.at(relus[2]).chain_head, relus[17]);
+  EXPECT_EQ(record.values.at(relus[0]).chain_head, relus[1]);
+}
+
+// A chain's source that only the chain's own steps read joins it as its first value: GELU with
+// its bias Add, x = bias + mm read by the Div that starts the Erf chain and by the Mul that ends
+// it (the Mul reads x again from registers: its saved input). Then the loop streams. Not when x is
+// also an output, nor when a node outside the chain reads it.
+TEST(LoopLowering, AChainsSourceReadOnlyByTheChainJoinsIt) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    auto [g, nodes, outputs, x, d, e, a, y] = testing::GeluWithBias(variant);
+    const LoopLowering record = LowerLoop(g, nodes, outputs);
+    for (TensorId t : {d, e, a}) EXPECT_TRUE(record.values.at(t).chained) << g.tensor(t).name;
+    EXPECT_EQ(record.values.at(x).chained, variant == 0);
+    EXPECT_EQ(record.values.at(y).saved_input, variant == 0 ? 0 : -1);
+    EXPECT_EQ(record.streams, variant == 0);
+  }
+}
 
 // A value the lowering chains that the compiled loop cannot run as a chain step is an error
 // naming it, not a wrong result: a Pow whose exponent is a constant 2 in the graph chains, but a

@@ -11,45 +11,15 @@
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
+#include "tests/lowering/residual_block.h"
 
 namespace fusor {
 namespace {
 
 using testing::Ints;
 using testing::IrBuilder;
-
-// x -> Conv a -> Relu -> r1 -> Conv b -> Add(r1) -> Relu -> r2 -> Conv c -> y, plus a per-channel
-// scale of r2 (a broadcast, so a loop that cannot run on blocked data) as a second output.
-struct ResidualBlock {
-  Graph g;
-  TensorId r1 = kNoId, r2 = kNoId, y = kNoId, scaled = kNoId;
-};
-
-ResidualBlock MakeResidualBlock(int64_t channels) {
-  IrBuilder b;
-  Shape d = {1, channels, 8, 8};
-  ResidualBlock out;
-  TensorId x = b.Input("x", d);
-  TensorId a = b.Act("a", d), ca = b.Act("cb", d), sum = b.Act("sum", d);
-  out.r1 = b.Act("r1", d);
-  out.r2 = b.Act("r2", d);
-  out.y = b.Act("y", d);
-  out.scaled = b.Act("scaled", d);
-  auto conv = [&](const std::string& w, TensorId in, TensorId o) {
-    b.Op("Conv", {in, b.Weight(w, {channels, channels, 3, 3})}, {o}, {Ints("pads", {1, 1, 1, 1})});
-  };
-  conv("wa", x, a);
-  b.Op("Relu", {a}, {out.r1});
-  conv("wb", out.r1, ca);
-  b.Op("Add", {ca, out.r1}, {sum});
-  b.Op("Relu", {sum}, {out.r2});
-  conv("wc", out.r2, out.y);
-  b.Op("Mul", {out.r2, b.Weight("per_channel", {channels, 1, 1})}, {out.scaled});
-  b.Output(out.y);
-  b.Output(out.scaled);
-  out.g = b.Build();
-  return out;
-}
+using testing::MakeResidualBlock;
+using testing::ResidualBlock;
 
 // Every output and the blocked intermediates `probe` (materialized under `plan`) match the
 // reference; returns the executor's group descriptions.
@@ -89,111 +59,6 @@ std::string ExpectMatches(const Graph& g, const FusionPlan& plan,
 }
 
 int64_t Block() { return ChannelBlockForIsa(OneDnnIsa()); }
-
-TEST(BlockedLayout, WhichTensorsStayBlocked) {
-  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
-  ResidualBlock rb = MakeResidualBlock(16);
-  const Graph& g = rb.g;
-  EXPECT_TRUE(KeptBlocked(g, rb.r1, 8));   // Relu -> Conv and the residual Add.
-  EXPECT_FALSE(KeptBlocked(g, rb.r2, 8));  // Read by a per-channel Mul (a broadcast).
-  EXPECT_FALSE(KeptBlocked(g, rb.y, 8));   // A graph output.
-  EXPECT_FALSE(KeptBlocked(g, 0, 8));      // The graph input.
-  EXPECT_FALSE(KeptBlocked(g, rb.r1, 0));  // No blocked layout on this ISA.
-  EXPECT_FALSE(KeptBlocked(MakeResidualBlock(12).g, rb.r1, 8));  // 12 channels would pad.
-  // A flat Add writes blocked only when it reads blocked: not with a graph input operand.
-  IrBuilder b;
-  Shape d = {1, 8, 4, 4};
-  TensorId x = b.Input("x", d), a = b.Act("a", d), s = b.Act("s", d), y = b.Act("y", d);
-  b.Op("Conv", {x, b.Weight("w1", {8, 8, 1, 1})}, {a});
-  b.Op("Add", {a, b.Input("residual", d)}, {s});
-  b.Op("Conv", {s, b.Weight("w2", {8, 8, 1, 1})}, {y});
-  b.Output(y);
-  Graph flat = b.Build();
-  EXPECT_TRUE(KeptBlocked(flat, a, 8));
-  EXPECT_FALSE(KeptBlocked(flat, s, 8));
-  EXPECT_EQ(ChannelBlockForIsa("avx2"), 8);
-  EXPECT_EQ(ChannelBlockForIsa("avx512_core"), 16);
-}
-
-// Where oneDNN has brgemm convs, the form of a chain of kept tensors is decided where it starts:
-// a conv on a plain input whose channel counts share no block runs channels-last, and so does
-// every conv that reads what it wrote. stem[1,3,8,8] -> Conv 3->32 -> Relu -> Conv 32->32 -> a ->
-// Conv 32->48 -> y (an output); beside it p[1,24,8,8] (plain) -> Conv 24->144 -> q -> depthwise
-// -> out2, and r[1,16,8,8] -> Conv 16->32 -> out3 (one block: channel-blocked).
-TEST(BlockedLayout, ChannelsLastChainsStartWhereAPlainInputMeetsMixedBlocks) {
-  IrBuilder b;
-  auto act = [&](const std::string& name, int64_t c) { return b.Act(name, {1, c, 8, 8}); };
-  TensorId c1 = act("c1", 32), r1 = act("r1", 32), a = act("a", 32), y = act("y", 48);
-  TensorId q = act("q", 144), out2 = act("out2", 144), out3 = act("out3", 32);
-  b.Op("Conv", {b.Input("stem", {1, 3, 8, 8}), b.Weight("w1", {32, 3, 1, 1})}, {c1});
-  b.Op("Relu", {c1}, {r1});
-  b.Op("Conv", {r1, b.Weight("w2", {32, 32, 1, 1})}, {a});
-  b.Op("Conv", {a, b.Weight("w3", {48, 32, 1, 1})}, {y});
-  b.Op("Conv", {b.Input("p", {1, 24, 8, 8}), b.Weight("w4", {144, 24, 1, 1})}, {q});
-  b.Op("Conv", {q, b.Weight("w5", {144, 1, 3, 3})}, {out2},
-       {Ints("pads", {1, 1, 1, 1}), testing::Int("group", 144)});
-  b.Op("Conv", {b.Input("r", {1, 16, 8, 8}), b.Weight("w6", {32, 16, 1, 1})}, {out3});
-  b.Output(y);
-  b.Output(out2);
-  b.Output(out3);
-  Graph g = b.Build();
-  for (NodeId n : {0, 2, 3, 4, 5}) EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(n), 16, true)) << n;
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(6), 16, true));
-  for (TensorId t : {c1, r1, a, q}) EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << t;
-  EXPECT_FALSE(StoredChannelsLast(g, y, 16, true));  // A graph output: plain.
-  // Without brgemm convs, or with blocks of 8, everything is channel-blocked.
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 16, false));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 8, true));
-  EXPECT_FALSE(StoredChannelsLast(g, r1, 16, false));
-  EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_bf16"));
-  EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_amx"));
-  EXPECT_FALSE(BrgemmConvsForIsa("avx512_core"));
-  EXPECT_FALSE(BrgemmConvsForIsa("avx2"));
-}
-
-// A stem conv: fewer input channels than a block, ungrouped, whole blocks of output channels, and
-// a chain that reaches a Concat (rgb -> Conv -> Relu -> Concat with a 1x1 conv of it).
-TEST(BlockedLayout, AStemConvWhoseChainReachesAConcatWritesBlocked) {
-  IrBuilder b;
-  TensorId rgb = b.Input("rgb", {1, 3, 8, 8});
-  auto conv = [&](const std::string& name, TensorId x, int64_t in, int64_t out, int64_t group) {
-    TensorId y = b.Act(name, {1, out, 8, 8});
-    b.Op("Conv", {x, b.Weight("w_" + name, {out, in / group, 1, 1})}, {y},
-         {testing::Int("group", group)});
-    return y;
-  };
-  TensorId s32 = conv("s32", rgb, 3, 32, 1);
-  TensorId r = b.Act("r", {1, 32, 8, 8}), cat = b.Act("cat", {1, 64, 8, 8});
-  b.Op("Relu", {s32}, {r});
-  b.Op("Concat", {r, conv("c32", r, 32, 32, 1)}, {cat}, {testing::Int("axis", 1)});
-  b.Output(conv("after", cat, 64, 16, 1));
-  b.Output(conv("s24", rgb, 3, 24, 1));               // 24 channels: whole blocks of 8, not of 16.
-  b.Output(conv("s48", rgb, 3, 48, 3));               // Grouped: no first-layer kernel.
-  TensorId plain_chain = conv("p32", rgb, 3, 32, 1);  // Its chain reaches no Concat.
-  b.Output(conv("p32b", plain_chain, 32, 32, 1));
-  Graph g = b.Build();
-  const Node& stem = g.node(0);
-  for (int64_t block : {16, 8}) EXPECT_TRUE(StemConvReadsPlain(g, stem, block)) << block;
-  EXPECT_FALSE(StemConvReadsPlain(g, stem, 0));  // No blocked layout on this ISA.
-  auto node_writing = [&](const std::string& name) {
-    for (const Node& n : g.nodes()) {
-      if (g.tensor(n.outputs[0]).name == name) return n;
-    }
-    ADD_FAILURE() << name;
-    return g.node(0);
-  };
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s24"), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s48"), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("p32"), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("c32"), 16));  // 32 input channels.
-  // The stem and the conv after it run blocked where convs are brgemm ones; the Concat stays
-  // blocked. The stem whose chain reaches no Concat runs channels-last, as its reader.
-  EXPECT_FALSE(ConvRunsChannelsLast(g, stem, 16, true));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, node_writing("c32"), 16, true));
-  EXPECT_TRUE(KeptBlocked(g, cat, 16));
-  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32"), 16, true));
-  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32b"), 16, true));
-}
 
 // On the runtime: a stem conv (2 images, 3x3, stride 2) whose chain reaches a Concat reads the
 // graph input without a reorder; the values match the reference (two images: the Concat itself
