@@ -8,9 +8,10 @@ import pytest
 import fusor
 from conftest import filled_model, random_feed
 
-# (model, its symbolic dims bound for both runtimes).
-PARITY_MODELS = [("squeezenet1_1", {}), ("mobilenet_v2", {}), ("resnet18", {}),
-                 ("lstm_tagger", {}), ("gpt_decoder_4l", {}),
+# (model, its symbolic dims bound for both runtimes): convolutions, a decoder with token-id inputs
+# and an encoder with symbolic dims, a fast subset; bench/python_onnxruntime_parity.py checks every
+# bundled model (docs/python.md keeps its table).
+PARITY_MODELS = [("squeezenet1_1", {}), ("gpt_decoder_4l", {}),
                  ("distil_encoder_dynamic", {"batch": 2, "seq": 16})]
 
 
