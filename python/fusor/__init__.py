@@ -12,7 +12,7 @@ subclass) with the message the fusor CLI prints. docs/python.md describes the wh
 from fusor._fusor import AuthError, FusorError, InvalidArgumentError, UnavailableError
 from fusor.database import Database, StoredPlan
 from fusor.plan import Plan
-from fusor.session import InferenceSession, NodeArg
+from fusor.session import InferenceSession, IOBinding, NodeArg
 from fusor.tuning import Client, TuneResult, inspect, tune
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Database",
     "FusorError",
     "InferenceSession",
+    "IOBinding",
     "InvalidArgumentError",
     "NodeArg",
     "Plan",
