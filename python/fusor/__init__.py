@@ -5,23 +5,27 @@
     session = fusor.InferenceSession("model.onnx", plan=result.plan)
     outputs = session.run(None, {"input": x})
 
-InferenceSession has the shape of onnxruntime.InferenceSession. Failures raise FusorError (or a
+fusor.Database reads a tuning database's plans. InferenceSession has the shape of onnxruntime.InferenceSession. Failures raise FusorError (or a
 subclass) with the message the fusor CLI prints. docs/python.md describes the whole API.
 """
 
 from fusor._fusor import AuthError, FusorError, InvalidArgumentError, UnavailableError
+from fusor.database import Database, StoredPlan
 from fusor.plan import Plan
-from fusor.session import InferenceSession, NodeArg
+from fusor.session import InferenceSession, IOBinding, NodeArg
 from fusor.tuning import Client, TuneResult, inspect, tune
 
 __all__ = [
     "AuthError",
     "Client",
+    "Database",
     "FusorError",
     "InferenceSession",
+    "IOBinding",
     "InvalidArgumentError",
     "NodeArg",
     "Plan",
+    "StoredPlan",
     "TuneResult",
     "UnavailableError",
     "inspect",

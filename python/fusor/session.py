@@ -101,3 +101,71 @@ class InferenceSession:
         as they are, other dtypes converted by the engine); only the outputs named are read."""
         del run_options  # Accepted for onnxruntime compatibility; the engine has none.
         return self._engine.run(None if output_names is None else list(output_names), input_feed)
+
+    def io_binding(self):
+        """An IOBinding over arrays the caller holds, as onnxruntime's io_binding(): bind every
+        input and the outputs wanted, then run_with_iobinding() as often as liked."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        """Runs the model on the binding's inputs' current values into its output arrays."""
+        del run_options  # Accepted for onnxruntime compatibility; the engine has none.
+        iobinding._bound().run()
+
+
+class IOBinding:
+    """Inputs and outputs bound to NumPy arrays for InferenceSession.run_with_iobinding. Each run
+    reads the inputs' current values where they are and the engine writes the outputs into their
+    arrays: float32 and int64 tensors are neither copied nor converted (copied_bytes counts what
+    was). Binding again after a run compiles a new context at the next run."""
+
+    def __init__(self, session):
+        self._session = session
+        self._inputs = {}
+        self._outputs = {}
+        self._binding = None
+
+    def bind_cpu_input(self, name, array):
+        """Reads `array` (C-contiguous, kept and read at every run) as input `name`."""
+        array = np.asarray(array)
+        if not array.flags.c_contiguous:
+            raise _fusor.InvalidArgumentError(
+                f"input '{name}' is not C-contiguous: a binding reads its array in place, so give "
+                "np.ascontiguousarray(...)")
+        self._inputs[name] = array
+        self._binding = None
+
+    def bind_output(self, name, array=None):
+        """Writes output `name` into `array` (C-contiguous, writable), or into an array of the
+        model's shape and dtype allocated here when None."""
+        if array is None:
+            meta = {o.name: o for o in self._session.get_outputs()}
+            if name not in meta:
+                raise _fusor.InvalidArgumentError(
+                    f"'{name}' is not an output of the model (its outputs: "
+                    + ", ".join(f"'{n}'" for n in meta) + ")")
+            array = np.empty(meta[name].shape, meta[name].dtype)
+        if not (array.flags.c_contiguous and array.flags.writeable):
+            raise _fusor.InvalidArgumentError(
+                f"output '{name}' must be a C-contiguous, writable array")
+        self._outputs[name] = array
+        self._binding = None
+
+    def get_outputs(self):
+        """The output arrays, in the order bound: the arrays the engine writes (not copies)."""
+        return list(self._outputs.values())
+
+    def copy_outputs_to_cpu(self):
+        """Copies of the output arrays, as onnxruntime's IOBinding gives."""
+        return [a.copy() for a in self._outputs.values()]
+
+    @property
+    def copied_bytes(self):
+        """Bytes the last run copied between the arrays and the engine's arena: 0 when every
+        bound tensor was read or written in place."""
+        return self._binding.copied_bytes if self._binding is not None else 0
+
+    def _bound(self):
+        if self._binding is None:
+            self._binding = self._session._engine.bind(self._inputs, self._outputs)
+        return self._binding

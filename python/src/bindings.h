@@ -1,14 +1,18 @@
 // The `fusor` Python package's extension module, fusor._fusor: the engine (session.cc), tuning and
-// inspection (tuning.cc) and the exceptions a fusor::Status becomes (module.cc). The Python files
+// inspection (tuning.cc), a tuning database read-only (database.cc) and the exceptions a
+// fusor::Status becomes (module.cc). The Python files
 // in python/fusor/ shape these into the onnxruntime-like API; this layer stays thin. Every call
 // that runs the engine or the tuner releases the GIL for its duration.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
+#include <string>
 #include <utility>
 
 #include "base/status.h"
+#include "graph/graph.h"
+#include "proto/plan.pb.h"
 
 namespace fusor::python {
 
@@ -22,8 +26,18 @@ T ValueOrThrow(StatusOr<T> v) {
   return std::move(v).value();
 }
 
+// A stored or tuned time in nanoseconds, or None for 0 (not measured).
+pybind11::object MeasuredNs(double ns);
+// The fields TuneResult and StoredPlan share: keys, times (measured ones None when 0), peak memory
+// and "groups", one row of Plan.explain() per group (tuning.cc).
+pybind11::dict PlanFields(const v1::Plan& plan);
+// The plan as plan JSON text (graph/plan_json.h) naming its graph and target; raises when the plan
+// does not fit g.
+std::string PlanJsonText(const Graph& g, const v1::Plan& plan);
+
 void RegisterErrors(pybind11::module_& m);
 void RegisterSession(pybind11::module_& m);
 void RegisterTuning(pybind11::module_& m);
+void RegisterDatabase(pybind11::module_& m);
 
 }  // namespace fusor::python

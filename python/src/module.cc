@@ -87,4 +87,5 @@ PYBIND11_MODULE(_fusor, m) {
   fusor::python::RegisterErrors(m);
   fusor::python::RegisterSession(m);
   fusor::python::RegisterTuning(m);
+  fusor::python::RegisterDatabase(m);
 }

@@ -2,7 +2,8 @@
 // place through the buffer protocol (a non-contiguous array is made contiguous first), of any dtype
 // the engine takes (float32 and int64 are its storage types; others convert inside the engine).
 // Outputs are NumPy arrays of the model's dtypes (bfloat16, which NumPy lacks, as float32)
-// allocated here and written by the engine; only the outputs asked for are read out.
+// allocated here and written by the engine; only the outputs asked for are read out. An IO binding
+// (BoundArrays) runs on arrays the caller holds, float32 and int64 ones read and written in place.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -205,9 +206,52 @@ double TimeBoundRun(Engine& engine, const py::dict& feeds, int iterations) {
   return SecondsPerRun(iterations, [&] { return binding->Run(); });
 }
 
+// A context of the engine bound to NumPy arrays the caller holds (ONNX Runtime's IOBinding): each
+// run reads the inputs' current values and writes the outputs into their arrays, float32 and int64
+// ones in place. The arrays are held here, so they outlive the binding; the binding holds its
+// session's engine alive (keep_alive below).
+class BoundArrays {
+ public:
+  BoundArrays(Engine& engine, const py::dict& feeds, const py::dict& outputs) : inputs_(feeds) {
+    for (auto [name, value] : outputs) {
+      py::array a = py::reinterpret_borrow<py::array>(value);
+      output_names_.push_back(py::str(name));
+      output_dims_.emplace_back(a.shape(), a.shape() + a.ndim());
+      output_arrays_.push_back(a);
+    }
+    for (size_t o = 0; o < output_arrays_.size(); ++o) {
+      py::array& a = output_arrays_[o];
+      output_views_.push_back({output_names_[o], FromNumpy(a.dtype()), output_dims_[o],
+                               a.mutable_data(), static_cast<size_t>(a.nbytes())});
+    }
+    py::gil_scoped_release nogil;
+    binding_ = ValueOrThrow(engine.Bind(inputs_.views, output_views_));
+  }
+
+  void Run() {
+    Status s = [&] {
+      py::gil_scoped_release nogil;
+      return binding_->Run();
+    }();
+    if (!s.ok()) ThrowStatus(s);
+  }
+  int64_t copied_bytes() const { return binding_->copied_bytes(); }
+
+ private:
+  FeedViews inputs_;
+  std::vector<std::string> output_names_;
+  std::vector<std::vector<int64_t>> output_dims_;
+  std::vector<py::array> output_arrays_;
+  std::vector<TensorView> output_views_;
+  std::unique_ptr<IoBinding> binding_;
+};
+
 }  // namespace
 
 void RegisterSession(py::module_& m) {
+  py::class_<BoundArrays>(m, "BoundArrays")
+      .def("run", &BoundArrays::Run)
+      .def_property_readonly("copied_bytes", &BoundArrays::copied_bytes);
   py::class_<Engine>(m, "Engine")
       .def(py::init(&Load), py::arg("model"), py::arg("plan_json_path"), py::arg("db"),
            py::arg("threads"), py::arg("dims"), py::arg("target"), py::arg("concurrent_runs"))
@@ -215,6 +259,12 @@ void RegisterSession(py::module_& m) {
       .def("inputs", [](const Engine& e) { return Describe(e.inputs()); })
       .def("outputs", [](const Engine& e) { return Describe(e.outputs()); })
       .def("run", &Run, py::arg("output_names"), py::arg("feeds"))
+      .def(
+          "bind",
+          [](Engine& e, const py::dict& feeds, const py::dict& outputs) {
+            return std::make_unique<BoundArrays>(e, feeds, outputs);
+          },
+          py::arg("feeds"), py::arg("outputs"), py::keep_alive<0, 1>())
       .def("_time_engine_run", &TimeEngineRun, py::arg("feeds"), py::arg("iterations"))
       .def("_time_bound_run", &TimeBoundRun, py::arg("feeds"), py::arg("iterations"));
 }

@@ -1,7 +1,8 @@
 // fusor._fusor.tune and inspect: the CLI's `fusor tune` and `fusor inspect` for Python. The model
 // is imported by the CLI's ModelOptions (so --shape and --dim mean the same and give the same graph
 // hashes) and tuned through TuneGraph (client/tune_command.h) against the same in-process
-// TuningService local mode uses, or a fusord over gRPC.
+// TuningService local mode uses, or a fusord over gRPC. The per-group rows and plan JSON of a
+// tuned plan are built here for database.cc's stored plans too.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -22,9 +23,49 @@
 #include "lowering/unfused_ops.h"
 
 namespace fusor::python {
-namespace {
 
 namespace py = pybind11;
+
+// A measured time, or None for 0 (not measured).
+py::object MeasuredNs(double ns) { return ns > 0 ? py::object(py::float_(ns)) : py::none(); }
+
+namespace {
+
+py::dict GroupRow(const v1::FusionGroup& group) {
+  py::dict row;
+  row["group"] = group.id();
+  row["kind"] = std::string(GroupKindName(static_cast<GroupKind>(group.kind())));
+  row["nodes"] = group.nodes_size();
+  row["recomputed"] = group.recomputed_size();
+  row["predicted_ns"] = group.predicted().total_ns();
+  row["measured_ns"] = MeasuredNs(group.measured_ns());
+  return row;
+}
+
+}  // namespace
+
+py::dict PlanFields(const v1::Plan& plan) {
+  py::dict d;
+  d["graph_hash"] = plan.graph_hash();
+  d["target"] = plan.target_id();
+  d["cost_model_version"] = plan.cost_model_version();
+  d["predicted_ns"] = plan.predicted_ns();
+  d["unfused_predicted_ns"] = plan.unfused_predicted_ns();
+  d["measured_ns"] = MeasuredNs(plan.measured_ns());
+  d["unfused_measured_ns"] = MeasuredNs(plan.unfused_measured_ns());
+  d["peak_memory_bytes"] = plan.peak_memory_bytes();
+  py::list groups;
+  for (const auto& group : plan.groups()) groups.append(GroupRow(group));
+  d["groups"] = groups;
+  return d;
+}
+
+std::string PlanJsonText(const Graph& g, const v1::Plan& plan) {
+  return PlanToJson(ValueOrThrow(PlanFromProto(g, plan)), {plan.graph_hash(), plan.target_id()})
+      .dump();
+}
+
+namespace {
 
 ModelOptions Model(const std::string& path, const std::vector<std::string>& shapes,
                    const std::vector<std::string>& dims) {
@@ -43,41 +84,14 @@ StatusOr<std::unique_ptr<TunerApi>> OpenTuner(const ConnectionOptions& connectio
   return std::unique_ptr<TunerApi>(std::move(local));
 }
 
-// A measured time, or None for 0 (not measured).
-py::object MeasuredNs(double ns) { return ns > 0 ? py::object(py::float_(ns)) : py::none(); }
-
-py::dict GroupRow(const v1::FusionGroup& group) {
-  py::dict row;
-  row["group"] = group.id();
-  row["kind"] = std::string(GroupKindName(static_cast<GroupKind>(group.kind())));
-  row["nodes"] = group.nodes_size();
-  row["recomputed"] = group.recomputed_size();
-  row["predicted_ns"] = group.predicted().total_ns();
-  row["measured_ns"] = MeasuredNs(group.measured_ns());
-  return row;
-}
-
 py::dict ResultDict(const std::string& label, const Graph& g, const v1::TuneEvent::Result& r) {
   const v1::Plan& plan = r.plan();
-  py::dict d;
+  py::dict d = PlanFields(plan);
   d["binding"] = label;
-  d["plan_json"] =
-      PlanToJson(ValueOrThrow(PlanFromProto(g, plan)), {plan.graph_hash(), plan.target_id()})
-          .dump();
-  d["graph_hash"] = plan.graph_hash();
-  d["target"] = plan.target_id();
-  d["cost_model_version"] = plan.cost_model_version();
+  d["plan_json"] = PlanJsonText(g, plan);
   d["cache_hit"] = r.cache_hit();
-  d["predicted_ns"] = plan.predicted_ns();
-  d["unfused_predicted_ns"] = plan.unfused_predicted_ns();
-  d["measured_ns"] = MeasuredNs(plan.measured_ns());
-  d["unfused_measured_ns"] = MeasuredNs(plan.unfused_measured_ns());
   d["measured_by"] = r.measured_by();
   d["unmeasured_reason"] = r.unmeasured_reason();
-  d["peak_memory_bytes"] = plan.peak_memory_bytes();
-  py::list groups;
-  for (const auto& group : plan.groups()) groups.append(GroupRow(group));
-  d["groups"] = groups;
   return d;
 }
 

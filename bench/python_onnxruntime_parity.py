@@ -1,0 +1,118 @@
+# The same feed through onnxruntime.InferenceSession and fusor.InferenceSession on every bundled
+# model, filled with fan-in-scaled weights (tools/fill_weights.py), and each output's error:
+#   max |fusor - onnxruntime| / max |onnxruntime|
+# (relative to the output's largest magnitude, as tests/python's parity test judges it: an
+# element-wise relative error is meaningless for outputs near zero). Goal: under 1e-4 on every model.
+# Run with the build's package and the interpreter it was built for:
+#   PYTHONPATH=build/python /usr/bin/python3 bench/python_onnxruntime_parity.py \
+#       [--filled-dir build/filled_models] [--threads N] [MODEL ...]
+# A model not yet filled in --filled-dir is filled there first. Symbolic dims are bound to the
+# values in SYMBOLIC_DIMS (1 for any other), for both runtimes. Prints one row per model and output
+# and a Markdown table of the worst output per model (docs/python.md keeps it); exits 1 when a
+# model is over the bound or fails to run.
+import argparse
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnxruntime
+
+import fusor
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BOUND = 1e-4
+SYMBOLIC_DIMS = {"batch": 2, "seq": 16, "sequence": 16, "time": 16}
+
+
+def filled(model, filled_dir):
+    """The model with its weights filled, made with tools/fill_weights.py when missing."""
+    out = filled_dir / model.name
+    if not out.exists():
+        subprocess.run([sys.executable, str(ROOT / "tools" / "fill_weights.py"), str(model),
+                        str(out)], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def bound_dims(reference):
+    """The symbolic dims of the model's inputs (onnxruntime names them as strings) with values."""
+    names = {d for i in reference.get_inputs() for d in i.shape if isinstance(d, str)}
+    return {n: SYMBOLIC_DIMS.get(n, 1) for n in names}
+
+
+def feed_for(reference, dims):
+    """Seeded: floats in [-1, 1], integers (token ids) in [0, 100), as tests/python's feeds."""
+    rng = np.random.default_rng(0)
+    feed = {}
+    for i in reference.get_inputs():
+        shape = [dims[d] if isinstance(d, str) else d for d in i.shape]
+        if i.type in ("tensor(float)", "tensor(double)", "tensor(float16)"):
+            dtype = {"tensor(float)": np.float32, "tensor(double)": np.float64}.get(i.type,
+                                                                                    np.float16)
+            feed[i.name] = rng.uniform(-1, 1, shape).astype(dtype)
+        else:
+            dtype = np.int32 if i.type == "tensor(int32)" else np.int64
+            feed[i.name] = rng.integers(0, 100, shape).astype(dtype)
+    return feed
+
+
+def relative_error(ours, theirs):
+    if ours.shape != theirs.shape:
+        raise ValueError(f"shape {ours.shape}, onnxruntime's {theirs.shape}")
+    if ours.dtype.kind not in "fc":
+        return float(np.any(ours != theirs))
+    scale = float(np.max(np.abs(theirs))) if theirs.size else 0.0
+    diff = float(np.max(np.abs(ours.astype(np.float64) - theirs))) if theirs.size else 0.0
+    return diff / (scale or 1.0)
+
+
+def compare(path, threads):
+    """[(output name, relative error)] of one model, and the seconds it took."""
+    start = time.perf_counter()
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    reference = onnxruntime.InferenceSession(str(path), options,
+                                             providers=["CPUExecutionProvider"])
+    dims = bound_dims(reference)
+    ours = fusor.InferenceSession(str(path), threads=threads, dims=dims)
+    feed = feed_for(reference, dims)
+    names = [o.name for o in reference.get_outputs()]
+    rows = [(name, relative_error(a, b))
+            for name, a, b in zip(names, ours.run(names, feed), reference.run(names, feed))]
+    return rows, time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("models", nargs="*", help="model names under models/ (default: all)")
+    parser.add_argument("--filled-dir", type=pathlib.Path, default=ROOT / "build" / "filled_models")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    args.filled_dir.mkdir(parents=True, exist_ok=True)
+    models = ([ROOT / "models" / f"{m}.onnx" for m in args.models] if args.models
+              else sorted((ROOT / "models").glob("*.onnx")))
+    print(f"onnxruntime {onnxruntime.__version__}, {args.threads} thread(s)", flush=True)
+    table, failed = [], False
+    for model in models:
+        try:
+            rows, seconds = compare(filled(model, args.filled_dir), args.threads)
+        except Exception as e:  # A model that does not run is a row of the table, not the end.
+            print(f"{model.stem}: FAILED: {type(e).__name__}: {e}", flush=True)
+            table.append((model.stem, None, f"fails: {e}"))
+            failed = True
+            continue
+        for name, err in rows:
+            print(f"{model.stem:<24} {name:<20} {err:.2e}", flush=True)
+        worst = max(err for _, err in rows)
+        failed |= worst > BOUND
+        table.append((model.stem, worst, "yes" if worst <= BOUND else "no"))
+        print(f"  ({seconds:.1f} s)", flush=True)
+    print("\n| model | max rel err | within 1e-4 |\n|---|---|---|")
+    for model, worst, verdict in table:
+        print(f"| {model} | {'-' if worst is None else f'{worst:.1e}'} | {verdict} |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
