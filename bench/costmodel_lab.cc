@@ -40,6 +40,7 @@
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
+#include "lowering/plan_legality.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/host_tensor.h"

@@ -15,6 +15,7 @@
 #include "costmodel/cost_model.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/fused_loop.h"
 #include "runtime/host_tensor.h"

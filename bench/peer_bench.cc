@@ -42,6 +42,7 @@
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
 #include "graph/tensor_file.h"
+#include "lowering/plan_legality.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/measurer.h"

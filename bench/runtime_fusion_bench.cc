@@ -14,6 +14,7 @@
 
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "runtime/executor.h"
 #include "runtime/measurer.h"
 

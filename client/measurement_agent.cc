@@ -13,6 +13,7 @@
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "runtime/measurer.h"
 #include "search/plan_choice.h"
 

@@ -17,6 +17,7 @@
 #include "costmodel/residual.h"
 #include "graph/canonical.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

@@ -18,6 +18,7 @@
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "graph/summary.h"
+#include "lowering/plan_legality.h"
 #include "lowering/unfused_ops.h"
 
 namespace fusor {

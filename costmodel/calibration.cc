@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "graph/graph_builder.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

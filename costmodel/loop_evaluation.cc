@@ -357,11 +357,7 @@ class Walk {
   // from the leaf, run by run along the innermost dim (runtime: StreamedOperand): no copy, one
   // kernel call per run. Requests that come as index lists are gathered as for any leaf.
   bool StreamsOperands(const Node& n) const {
-    static const char* kOps[] = {"Add", "Sub", "Mul", "Div", "Pow"};
-    if (std::none_of(std::begin(kOps), std::end(kOps),
-                     [&](const char* op) { return n.op_type == op; })) {
-      return false;
-    }
+    if (!IsBinaryArithmetic(n.op_type)) return false;
     if (n.inputs.size() != 2 || g_.tensor(n.outputs[0]).dims.empty()) return false;
     for (TensorId u : n.inputs) {
       if (u == kNoId || g_.tensor(u).num_elements() == 1) return false;

@@ -8,6 +8,7 @@
 
 #include "graph/canonical.h"
 #include "graph/op_registry.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

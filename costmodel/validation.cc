@@ -8,6 +8,7 @@
 #include <set>
 
 #include "graph/canonical.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

@@ -6,6 +6,7 @@
 #include "db/staleness.h"
 #include "graph/canonical.h"
 #include "graph/plan_json.h"
+#include "lowering/plan_legality.h"
 #include "runtime/onednn_info.h"
 #include "search/plan_search.h"
 

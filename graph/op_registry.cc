@@ -512,6 +512,9 @@ using CheckFn = std::function<Status(const Graph&, const Node&)>;
 // How bytes are counted for an op (see the header's conventions).
 enum class Traffic { kFull, kView, kSliced, kGathered };
 
+// The shape of an elementwise op's arithmetic: one data input, or two operands.
+enum class Arity { kOther, kUnary, kBinary };
+
 struct OpInfo {
   OpClass base_class;
   FlopsFn flops;
@@ -521,7 +524,18 @@ struct OpInfo {
   bool shape_dependent_class = false;
   // Number of leading inputs that carry data (the rest are parameters such as Clip's bounds).
   size_t data_inputs = 8;
+  Arity arity = Arity::kOther;
 };
+
+OpInfo Unary(FlopsFn flops) {
+  return {OpClass::kElementwise, std::move(flops), CheckFirstInput, Traffic::kFull, false, 8,
+          Arity::kUnary};
+}
+
+OpInfo BinaryArithmetic(FlopsFn flops) {
+  return {OpClass::kElementwise, std::move(flops), CheckAllInputs, Traffic::kFull, true, 8,
+          Arity::kBinary};
+}
 
 const std::unordered_map<std::string_view, OpInfo>& Table() {
   static const auto* table = new std::unordered_map<std::string_view, OpInfo>{
@@ -530,24 +544,26 @@ const std::unordered_map<std::string_view, OpInfo>& Table() {
       {"Gemm", {OpClass::kAnchor, GemmFlops, CheckGemm}},
       {"MatMul", {OpClass::kAnchor, MatMulFlops, CheckMatMul}},
       {"BatchNormalization", {OpClass::kBroadcast, PerElement(2, 0), CheckBatchNorm}},
-      {"Add", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
-      {"Sub", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
-      {"Mul", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
-      {"Div", {OpClass::kElementwise, PerElement(1, 0), CheckAllInputs, Traffic::kFull, true}},
-      {"Pow", {OpClass::kElementwise, PowFlops, CheckAllInputs, Traffic::kFull, true}},
+      {"Add", BinaryArithmetic(PerElement(1, 0))},
+      {"Sub", BinaryArithmetic(PerElement(1, 0))},
+      {"Mul", BinaryArithmetic(PerElement(1, 0))},
+      {"Div", BinaryArithmetic(PerElement(1, 0))},
+      {"Pow", BinaryArithmetic(PowFlops)},
       {"Where", {OpClass::kElementwise, PerElement(1, 0), CheckWhere, Traffic::kFull, true}},
-      {"Sqrt", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
-      {"Erf", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
-      {"Exp", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
-      {"Log", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
-      {"Tanh", {OpClass::kElementwise, PerElement(0, 1), CheckFirstInput}},
-      {"Relu", {OpClass::kElementwise, PerElement(1, 0), CheckFirstInput}},
-      {"LeakyRelu", {OpClass::kElementwise, PerElement(2, 0), CheckFirstInput}},
-      {"Sigmoid", {OpClass::kElementwise, PerElement(2, 1), CheckFirstInput}},
-      {"HardSigmoid", {OpClass::kElementwise, PerElement(4, 0), CheckFirstInput}},
-      {"HardSwish", {OpClass::kElementwise, PerElement(5, 0), CheckFirstInput}},
-      {"Clip", {OpClass::kElementwise, PerElement(2, 0), CheckFirstInput, Traffic::kFull, true, 1}},
-      {"Cast", {OpClass::kElementwise, PerElement(1, 0), CheckFirstInput}},
+      {"Sqrt", Unary(PerElement(0, 1))},
+      {"Erf", Unary(PerElement(0, 1))},
+      {"Exp", Unary(PerElement(0, 1))},
+      {"Log", Unary(PerElement(0, 1))},
+      {"Tanh", Unary(PerElement(0, 1))},
+      {"Relu", Unary(PerElement(1, 0))},
+      {"LeakyRelu", Unary(PerElement(2, 0))},
+      {"Sigmoid", Unary(PerElement(2, 1))},
+      {"HardSigmoid", Unary(PerElement(4, 0))},
+      {"HardSwish", Unary(PerElement(5, 0))},
+      {"Clip",
+       {OpClass::kElementwise, PerElement(2, 0), CheckFirstInput, Traffic::kFull, true, 1,
+        Arity::kUnary}},
+      {"Cast", Unary(PerElement(1, 0))},
       {"Softmax", {OpClass::kReduction, PerElement(4, 1), CheckFirstInput}},
       {"LayerNormalization", {OpClass::kReduction, LayerNormFlops, NoCheck}},
       {"ReduceMean", {OpClass::kReduction, ReduceFlops, NoCheck}},
@@ -642,6 +658,61 @@ std::vector<std::string_view> KnownOps() {
 bool IsViewOp(std::string_view op_type) {
   auto it = Table().find(op_type);
   return it != Table().end() && it->second.traffic == Traffic::kView;
+}
+
+bool IsUnaryElementwise(std::string_view op_type) {
+  auto it = Table().find(op_type);
+  return it != Table().end() && it->second.arity == Arity::kUnary;
+}
+
+bool IsBinaryArithmetic(std::string_view op_type) {
+  auto it = Table().find(op_type);
+  return it != Table().end() && it->second.arity == Arity::kBinary;
+}
+
+std::optional<double> UnaryPowExponent(const Graph& g, const Node& n) {
+  if (n.op_type != "Pow" || !n.domain.empty()) return std::nullopt;
+  const TensorId e = n.input(1);
+  if (e == kNoId || !g.tensor(e).is_constant_data() || g.tensor(e).float_data.size() != 1) {
+    return std::nullopt;
+  }
+  const double x = g.tensor(e).float_data[0];
+  if (x == 2.0 || x == 0.5 || x == 1.0) return x;
+  return std::nullopt;
+}
+
+double FloatAttrOrDefault(const Node& n, std::string_view attr) {
+  // ONNX's schema defaults. Selu's are the float32 values the schema's text rounds to, as every
+  // kernel computes in float.
+  struct Default {
+    std::string_view op, attr;
+    double value;
+  };
+  static constexpr Default kDefaults[] = {
+      {"LeakyRelu", "alpha", 0.01},
+      {"HardSigmoid", "alpha", 0.2},
+      {"HardSigmoid", "beta", 0.5},
+      {"Elu", "alpha", 1.0},
+      {"Celu", "alpha", 1.0},
+      {"ThresholdedRelu", "alpha", 1.0},
+      {"Selu", "alpha", 1.67326319217681884},
+      {"Selu", "gamma", 1.05070102214813232},
+      {"Shrink", "lambd", 0.5},
+      {"Shrink", "bias", 0.0},
+      {"Gemm", "alpha", 1.0},
+      {"Gemm", "beta", 1.0},
+      {"LRN", "alpha", 1e-4},
+      {"LRN", "beta", 0.75},
+      {"LRN", "bias", 1.0},
+      {"BatchNormalization", "epsilon", 1e-5},
+      {"BatchNormalization", "momentum", 0.9},
+      {"LayerNormalization", "epsilon", 1e-5},
+      {"InstanceNormalization", "epsilon", 1e-5},
+  };
+  for (const Default& d : kDefaults) {
+    if (d.op == n.op_type && d.attr == attr) return n.GetFloat(attr, d.value);
+  }
+  return n.GetFloat(attr, 0.0);
 }
 
 OpClass ClassifyNode(const Graph& g, const Node& n) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,27 @@ std::vector<std::string_view> KnownOps();
 // Views (Reshape, Flatten, Squeeze, Unsqueeze): the output is the input's elements in the same
 // order under another shape, so no bytes move and a kernel reads the input in place.
 bool IsViewOp(std::string_view op_type);
+
+// Unary elementwise ops (Relu, LeakyRelu, Sigmoid, Tanh, Exp, Log, Sqrt, Erf, HardSigmoid,
+// HardSwish, Clip, Cast): one data input (Clip's bounds are parameters), each output element a
+// function of the same-index input element and the attributes. The fused loop runs each as one
+// unary step, and they are the unary nodes its single-pass chains may take.
+bool IsUnaryElementwise(std::string_view op_type);
+
+// Binary arithmetic (Add, Sub, Mul, Div, Pow): two operands that broadcast to the output.
+bool IsBinaryArithmetic(std::string_view op_type);
+
+// A Pow by a constant scalar exponent of 2, 0.5 or 1 is a unary op (x * x, a square root, a copy):
+// its exponent, or nullopt for any other node. Every part that treats such a Pow as unary (the
+// loop's lowering and its kernels) asks here.
+std::optional<double> UnaryPowExponent(const Graph& g, const Node& n);
+
+// The float attribute `attr` of `n`, or ONNX's default for the node's op when it is absent
+// (LeakyRelu's alpha 0.01, HardSigmoid's alpha 0.2 and beta 0.5, Elu's, Celu's and
+// ThresholdedRelu's alpha 1, Selu's alpha and gamma, Shrink's lambd and bias, Gemm's alpha and
+// beta, LRN's alpha, beta and bias, the normalizations' epsilon 1e-5, BatchNormalization's
+// momentum 0.9). 0 for an attribute the op has no default for.
+double FloatAttrOrDefault(const Node& n, std::string_view attr);
 
 // The op class of a node; elementwise ops whose inputs differ in shape from the output are
 // kBroadcast, and a node only the reference interpreter computes (OnlyReferenceComputes,

@@ -9,7 +9,7 @@
 // canonical node ids of that graph, ascending; "recomputed" may be omitted when empty. Version 1
 // is the same without graph_hash and target_id: it still loads, checked for legality only, with a
 // warning. Parsing is strict: an unknown key, a wrong type or an illegal plan is an error naming
-// what is wrong. Pure functions; thread-safe.
+// what is wrong (legality: lowering/plan_legality.h). Pure functions; thread-safe.
 #pragma once
 
 #include <string>
@@ -37,13 +37,15 @@ struct PlanOrigin {
 
 nlohmann::json PlanToJson(const FusionPlan& plan, const PlanOrigin& origin);
 
-// Parses a plan JSON to run on `g` on target `target_id`. A plan for another graph is refused by
-// name ("plan is for graph H1, this model is H2") before its groups are checked, so the
-// error says what is wrong rather than which group does not fit; so is a plan tuned for another
-// target, when both it and `target_id` name one ("" runs it on any target: benches replaying
-// recorded plans). Then the plan is checked against `g` (CheckPlan). A version-1 plan names no
-// graph or target: it loads, and *warning (when given) says it could not be checked.
-StatusOr<FusionPlan> PlanFromJson(const Graph& g, const nlohmann::json& j,
-                                  std::string_view target_id = "", std::string* warning = nullptr);
+// Decodes a plan JSON to run on `g` on target `target_id`. A plan for another graph is refused by
+// name ("plan is for graph H1, this model is H2") before its groups are read, so the error says
+// what is wrong rather than which group does not fit; so is a plan tuned for another target, when
+// both it and `target_id` name one ("" runs it on any target: benches replaying recorded plans).
+// A version-1 plan names no graph or target: it loads, and *warning (when given) says it could not
+// be checked. The groups are not checked for legality here: PlanFromJson
+// (lowering/plan_legality.h) decodes and then checks, and is what readers of plan files call.
+StatusOr<FusionPlan> DecodePlanJson(const Graph& g, const nlohmann::json& j,
+                                    std::string_view target_id = "",
+                                    std::string* warning = nullptr);
 
 }  // namespace fusor

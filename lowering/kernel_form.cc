@@ -5,6 +5,7 @@
 
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

@@ -15,20 +15,10 @@ namespace {
 // Log, integer casts, truncating division and a Pow whose exponent is not a constant 2, 0.5 or 1
 // (those the loop compiles as unary ops).
 bool ChainsNode(const Graph& g, const Node& n) {
-  static const char* kOps[] = {"Relu", "LeakyRelu", "Sigmoid",     "Tanh",      "Exp",
-                               "Sqrt", "Erf",       "HardSigmoid", "HardSwish", "Clip",
-                               "Cast", "Add",       "Sub",         "Mul",       "Div"};
   if (!IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return false;
-  if (n.op_type == "Pow") {
-    const TensorId e = n.input(1);
-    if (e == kNoId || !g.tensor(e).is_constant_data() || g.tensor(e).float_data.size() != 1) {
-      return false;
-    }
-    const double x = g.tensor(e).float_data[0];
-    return x == 2.0 || x == 0.5 || x == 1.0;
-  }
-  return std::any_of(std::begin(kOps), std::end(kOps),
-                     [&](const char* o) { return n.op_type == o; });
+  if (n.op_type == "Pow") return UnaryPowExponent(g, n).has_value();
+  if (n.op_type == "Log") return false;
+  return IsUnaryElementwise(n.op_type) || IsBinaryArithmetic(n.op_type);
 }
 
 // The input of a chain's first node the chain walks: its one input, or the binary operand read at
@@ -358,17 +348,10 @@ bool GatherCopiesBlocks(const Graph& g, const Node& n) {
 }
 
 LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
-  static const char* kUnaryOps[] = {"Relu",        "LeakyRelu", "Sigmoid", "Tanh",
-                                    "Exp",         "Log",       "Sqrt",    "Erf",
-                                    "HardSigmoid", "HardSwish", "Clip",    "Cast"};
   const std::string& op = n.op_type;
   if (IsViewOp(op) || MovesOnlyUnitDims(g, n)) return LoopValueKind::kView;
-  if (std::any_of(std::begin(kUnaryOps), std::end(kUnaryOps),
-                  [&](const char* o) { return op == o; }))
-    return LoopValueKind::kUnary;
-  if (op == "Pow" && ChainsNode(g, n)) return LoopValueKind::kUnary;
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow")
-    return LoopValueKind::kBinary;
+  if (IsUnaryElementwise(op) || UnaryPowExponent(g, n)) return LoopValueKind::kUnary;
+  if (IsBinaryArithmetic(op)) return LoopValueKind::kBinary;
   if (op == "Where") return LoopValueKind::kWhere;
   if (op == "BatchNormalization") return LoopValueKind::kBatchNorm;
   if (op == "Transpose" || op == "Slice" || op == "Split" || op == "Expand" ||

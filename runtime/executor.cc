@@ -15,6 +15,7 @@
 #include "base/host_memory.h"
 #include "graph/op_registry.h"
 #include "lowering/layout.h"
+#include "lowering/plan_legality.h"
 #include "runtime/group_builder.h"
 #include "runtime/group_kernel.h"
 #include "runtime/layout_adapter.h"

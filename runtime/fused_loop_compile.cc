@@ -3,6 +3,7 @@
 // lowering's single-pass chains are taken into the values.
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -70,13 +71,6 @@ Status TakeChains(const Graph& g, const LoopLowering& lowered, LoopValues* value
   return Status::Ok();
 }
 
-bool KnownScalar(const FusedLoop::Lookup& known, TensorId t, float* value) {
-  const HostTensor* h = t == kNoId ? nullptr : known(t);
-  if (h == nullptr || h->num_elements() != 1) return false;
-  *value = static_cast<float>(h->at(0));
-  return true;
-}
-
 Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& known, Value* v) {
   static const std::pair<const char*, UnaryOp> kOps[] = {{"Relu", UnaryOp::kRelu},
                                                          {"LeakyRelu", UnaryOp::kLeakyRelu},
@@ -109,8 +103,8 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
   for (const auto& [name, op] : kOps) {
     if (n.op_type == name) u.op = op;
   }
-  u.a = static_cast<float>(n.GetFloat("alpha", n.op_type == "LeakyRelu" ? 0.01 : 0.2));
-  u.b = static_cast<float>(n.GetFloat("beta", 0.5));
+  u.a = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
+  u.b = static_cast<float>(FloatAttrOrDefault(n, "beta"));
   if (n.op_type == "Clip") {
     FUSOR_ASSIGN_OR_RETURN(auto bounds, ClipBounds(g, n, known));
     u.a = bounds.first;
@@ -120,18 +114,16 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
   return Status::Ok();
 }
 
-Status CompileBinary(const Graph& g, const Node& n, const FusedLoop::Lookup& known, Value* v) {
+Status CompileBinary(const Graph& g, const Node& n, Value* v) {
   static const std::pair<const char*, BinaryOp> kOps[] = {{"Add", BinaryOp::kAdd},
                                                           {"Sub", BinaryOp::kSub},
                                                           {"Mul", BinaryOp::kMul},
                                                           {"Div", BinaryOp::kDiv},
                                                           {"Pow", BinaryOp::kPow}};
-  float exponent = 0;
-  if (n.op_type == "Pow" && KnownScalar(known, n.input(1), &exponent) &&
-      (exponent == 2.0f || exponent == 0.5f || exponent == 1.0f)) {
+  if (std::optional<double> exponent = UnaryPowExponent(g, n)) {
     // x^2, sqrt and identity are the common exponents; powf does not vectorise.
-    v->kind = Value::Unary{exponent == 2.0f   ? UnaryOp::kSquare
-                           : exponent == 0.5f ? UnaryOp::kSqrt
+    v->kind = Value::Unary{*exponent == 2.0   ? UnaryOp::kSquare
+                           : *exponent == 0.5 ? UnaryOp::kSqrt
                                               : UnaryOp::kCopy};
     v->inputs = {n.inputs[0]};
     v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
@@ -155,7 +147,7 @@ Status CompileBinary(const Graph& g, const Node& n, const FusedLoop::Lookup& kno
 }
 
 Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
-  v->kind = Value::BatchNorm{static_cast<float>(n.GetFloat("epsilon", 1e-5))};
+  v->kind = Value::BatchNorm{static_cast<float>(FloatAttrOrDefault(n, "epsilon"))};
   v->inputs = {n.inputs.begin(), n.inputs.begin() + 5};
   v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
   for (size_t j = 1; j < 5; ++j) v->maps.push_back(CoordMap(v->dims.size(), 1));
@@ -287,12 +279,13 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
                     Value* v) {
   switch (LoopValueKindOf(g, n)) {
     case LoopValueKind::kUnary:
-      // A Pow by a constant 2, 0.5 or 1 is unary when `known` gives the exponent.
+      // A Pow by a constant 2, 0.5 or 1 (UnaryPowExponent) compiles as a binary value that
+      // CompileBinary turns unary.
       if (n.op_type != "Pow") return CompileUnary(g, n, known, v);
-      return CompileBinary(g, n, known, v);
+      return CompileBinary(g, n, v);
     case LoopValueKind::kBinary:
     case LoopValueKind::kWhere:
-      return CompileBinary(g, n, known, v);
+      return CompileBinary(g, n, v);
     case LoopValueKind::kBatchNorm:
       return CompileBatchNorm(g, n, v);
     case LoopValueKind::kView:

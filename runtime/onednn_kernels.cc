@@ -90,8 +90,8 @@ PostOp Eltwise(algorithm alg, float alpha = 0, float beta = 0) {
 std::optional<std::vector<PostOp>> UnaryPostOps(const Graph& g, const Node& n,
                                                 const FusedLoop::Lookup& known) {
   const std::string& op = n.op_type;
-  float alpha = static_cast<float>(n.GetFloat("alpha", op == "LeakyRelu" ? 0.01 : 0.2));
-  float beta = static_cast<float>(n.GetFloat("beta", 0.5));
+  float alpha = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
+  float beta = static_cast<float>(FloatAttrOrDefault(n, "beta"));
   if (op == "Relu") return std::vector<PostOp>{Eltwise(algorithm::eltwise_relu)};
   if (op == "LeakyRelu") return std::vector<PostOp>{Eltwise(algorithm::eltwise_relu, alpha)};
   if (op == "Sigmoid") return std::vector<PostOp>{Eltwise(algorithm::eltwise_logistic)};
@@ -131,7 +131,7 @@ std::optional<std::vector<PostOp>> ScalarPostOps(const std::string& op, float c,
 std::optional<std::vector<PostOp>> BinaryPostOps(const Graph& g, const Node& n, TensorId v,
                                                  const FusedLoop::Lookup& known) {
   const std::string& op = n.op_type;
-  if (op != "Add" && op != "Sub" && op != "Mul" && op != "Div" && op != "Pow") return std::nullopt;
+  if (!IsBinaryArithmetic(op)) return std::nullopt;
   bool v_first = n.inputs[0] == v;
   TensorId other = v_first ? n.inputs[1] : n.inputs[0];
   const Tensor& ot = g.tensor(other);
@@ -170,7 +170,7 @@ bool BatchNormAffine(const Graph& /*g*/, const Node& n, const FusedLoop::Lookup&
     p[j] = n.input(j + 1) == kNoId ? nullptr : known(n.inputs[j + 1]);
     if (p[j] == nullptr || !p[j]->is_float()) return false;
   }
-  float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+  float eps = static_cast<float>(FloatAttrOrDefault(n, "epsilon"));
   int64_t c = p[0]->num_elements();
   scale->resize(c);
   shift->resize(c);
@@ -900,8 +900,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
   TensorId bias_tensor = kNoId;
   if (gemm) {
     bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
-    float alpha = static_cast<float>(n.GetFloat("alpha", 1.0));
-    float beta = static_cast<float>(n.GetFloat("beta", 1.0));
+    float alpha = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
+    float beta = static_cast<float>(FloatAttrOrDefault(n, "beta"));
     int64_t m = yd[0], nn = yd[1], kk = ta ? ad[0] : ad[1];
     a_md = ta ? Transposed2d(m, kk) : PlainLayout({m, kk});
     b_md = tb ? Transposed2d(kk, nn) : PlainLayout({kk, nn});
@@ -1075,7 +1075,7 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
     Shape s = {g.tensor(n.inputs[0]).num_elements() / len, len};
     r.src = r.dst = PlainLayout(s);
     r.dst_dims = s;
-    float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+    float eps = static_cast<float>(FloatAttrOrDefault(n, "epsilon"));
     auto flags = dnnl::normalization_flags::use_scale;
     r.extra = {{DNNL_ARG_SCALE, n.inputs[1]}};
     if (n.input(2) != kNoId) {
@@ -1322,7 +1322,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildInstanceNormKernel(const KernelConte
     // the rows computes the instance statistics. oneDNN 2.6's batch normalization would do it per
     // channel for one image, but on a plain layout it runs a C++ kernel 30x slower.
     memory::desc rows = PlainLayout({planes, len});
-    const float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+    const float eps = static_cast<float>(FloatAttrOrDefault(n, "epsilon"));
     dnnl::layer_normalization_forward::desc nd(dnnl::prop_kind::forward_inference, rows, eps,
                                                dnnl::normalization_flags::none);
     dnnl::layer_normalization_forward::primitive_desc npd(nd, UserScratchpadAttr(), *ctx.engine);

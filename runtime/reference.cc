@@ -72,15 +72,11 @@ std::vector<int64_t> AllCoords(const Shape& dims) {
 
 std::function<float(float)> UnaryFloat(const Node& n, const std::pair<float, float>& clip) {
   const std::string& op = n.op_type;
-  const bool unit_alpha = op == "Elu" || op == "Celu" || op == "ThresholdedRelu";
-  float alpha = static_cast<float>(n.GetFloat("alpha", op == "LeakyRelu" ? 0.01
-                                                       : unit_alpha      ? 1.0
-                                                       : op == "Selu"    ? 1.67326319217681884
-                                                                         : 0.2));
-  float beta = static_cast<float>(n.GetFloat("beta", 0.5));
-  float gamma = static_cast<float>(n.GetFloat("gamma", 1.05070102214813232));
-  float lambd = static_cast<float>(n.GetFloat("lambd", 0.5)),
-        bias = static_cast<float>(n.GetFloat("bias", 0));
+  float alpha = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
+  float beta = static_cast<float>(FloatAttrOrDefault(n, "beta"));
+  float gamma = static_cast<float>(FloatAttrOrDefault(n, "gamma"));
+  float lambd = static_cast<float>(FloatAttrOrDefault(n, "lambd")),
+        bias = static_cast<float>(FloatAttrOrDefault(n, "bias"));
   if (op == "Sqrt") return [](float x) { return std::sqrt(x); };
   if (op == "Erf") return [](float x) { return std::erf(x); };
   if (op == "Exp") return [](float x) { return std::exp(x); };
@@ -232,7 +228,7 @@ void RunWhere(const HostTensor& c, const HostTensor& a, const HostTensor& b, Hos
 void RunBatchNorm(const Node& n, const std::array<const HostTensor*, 5>& in, HostTensor* out) {
   const HostTensor& x = *in[0];
   int64_t channels = x.dims[1], inner = x.num_elements() / x.dims[0] / channels;
-  float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+  float eps = static_cast<float>(FloatAttrOrDefault(n, "epsilon"));
   for (int64_t e = 0; e < x.num_elements(); ++e) {
     int64_t c = (e / inner) % channels;
     float inv = 1.0f / std::sqrt(in[4]->f[c] + eps);
@@ -248,7 +244,7 @@ void RunTrainingBatchNorm(const Node& n, const std::array<const HostTensor*, 5>&
   const HostTensor& x = *in[0];
   const int64_t batch = x.dims[0], channels = x.dims[1];
   const int64_t inner = x.num_elements() / batch / channels;
-  const double eps = n.GetFloat("epsilon", 1e-5), momentum = n.GetFloat("momentum", 0.9);
+  const double eps = FloatAttrOrDefault(n, "epsilon"), momentum = FloatAttrOrDefault(n, "momentum");
   for (int64_t c = 0; c < channels; ++c) {
     double sum = 0, squares = 0;
     for (int64_t b = 0; b < batch; ++b) {
@@ -341,8 +337,8 @@ std::vector<float> Matrix(const HostTensor& t, bool transpose) {
 void RunGemm(const Node& n, const HostTensor& a, const HostTensor& b, const HostTensor* c,
              HostTensor* out) {
   bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
-  float alpha = static_cast<float>(n.GetFloat("alpha", 1.0));
-  float beta = static_cast<float>(n.GetFloat("beta", 1.0));
+  float alpha = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
+  float beta = static_cast<float>(FloatAttrOrDefault(n, "beta"));
   int64_t m = out->dims[0], nn = out->dims[1], k = ta ? a.dims[0] : a.dims[1];
   std::vector<float> am = Matrix(a, ta), bm = Matrix(b, tb);
   ReferenceGemm(m, nn, k, am.data(), k, bm.data(), nn, out->f.data(), nn, false);
@@ -574,7 +570,7 @@ std::pair<double, double> Moments(const float* src, int64_t len, double eps) {
 void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
                   const HostTensor* bias, const std::array<HostTensor*, 3>& out) {
   int64_t axis = NormalizeAxis(n.GetInt("axis", -1), x.dims.size());
-  float eps = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+  float eps = static_cast<float>(FloatAttrOrDefault(n, "epsilon"));
   int64_t outer, len, inner;
   RowsOf(x.dims, axis, true, &outer, &len, &inner);
   for (int64_t o = 0; o < outer; ++o) {
@@ -781,7 +777,7 @@ void RunInstanceNorm(const Node& n, const HostTensor& x, const HostTensor& scale
                      const HostTensor& bias, HostTensor* out) {
   int64_t channels = x.dims[1], planes = x.dims[0] * channels;
   int64_t len = planes == 0 ? 0 : x.num_elements() / planes;
-  double eps = n.GetFloat("epsilon", 1e-5);
+  double eps = FloatAttrOrDefault(n, "epsilon");
   for (int64_t p = 0; p < planes; ++p) {
     const float* src = x.f.data() + p * len;
     auto [mean, inv] = Moments(src, len, eps);
@@ -1223,8 +1219,8 @@ void RunMeanVarianceNorm(const Node& n, const HostTensor& x, HostTensor* out) {
 
 // LRN across channels: x / (bias + alpha / size * sum of x^2 over the channel window)^beta.
 void RunLrn(const Node& n, const HostTensor& x, HostTensor* out) {
-  const double alpha = n.GetFloat("alpha", 1e-4), beta = n.GetFloat("beta", 0.75);
-  const double bias = n.GetFloat("bias", 1.0);
+  const double alpha = FloatAttrOrDefault(n, "alpha"), beta = FloatAttrOrDefault(n, "beta");
+  const double bias = FloatAttrOrDefault(n, "bias");
   const int64_t size = n.GetInt("size", 1), channels = x.dims[1];
   const int64_t inner = x.num_elements() / std::max<int64_t>(1, x.dims[0] * channels);
   const int64_t before = (size - 1) / 2, after = size - 1 - before;

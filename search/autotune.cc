@@ -1,4 +1,5 @@
 #include "search/autotune.h"
+#include "lowering/plan_legality.h"
 
 #include <algorithm>
 #include <chrono>

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "graph/op_registry.h"
+#include "lowering/plan_legality.h"
 #include "search/plan_search.h"
 #include "search/plan_state.h"
 

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lowering/plan_legality.h"
 #include "search/plan_search.h"
 #include "search/plan_state.h"
 

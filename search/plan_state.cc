@@ -1,4 +1,5 @@
 #include "search/plan_state.h"
+#include "lowering/plan_legality.h"
 
 #include <algorithm>
 #include <queue>

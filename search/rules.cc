@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "graph/op_registry.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

@@ -17,6 +17,7 @@
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
+#include "lowering/plan_legality.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/onednn_info.h"
 

@@ -1,4 +1,5 @@
 #include "costmodel/calibration.h"
+#include "lowering/plan_legality.h"
 
 #include <gtest/gtest.h>
 

@@ -6,6 +6,7 @@
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "lowering/kernel_form.h"
+#include "lowering/plan_legality.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 #include "tests/graph/ir_builder.h"

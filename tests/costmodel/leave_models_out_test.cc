@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/onnx_import.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

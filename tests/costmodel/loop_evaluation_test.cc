@@ -5,6 +5,7 @@
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "runtime/fused_loop.h"
 #include "runtime/host_tensor.h"
 #include "tests/graph/ir_builder.h"

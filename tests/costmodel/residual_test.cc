@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "graph/onnx_import.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

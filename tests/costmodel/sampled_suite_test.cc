@@ -7,6 +7,7 @@
 
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

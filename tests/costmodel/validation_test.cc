@@ -7,6 +7,7 @@
 #include <set>
 
 #include "graph/onnx_import.h"
+#include "lowering/plan_legality.h"
 
 namespace fusor {
 namespace {

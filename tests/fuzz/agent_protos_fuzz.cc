@@ -19,6 +19,7 @@
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "proto/tuner.pb.h"
 #include "server/measurement_report.h"
 #include "tests/fuzz/fuzz_check.h"

@@ -16,6 +16,7 @@
 #include "graph/plan_json.h"
 #include "graph/synthetic.h"
 #include "graph/tensor_file.h"
+#include "lowering/plan_legality.h"
 #include "proto/tuner.pb.h"
 
 namespace {

@@ -12,6 +12,7 @@
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
 #include "graph/plan_json.h"
+#include "lowering/plan_legality.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -209,6 +209,64 @@ TEST(OpRegistry, EveryOpOfTheIssueIsKnown) {
 
 // Gathers that are lookups stay lookups: indices computed at run time, two constant indices, an
 // index outside the axis (ONNX leaves it undefined; the runtime clamps it, as the reference does).
+TEST(OpFacts, UnaryElementwiseOpsAreTheRegisteredOnesOfOneDataInput) {
+  for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf",
+                         "HardSigmoid", "HardSwish", "Clip", "Cast"}) {
+    EXPECT_TRUE(IsUnaryElementwise(op)) << op;
+    EXPECT_FALSE(IsBinaryArithmetic(op)) << op;
+  }
+  // Neg is unary in ONNX but unknown to the registry: opaque, so never fused as a unary step.
+  for (const char* op : {"Add", "Pow", "Where", "Reshape", "Softmax", "Neg", "Conv"}) {
+    EXPECT_FALSE(IsUnaryElementwise(op)) << op;
+  }
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) EXPECT_TRUE(IsBinaryArithmetic(op));
+  for (const char* op : {"Where", "Relu", "Max"}) EXPECT_FALSE(IsBinaryArithmetic(op)) << op;
+}
+
+TEST(OpFacts, PowIsUnaryOnlyByAConstantScalarTwoHalfOrOne) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {4});
+  auto pow_by = [&](TensorId e) {
+    TensorId y = b.Act("y" + std::to_string(e), {4});
+    return b.Op("Pow", {x, e}, {y});
+  };
+  NodeId square = pow_by(b.FloatScalar("two", 2.0));
+  NodeId root = pow_by(b.FloatScalar("half", 0.5));
+  NodeId copy = pow_by(b.FloatScalar("one", 1.0));
+  NodeId cube = pow_by(b.FloatScalar("three", 3.0));
+  NodeId per_element = pow_by(b.FloatConstant("twos", {2, 2, 2, 2}));
+  NodeId by_input = pow_by(b.Input("e", {}));
+  TensorId z = b.Act("z", {4});
+  NodeId mul = b.Op("Mul", {x, b.FloatScalar("two_again", 2.0)}, {z});
+  Graph g = b.Build();
+  EXPECT_EQ(UnaryPowExponent(g, g.node(square)), 2.0);
+  EXPECT_EQ(UnaryPowExponent(g, g.node(root)), 0.5);
+  EXPECT_EQ(UnaryPowExponent(g, g.node(copy)), 1.0);
+  EXPECT_FALSE(UnaryPowExponent(g, g.node(cube)).has_value());
+  EXPECT_FALSE(UnaryPowExponent(g, g.node(per_element)).has_value());
+  EXPECT_FALSE(UnaryPowExponent(g, g.node(by_input)).has_value());
+  EXPECT_FALSE(UnaryPowExponent(g, g.node(mul)).has_value());
+}
+
+TEST(OpFacts, AnAbsentAttributeTakesOnnxsDefaultForItsOp) {
+  auto node = [](const char* op, std::vector<Attribute> attrs = {}) {
+    Node n;
+    n.op_type = op;
+    for (auto& a : attrs) n.SetAttr(a.name, a.value);
+    return n;
+  };
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("LeakyRelu"), "alpha"), 0.01);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("LeakyRelu", {{"alpha", 0.3}}), "alpha"), 0.3);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("HardSigmoid"), "alpha"), 0.2);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("HardSigmoid"), "beta"), 0.5);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("Elu"), "alpha"), 1.0);
+  EXPECT_FLOAT_EQ(static_cast<float>(FloatAttrOrDefault(node("Selu"), "alpha")), 1.6732632f);
+  EXPECT_FLOAT_EQ(static_cast<float>(FloatAttrOrDefault(node("Selu"), "gamma")), 1.0507010f);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("Gemm"), "beta"), 1.0);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("LayerNormalization"), "epsilon"), 1e-5);
+  EXPECT_DOUBLE_EQ(FloatAttrOrDefault(node("Relu"), "alpha"), 0.0);
+}
+
 TEST(GatherSliceIndex, OnlyOneConstantIndexInsideTheAxis) {
   IrBuilder b;
   TensorId x = b.Input("x", {4, 6});

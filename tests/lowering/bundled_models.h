@@ -10,6 +10,7 @@
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/host_tensor.h"
 

@@ -13,6 +13,7 @@
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
 #include "lowering/kernel_form.h"
+#include "lowering/plan_legality.h"
 #include "lowering/unfused_ops.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"

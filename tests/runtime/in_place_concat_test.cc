@@ -13,6 +13,7 @@
 #include "lowering/concat_in_place.h"
 #include "lowering/group_lowering.h"
 #include "lowering/layout.h"
+#include "lowering/plan_legality.h"
 #include "runtime/executor.h"
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"

@@ -10,6 +10,7 @@
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
 #include "lowering/loop_lowering.h"
+#include "lowering/plan_legality.h"
 #include "runtime/executor.h"
 #include "runtime/fused_loop.h"
 #include "runtime/onednn_info.h"
@@ -249,7 +250,7 @@ TEST(ReductionKernel, ShortRowsInBlocksLongRowsInChunks) {
 }
 
 // oneDNN 2.6's reduction primitive is a reference kernel on AVX2, so row reductions run in our
-// loop with or without a prologue (graph/plan.h RunsAsRowReduction); a lone Softmax and a
+// loop with or without a prologue (lowering/kernel_form.h RunsAsRowReduction); a lone Softmax and a
 // reduction over leading axes stay oneDNN's. The pooled tensor comes from a Conv, so it is stored
 // channel-blocked and the row reduction reads a plain copy; the ReduceSum has an epilogue.
 TEST(ReductionKernel, RowReductionsWithoutAPrologueRunInOurLoop) {

@@ -7,6 +7,7 @@
 
 #include "graph/plan.h"
 #include "lowering/layout.h"
+#include "lowering/plan_legality.h"
 #include "runtime/executor.h"
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lowering/plan_legality.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {

@@ -8,6 +8,7 @@
 #include "graph/onnx_import.h"
 #include "graph/op_registry.h"
 #include "graph/synthetic.h"
+#include "lowering/plan_legality.h"
 #include "search/plan_state.h"
 #include "tests/graph/ir_builder.h"
 

@@ -14,6 +14,7 @@
 #include "costmodel/hardware_profile.h"
 #include "db/sqlite_plan_store.h"
 #include "graph/onnx_import.h"
+#include "lowering/plan_legality.h"
 #include "tests/server/captured_log.h"
 
 namespace fusor {

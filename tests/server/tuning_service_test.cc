@@ -16,6 +16,7 @@
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
+#include "lowering/plan_legality.h"
 #include "runtime/measurer_factory.h"
 #include "server/calibration_log.h"
 #include "tests/graph/ir_builder.h"

@@ -1,9 +1,10 @@
-#include "graph/plan.h"
+#include "lowering/plan_legality.h"
 
 #include <gtest/gtest.h>
 
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
+#include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "tests/graph/ir_builder.h"
 
