@@ -13,6 +13,7 @@ std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_t
 bool OnlyReferenceComputes(const Graph& g, const Node& n) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "BatchNormalization") return n.GetInt("training_mode", 0) != 0;
+  if (n.op_type == "Resize") return n.GetString("mode", "nearest") == "cubic";
   if (n.op_type != "LayerNormalization") return false;
   for (size_t k = 1; k < n.outputs.size(); ++k) {
     const TensorId t = n.outputs[k];
@@ -185,6 +186,7 @@ double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
   double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
   const std::string& mode = p.coordinate_mode;
   if (mode == "asymmetric") return xr / scale;
+  if (mode == "tf_half_pixel_for_nn") return (xr + 0.5) / scale;
   // The resized length here is in * scale, not rounded: ONNX's rule when scales are given (equal
   // to the output length when sizes are).
   if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (in * scale - 1) : 0.0;
@@ -198,26 +200,33 @@ bool IsOneOf(const std::string& value, const char* const (&options)[N]) {
 }
 
 // Resize's mode attributes; Unimplemented naming the value for what the runtime does not run.
-Status ReadResizeModes(const Node& n, ResizeParams* p) {
+Status ReadResizeModes(const Node& n, bool with_cubic, ResizeParams* p) {
   auto unsupported = [&n](const std::string& attr, const std::string& value, const char* ok) {
     return Status::Unimplemented(NodeLabel(n) + ": " + attr + " '" + value +
                                  "' is not supported; " + ok);
   };
   static const char* const kModes[] = {"nearest", "linear"};
   static const char* const kCoordinates[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                             "asymmetric"};
+                                             "asymmetric", "tf_half_pixel_for_nn"};
   static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                          "ceil"};
   std::string mode = n.GetString("mode", "nearest");
-  if (!IsOneOf(mode, kModes)) return unsupported("mode", mode, "nearest and linear are");
+  p->cubic = with_cubic && mode == "cubic";
+  if (!IsOneOf(mode, kModes) && !p->cubic) {
+    return unsupported("mode", mode,
+                       "nearest and linear are, and cubic in the reference interpreter");
+  }
   p->linear = mode == "linear";
+  p->cubic_coeff_a = n.GetFloat("cubic_coeff_a", -0.75);
+  p->exclude_outside = n.GetInt("exclude_outside", 0) != 0;
   p->coordinate_mode = n.GetString("coordinate_transformation_mode", "half_pixel");
   if (!IsOneOf(p->coordinate_mode, kCoordinates)) {
     return unsupported("coordinate_transformation_mode", p->coordinate_mode,
-                       "half_pixel, pytorch_half_pixel, align_corners and asymmetric are");
+                       "half_pixel, pytorch_half_pixel, align_corners, asymmetric and "
+                       "tf_half_pixel_for_nn are");
   }
   p->nearest_mode = n.GetString("nearest_mode", "round_prefer_floor");
-  if (!p->linear && !IsOneOf(p->nearest_mode, kNearest)) {
+  if (mode == "nearest" && !IsOneOf(p->nearest_mode, kNearest)) {
     return unsupported("nearest_mode", p->nearest_mode,
                        "round_prefer_floor, round_prefer_ceil, floor and ceil are");
   }
@@ -258,11 +267,11 @@ Status ReadResizeScales(const Graph& g, const Node& n, ResizeParams* p) {
 
 }  // namespace
 
-StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n) {
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool with_cubic) {
   ResizeParams p;
   p.in = g.tensor(n.input(0)).dims;
   p.out = g.tensor(n.outputs[0]).dims;
-  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, &p));
+  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, with_cubic, &p));
   if (p.in.size() != p.out.size()) {
     return Status::InvalidArgument(NodeLabel(n) + ": output rank differs from the input's");
   }
@@ -290,6 +299,30 @@ ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x) {
   }
   tap.i0 = tap.i1 = std::clamp<int64_t>(static_cast<int64_t>(below) + (up ? 1 : 0), 0, last);
   return tap;
+}
+
+std::array<double, 4> CubicWeights(double t, double a) {
+  auto near = [a](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [a](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
+  return {far(1 + t), near(t), near(1 - t), far(2 - t)};
+}
+
+std::array<WeightedTap, 4> CubicResizeTapsOf(const ResizeParams& p, size_t d, int64_t x) {
+  const double pos = ResizeSourceCoordinate(p, d, x), below = std::floor(pos);
+  const std::array<double, 4> w = CubicWeights(pos - below, p.cubic_coeff_a);
+  const int64_t last = p.in[d] - 1;
+  std::array<WeightedTap, 4> taps;
+  double kept = 0;
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = static_cast<int64_t>(below) - 1 + k;
+    const bool outside = i < 0 || i > last;
+    taps[k] = {std::clamp<int64_t>(i, 0, last), p.exclude_outside && outside ? 0.0 : w[k]};
+    kept += taps[k].w;
+  }
+  if (p.exclude_outside && kept != 0) {
+    for (WeightedTap& t : taps) t.w /= kept;
+  }
+  return taps;
 }
 
 }  // namespace fusor

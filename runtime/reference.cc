@@ -10,6 +10,7 @@
 
 #include "graph/narrow_float.h"
 #include "graph/op_registry.h"
+#include "runtime/grid_sample.h"
 #include "runtime/op_params.h"
 
 namespace fusor {
@@ -730,30 +731,127 @@ void RunPad(const PadParams& p, const HostTensor& x, HostTensor* out) {
   }
 }
 
-// Resize from its definition: an output element is the sum over the 2^rank corners around its
-// source position of the input there times the product of the per-dim weights (nearest: one
-// corner of weight 1).
+// The input positions and weights output position x of dim d reads: one for nearest, two for
+// linear, four for cubic.
+std::vector<WeightedTap> ResizeTaps(const ResizeParams& p, size_t d, int64_t x) {
+  if (p.cubic) {
+    std::array<WeightedTap, 4> taps = CubicResizeTapsOf(p, d, x);
+    return {taps.begin(), taps.end()};
+  }
+  ResizeTap t = ResizeTapOf(p, d, x);
+  if (!p.linear) return {{t.i0, 1.0}};
+  return {{t.i0, 1 - t.w}, {t.i1, t.w}};
+}
+
+// Resize from its definition: an output element is the sum over the combinations of its per-dim
+// taps of the input there times the product of the taps' weights.
 Status RunResize(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
-  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n));
-  size_t rank = p.out.size();
-  std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coord(rank, 0);
-  std::vector<ResizeTap> taps(rank);
+  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n, /*with_cubic=*/true));
+  const size_t rank = p.out.size();
+  std::vector<std::vector<std::vector<WeightedTap>>> taps(rank);  // [d][position]: its taps.
+  Shape counts(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    for (int64_t c = 0; c < p.out[d]; ++c) taps[d].push_back(ResizeTaps(p, d, c));
+    counts[d] = static_cast<int64_t>(taps[d][0].size());
+  }
+  std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coord(rank, 0), pick(rank, 0);
   for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(out->dims, &coord)) {
-    for (size_t d = 0; d < rank; ++d) taps[d] = ResizeTapOf(p, d, coord[d]);
     double acc = 0;
-    for (uint64_t corner = 0; corner < (uint64_t{1} << rank); ++corner) {
+    do {
       double weight = 1;
       int64_t off = 0;
       for (size_t d = 0; d < rank; ++d) {
-        bool high = (corner >> d) & 1;
-        weight *= high ? taps[d].w : 1 - taps[d].w;
-        off += (high ? taps[d].i1 : taps[d].i0) * in_strides[d];
+        const WeightedTap& t = taps[d][coord[d]][pick[d]];
+        weight *= t.w;
+        off += t.i * in_strides[d];
       }
       if (weight != 0) acc += weight * x.at(off);
-    }
+    } while (NextCoord(counts, &pick));
     Store(out, e, acc);
   }
   return Status::Ok();
+}
+
+// CumSum along the axis its second input holds: each element the sum of those before it (and
+// itself unless `exclusive`), from the end when `reverse`.
+Status RunCumSum(const Node& n, const HostTensor& x, const HostTensor& axis_value,
+                 HostTensor* out) {
+  if (axis_value.num_elements() != 1) {
+    return Status::InvalidArgument(NodeLabel(n) + ": axis must hold one value, not " +
+                                   std::to_string(axis_value.num_elements()));
+  }
+  const int64_t rank = static_cast<int64_t>(x.dims.size()), axis = axis_value.i[0];
+  if (axis < -rank || axis >= rank) {
+    return Status::InvalidArgument(NodeLabel(n) + ": axis " + std::to_string(axis) +
+                                   " is outside [-" + std::to_string(rank) + ", " +
+                                   std::to_string(rank) + ")");
+  }
+  int64_t outer = 0, len = 0, inner = 0;
+  RowsOf(x.dims, NormalizeAxis(axis, x.dims.size()), false, &outer, &len, &inner);
+  const bool exclusive = n.GetInt("exclusive", 0) != 0, reverse = n.GetInt("reverse", 0) != 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      double sum = 0;
+      for (int64_t k = 0; k < len; ++k) {
+        const int64_t e = (o * len + (reverse ? len - 1 - k : k)) * inner + in;
+        if (!exclusive) sum += x.at(e);
+        Store(out, e, sum);
+        if (exclusive) sum += x.at(e);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// HannWindow, HammingWindow, BlackmanWindow: a sum of cosines over the output's length N,
+// periodic (period N, the default) or symmetric (period N - 1).
+void RunWindow(const Node& n, HostTensor* out) {
+  const int64_t len = out->dims[0];
+  const double period = static_cast<double>(n.GetInt("periodic", 1) != 0 ? len : len - 1);
+  // Coefficients of 1, cos(2 pi k / period) and cos(4 pi k / period).
+  std::array<double, 3> c = {0.5, -0.5, 0};
+  if (n.op_type == "HammingWindow") c = {25.0 / 46, -21.0 / 46, 0};
+  if (n.op_type == "BlackmanWindow") c = {0.42, -0.5, 0.08};
+  for (int64_t k = 0; k < len; ++k) {
+    const double phase = 2 * M_PI * static_cast<double>(k) / period;
+    Store(out, k, c[0] + c[1] * std::cos(phase) + c[2] * std::cos(2 * phase));
+  }
+}
+
+// OneHot: along `axis` of the output, `on` (values[1]) where the position equals the index (a
+// negative index counts from depth), `off` (values[0]) elsewhere; an index outside [-depth, depth)
+// gives a row of `off`.
+void RunOneHot(const Node& n, const HostTensor& indices, const HostTensor& values,
+               HostTensor* out) {
+  const int64_t rank = static_cast<int64_t>(out->dims.size());
+  int64_t outer = 0, depth = 0, inner = 0;
+  RowsOf(out->dims, NormalizeAxis(n.GetInt("axis", -1), rank), false, &outer, &depth, &inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      int64_t index = static_cast<int64_t>(indices.at(o * inner + in));
+      if (index < 0) index += depth;
+      for (int64_t k = 0; k < depth; ++k) {
+        Store(out, (o * depth + k) * inner + in, values.at(k == index ? 1 : 0));
+      }
+    }
+  }
+}
+
+// Compress: the slices along `axis` (without one: the elements of the flattened input) whose
+// condition entry is true, in order.
+void RunCompress(const Node& n, const HostTensor& x, const HostTensor& condition, HostTensor* out) {
+  const bool has_axis = n.FindAttr("axis") != nullptr;
+  int64_t outer = 1, len = x.num_elements(), inner = 1;
+  if (has_axis) {
+    RowsOf(x.dims, NormalizeAxis(n.GetInt("axis", 0), x.dims.size()), false, &outer, &len, &inner);
+  }
+  int64_t e = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k = 0; k < std::min(len, condition.num_elements()); ++k) {
+      if (condition.at(k) == 0) continue;
+      for (int64_t in = 0; in < inner; ++in) Store(out, e++, x.at((o * len + k) * inner + in));
+    }
+  }
 }
 
 Status RunTrilu(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
@@ -1607,6 +1705,11 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "MeanVarianceNormalization") return RunMeanVarianceNorm(n, x, out), Status::Ok();
   if (op == "LRN") return RunLrn(n, x, out), Status::Ok();
   if (op == "Det") return RunDet(x, out), Status::Ok();
+  if (op == "CumSum") return RunCumSum(n, x, *opt(1), out);
+  if (op == "OneHot") return RunOneHot(n, x, *opt(2), out), Status::Ok();
+  if (op == "Compress") return RunCompress(n, x, *opt(1), out), Status::Ok();
+  if (op.ends_with("Window")) return RunWindow(n, out), Status::Ok();
+  if (op == "GridSample") return RunGridSample(n, x, *opt(1), out);
   if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
   if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -1693,6 +1796,12 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
                                  "Clip",
                                  "EyeLike",
                                  "TopK",
+                                 "CumSum",
+                                 "OneHot",
+                                 "Compress",
+                                 "HannWindow",
+                                 "HammingWindow",
+                                 "BlackmanWindow",
                                  "BitShift",
                                  "QuantizeLinear",
                                  "DynamicQuantizeLinear",
@@ -1758,6 +1867,13 @@ bool IsComputeOp(const std::string& op) {
                                "LRN",
                                "Det",
                                "TopK",
+                               "CumSum",
+                               "GridSample",
+                               "OneHot",
+                               "Compress",
+                               "HannWindow",
+                               "HammingWindow",
+                               "BlackmanWindow",
                                "BitShift",
                                "QuantizeLinear",
                                "DequantizeLinear",

@@ -182,6 +182,63 @@ TEST(OnnxImport, ShapeDecidingInputFixedAtImportFolds) {
   EXPECT_FALSE(ImportOnnxBytes(b.Serialize(), options).ok());
 }
 
+// A shape operand computed from a graph input (an expanded HannWindow's Range over Cast(size))
+// is refused naming that input and --const-input; given a value, the chain folds.
+TEST(OnnxImport, ShapeOperandComputedFromAGraphInputNamesThatInput) {
+  OnnxBuilder b;
+  b.Input("n", {}, "", onnx::TensorProto::INT64).Output("y", onnx::TensorProto::INT64);
+  b.Int64Constant("zero", {0}, {}).Int64Constant("one", {1}, {});
+  b.Node("Add", {"n", "one"}, {"limit"});
+  b.Node("Range", {"zero", "limit", "one"}, {"y"});
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("from graph input 'n'"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("--const-input n=FILE"), std::string::npos);
+  ImportOptions options;
+  TensorData n;
+  n.dtype = DType::kInt64;
+  n.i = {4};
+  options.constant_inputs["n"] = n;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{5}));
+}
+
+// ONNX's shape inference gives OneHot no dims; with a constant depth the import does: the
+// indices' dims with depth inserted at axis, in the values' element type.
+TEST(OnnxImport, OneHotWithConstantDepthGetsItsShape) {
+  OnnxBuilder b;
+  b.Input("indices", {2, 3}, "", onnx::TensorProto::INT64).Output("y");
+  b.Int64Constant("depth", {4}, {}).FloatConstant("values", {0, 1});
+  OnnxBuilder::IntAttr(b.Node("OneHot", {"indices", "depth", "values"}, {"y"}), "axis", 1);
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{2, 4, 3}));
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dtype, DType::kFloat32);
+}
+
+// Compress's output length is the count of true entries of its condition: refused naming the
+// condition while it is a graph input, shaped once it is given at import.
+TEST(OnnxImport, CompressWithConditionGivenAtImportKeepsTheTrueSlices) {
+  OnnxBuilder b;
+  b.Input("x", {3, 2}).Input("condition", {3}, "", onnx::TensorProto::BOOL).Output("y");
+  OnnxBuilder::IntAttr(b.Node("Compress", {"x", "condition"}, {"y"}), "axis", 0);
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--const-input condition=FILE"), std::string::npos)
+      << refused.status().message();
+  ImportOptions options;
+  TensorData condition;
+  condition.dtype = DType::kBool;
+  condition.dims = {3};
+  condition.i = {1, 0, 1};
+  options.constant_inputs["condition"] = condition;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{2, 2}));
+}
+
 TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
   OnnxBuilder b;
   b.Input("x", {4, 8}).Output("y").Weight("w", {16, 8});

@@ -958,15 +958,34 @@ TEST(Executor, UnsupportedResizeModeNamesNodeAndMode) {
   TensorId x = b.Input("x", {1, 1, 2, 2});
   TensorId y = b.Act("y", {1, 1, 4, 4});
   b.Op("Resize", {x, b.FloatConstant("roi", {}), b.FloatConstant("sc", {1, 1, 2, 2})}, {y},
-       {{"mode", "cubic"}});
+       {{"mode", "lanczos"}});
   b.Output(y);
   Graph g = b.Build();
   auto exec = Executor::Create(g, UnfusedPlan(g), *RandomLeafValues(g, 1));
   ASSERT_FALSE(exec.ok());
   EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
-  EXPECT_NE(exec.status().message().find("node 'Resize_0' (Resize): mode 'cubic' is not supported"),
-            std::string::npos)
+  EXPECT_NE(
+      exec.status().message().find("node 'Resize_0' (Resize): mode 'lanczos' is not supported"),
+      std::string::npos)
       << exec.status().message();
+}
+
+// The fused loop resamples nearest and linear only; a cubic Resize, alone or between elementwise
+// ops, runs through the reference interpreter and gives its values in every plan.
+TEST(Executor, CubicResizeRunsThroughTheReferenceInEveryPlan) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 3, 5});
+  TensorId r = b.Act("r", {1, 2, 3, 5});
+  TensorId z = b.Act("z", {1, 2, 6, 10});
+  TensorId y = b.Act("y", {1, 2, 6, 10});
+  b.Op("Relu", {x}, {r});
+  b.Op("Resize", {r, b.FloatConstant("roi", {}), b.FloatConstant("sc", {1, 1, 2, 2})}, {z},
+       {{"mode", "cubic"}, {"exclude_outside", int64_t{1}}});
+  b.Op("Sigmoid", {z}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, UnfusedPlan(g));
+  ExpectMatchesReference(g, MaxFusionPlan(g));
 }
 
 TEST(LoopKernel, PadReflectEdgeConstantInOneLoop) {

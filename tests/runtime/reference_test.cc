@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 #include "graph/graph_builder.h"
 #include "tests/graph/ir_builder.h"
@@ -547,7 +549,7 @@ TEST(Reference, ResizeAlignCornersWithScalesUsesTheUnroundedLength) {
 
 TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
   for (auto [attr, value] : std::vector<std::pair<std::string, std::string>>{
-           {"mode", "cubic"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}}) {
+           {"mode", "lanczos"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}}) {
     IrBuilder b;
     TensorId x = b.Input("x", {1, 2});
     TensorId y = b.Act("y", {1, 4});
@@ -562,6 +564,115 @@ TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
                                           "' is not supported"),
               std::string::npos)
         << out.status().message();
+  }
+}
+
+// Cubic, half_pixel, 4 -> 2: positions .5 and 2.5, each between four taps weighted (a = -.75)
+// -.09375, .59375, .59375, -.09375, the edge repeated beyond the input (14.0625, 35.9375); with
+// exclude_outside the tap outside gets 0 and the others are renormalised by 1.09375.
+TEST(Reference, ResizeCubicByHand) {
+  Attribute cubic = Str("mode", "cubic");
+  ExpectValues(ResizeRow({10, 20, 30, 40}, 2, {cubic}), {14.0625f, 35.9375f});
+  ExpectValues(ResizeRow({10, 20, 30, 40}, 2, {cubic, Int("exclude_outside", 1)}),
+               {15 / 1.09375f, 39.6875f / 1.09375f});
+}
+
+// Grid positions on X [[10, 20]] (without align_corners, x = ((g + 1) * 2 - 1) / 2): g = 0 reads
+// .5, g = -.5 reads 0, g = 3 reads 3.5, outside: zeros gives 0, border clamps to 1, reflection
+// folds it to -.5, halfway between index 0 and its mirror.
+TEST(Reference, GridSamplePaddingModesByHand) {
+  for (auto [padding, far] : std::vector<std::pair<std::string, float>>{
+           {"zeros", 0}, {"border", 20}, {"reflection", 10}}) {
+    SCOPED_TRACE(padding);
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 1, 2});
+    TensorId grid = b.Input("grid", {1, 1, 3, 2});
+    TensorId y = b.Act("y", {1, 1, 1, 3});
+    b.Op("GridSample", {x, grid}, {y}, {Str("padding_mode", padding)});
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(RunOne(g, {{x, F({1, 1, 1, 2}, {10, 20})},
+                            {grid, F({1, 1, 3, 2}, {3, 0, 0, 0, -0.5f, 0})}}),
+                 {far, 15, 10});
+  }
+}
+
+// CumSum of [[1, 2], [3, 4]] along axis 1, and exclusive in reverse along axis 0.
+TEST(Reference, CumSumByHand) {
+  for (auto [axis, exclusive_reverse, want] :
+       std::vector<std::tuple<int64_t, bool, std::vector<float>>>{{1, false, {1, 3, 3, 7}},
+                                                                  {0, true, {3, 4, 0, 0}}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {2, 2});
+    TensorId y = b.Act("y", {2, 2});
+    std::vector<Attribute> attrs;
+    if (exclusive_reverse) attrs = {Int("exclusive", 1), Int("reverse", 1)};
+    b.Op("CumSum", {x, b.IntScalar("axis", axis)}, {y}, attrs);
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(RunOne(g, {{x, F({2, 2}, {1, 2, 3, 4})}}), want);
+  }
+}
+
+// Periodic windows of length 4 (period 4) and a symmetric Hann window (period 3).
+TEST(Reference, WindowFunctionsByHand) {
+  auto window = [](const std::string& op, int64_t periodic) {
+    IrBuilder b;
+    TensorId y = b.Act("y", {4});
+    b.Op(op, {b.IntScalar("size", 4)}, {y}, {Int("periodic", periodic)});
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, {});
+  };
+  ExpectValues(window("HannWindow", 1), {0, 0.5f, 1, 0.5f});
+  ExpectValues(window("HannWindow", 0), {0, 0.75f, 0.75f, 0});
+  ExpectValues(window("HammingWindow", 1), {4 / 46.0f, 25 / 46.0f, 1, 25 / 46.0f});
+  ExpectValues(window("BlackmanWindow", 1), {0, 0.34f, 1, 0.34f});
+}
+
+// OneHot of [1, -1, 5] with depth 3 and values [0, 7]: -1 counts from the end, 5 is outside and
+// gives a row of zeros; along axis 0 the rows become columns.
+TEST(Reference, OneHotByHand) {
+  for (auto [axis, want] : std::vector<std::pair<int64_t, std::vector<float>>>{
+           {-1, {0, 7, 0, 0, 0, 7, 0, 0, 0}}, {0, {0, 0, 0, 7, 0, 0, 0, 7, 0}}}) {
+    IrBuilder b;
+    TensorId indices = b.Input("indices", {3}, DType::kInt64);
+    TensorId y = b.Act("y", {3, 3});
+    b.Op("OneHot", {indices, b.IntScalar("depth", 3), b.FloatConstant("values", {0, 7})}, {y},
+         {Int("axis", axis)});
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor idx = HostTensor::Zeros(DType::kInt64, {3});
+    idx.i = {1, -1, 5};
+    ExpectValues(RunOne(g, {{indices, idx}}), want);
+  }
+}
+
+// Compress of [[1, 2, 3], [4, 5, 6]]: rows by [0, 1], columns by [1, 0, 1], and without an
+// axis the flattened elements by [0, 1, 1] (a condition shorter than the input).
+TEST(Reference, CompressByHand) {
+  struct Case {
+    std::optional<int64_t> axis;
+    std::vector<int64_t> condition;
+    Shape out;
+    std::vector<float> want;
+  };
+  for (const Case& c : std::vector<Case>{{0, {0, 1}, {1, 3}, {4, 5, 6}},
+                                         {1, {1, 0, 1}, {2, 2}, {1, 3, 4, 6}},
+                                         {std::nullopt, {0, 1, 1}, {2}, {2, 3}}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {2, 3});
+    const int64_t len = static_cast<int64_t>(c.condition.size());
+    TensorId condition = b.Input("condition", {len}, DType::kBool);
+    TensorId y = b.Act("y", c.out);
+    std::vector<Attribute> attrs;
+    if (c.axis) attrs.push_back(Int("axis", *c.axis));
+    b.Op("Compress", {x, condition}, {y}, attrs);
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor cond = HostTensor::Zeros(DType::kBool, {len});
+    cond.i = c.condition;
+    ExpectValues(RunOne(g, {{x, F({2, 3}, {1, 2, 3, 4, 5, 6})}, {condition, cond}}), c.want);
   }
 }
 

@@ -1,0 +1,126 @@
+#include "graph/shape_rules.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/constant_folding.h"
+
+namespace fusor {
+namespace {
+
+struct KnownValue {
+  int32_t elem_type = 0;
+  std::optional<Shape> dims;  // Set when static.
+  const onnx::TensorProto* initializer = nullptr;
+};
+
+std::optional<Shape> StaticDims(const onnx::ValueInfoProto& v) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
+  Shape dims;
+  for (const auto& d : v.type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return std::nullopt;
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+KnownValue Lookup(const onnx::GraphProto& g, const std::string& name) {
+  for (const auto& t : g.initializer()) {
+    if (t.name() == name) return {t.data_type(), Shape(t.dims().begin(), t.dims().end()), &t};
+  }
+  for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
+    for (const auto& v : *list) {
+      if (v.name() == name) return {v.type().tensor_type().elem_type(), StaticDims(v), nullptr};
+    }
+  }
+  return {};
+}
+
+int64_t AxisAttr(const onnx::NodeProto& n, int64_t fallback) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "axis") return a.i();
+  }
+  return fallback;
+}
+
+bool HasAxis(const onnx::NodeProto& n) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "axis") return true;
+  }
+  return false;
+}
+
+// OneHot: the indices' dims with depth inserted at `axis` (default -1, counted in the output's
+// rank); the values' element type.
+std::optional<KnownValue> OneHotOutput(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (n.input_size() < 3) return std::nullopt;
+  KnownValue indices = Lookup(g, n.input(0)), depth = Lookup(g, n.input(1));
+  KnownValue values = Lookup(g, n.input(2));
+  if (!indices.dims || depth.initializer == nullptr || values.elem_type == 0) return std::nullopt;
+  std::optional<ConstValue> d = ReadConstValue(*depth.initializer);
+  if (!d || d->size() != 1 || d->AsInt(0) < 1) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(indices.dims->size()) + 1;
+  int64_t axis = AxisAttr(n, -1);
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  if (axis < 0) axis += rank;
+  Shape out = *indices.dims;
+  out.insert(out.begin() + axis, d->AsInt(0));
+  return KnownValue{values.elem_type, out, nullptr};
+}
+
+// Compress: the input's dims with `axis` cut to the true entries of the condition (without axis:
+// the flattened input's true entries, 1-D); the input's element type.
+std::optional<KnownValue> CompressOutput(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (n.input_size() < 2) return std::nullopt;
+  KnownValue input = Lookup(g, n.input(0)), condition = Lookup(g, n.input(1));
+  if (!input.dims || condition.initializer == nullptr) return std::nullopt;
+  std::optional<ConstValue> c = ReadConstValue(*condition.initializer);
+  if (!c) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(input.dims->size());
+  int64_t axis = AxisAttr(n, 0);
+  if (HasAxis(n) && (axis < -rank || axis >= rank)) return std::nullopt;
+  if (axis < 0) axis += rank;
+  const int64_t length = HasAxis(n) ? (*input.dims)[axis] : NumElements(*input.dims);
+  int64_t kept = 0;
+  for (int64_t e = 0; e < std::min(length, c->size()); ++e) kept += c->AsDouble(e) != 0;
+  Shape out = HasAxis(n) ? *input.dims : Shape{};
+  if (HasAxis(n)) {
+    out[axis] = kept;
+  } else {
+    out.push_back(kept);
+  }
+  return KnownValue{input.elem_type, out, nullptr};
+}
+
+}  // namespace
+
+bool AddShapesFromConstantOperands(onnx::GraphProto* g) {
+  bool added = false;
+  for (const auto& n : g->node()) {
+    if (n.output_size() < 1 || (n.op_type() != "OneHot" && n.op_type() != "Compress")) continue;
+    if (Lookup(*g, n.output(0)).dims) continue;
+    std::optional<KnownValue> out =
+        n.op_type() == "OneHot" ? OneHotOutput(*g, n) : CompressOutput(*g, n);
+    if (!out) continue;
+    onnx::ValueInfoProto* v = nullptr;
+    for (auto& existing : *g->mutable_value_info()) {
+      if (existing.name() == n.output(0)) v = &existing;
+    }
+    for (auto& existing : *g->mutable_output()) {
+      if (existing.name() == n.output(0)) v = &existing;
+    }
+    if (v == nullptr) v = g->add_value_info();
+    v->set_name(n.output(0));
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(out->elem_type);
+    tt->clear_shape();
+    for (int64_t d : *out->dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    added = true;
+  }
+  return added;
+}
+
+}  // namespace fusor
