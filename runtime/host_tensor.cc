@@ -112,7 +112,7 @@ HostTensor HostTensor::Zeros(DType dtype, Shape dims) {
 }
 
 bool IsSupportedDType(DType t) {
-  return IsFloatingPoint(t) || (IsInteger(t) && t != DType::kUInt64);
+  return IsFloatingPoint(t) || IsInteger(t);
 }
 
 StatusOr<HostTensor> ConstantValue(const Tensor& t) {

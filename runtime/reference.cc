@@ -1763,9 +1763,19 @@ Status CheckDropout(const Graph& g, const Node& n) {
   if (n.inputs.size() < 3 || constant_zero(2) || (n.inputs.size() >= 2 && constant_zero(1))) {
     return Status::Ok();
   }
+  // A ratio or training_mode given at run time may well be 0 / false: say how to fix it.
+  std::string fix;
+  for (size_t i : {1, 2}) {
+    const Tensor& t = g.tensor(n.input(i));
+    if (fix.empty() && t.kind == TensorKind::kGraphInput) {
+      fix = " (if graph input '" + t.name + "' is fixed, give it at import with --const-input " +
+            t.name + "=FILE)";
+    }
+  }
   return Status::Unimplemented(NodeLabel(n) +
                                ": Dropout in training mode (training_mode not a constant false, "
-                               "ratio not 0) draws a random mask; Fusor runs inference only");
+                               "ratio not 0) draws a random mask; Fusor runs inference only" +
+                               fix);
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {

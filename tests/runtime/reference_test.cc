@@ -676,6 +676,30 @@ TEST(Reference, CompressByHand) {
   }
 }
 
+// Training-mode Dropout with its ratio given at run time is refused naming --const-input for the
+// ratio (fixed at 0, Dropout is the identity, as the conformance case training_dropout_zero_ratio).
+TEST(Reference, TrainingDropoutWithARuntimeRatioNamesConstInput) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2});
+  TensorId ratio = b.Input("ratio", {});
+  TensorId training = b.Input("training_mode", {}, DType::kBool);
+  TensorId y = b.Act("y", {2});
+  b.Op("Dropout", {x, ratio, training}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  Status s = CheckReferenceKernel(g, 0);
+  EXPECT_EQ(s.code(), Status::Code::kUnimplemented);
+  EXPECT_NE(s.message().find("--const-input ratio=FILE"), std::string::npos) << s.ToString();
+
+  IrBuilder fixed;
+  x = fixed.Input("x", {2});
+  y = fixed.Act("y", {2});
+  fixed.Op("Dropout", {x, fixed.FloatScalar("ratio", 0), fixed.Input("t", {}, DType::kBool)}, {y});
+  fixed.Output(y);
+  Graph identity = fixed.Build();
+  ExpectValues(RunOne(identity, {{x, F({2}, {3, -4})}}), {3, -4});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
