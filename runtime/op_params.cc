@@ -61,7 +61,7 @@ std::vector<int64_t> RowMajorStrides(const Shape& dims) {
 
 StatusOr<Window> ConvWindow(const Graph& g, const Node& n) {
   Window w;
-  w.kernel = SpatialDims(g.tensor(n.input(1)).dims);
+  w.kernel = SpatialDims(g.tensor(n.input(n.op_type == "QLinearConv" ? 3 : 1)).dims);
   FUSOR_RETURN_IF_ERROR(ResolveWindow(g, n, &w));
   return w;
 }

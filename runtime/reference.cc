@@ -1512,6 +1512,60 @@ Status RunQLinearMatMul(const Node& n, const Lookup& in, HostTensor* out) {
   return Status::Ok();
 }
 
+// t - zero as float32 (exact for 8-bit values); `zero` holds one value or one per slice of
+// `slice` elements (a per-output-channel weight zero point).
+HostTensor ShiftedToFloat(const HostTensor& t, const HostTensor* zero, int64_t slice) {
+  HostTensor f = HostTensor::Zeros(DType::kFloat32, t.dims);
+  for (int64_t e = 0; e < t.num_elements(); ++e) {
+    const double z = zero == nullptr ? 0 : zero->at(zero->num_elements() == 1 ? 0 : e / slice);
+    f.f[e] = static_cast<float>(t.at(e) - z);
+  }
+  return f;
+}
+
+// The integer convolution of ConvInteger (inputs x, w, x_zero_point, w_zero_point) and
+// QLinearConv (x, x_scale, x_zero_point, w, w_scale, w_zero_point, ...): (x - x_zero) conv
+// (w - w_zero), padding with x's zero point, as exact float sums (ReferenceGemm sums in double).
+StatusOr<HostTensor> IntegerConv(const Graph& g, const Node& n, const Lookup& in, size_t x_at,
+                                 size_t x_zero_at, size_t w_at, size_t w_zero_at) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  const HostTensor& w = *opt(w_at);
+  FUSOR_ASSIGN_OR_RETURN(Window window, ConvWindow(g, n));
+  HostTensor out = HostTensor::Zeros(DType::kFloat32, g.tensor(n.outputs[0]).dims);
+  RunConv(n, window, ShiftedToFloat(*opt(x_at), opt(x_zero_at), 1),
+          ShiftedToFloat(w, opt(w_zero_at), w.num_elements() / w.dims[0]), nullptr, &out);
+  return out;
+}
+
+Status RunConvInteger(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
+  FUSOR_ASSIGN_OR_RETURN(HostTensor c, IntegerConv(g, n, in, 0, 2, 1, 3));
+  for (int64_t e = 0; e < out->num_elements(); ++e) out->i[e] = std::llround(c.f[e]);
+  return Status::Ok();
+}
+
+// QLinearConv: the integer convolution plus the int32 bias, rescaled by x_scale * w_scale /
+// y_scale (w_scale per output channel or one) in float32, rounded half to even, plus y's zero
+// point, saturated.
+Status RunQLinearConv(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  FUSOR_RETURN_IF_ERROR(CheckPerTensor(n, {opt(1), opt(2), opt(6), opt(7)}));
+  FUSOR_ASSIGN_OR_RETURN(HostTensor c, IntegerConv(g, n, in, 0, 2, 3, 5));
+  const HostTensor& w_scale = *opt(4);
+  const HostTensor* bias = opt(8);
+  const int64_t channels = out->dims[1], plane = out->num_elements() / (out->dims[0] * channels);
+  const double zero = opt(7) == nullptr ? 0 : opt(7)->at(0);
+  for (int64_t e = 0; e < out->num_elements(); ++e) {
+    const int64_t oc = e / plane % channels;
+    const float scale = static_cast<float>(opt(1)->at(0)) *
+                        static_cast<float>(w_scale.at(w_scale.num_elements() == 1 ? 0 : oc)) /
+                        static_cast<float>(opt(6)->at(0));
+    const double acc = std::llround(c.f[e]) + (bias == nullptr ? 0 : bias->at(oc));
+    out->i[e] = static_cast<int64_t>(
+        QuantizeValue(std::nearbyint(static_cast<float>(acc) * scale) + zero, out->dtype));
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1816,7 +1870,9 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
                                  "QuantizeLinear",
                                  "DynamicQuantizeLinear",
                                  "MatMulInteger",
-                                 "QLinearMatMul"};
+                                 "QLinearMatMul",
+                                 "ConvInteger",
+                                 "QLinearConv"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1889,7 +1945,9 @@ bool IsComputeOp(const std::string& op) {
                                "DequantizeLinear",
                                "DynamicQuantizeLinear",
                                "MatMulInteger",
-                               "QLinearMatMul"};
+                               "QLinearMatMul",
+                               "ConvInteger",
+                               "QLinearConv"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -1974,6 +2032,8 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "TopK") return RunTopK(g, n, in, values);
   if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "ConvInteger") return RunConvInteger(g, n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "QLinearConv") return RunQLinearConv(g, n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "DynamicQuantizeLinear") {
     return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();
   }

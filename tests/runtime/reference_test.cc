@@ -700,6 +700,24 @@ TEST(Reference, TrainingDropoutWithARuntimeRatioNamesConstInput) {
   ExpectValues(RunOne(identity, {{x, F({2}, {3, -4})}}), {3, -4});
 }
 
+// ConvInteger pads with x's zero point: (x - 1) = [[1, 2], [3, 4]] under a 2x2 kernel of
+// (2 - 1) with one of padding sums each window's shifted values.
+TEST(Reference, ConvIntegerPadsWithTheZeroPointByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 2}, DType::kUInt8);
+  TensorId w = b.Input("w", {1, 1, 2, 2}, DType::kUInt8);
+  TensorId y = b.Act("y", {1, 1, 3, 3}, DType::kInt32);
+  b.Op("ConvInteger", {x, w, b.IntScalar("x_zero", 1), b.IntScalar("w_zero", 1)}, {y},
+       {Ints("pads", {1, 1, 1, 1})});
+  b.Output(y);
+  Graph g = b.Build();
+  HostTensor xv = HostTensor::Zeros(DType::kUInt8, {1, 1, 2, 2});
+  xv.i = {2, 3, 4, 5};
+  HostTensor wv = HostTensor::Zeros(DType::kUInt8, {1, 1, 2, 2});
+  wv.i = {2, 2, 2, 2};
+  ExpectValues(RunOne(g, {{x, xv}, {w, wv}}), {1, 3, 2, 4, 10, 6, 3, 7, 4});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
