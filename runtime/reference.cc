@@ -12,6 +12,7 @@
 #include "graph/op_registry.h"
 #include "runtime/grid_sample.h"
 #include "runtime/op_params.h"
+#include "runtime/tfidf_vectorizer.h"
 
 namespace fusor {
 namespace {
@@ -1764,6 +1765,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "Compress") return RunCompress(n, x, *opt(1), out), Status::Ok();
   if (op.ends_with("Window")) return RunWindow(n, out), Status::Ok();
   if (op == "GridSample") return RunGridSample(n, x, *opt(1), out);
+  if (op == "TfIdfVectorizer") return RunTfIdfVectorizer(n, x, out);
   if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
   if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -1935,6 +1937,7 @@ bool IsComputeOp(const std::string& op) {
                                "TopK",
                                "CumSum",
                                "GridSample",
+                               "TfIdfVectorizer",
                                "OneHot",
                                "Compress",
                                "HannWindow",

@@ -718,6 +718,35 @@ TEST(Reference, ConvIntegerPadsWithTheZeroPointByHand) {
   ExpectValues(RunOne(g, {{x, xv}, {w, wv}}), {1, 3, 2, 4, 10, 6, 3, 7, 4});
 }
 
+// TfIdfVectorizer over [1, 2, 1, 3] with pool {1}, {(1, 2), (1, 3)} and one skip: the unigram 1
+// twice (once per position), (1, 2) at distance 1 and (1, 3) at distance 1, (1, 1) at distance 2
+// not in the pool; min_gram_length 2 drops the unigram; TFIDF multiplies by the weights.
+TEST(Reference, TfIdfVectorizerCountsSkipGramsByHand) {
+  auto vectorize = [](int64_t min_len, const std::string& mode) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {4}, DType::kInt64);
+    TensorId y = b.Act("y", {3});
+    b.Op("TfIdfVectorizer", {x}, {y},
+         {Int("min_gram_length", min_len),
+          Int("max_gram_length", 2),
+          Int("max_skip_count", 1),
+          Str("mode", mode),
+          Ints("ngram_counts", {0, 1}),
+          Ints("ngram_indexes", {0, 1, 2}),
+          Ints("pool_int64s", {1, 1, 2, 1, 3}),
+          {"weights", std::vector<double>{0.5, 2, 3}}});
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor xv = HostTensor::Zeros(DType::kInt64, {4});
+    xv.i = {1, 2, 1, 3};
+    return RunOne(g, {{x, xv}});
+  };
+  ExpectValues(vectorize(1, "TF"), {2, 1, 1});
+  ExpectValues(vectorize(2, "TF"), {0, 1, 1});
+  ExpectValues(vectorize(1, "TFIDF"), {1, 2, 3});
+  ExpectValues(vectorize(1, "IDF"), {0.5f, 2, 3});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
