@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/constant_folding.h"
+#include "graph/einsum.h"
 
 namespace fusor {
 namespace {
@@ -95,15 +96,36 @@ std::optional<KnownValue> CompressOutput(const onnx::GraphProto& g, const onnx::
   return KnownValue{input.elem_type, out, nullptr};
 }
 
+// Einsum: the output dims its equation gives from the operands' dims (ONNX's rule gives the rank
+// only); the first operand's element type.
+std::optional<KnownValue> EinsumOutput(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  std::vector<Shape> shapes;
+  int32_t elem_type = 0;
+  for (const auto& name : n.input()) {
+    KnownValue v = Lookup(g, name);
+    if (!v.dims) return std::nullopt;
+    shapes.push_back(*v.dims);
+    if (elem_type == 0) elem_type = v.elem_type;
+  }
+  std::string equation;
+  for (const auto& a : n.attribute()) {
+    if (a.name() == "equation") equation = a.s();
+  }
+  StatusOr<EinsumSpec> spec = ParseEinsum(equation, shapes);
+  if (!spec.ok()) return std::nullopt;
+  return KnownValue{elem_type, spec->output_dims(), nullptr};
+}
+
 }  // namespace
 
 bool AddShapesFromConstantOperands(onnx::GraphProto* g) {
   bool added = false;
   for (const auto& n : g->node()) {
-    if (n.output_size() < 1 || (n.op_type() != "OneHot" && n.op_type() != "Compress")) continue;
-    if (Lookup(*g, n.output(0)).dims) continue;
-    std::optional<KnownValue> out =
-        n.op_type() == "OneHot" ? OneHotOutput(*g, n) : CompressOutput(*g, n);
+    if (n.output_size() < 1 || Lookup(*g, n.output(0)).dims) continue;
+    std::optional<KnownValue> out;
+    if (n.op_type() == "OneHot") out = OneHotOutput(*g, n);
+    if (n.op_type() == "Compress") out = CompressOutput(*g, n);
+    if (n.op_type() == "Einsum") out = EinsumOutput(*g, n);
     if (!out) continue;
     onnx::ValueInfoProto* v = nullptr;
     for (auto& existing : *g->mutable_value_info()) {

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "graph/einsum.h"
 #include "graph/narrow_float.h"
 #include "graph/op_registry.h"
 #include "runtime/grid_sample.h"
@@ -1567,6 +1568,54 @@ Status RunQLinearConv(const Graph& g, const Node& n, const Lookup& in, HostTenso
   return Status::Ok();
 }
 
+// Einsum from its definition: each output element is the sum, over the labels only the operands
+// carry, of the product of the operands at those labels (a label twice on one operand reads its
+// diagonal; a broadcast ellipsis dim of length 1 reads index 0).
+Status RunEinsum(const Node& n, const Lookup& in, HostTensor* out) {
+  std::vector<const HostTensor*> operands;
+  std::vector<Shape> shapes;
+  for (TensorId t : n.inputs) {
+    operands.push_back(in(t));
+    shapes.push_back(operands.back()->dims);
+  }
+  FUSOR_ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(n.GetString("equation", ""), shapes));
+  // Labels in iteration order: the output's, then the summed ones.
+  std::vector<int> order = spec.output;
+  for (int label = 0; label < static_cast<int>(spec.label_dims.size()); ++label) {
+    if (spec.label_dims[label] > 0 && std::find(order.begin(), order.end(), label) == order.end()) {
+      order.push_back(label);
+    }
+  }
+  Shape extent;
+  for (int label : order) extent.push_back(spec.label_dims[label]);
+  // stride[k][j]: how far operand k's offset moves per step of label order[j].
+  std::vector<std::vector<int64_t>> stride(operands.size(), std::vector<int64_t>(order.size(), 0));
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const std::vector<int64_t> dim_strides = RowMajorStrides(shapes[k]);
+    for (size_t d = 0; d < shapes[k].size(); ++d) {
+      const int label = spec.operands[k][d];
+      const size_t j = std::find(order.begin(), order.end(), label) - order.begin();
+      if (shapes[k][d] == spec.label_dims[label]) stride[k][j] += dim_strides[d];
+    }
+  }
+  const int64_t summed = NumElements(Shape(extent.begin() + spec.output.size(), extent.end()));
+  std::vector<int64_t> coord(order.size(), 0);
+  for (int64_t o = 0; o < out->num_elements(); ++o) {
+    double acc = 0;
+    for (int64_t s = 0; s < summed; ++s, NextCoord(extent, &coord)) {
+      double product = 1;
+      for (size_t k = 0; k < operands.size(); ++k) {
+        int64_t off = 0;
+        for (size_t j = 0; j < order.size(); ++j) off += coord[j] * stride[k][j];
+        product *= operands[k]->at(off);
+      }
+      acc += product;
+    }
+    Store(out, o, acc);
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1950,7 +1999,8 @@ bool IsComputeOp(const std::string& op) {
                                "MatMulInteger",
                                "QLinearMatMul",
                                "ConvInteger",
-                               "QLinearConv"};
+                               "QLinearConv",
+                               "Einsum"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -2036,6 +2086,7 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "ConvInteger") return RunConvInteger(g, n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "Einsum") return RunEinsum(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "QLinearConv") return RunQLinearConv(g, n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "DynamicQuantizeLinear") {
     return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();

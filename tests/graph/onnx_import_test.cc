@@ -239,6 +239,16 @@ TEST(OnnxImport, CompressWithConditionGivenAtImportKeepsTheTrueSlices) {
   EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{2, 2}));
 }
 
+// ONNX's shape inference gives Einsum its rank only; the import gives its dims from the equation.
+TEST(OnnxImport, EinsumGetsItsDimsFromTheEquation) {
+  OnnxBuilder b(12);
+  b.Input("a", {5, 2, 3}).Input("b", {5, 3, 4}).Output("y");
+  OnnxBuilder::StringAttr(b.Node("Einsum", {"a", "b"}, {"y"}), "equation", "bij,bjk->bki");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{5, 4, 2}));
+}
+
 TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
   OnnxBuilder b;
   b.Input("x", {4, 8}).Output("y").Weight("w", {16, 8});

@@ -1062,19 +1062,20 @@ TEST(AnchorKernel, MatMulWithOneDimensionalOperands) {
   ExpectMatchesReference(g, UnfusedPlan(g));
 }
 
-// Einsum has neither a oneDNN form nor a reference kernel (docs/coverage.md's refused ops).
+// Bernoulli (random draws) has neither a oneDNN form nor a reference kernel (docs/coverage.md's
+// refused ops).
 TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {
   IrBuilder b;
   TensorId x = b.Input("x", {4});
   TensorId y = b.Act("y", {4});
-  b.Op("Einsum", {x}, {y});
+  b.Op("Bernoulli", {x}, {y});
   b.Output(y);
   Graph g = b.Build();
   auto leaves = RandomLeafValues(g, 1);
   auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
   ASSERT_FALSE(exec.ok());
   EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
-  EXPECT_NE(exec.status().message().find("node 'Einsum_0' (Einsum)"), std::string::npos)
+  EXPECT_NE(exec.status().message().find("node 'Bernoulli_0' (Bernoulli)"), std::string::npos)
       << exec.status().message();
 }
 

@@ -747,6 +747,34 @@ TEST(Reference, TfIdfVectorizerCountsSkipGramsByHand) {
   ExpectValues(vectorize(1, "IDF"), {0.5f, 2, 3});
 }
 
+// Einsum by hand: a batched matrix product, a diagonal under an ellipsis, and the implicit output
+// (the labels used once, alphabetically: "ji" transposes).
+TEST(Reference, EinsumByHand) {
+  auto einsum = [](const std::string& equation,
+                   std::vector<std::pair<Shape, std::vector<float>>> in, Shape out) {
+    IrBuilder b;
+    std::vector<TensorId> ids;
+    TensorValues values;
+    for (size_t k = 0; k < in.size(); ++k) {
+      ids.push_back(b.Input("x" + std::to_string(k), in[k].first));
+      values[ids.back()] = F(in[k].first, in[k].second);
+    }
+    TensorId y = b.Act("y", out);
+    b.Op("Einsum", ids, {y}, {Str("equation", equation)});
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, values);
+  };
+  // [[1, 2]] x [[3], [4]] = 11 and [[5, 6]] x [[7], [8]] = 83.
+  ExpectValues(
+      einsum("bij, bjk -> bik", {{{2, 1, 2}, {1, 2, 5, 6}}, {{2, 2, 1}, {3, 4, 7, 8}}}, {2, 1, 1}),
+      {11, 83});
+  ExpectValues(einsum("...ii->...i", {{{2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}}}, {2, 2}),
+               {1, 4, 5, 8});
+  ExpectValues(einsum("ji", {{{2, 3}, {1, 2, 3, 4, 5, 6}}}, {3, 2}), {1, 4, 2, 5, 3, 6});
+  ExpectValues(einsum("ij->", {{{2, 2}, {1, 2, 3, 4}}}, {}), {10});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
