@@ -14,7 +14,8 @@ bool OnlyReferenceComputes(const Graph& g, const Node& n) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "BatchNormalization") return n.GetInt("training_mode", 0) != 0;
   if (n.op_type == "Resize") return n.GetString("mode", "nearest") == "cubic";
-  if (n.op_type != "LayerNormalization") return false;
+  if (n.op_type == "MaxPool" && !IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return true;
+  if (n.op_type != "LayerNormalization" && n.op_type != "MaxPool") return false;
   for (size_t k = 1; k < n.outputs.size(); ++k) {
     const TensorId t = n.outputs[k];
     if (!g.tensor(t).consumers.empty() || g.IsGraphOutput(t)) return true;

@@ -22,10 +22,10 @@ int64_t NormalizeAxis(int64_t axis, size_t rank);
 
 // Whether `n` is in a form only the reference interpreter computes: the fused loop and the oneDNN
 // kernels compute an op's inference form and its first output, so a LayerNormalization whose Mean
-// or InvStdDev is read and a BatchNormalization in training mode (batch statistics, running
-// statistics as outputs) are opaque (graph/op_registry.h ClassifyNode) and run alone through the
-// reference fallback (runtime/reference_kernel.h); so is a cubic Resize (the fused loop resamples
-// nearest and linear).
+// or InvStdDev is read, a MaxPool over integers or whose Indices is read and a BatchNormalization
+// in training mode (batch statistics, running statistics as outputs) are opaque
+// (graph/op_registry.h ClassifyNode) and run alone through the reference fallback
+// (runtime/reference_kernel.h); so is a cubic Resize (the fused loop resamples nearest and linear).
 bool OnlyReferenceComputes(const Graph& g, const Node& n);
 
 // The integer values of input `i` of `n`, which must be a constant tensor.

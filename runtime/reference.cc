@@ -592,10 +592,21 @@ void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
   }
 }
 
-Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+// The column-major flat index of position `pos` in `dims`.
+int64_t ColumnMajor(const std::vector<int64_t>& pos, const Shape& dims) {
+  int64_t off = 0;
+  for (size_t d = dims.size(); d-- > 0;) off = off * dims[d] + pos[d];
+  return off;
+}
+
+// MaxPool's Indices output, when asked for, holds each maximum's flat index in x (the first of
+// equal maxima), row-major, or with storage_order 1 its spatial part column-major.
+Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out,
+               HostTensor* indices = nullptr) {
   FUSOR_ASSIGN_OR_RETURN(Window w, PoolWindow(g, n));
   bool is_max = n.op_type == "MaxPool";
   bool include_pad = n.GetInt("count_include_pad", 0) != 0;
+  const bool column_major = n.GetInt("storage_order", 0) != 0;
   Shape in_sp(x.dims.begin() + 2, x.dims.end()), out_sp(out->dims.begin() + 2, out->dims.end());
   int64_t planes = x.dims[0] * x.dims[1], in_size = NumElements(in_sp);
   int64_t out_size = NumElements(out_sp), kernel = NumElements(w.kernel);
@@ -603,7 +614,7 @@ Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* o
   for (int64_t p = 0; p < planes; ++p) {
     for (int64_t o = 0; o < out_size; ++o) {
       double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-      int64_t valid = 0, counted = 0;
+      int64_t valid = 0, counted = 0, argmax = 0;
       for (int64_t k = 0; k < kernel; ++k) {
         int64_t off = 0, orem = o, krem = k;
         bool inside = true, in_declared = true;
@@ -621,10 +632,13 @@ Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* o
         if (!inside) continue;
         ++valid;
         double v = x.at(p * in_size + off);
+        if (is_max && (valid == 1 || v > acc))
+          argmax = column_major ? ColumnMajor(pos, in_sp) : off;
         acc = is_max ? std::max(acc, v) : acc + v;
       }
       double denom = include_pad ? counted : valid;
       Store(out, p * out_size + o, is_max ? acc : acc / denom);
+      if (indices != nullptr) indices->i[p * out_size + o] = p * in_size + argmax;
     }
   }
   return Status::Ok();
@@ -1751,7 +1765,8 @@ void RunDropout(const Node& n, const Lookup& in, TensorValues* values) {
   }
 }
 
-// The normalisations whose optional outputs the reference computes (OnlyReferenceComputes).
+// The normalisations whose optional outputs the reference computes: LayerNormalization, and
+// BatchNormalization in training mode (OnlyReferenceComputes).
 void RunWithOptionalOutputs(const Node& n, const Lookup& in, TensorValues* values) {
   std::array<HostTensor*, 3> out{};
   for (size_t k = 0; k < std::min<size_t>(3, n.outputs.size()); ++k) {
@@ -1923,7 +1938,8 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
                                  "MatMulInteger",
                                  "QLinearMatMul",
                                  "ConvInteger",
-                                 "QLinearConv"};
+                                 "QLinearConv",
+                                 "MaxPool"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -2019,9 +2035,6 @@ Status CheckReferenceKernel(const Graph& g, NodeId id) {
   }
   if (n.op_type == "Dropout") FUSOR_RETURN_IF_ERROR(CheckDropout(g, n));
   if (n.op_type == "PRelu") FUSOR_RETURN_IF_ERROR(CheckSlopeBroadcasts(g, n));
-  if (n.op_type == "MaxPool" && n.outputs.size() > 1) {
-    return Status::Unimplemented(NodeLabel(n) + ": MaxPool's Indices output is not supported");
-  }
   return CheckFloatOnly(g, n);
 }
 
@@ -2093,7 +2106,11 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   }
   if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
   if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
-  if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1) {
+    return RunPool(g, n, *in(n.inputs[0]), &(*values)[n.outputs[0]], &(*values)[n.outputs[1]]);
+  }
+  if (n.op_type == "LayerNormalization" ||
+      (n.op_type == "BatchNormalization" && OnlyReferenceComputes(g, n))) {
     return RunWithOptionalOutputs(n, in, values), Status::Ok();
   }
   return RunCompute(g, n, in, &(*values)[n.outputs[0]]);

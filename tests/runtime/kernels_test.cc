@@ -1062,6 +1062,26 @@ TEST(AnchorKernel, MatMulWithOneDimensionalOperands) {
   ExpectMatchesReference(g, UnfusedPlan(g));
 }
 
+// oneDNN pools floats; a MaxPool over uint8 or with its Indices read is opaque and runs through the
+// reference fallback in every plan (an integer MaxPool reached the reference's training
+// BatchNormalization and crashed).
+TEST(Executor, IntegerMaxPoolAndMaxPoolIndicesRunThroughTheReference) {
+  for (DType dtype : {DType::kUInt8, DType::kFloat32}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 2, 4, 4}, dtype);
+    TensorId y = b.Act("y", {1, 2, 2, 2}, dtype);
+    std::vector<TensorId> outputs = {y};
+    if (dtype == DType::kFloat32) outputs.push_back(b.Act("idx", {1, 2, 2, 2}, DType::kInt64));
+    b.Op("MaxPool", {x}, outputs,
+         {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+    for (TensorId t : outputs) b.Output(t);
+    Graph g = b.Build();
+    SCOPED_TRACE(DTypeName(dtype));
+    ExpectMatchesReference(g, UnfusedPlan(g));
+    ExpectMatchesReference(g, MaxFusionPlan(g));
+  }
+}
+
 // Bernoulli (random draws) has neither a oneDNN form nor a reference kernel (docs/coverage.md's
 // refused ops).
 TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {

@@ -775,6 +775,24 @@ TEST(Reference, EinsumByHand) {
   ExpectValues(einsum("ij->", {{{2, 2}, {1, 2, 3, 4}}}, {}), {10});
 }
 
+// MaxPool's Indices: the first of equal maxima (4 at flat index 1, position (0, 1)), row-major,
+// or with storage_order 1 column-major (1 * 2 + 0 = 2).
+TEST(Reference, MaxPoolIndicesByHand) {
+  for (auto [order, want] : std::vector<std::pair<int64_t, float>>{{0, 1}, {1, 2}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 2, 2});
+    TensorId y = b.Act("y", {1, 1, 1, 1});
+    TensorId idx = b.Act("idx", {1, 1, 1, 1}, DType::kInt64);
+    b.Op("MaxPool", {x}, {y, idx}, {Ints("kernel_shape", {2, 2}), Int("storage_order", order)});
+    b.Output(y);
+    b.Output(idx);
+    Graph g = b.Build();
+    TensorValues out = RunAll(g, {{x, F({1, 1, 2, 2}, {1, 4, 4, 2})}});
+    ExpectValues(out.at(y), {4});
+    ExpectValues(out.at(idx), {want});
+  }
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
