@@ -974,11 +974,6 @@ void RunLstmDirection(const Node& n, const LstmIo& io, int64_t dir, int64_t dirs
 }
 
 Status RunLstm(const Node& n, const Lookup& in, TensorValues* values) {
-  if (n.GetInt("layout", 0) != 0) {
-    return Status::Unimplemented(NodeLabel(n) +
-                                 ": LSTM with layout=1 (batch first) is not "
-                                 "supported; export with the default layout 0");
-  }
   std::vector<std::string> acts;
   if (const Attribute* a = n.FindAttr("activations")) {
     acts = std::get<std::vector<std::string>>(a->value);
@@ -1100,11 +1095,6 @@ void RunRnnDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool
 // GRU, and RNN through the same tensors.
 Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
   FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
-  if (a.batch_first) {
-    return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type +
-                                 " with layout=1 (batch first) is not supported; export with the "
-                                 "default layout 0");
-  }
   if (!a.non_default_activation.empty()) {
     return Status::Unimplemented(
         NodeLabel(n) + ": " + n.op_type + " activation '" + a.non_default_activation +
@@ -1116,6 +1106,53 @@ Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* val
   for (int64_t d = 0; d < a.directions; ++d) {
     const bool reverse = a.reverse || d == 1;
     n.op_type == "RNN" ? RunRnnDirection(a, io, d, reverse) : RunGruDirection(a, io, d, reverse);
+  }
+  return Status::Ok();
+}
+
+// `t` with its dims permuted: output dim d is input dim perm[d].
+HostTensor Transposed(const HostTensor& t, const std::vector<size_t>& perm) {
+  const std::vector<int64_t> strides = RowMajorStrides(t.dims);
+  Shape dims;
+  std::vector<int64_t> coef;
+  for (size_t d : perm) {
+    dims.push_back(t.dims[d]);
+    coef.push_back(strides[d]);
+  }
+  HostTensor out = HostTensor::Zeros(t.dtype, dims);
+  AffineCopy(t, coef, 0, &out);
+  return out;
+}
+
+// LSTM, GRU and RNN. The recurrences run in layout 0's order (X [seq, batch, input], initial
+// states [dirs, batch, hidden], Y [seq, dirs, batch, hidden]); with layout 1 (batch first: X
+// [batch, seq, input], states [batch, dirs, hidden], Y [batch, seq, dirs, hidden]) the inputs are
+// transposed into it and the outputs out of it.
+Status RunRecurrent(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
+  auto run = [&](const Lookup& lookup, TensorValues* out) {
+    return n.op_type == "LSTM" ? RunLstm(n, lookup, out) : RunGru(g, n, lookup, out);
+  };
+  if (n.GetInt("layout", 0) == 0) return run(in, values);
+  TensorValues local;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == kNoId) continue;
+    const bool batch_major = i == 0 || i == 5 || (i == 6 && n.op_type == "LSTM");
+    local[n.inputs[i]] = batch_major ? Transposed(*in(n.inputs[i]), {1, 0, 2}) : *in(n.inputs[i]);
+  }
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const HostTensor& given = (*values)[n.outputs[k]];
+    local[n.outputs[k]] = k == 0 ? Transposed(given, {1, 2, 0, 3}) : Transposed(given, {1, 0, 2});
+  }
+  FUSOR_RETURN_IF_ERROR(run(
+      [&local](TensorId t) -> const HostTensor* {
+        auto it = local.find(t);
+        return it == local.end() ? nullptr : &it->second;
+      },
+      &local));
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const HostTensor& computed = local[n.outputs[k]];
+    (*values)[n.outputs[k]] =
+        k == 0 ? Transposed(computed, {2, 0, 1, 3}) : Transposed(computed, {1, 0, 2});
   }
   return Status::Ok();
 }
@@ -2093,8 +2130,9 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
     (*values)[t] = HostTensor::Zeros(g.tensor(t).dtype, g.tensor(t).dims);
   }
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
-  if (n.op_type == "LSTM") return RunLstm(n, in, values);
-  if (n.op_type == "GRU" || n.op_type == "RNN") return RunGru(g, n, in, values);
+  if (n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "RNN") {
+    return RunRecurrent(g, n, in, values);
+  }
   if (n.op_type == "TopK") return RunTopK(g, n, in, values);
   if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <optional>
 #include <tuple>
@@ -934,6 +935,71 @@ TEST(Reference, LstmBidirectionalByHand) {
   ExpectValues(out->at(y), {f1, b2, f2, b1});  // Y[t, direction].
   ExpectValues(out->at(yh), {f2, b2});
   ExpectValues(out->at(yc), {fc2, bc2});
+}
+
+// Batch first (layout 1) gives the layout-0 results in its own order: X [batch, seq, input] and
+// the initial states [batch, dirs, hidden] in, Y [batch, seq, dirs, hidden] and the final states
+// [batch, dirs, hidden] out.
+TEST(Reference, BatchFirstRecurrencesMatchTheDefaultLayout) {
+  const int64_t seq = 3, batch = 2, in = 2, hid = 2, dirs = 2;
+  for (const std::string op : {"LSTM", "GRU", "RNN"}) {
+    SCOPED_TRACE(op);
+    const int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+    std::array<Graph, 2> graphs;
+    std::array<std::vector<TensorId>, 2> ins, outs;
+    for (int layout : {0, 1}) {
+      auto state = [&](int64_t a, int64_t b_) {
+        return layout == 0 ? Shape{a, b_, hid} : Shape{b_, a, hid};
+      };
+      IrBuilder b;
+      ins[layout] = {b.Input("x", layout == 0 ? Shape{seq, batch, in} : Shape{batch, seq, in}),
+                     b.Weight("w", {dirs, gates * hid, in}),
+                     b.Weight("r", {dirs, gates * hid, hid}),
+                     b.Weight("b", {dirs, 2 * gates * hid}),
+                     kNoId,
+                     b.Input("h0", state(dirs, batch))};
+      if (op == "LSTM") ins[layout].push_back(b.Input("c0", state(dirs, batch)));
+      outs[layout] = {
+          b.Act("y", layout == 0 ? Shape{seq, dirs, batch, hid} : Shape{batch, seq, dirs, hid}),
+          b.Act("yh", state(dirs, batch))};
+      if (op == "LSTM") outs[layout].push_back(b.Act("yc", state(dirs, batch)));
+      b.Op(op, ins[layout], outs[layout],
+           {Int("hidden_size", hid), Str("direction", "bidirectional"), Int("layout", layout)});
+      for (TensorId t : outs[layout]) b.Output(t);
+      graphs[layout] = b.Build();
+    }
+    auto leaves = RandomLeafValues(graphs[0], 5);
+    ASSERT_TRUE(leaves.ok());
+    auto want = RunReference(graphs[0], *leaves);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    // Swaps the first two dims of [a, b, c].
+    auto swap01 = [](const HostTensor& t) {
+      HostTensor s = HostTensor::Zeros(t.dtype, {t.dims[1], t.dims[0], t.dims[2]});
+      for (int64_t i = 0; i < t.dims[0]; ++i)
+        for (int64_t j = 0; j < t.dims[1]; ++j)
+          for (int64_t k = 0; k < t.dims[2]; ++k)
+            s.f[(j * t.dims[0] + i) * t.dims[2] + k] = t.f[(i * t.dims[1] + j) * t.dims[2] + k];
+      return s;
+    };
+    TensorValues batch_first;
+    for (size_t i = 0; i < ins[0].size(); ++i) {
+      if (ins[0][i] == kNoId) continue;
+      const HostTensor& v = leaves->at(ins[0][i]);
+      batch_first[ins[1][i]] = (i == 0 || i >= 5) ? swap01(v) : v;
+    }
+    auto got = RunReference(graphs[1], batch_first);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const HostTensor &y0 = want->at(outs[0][0]), &y1 = got->at(outs[1][0]);
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t d = 0; d < dirs; ++d)
+        for (int64_t bi = 0; bi < batch; ++bi)
+          for (int64_t h = 0; h < hid; ++h)
+            EXPECT_FLOAT_EQ(y1.f[((bi * seq + t) * dirs + d) * hid + h],
+                            y0.f[((t * dirs + d) * batch + bi) * hid + h]);
+    for (size_t k = 1; k < outs[0].size(); ++k) {
+      ExpectValues(got->at(outs[1][k]), swap01(want->at(outs[0][k])).f);
+    }
+  }
 }
 
 TEST(Reference, InstanceNormalizationByHand) {
