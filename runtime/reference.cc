@@ -11,6 +11,7 @@
 #include "graph/einsum.h"
 #include "graph/narrow_float.h"
 #include "graph/op_registry.h"
+#include "runtime/dft.h"
 #include "runtime/grid_sample.h"
 #include "runtime/op_params.h"
 #include "runtime/tfidf_vectorizer.h"
@@ -1867,6 +1868,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op.ends_with("Window")) return RunWindow(n, out), Status::Ok();
   if (op == "GridSample") return RunGridSample(n, x, *opt(1), out);
   if (op == "TfIdfVectorizer") return RunTfIdfVectorizer(n, x, out);
+  if (op == "DFT") return RunDft(n, x, opt(1), opt(2), out);
   if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
   if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -2040,6 +2042,7 @@ bool IsComputeOp(const std::string& op) {
                                "CumSum",
                                "GridSample",
                                "TfIdfVectorizer",
+                               "DFT",
                                "OneHot",
                                "Compress",
                                "HannWindow",

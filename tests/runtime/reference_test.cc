@@ -794,6 +794,26 @@ TEST(Reference, MaxPoolIndicesByHand) {
   }
 }
 
+// DFT of [1, 2, 3, 4] along axis 1: 10, -2 + 2i, -2, -2 - 2i; onesided keeps the first three;
+// the inverse of the full transform gives the signal back.
+TEST(Reference, DftByHand) {
+  auto dft = [](Shape in_dims, std::vector<float> in, Shape out_dims,
+                std::vector<Attribute> attrs) {
+    IrBuilder b;
+    TensorId x = b.Input("x", in_dims);
+    TensorId y = b.Act("y", out_dims);
+    b.Op("DFT", {x}, {y}, attrs);
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, {{x, F(in_dims, std::move(in))}});
+  };
+  const std::vector<float> spectrum = {10, 0, -2, 2, -2, 0, -2, -2};
+  ExpectValues(dft({1, 4, 1}, {1, 2, 3, 4}, {1, 4, 2}, {}), spectrum);
+  ExpectValues(dft({1, 4, 1}, {1, 2, 3, 4}, {1, 3, 2}, {Int("onesided", 1)}),
+               {10, 0, -2, 2, -2, 0});
+  ExpectValues(dft({1, 4, 2}, spectrum, {1, 4, 2}, {Int("inverse", 1)}), {1, 0, 2, 0, 3, 0, 4, 0});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
