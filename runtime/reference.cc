@@ -14,6 +14,7 @@
 #include "runtime/dft.h"
 #include "runtime/grid_sample.h"
 #include "runtime/op_params.h"
+#include "runtime/roi_align.h"
 #include "runtime/tfidf_vectorizer.h"
 
 namespace fusor {
@@ -1869,6 +1870,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "GridSample") return RunGridSample(n, x, *opt(1), out);
   if (op == "TfIdfVectorizer") return RunTfIdfVectorizer(n, x, out);
   if (op == "DFT") return RunDft(n, x, opt(1), opt(2), out);
+  if (op == "RoiAlign") return RunRoiAlign(n, x, *opt(1), *opt(2), out);
   if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
   if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -2043,6 +2045,7 @@ bool IsComputeOp(const std::string& op) {
                                "GridSample",
                                "TfIdfVectorizer",
                                "DFT",
+                               "RoiAlign",
                                "OneHot",
                                "Compress",
                                "HannWindow",

@@ -814,6 +814,27 @@ TEST(Reference, DftByHand) {
   ExpectValues(dft({1, 4, 2}, spectrum, {1, 4, 2}, {Int("inverse", 1)}), {1, 0, 2, 0, 3, 0, 4, 0});
 }
 
+// RoiAlign of the whole [[0, 10], [20, 30]] into one bin sampled at 0.5 and 1.5 each way (the
+// samples past the last pixel clamp to it): 15, 20, 25, 30 average to 22.5; max mode takes the
+// largest weighted tap, 30.
+TEST(Reference, RoiAlignByHand) {
+  for (auto [mode, want] :
+       std::vector<std::pair<std::string, float>>{{"avg", 22.5f}, {"max", 30}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 2, 2});
+    TensorId rois = b.Input("rois", {1, 4});
+    TensorId y = b.Act("y", {1, 1, 1, 1});
+    b.Op("RoiAlign", {x, rois, b.IntConstant("batch", {0})}, {y},
+         {Str("mode", mode), Int("sampling_ratio", 2), Int("output_height", 1),
+          Int("output_width", 1), Str("coordinate_transformation_mode", "output_half_pixel")});
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(
+        RunOne(g, {{x, F({1, 1, 2, 2}, {0, 10, 20, 30})}, {rois, F({1, 4}, {0, 0, 2, 2})}}),
+        {want});
+  }
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
