@@ -464,8 +464,16 @@ std::string GraphInputFeeding(const onnx::GraphProto& g, const std::string& name
 // that has no constant value and the node computing it, or the op's nature.
 std::string LostDimReason(const onnx::GraphProto& g, const onnx::NodeProto& n,
                           const std::unordered_set<std::string>& constants) {
-  if (n.op_type() == "NonZero" || n.op_type() == "Unique" || n.op_type() == "NonMaxSuppression") {
+  if (n.op_type() == "NonMaxSuppression") {
     return "its output size depends on the input values, which Fusor never reads";
+  }
+  if (n.op_type() == "NonZero" || n.op_type() == "Unique") {
+    const std::string input = GraphInputFeeding(g, n.input(0));
+    return "its output size depends on the values of its input '" + n.input(0) + "'" +
+           (input.empty() ? std::string(", which Fusor does not have")
+                          : ", computed from graph input '" + input +
+                                "' (if it is fixed, give it at import with --const-input " + input +
+                                "=FILE)");
   }
   for (int i : ShapeOperands(n.op_type())) {
     if (i >= n.input_size() || n.input(i).empty() || constants.count(n.input(i))) continue;

@@ -8,6 +8,7 @@
 
 #include "graph/constant_folding.h"
 #include "graph/einsum.h"
+#include "graph/unique_values.h"
 
 namespace fusor {
 namespace {
@@ -116,31 +117,94 @@ std::optional<KnownValue> EinsumOutput(const onnx::GraphProto& g, const onnx::No
   return KnownValue{elem_type, spec->output_dims(), nullptr};
 }
 
+// The values of an initializer, as doubles, or nullopt.
+std::optional<std::vector<double>> Values(const KnownValue& v) {
+  if (v.initializer == nullptr) return std::nullopt;
+  std::optional<ConstValue> c = ReadConstValue(*v.initializer);
+  if (!c) return std::nullopt;
+  std::vector<double> values;
+  for (int64_t e = 0; e < c->size(); ++e) values.push_back(c->AsDouble(e));
+  return values;
+}
+
+// NonZero: [rank, the count of non-zero elements], int64.
+std::vector<KnownValue> NonZeroOutputs(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  KnownValue input = Lookup(g, n.input(0));
+  std::optional<std::vector<double>> values = Values(input);
+  if (!input.dims || !values) return {};
+  const int64_t count =
+      std::count_if(values->begin(), values->end(), [](double v) { return v != 0; });
+  return {
+      {onnx::TensorProto::INT64, Shape{static_cast<int64_t>(input.dims->size()), count}, nullptr}};
+}
+
+// Unique: Y (the input's dims with the axis, or the flattened input, cut to the unique count),
+// then indices, inverse_indices and counts (int64).
+std::vector<KnownValue> UniqueOutputs(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  KnownValue input = Lookup(g, n.input(0));
+  std::optional<std::vector<double>> values = Values(input);
+  if (!input.dims || !values) return {};
+  const int64_t rank = static_cast<int64_t>(input.dims->size());
+  std::optional<int64_t> axis;
+  if (HasAxis(n)) {
+    axis = AxisAttr(n, 0);
+    if (*axis < -rank || *axis >= rank) return {};
+    if (*axis < 0) *axis += rank;
+  }
+  const UniqueSlices u = FindUniqueSlices(*values, *input.dims, axis, true);
+  const int64_t unique = static_cast<int64_t>(u.first.size());
+  Shape y = {unique};
+  if (axis) {
+    y = *input.dims;
+    y[*axis] = unique;
+  }
+  const int32_t i64 = onnx::TensorProto::INT64;
+  return {{input.elem_type, y, nullptr},
+          {i64, Shape{unique}, nullptr},
+          {i64, Shape{static_cast<int64_t>(u.inverse.size())}, nullptr},
+          {i64, Shape{unique}, nullptr}};
+}
+
+std::vector<KnownValue> OutputsOf(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  std::optional<KnownValue> out;
+  if (n.op_type() == "OneHot") out = OneHotOutput(g, n);
+  if (n.op_type() == "Compress") out = CompressOutput(g, n);
+  if (n.op_type() == "Einsum") out = EinsumOutput(g, n);
+  if (out) return {*out};
+  if (n.op_type() == "NonZero" && n.input_size() == 1) return NonZeroOutputs(g, n);
+  if (n.op_type() == "Unique" && n.input_size() == 1) return UniqueOutputs(g, n);
+  return {};
+}
+
+// Gives value `name` the element type and dims of `known` in g's value_info (or its output).
+void SetShape(onnx::GraphProto* g, const std::string& name, const KnownValue& known) {
+  onnx::ValueInfoProto* v = nullptr;
+  for (auto& existing : *g->mutable_value_info()) {
+    if (existing.name() == name) v = &existing;
+  }
+  for (auto& existing : *g->mutable_output()) {
+    if (existing.name() == name) v = &existing;
+  }
+  if (v == nullptr) v = g->add_value_info();
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(known.elem_type);
+  tt->clear_shape();
+  for (int64_t d : *known.dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 }  // namespace
 
 bool AddShapesFromConstantOperands(onnx::GraphProto* g) {
   bool added = false;
   for (const auto& n : g->node()) {
     if (n.output_size() < 1 || Lookup(*g, n.output(0)).dims) continue;
-    std::optional<KnownValue> out;
-    if (n.op_type() == "OneHot") out = OneHotOutput(*g, n);
-    if (n.op_type() == "Compress") out = CompressOutput(*g, n);
-    if (n.op_type() == "Einsum") out = EinsumOutput(*g, n);
-    if (!out) continue;
-    onnx::ValueInfoProto* v = nullptr;
-    for (auto& existing : *g->mutable_value_info()) {
-      if (existing.name() == n.output(0)) v = &existing;
+    const std::vector<KnownValue> outs = OutputsOf(*g, n);
+    for (size_t k = 0; k < outs.size() && k < static_cast<size_t>(n.output_size()); ++k) {
+      if (n.output(k).empty()) continue;
+      SetShape(g, n.output(k), outs[k]);
+      added = true;
     }
-    for (auto& existing : *g->mutable_output()) {
-      if (existing.name() == n.output(0)) v = &existing;
-    }
-    if (v == nullptr) v = g->add_value_info();
-    v->set_name(n.output(0));
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(out->elem_type);
-    tt->clear_shape();
-    for (int64_t d : *out->dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-    added = true;
   }
   return added;
 }

@@ -11,6 +11,7 @@
 #include "graph/einsum.h"
 #include "graph/narrow_float.h"
 #include "graph/op_registry.h"
+#include "graph/unique_values.h"
 #include "runtime/dft.h"
 #include "runtime/grid_sample.h"
 #include "runtime/op_params.h"
@@ -1669,6 +1670,49 @@ Status RunEinsum(const Node& n, const Lookup& in, HostTensor* out) {
   return Status::Ok();
 }
 
+// NonZero: the coordinates of the non-zero elements, row-major, as [rank, count].
+void RunNonZero(const HostTensor& x, HostTensor* out) {
+  const int64_t count = out->dims[1];
+  std::vector<int64_t> coord(x.dims.size(), 0);
+  int64_t k = 0;
+  for (int64_t e = 0; e < x.num_elements() && k < count; ++e, NextCoord(x.dims, &coord)) {
+    if (x.at(e) == 0) continue;
+    for (size_t d = 0; d < coord.size(); ++d) out->i[d * count + k] = coord[d];
+    ++k;
+  }
+}
+
+// Unique: the unique slices (graph/unique_values.h) and, when asked, their first indices, each
+// input slice's unique position and their counts.
+Status RunUnique(const Node& n, const HostTensor& x, TensorValues* values) {
+  std::optional<int64_t> axis;
+  if (n.FindAttr("axis") != nullptr) axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
+  std::vector<double> flat(x.num_elements());
+  for (int64_t e = 0; e < x.num_elements(); ++e) flat[e] = x.at(e);
+  const UniqueSlices u = FindUniqueSlices(flat, x.dims, axis, n.GetInt("sorted", 1) != 0);
+  HostTensor& y = (*values)[n.outputs[0]];
+  if (y.dims.empty() || y.dims[axis.value_or(0)] != static_cast<int64_t>(u.first.size())) {
+    return Status::FailedPrecondition(NodeLabel(n) + ": the input has " +
+                                      std::to_string(u.first.size()) +
+                                      " unique slices, not the count the import sized Y for");
+  }
+  HostTensor flattened;
+  const HostTensor* source = &x;
+  if (!axis) {
+    flattened = x;
+    flattened.dims = {x.num_elements()};
+    source = &flattened;
+  }
+  for (size_t p = 0; p < u.first.size(); ++p) {
+    CopyAlongAxis(*source, axis.value_or(0), u.first[p], &y, static_cast<int64_t>(p), 1);
+  }
+  const std::vector<int64_t>* rest[] = {&u.first, &u.inverse, &u.counts};
+  for (size_t k = 1; k < n.outputs.size() && k < 4; ++k) {
+    if (n.outputs[k] != kNoId) (*values)[n.outputs[k]].i = *rest[k - 1];
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1980,7 +2024,9 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
                                  "QLinearMatMul",
                                  "ConvInteger",
                                  "QLinearConv",
-                                 "MaxPool"};
+                                 "MaxPool",
+                                 "Unique",
+                                 "NonZero"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -2059,7 +2105,9 @@ bool IsComputeOp(const std::string& op) {
                                "QLinearMatMul",
                                "ConvInteger",
                                "QLinearConv",
-                               "Einsum"};
+                               "Einsum",
+                               "Unique",
+                               "NonZero"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -2144,6 +2192,10 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "ConvInteger") return RunConvInteger(g, n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "Einsum") return RunEinsum(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "Unique") return RunUnique(n, *in(n.inputs[0]), values);
+  if (n.op_type == "NonZero") {
+    return RunNonZero(*in(n.inputs[0]), &(*values)[n.outputs[0]]), Status::Ok();
+  }
   if (n.op_type == "QLinearConv") return RunQLinearConv(g, n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "DynamicQuantizeLinear") {
     return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();

@@ -249,6 +249,28 @@ TEST(OnnxImport, EinsumGetsItsDimsFromTheEquation) {
   EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{5, 4, 2}));
 }
 
+// Unique's output sizes depend on its input's values: refused naming --const-input while the
+// input is a graph input, sized from the value once it is given at import.
+TEST(OnnxImport, UniqueOfAnInputGivenAtImportIsSized) {
+  OnnxBuilder b(11);
+  b.Input("x", {6}).Output("y").Output("counts", onnx::TensorProto::INT64);
+  b.Node("Unique", {"x"}, {"y", "", "", "counts"});
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--const-input x=FILE"), std::string::npos)
+      << refused.status().message();
+  ImportOptions options;
+  TensorData x;
+  x.dtype = DType::kFloat32;
+  x.dims = {6};
+  x.f = {2, 1, 1, 3, 4, 3};
+  options.constant_inputs["x"] = x;
+  options.keep_constant_nodes = true;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (TensorId out : g->outputs()) EXPECT_EQ(g->tensor(out).dims, (Shape{4}));
+}
+
 TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
   OnnxBuilder b;
   b.Input("x", {4, 8}).Output("y").Weight("w", {16, 8});

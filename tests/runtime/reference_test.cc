@@ -835,6 +835,54 @@ TEST(Reference, RoiAlignByHand) {
   }
 }
 
+// Unique of [2, 1, 1, 3, 4, 3], sorted and in order of first occurrence, and of the rows of
+// [[1, 0], [0, 1], [1, 0]]; NonZero of [[1, 0], [0, 3]].
+TEST(Reference, UniqueAndNonZeroByHand) {
+  struct Case {
+    Shape in, y;
+    std::vector<float> x;
+    std::optional<int64_t> axis;
+    int64_t sorted;
+    std::vector<std::vector<float>> want;  // Y, indices, inverse_indices, counts.
+  };
+  for (const Case& c : std::vector<Case>{
+           {{6},
+            {4},
+            {2, 1, 1, 3, 4, 3},
+            std::nullopt,
+            1,
+            {{1, 2, 3, 4}, {1, 0, 3, 4}, {1, 0, 0, 2, 3, 2}, {2, 1, 2, 1}}},
+           {{6},
+            {4},
+            {2, 1, 1, 3, 4, 3},
+            std::nullopt,
+            0,
+            {{2, 1, 3, 4}, {0, 1, 3, 4}, {0, 1, 1, 2, 3, 2}, {1, 2, 2, 1}}},
+           {{3, 2}, {2, 2}, {1, 0, 0, 1, 1, 0}, 0, 1, {{0, 1, 1, 0}, {1, 0}, {1, 0, 1}, {1, 2}}}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", c.in);
+    const int64_t unique = c.y[c.axis.value_or(0)];
+    const int64_t slices = c.axis ? c.in[*c.axis] : NumElements(c.in);
+    std::vector<TensorId> outs = {b.Act("y", c.y), b.Act("indices", {unique}, DType::kInt64),
+                                  b.Act("inverse", {slices}, DType::kInt64),
+                                  b.Act("counts", {unique}, DType::kInt64)};
+    std::vector<Attribute> attrs = {Int("sorted", c.sorted)};
+    if (c.axis) attrs.push_back(Int("axis", *c.axis));
+    b.Op("Unique", {x}, outs, attrs);
+    for (TensorId t : outs) b.Output(t);
+    Graph g = b.Build();
+    TensorValues got = RunAll(g, {{x, F(c.in, c.x)}});
+    for (size_t k = 0; k < outs.size(); ++k) ExpectValues(got.at(outs[k]), c.want[k]);
+  }
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 2});
+  TensorId y = b.Act("y", {2, 2}, DType::kInt64);
+  b.Op("NonZero", {x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectValues(RunOne(g, {{x, F({2, 2}, {1, 0, 0, 3})}}), {0, 1, 0, 1});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
