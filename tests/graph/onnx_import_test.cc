@@ -677,7 +677,8 @@ TEST(OnnxImport, LostDimNamesTheNodeAndTheShapeOperand) {
   EXPECT_NE(m.find("--dim cannot help"), std::string::npos) << m;
 }
 
-// A NonZero's output length depends on the data, which Fusor never reads.
+// A NonZero's output length depends on the data of its input, which the message names with the
+// --const-input that would give it.
 TEST(OnnxImport, LostDimOfADataDependentOpSaysSo) {
   OnnxBuilder b(13);
   b.Input("x", {2, 6}).Output("y");
@@ -687,8 +688,10 @@ TEST(OnnxImport, LostDimOfADataDependentOpSaysSo) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("node 'nz' (NonZero) loses a dim"), std::string::npos)
       << g.status().message();
-  EXPECT_NE(g.status().message().find("depends on the input values"), std::string::npos)
+  EXPECT_NE(g.status().message().find("depends on the values of its input 'x'"),
+            std::string::npos)
       << g.status().message();
+  EXPECT_NE(g.status().message().find("--const-input x=FILE"), std::string::npos);
 }
 
 }  // namespace
