@@ -1082,6 +1082,20 @@ TEST(Executor, IntegerMaxPoolAndMaxPoolIndicesRunThroughTheReference) {
   }
 }
 
+// oneDNN's deconvolution extends the output past the kernels' reach when output_shape asks for
+// one more element than they give (a negative end padding), as the reference does.
+TEST(Executor, ConvTransposeWithOutputShapeBeyondTheKernelsMatchesTheReference) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 3, 3});
+  TensorId w = b.Weight("w", {2, 2, 3, 3});
+  TensorId y = b.Act("y", {1, 2, 10, 8});
+  b.Op("ConvTranspose", {x, w}, {y},
+       {{"strides", std::vector<int64_t>{3, 2}}, {"output_shape", std::vector<int64_t>{10, 8}}});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, UnfusedPlan(g));
+}
+
 // Bernoulli (random draws) has neither a oneDNN form nor a reference kernel (docs/coverage.md's
 // refused ops).
 TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {

@@ -456,6 +456,24 @@ TEST(Reference, ConvTransposeAutoPadSameUpperAndLower) {
   ExpectValues(out->at(lower), {1, 3, 2, 5, 3, 3});
 }
 
+// An output_shape one longer than the kernels reach (total padding -1) extends the output at the
+// end, as ONNX's floor division of the total gives (conformance: convtranspose_output_shape).
+TEST(Reference, ConvTransposeOutputShapeBeyondTheKernelsExtendsTheEnd) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2});
+  TensorId w = b.Weight("w", {1, 1, 2});
+  TensorId y = b.Act("y", {1, 1, 5});
+  b.Op("ConvTranspose", {x, w}, {y}, {Ints("strides", {2}), Ints("output_shape", {5})});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[x] = F({1, 1, 2}, {1, 2});
+  (*leaves)[w] = F({1, 1, 2}, {1, 1});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectValues(out->at(y), {1, 1, 2, 2, 0});
+}
+
 // One Resize of x (shape [1, n]) along its last dim; `sizes` or `scales` give the output length.
 HostTensor ResizeRow(std::vector<float> x, int64_t out_len, std::vector<Attribute> attrs,
                      double scale = 0) {
