@@ -165,11 +165,26 @@ std::vector<KnownValue> UniqueOutputs(const onnx::GraphProto& g, const onnx::Nod
           {i64, Shape{unique}, nullptr}};
 }
 
+// MaxUnpool with its output_shape input: those dims; the input's element type.
+std::optional<KnownValue> MaxUnpoolOutput(const onnx::GraphProto& g, const onnx::NodeProto& n) {
+  if (n.input_size() < 3 || n.input(2).empty()) return std::nullopt;
+  KnownValue input = Lookup(g, n.input(0));
+  std::optional<std::vector<double>> shape = Values(Lookup(g, n.input(2)));
+  if (!shape || shape->empty()) return std::nullopt;
+  Shape dims;
+  for (double d : *shape) {
+    if (!(d >= 1)) return std::nullopt;
+    dims.push_back(static_cast<int64_t>(d));
+  }
+  return KnownValue{input.elem_type, dims, nullptr};
+}
+
 std::vector<KnownValue> OutputsOf(const onnx::GraphProto& g, const onnx::NodeProto& n) {
   std::optional<KnownValue> out;
   if (n.op_type() == "OneHot") out = OneHotOutput(g, n);
   if (n.op_type() == "Compress") out = CompressOutput(g, n);
   if (n.op_type() == "Einsum") out = EinsumOutput(g, n);
+  if (n.op_type() == "MaxUnpool") out = MaxUnpoolOutput(g, n);
   if (out) return {*out};
   if (n.op_type() == "NonZero" && n.input_size() == 1) return NonZeroOutputs(g, n);
   if (n.op_type() == "Unique" && n.input_size() == 1) return UniqueOutputs(g, n);

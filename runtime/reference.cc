@@ -1713,6 +1713,44 @@ Status RunUnique(const Node& n, const HostTensor& x, TensorValues* values) {
   return Status::Ok();
 }
 
+// MaxUnpool: zeros, with each x written where its index (MaxPool's Indices, flat in the shape
+// the pooling inverts: (x - 1) * stride + kernel - pads per spatial dim) points; a larger
+// output_shape keeps those coordinates, the rest of it zeros.
+Status RunMaxUnpool(const Node& n, const HostTensor& x, const HostTensor& indices,
+                    HostTensor* out) {
+  const std::vector<int64_t> kernel = n.GetInts("kernel_shape");
+  std::vector<int64_t> strides = n.GetInts("strides"), pads = n.GetInts("pads");
+  const size_t s = x.dims.size() - 2;
+  if (kernel.size() != s) {
+    return Status::InvalidArgument(NodeLabel(n) + ": kernel_shape has " +
+                                   std::to_string(kernel.size()) + " dims, X has " +
+                                   std::to_string(s) + " spatial dims");
+  }
+  if (strides.size() != s) strides.assign(s, 1);
+  if (pads.size() != 2 * s) pads.assign(2 * s, 0);
+  Shape unpooled = {x.dims[0], x.dims[1]};
+  for (size_t d = 0; d < s; ++d) {
+    unpooled.push_back((x.dims[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + s]);
+  }
+  const std::vector<int64_t> strides_in = RowMajorStrides(unpooled);
+  const std::vector<int64_t> strides_out = RowMajorStrides(out->dims);
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    int64_t rest = indices.i[e], at = 0;
+    if (rest < 0 || rest >= NumElements(unpooled)) {
+      return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(rest) +
+                                     " is outside the unpooled " + ShapeString(unpooled));
+    }
+    for (size_t d = 0; d < unpooled.size(); ++d) {
+      const int64_t c = rest / strides_in[d];
+      rest %= strides_in[d];
+      if (c >= out->dims[d]) at = -1;
+      if (at >= 0) at += c * strides_out[d];
+    }
+    if (at >= 0) Store(out, at, x.at(e));
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1915,6 +1953,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "TfIdfVectorizer") return RunTfIdfVectorizer(n, x, out);
   if (op == "DFT") return RunDft(n, x, opt(1), opt(2), out);
   if (op == "RoiAlign") return RunRoiAlign(n, x, *opt(1), *opt(2), out);
+  if (op == "MaxUnpool") return RunMaxUnpool(n, x, *opt(1), out);
   if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
   if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -2092,6 +2131,7 @@ bool IsComputeOp(const std::string& op) {
                                "TfIdfVectorizer",
                                "DFT",
                                "RoiAlign",
+                               "MaxUnpool",
                                "OneHot",
                                "Compress",
                                "HannWindow",

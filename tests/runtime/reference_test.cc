@@ -901,6 +901,29 @@ TEST(Reference, UniqueAndNonZeroByHand) {
   ExpectValues(RunOne(g, {{x, F({2, 2}, {1, 0, 0, 3})}}), {0, 1, 0, 1});
 }
 
+// MaxUnpool of [5, 6] at indices 1 and 7 of the unpooled [1, 1, 2, 4] (kernel and stride 2): at
+// (0, 1) and (1, 3); a larger output_shape [1, 1, 3, 5] keeps those coordinates (conformance:
+// maxunpool_export_with_output_shape, where flat indices into it were wrong).
+TEST(Reference, MaxUnpoolKeepsCoordinatesInALargerOutput) {
+  for (const Shape& out : std::vector<Shape>{{1, 1, 2, 4}, {1, 1, 3, 5}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 1, 2});
+    TensorId idx = b.Input("idx", {1, 1, 1, 2}, DType::kInt64);
+    TensorId y = b.Act("y", out);
+    std::vector<TensorId> inputs = {x, idx};
+    if (out[2] == 3) inputs.push_back(b.IntConstant("shape", out));
+    b.Op("MaxUnpool", inputs, {y}, {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor iv = HostTensor::Zeros(DType::kInt64, {1, 1, 1, 2});
+    iv.i = {1, 7};
+    std::vector<float> want(NumElements(out), 0);
+    want[1] = 5;
+    want[out[3] + 3] = 6;
+    ExpectValues(RunOne(g, {{x, F({1, 1, 1, 2}, {5, 6})}, {idx, iv}}), want);
+  }
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
