@@ -13,7 +13,10 @@ std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_t
 bool OnlyReferenceComputes(const Graph& g, const Node& n) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "BatchNormalization") return n.GetInt("training_mode", 0) != 0;
-  if (n.op_type == "Resize") return n.GetString("mode", "nearest") == "cubic";
+  if (n.op_type == "Resize") {
+    return n.GetString("mode", "nearest") == "cubic" ||
+           n.GetString("coordinate_transformation_mode", "") == "tf_crop_and_resize";
+  }
   if (n.op_type == "MaxPool" && !IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return true;
   if (n.op_type != "LayerNormalization" && n.op_type != "MaxPool") return false;
   for (size_t k = 1; k < n.outputs.size(); ++k) {
@@ -182,10 +185,15 @@ StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n) {
 namespace {
 
 // ONNX's coordinate_transformation_mode: the input coordinate output position x maps to.
-double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
+double SourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
   double scale = p.scales[d], xr = static_cast<double>(x);
   double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
   const std::string& mode = p.coordinate_mode;
+  if (mode == "tf_crop_and_resize") {
+    const double start = p.roi[d], end = p.roi[d + p.in.size()];
+    return out > 1 ? start * (in - 1) + xr * (end - start) * (in - 1) / (out - 1)
+                   : 0.5 * (start + end) * (in - 1);
+  }
   if (mode == "asymmetric") return xr / scale;
   if (mode == "tf_half_pixel_for_nn") return (xr + 0.5) / scale;
   // The resized length here is in * scale, not rounded: ONNX's rule when scales are given (equal
@@ -201,7 +209,7 @@ bool IsOneOf(const std::string& value, const char* const (&options)[N]) {
 }
 
 // Resize's mode attributes; Unimplemented naming the value for what the runtime does not run.
-Status ReadResizeModes(const Node& n, bool with_cubic, ResizeParams* p) {
+Status ReadResizeModes(const Node& n, bool reference_forms, ResizeParams* p) {
   auto unsupported = [&n](const std::string& attr, const std::string& value, const char* ok) {
     return Status::Unimplemented(NodeLabel(n) + ": " + attr + " '" + value +
                                  "' is not supported; " + ok);
@@ -212,7 +220,7 @@ Status ReadResizeModes(const Node& n, bool with_cubic, ResizeParams* p) {
   static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                          "ceil"};
   std::string mode = n.GetString("mode", "nearest");
-  p->cubic = with_cubic && mode == "cubic";
+  p->cubic = reference_forms && mode == "cubic";
   if (!IsOneOf(mode, kModes) && !p->cubic) {
     return unsupported("mode", mode,
                        "nearest and linear are, and cubic in the reference interpreter");
@@ -221,7 +229,9 @@ Status ReadResizeModes(const Node& n, bool with_cubic, ResizeParams* p) {
   p->cubic_coeff_a = n.GetFloat("cubic_coeff_a", -0.75);
   p->exclude_outside = n.GetInt("exclude_outside", 0) != 0;
   p->coordinate_mode = n.GetString("coordinate_transformation_mode", "half_pixel");
-  if (!IsOneOf(p->coordinate_mode, kCoordinates)) {
+  p->extrapolation_value = n.GetFloat("extrapolation_value", 0.0);
+  const bool crop = reference_forms && p->coordinate_mode == "tf_crop_and_resize";
+  if (!IsOneOf(p->coordinate_mode, kCoordinates) && !crop) {
     return unsupported("coordinate_transformation_mode", p->coordinate_mode,
                        "half_pixel, pytorch_half_pixel, align_corners, asymmetric and "
                        "tf_half_pixel_for_nn are");
@@ -268,11 +278,25 @@ Status ReadResizeScales(const Graph& g, const Node& n, ResizeParams* p) {
 
 }  // namespace
 
-StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool with_cubic) {
+// tf_crop_and_resize's roi: a float constant of two values per dim.
+static Status ReadResizeRoi(const Graph& g, const Node& n, ResizeParams* p) {
+  const TensorId roi = n.input(1);
+  const Tensor* t = roi == kNoId ? nullptr : &g.tensor(roi);
+  if (t == nullptr || t->kind != TensorKind::kConstant || !IsFloatingPoint(t->dtype) ||
+      t->float_data.size() != 2 * p->in.size()) {
+    return Status::Unimplemented(NodeLabel(n) + ": tf_crop_and_resize needs roi as a float " +
+                                 "constant of " + std::to_string(2 * p->in.size()) + " values");
+  }
+  p->roi = t->float_data;
+  return Status::Ok();
+}
+
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool reference_forms) {
   ResizeParams p;
   p.in = g.tensor(n.input(0)).dims;
   p.out = g.tensor(n.outputs[0]).dims;
-  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, with_cubic, &p));
+  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, reference_forms, &p));
+  if (p.coordinate_mode == "tf_crop_and_resize") FUSOR_RETURN_IF_ERROR(ReadResizeRoi(g, n, &p));
   if (p.in.size() != p.out.size()) {
     return Status::InvalidArgument(NodeLabel(n) + ": output rank differs from the input's");
   }
@@ -280,8 +304,12 @@ StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool with_cubic) 
   return p;
 }
 
+double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
+  return SourceCoordinate(p, d, x);
+}
+
 ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x) {
-  double pos = ResizeSourceCoordinate(p, d, x);
+  double pos = SourceCoordinate(p, d, x);
   int64_t last = p.in[d] - 1;
   ResizeTap tap;
   if (p.linear) {
@@ -309,7 +337,7 @@ std::array<double, 4> CubicWeights(double t, double a) {
 }
 
 std::array<WeightedTap, 4> CubicResizeTapsOf(const ResizeParams& p, size_t d, int64_t x) {
-  const double pos = ResizeSourceCoordinate(p, d, x), below = std::floor(pos);
+  const double pos = SourceCoordinate(p, d, x), below = std::floor(pos);
   const std::array<double, 4> w = CubicWeights(pos - below, p.cubic_coeff_a);
   const int64_t last = p.in[d] - 1;
   std::array<WeightedTap, 4> taps;

@@ -82,10 +82,11 @@ struct RecurrentAttrs {
 StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n);
 
 // Resize (opsets 11-17) in the forms the runtime runs: mode nearest (any nearest_mode) or linear
-// (over every dim), and cubic where the caller says it computes it (`with_cubic`: the reference
-// interpreter), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners,
-// asymmetric or tf_half_pixel_for_nn, scales or sizes given as constants. Anything else is
-// Unimplemented naming the node and the attribute value.
+// (over every dim), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners,
+// asymmetric or tf_half_pixel_for_nn, scales or sizes given as constants; and where the caller
+// says it computes them (`reference_forms`: the reference interpreter), mode cubic and
+// tf_crop_and_resize (a constant roi; positions outside the input give extrapolation_value).
+// Anything else is Unimplemented naming the node and the attribute value.
 struct ResizeParams {
   bool linear = false;
   bool cubic = false;
@@ -93,9 +94,14 @@ struct ResizeParams {
   bool exclude_outside = false;  // input get weight 0 (the others renormalised).
   std::string coordinate_mode, nearest_mode;
   std::vector<double> scales;  // Per dim: the given scale, or output / input when sizes are given.
+  std::vector<double> roi;     // tf_crop_and_resize: the starts, then the ends, per dim.
+  double extrapolation_value = 0;
   Shape in, out;
 };
-StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool with_cubic = false);
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool reference_forms = false);
+
+// The input coordinate output position x of dim d maps to (ONNX's coordinate_transformation_mode).
+double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x);
 
 // The input positions output position x of dim d reads: nearest reads i0 (= i1, w = 0); linear
 // blends (1 - w) * in[i0] + w * in[i1], both inside the input (ONNX's edge clamping).

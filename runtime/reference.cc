@@ -751,8 +751,13 @@ void RunPad(const PadParams& p, const HostTensor& x, HostTensor* out) {
 }
 
 // The input positions and weights output position x of dim d reads: one for nearest, two for
-// linear, four for cubic.
+// linear, four for cubic; none where tf_crop_and_resize reads outside the input (the element is
+// extrapolation_value).
 std::vector<WeightedTap> ResizeTaps(const ResizeParams& p, size_t d, int64_t x) {
+  if (p.coordinate_mode == "tf_crop_and_resize") {
+    const double pos = ResizeSourceCoordinate(p, d, x);
+    if (pos < 0 || pos > static_cast<double>(p.in[d] - 1)) return {};
+  }
   if (p.cubic) {
     std::array<WeightedTap, 4> taps = CubicResizeTapsOf(p, d, x);
     return {taps.begin(), taps.end()};
@@ -765,16 +770,24 @@ std::vector<WeightedTap> ResizeTaps(const ResizeParams& p, size_t d, int64_t x) 
 // Resize from its definition: an output element is the sum over the combinations of its per-dim
 // taps of the input there times the product of the taps' weights.
 Status RunResize(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
-  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n, /*with_cubic=*/true));
+  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n, /*reference_forms=*/true));
   const size_t rank = p.out.size();
   std::vector<std::vector<std::vector<WeightedTap>>> taps(rank);  // [d][position]: its taps.
-  Shape counts(rank);
   for (size_t d = 0; d < rank; ++d) {
     for (int64_t c = 0; c < p.out[d]; ++c) taps[d].push_back(ResizeTaps(p, d, c));
-    counts[d] = static_cast<int64_t>(taps[d][0].size());
   }
   std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coord(rank, 0), pick(rank, 0);
+  Shape counts(rank);
   for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(out->dims, &coord)) {
+    bool outside = false;
+    for (size_t d = 0; d < rank; ++d) {
+      counts[d] = static_cast<int64_t>(taps[d][coord[d]].size());
+      outside |= counts[d] == 0;
+    }
+    if (outside) {
+      Store(out, e, p.extrapolation_value);
+      continue;
+    }
     double acc = 0;
     do {
       double weight = 1;

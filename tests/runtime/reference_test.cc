@@ -568,7 +568,7 @@ TEST(Reference, ResizeAlignCornersWithScalesUsesTheUnroundedLength) {
 
 TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
   for (auto [attr, value] : std::vector<std::pair<std::string, std::string>>{
-           {"mode", "lanczos"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}}) {
+           {"mode", "lanczos"}, {"coordinate_transformation_mode", "half_pixel_symmetric"}}) {
     IrBuilder b;
     TensorId x = b.Input("x", {1, 2});
     TensorId y = b.Act("y", {1, 4});
@@ -594,6 +594,28 @@ TEST(Reference, ResizeCubicByHand) {
   ExpectValues(ResizeRow({10, 20, 30, 40}, 2, {cubic}), {14.0625f, 35.9375f});
   ExpectValues(ResizeRow({10, 20, 30, 40}, 2, {cubic, Int("exclude_outside", 1)}),
                {15 / 1.09375f, 39.6875f / 1.09375f});
+}
+
+// tf_crop_and_resize, linear, [10, 20, 30, 40] -> 3 over roi [.25, .75] of the last dim reads
+// .75, 1.5, 2.25; over [-.5, 1.5] it reads -1.5 and 4.5, outside: extrapolation_value.
+TEST(Reference, ResizeCropAndResizeByHand) {
+  auto crop = [](double start, double end) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 4});
+    TensorId y = b.Act("y", {1, 3});
+    b.Op("Resize",
+         {x, b.FloatConstant("roi", {0, start, 1, end}), b.FloatConstant("scales", {}),
+          b.IntConstant("sizes", {1, 3})},
+         {y},
+         {Str("mode", "linear"),
+          Str("coordinate_transformation_mode", "tf_crop_and_resize"),
+          {"extrapolation_value", 7.0}});
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, {{x, F({1, 4}, {10, 20, 30, 40})}});
+  };
+  ExpectValues(crop(0.25, 0.75), {17.5f, 25, 32.5f});
+  ExpectValues(crop(-0.5, 1.5), {7, 25, 7});
 }
 
 // Grid positions on X [[10, 20]] (without align_corners, x = ((g + 1) * 2 - 1) / 2): g = 0 reads
