@@ -434,7 +434,7 @@ std::vector<int> ShapeOperands(const std::string& op) {
       {"TopK", {1}},         {"OneHot", {1}},        {"ReduceMean", {1}},
       {"ReduceSum", {1}},    {"ReduceMax", {1}},     {"CenterCropPad", {1}},
       {"HannWindow", {0}},   {"HammingWindow", {0}}, {"BlackmanWindow", {0}},
-      {"Compress", {1}},     {"MaxUnpool", {2}}};
+      {"Compress", {1}},     {"MaxUnpool", {2}},     {"MelWeightMatrix", {0, 1}}};
   auto it = kOperands.find(op);
   return it == kOperands.end() ? std::vector<int>{} : it->second;
 }

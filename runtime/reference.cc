@@ -1764,6 +1764,35 @@ Status RunMaxUnpool(const Node& n, const HostTensor& x, const HostTensor& indice
   return Status::Ok();
 }
 
+// MelWeightMatrix [dft_length / 2 + 1, num_mel_bins] as ONNX's reference builds it: num_mel_bins
+// + 2 points evenly spaced in mel between the edges, mapped to spectrogram bins (floored), and a
+// triangle per mel bin rising from its left point to its centre and falling to its right one.
+void RunMelWeightMatrix(const Node& n, const Lookup& in, HostTensor* out) {
+  auto value = [&](size_t i) { return in(n.inputs[i])->at(0); };
+  const int64_t mels = out->dims[1], dft = static_cast<int64_t>(value(1));
+  const double rate = value(2);
+  auto mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
+  const double low = mel(value(3)), step = (mel(value(4)) - low) / static_cast<double>(mels + 2);
+  std::vector<int64_t> bins;
+  for (int64_t k = 0; k < mels + 2; ++k) {
+    const double hz = 700 * (std::pow(10.0, (static_cast<double>(k) * step + low) / 2595) - 1);
+    bins.push_back(static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / rate)));
+  }
+  auto set = [&](int64_t row, int64_t col, double v) {
+    if (row >= 0 && row < out->dims[0]) Store(out, row * mels + col, v);
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    const int64_t left = bins[i], centre = bins[i + 1], right = bins[i + 2];
+    if (centre == left) set(centre, i, 1);
+    for (int64_t j = left; centre != left && j <= centre; ++j) {
+      set(j, i, static_cast<double>(j - left) / static_cast<double>(centre - left));
+    }
+    for (int64_t j = centre; j < right; ++j) {
+      set(j, i, static_cast<double>(right - j) / static_cast<double>(right - centre));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -2160,7 +2189,8 @@ bool IsComputeOp(const std::string& op) {
                                "QLinearConv",
                                "Einsum",
                                "Unique",
-                               "NonZero"};
+                               "NonZero",
+                               "MelWeightMatrix"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -2246,6 +2276,9 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
   if (n.op_type == "ConvInteger") return RunConvInteger(g, n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "Einsum") return RunEinsum(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "Unique") return RunUnique(n, *in(n.inputs[0]), values);
+  if (n.op_type == "MelWeightMatrix") {
+    return RunMelWeightMatrix(n, in, &(*values)[n.outputs[0]]), Status::Ok();
+  }
   if (n.op_type == "NonZero") {
     return RunNonZero(*in(n.inputs[0]), &(*values)[n.outputs[0]]), Status::Ok();
   }

@@ -946,6 +946,21 @@ TEST(Reference, MaxUnpoolKeepsCoordinatesInALargerOutput) {
   }
 }
 
+// One mel bin over 0-4000 Hz of an 8-point DFT at 8000 Hz: points at 0, 621 and 1792 Hz fall in
+// spectrogram bins 0, 0 and 2 (floor(9 * hz / 8000)): a centre of weight 1 at bin 0 falling to 0.5
+// at bin 1.
+TEST(Reference, MelWeightMatrixByHand) {
+  IrBuilder b;
+  TensorId y = b.Act("y", {5, 1});
+  b.Op("MelWeightMatrix",
+       {b.IntScalar("mels", 1), b.IntScalar("dft", 8), b.IntScalar("rate", 8000),
+        b.FloatScalar("low", 0), b.FloatScalar("high", 4000)},
+       {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectValues(RunOne(g, {}), {1, 0.5f, 0, 0, 0});
+}
+
 TEST(Reference, PadReflectEdgeConstantByHand) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 3});
