@@ -688,8 +688,7 @@ TEST(OnnxImport, LostDimOfADataDependentOpSaysSo) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("node 'nz' (NonZero) loses a dim"), std::string::npos)
       << g.status().message();
-  EXPECT_NE(g.status().message().find("depends on the values of its input 'x'"),
-            std::string::npos)
+  EXPECT_NE(g.status().message().find("depends on the values of its input 'x'"), std::string::npos)
       << g.status().message();
   EXPECT_NE(g.status().message().find("--const-input x=FILE"), std::string::npos);
 }
