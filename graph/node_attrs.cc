@@ -13,7 +13,12 @@ std::string NodeLabel(const Node& n) { return "node '" + n.name + "' (" + n.op_t
 bool OnlyReferenceComputes(const Graph& g, const Node& n) {
   if (!n.domain.empty()) return false;
   if (n.op_type == "BatchNormalization") return n.GetInt("training_mode", 0) != 0;
-  if (n.op_type != "LayerNormalization") return false;
+  if (n.op_type == "Resize") {
+    return n.GetString("mode", "nearest") == "cubic" ||
+           n.GetString("coordinate_transformation_mode", "") == "tf_crop_and_resize";
+  }
+  if (n.op_type == "MaxPool" && !IsFloatingPoint(g.tensor(n.outputs[0]).dtype)) return true;
+  if (n.op_type != "LayerNormalization" && n.op_type != "MaxPool") return false;
   for (size_t k = 1; k < n.outputs.size(); ++k) {
     const TensorId t = n.outputs[k];
     if (!g.tensor(t).consumers.empty() || g.IsGraphOutput(t)) return true;
@@ -180,11 +185,17 @@ StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n) {
 namespace {
 
 // ONNX's coordinate_transformation_mode: the input coordinate output position x maps to.
-double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
+double SourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
   double scale = p.scales[d], xr = static_cast<double>(x);
   double in = static_cast<double>(p.in[d]), out = static_cast<double>(p.out[d]);
   const std::string& mode = p.coordinate_mode;
+  if (mode == "tf_crop_and_resize") {
+    const double start = p.roi[d], end = p.roi[d + p.in.size()];
+    return out > 1 ? start * (in - 1) + xr * (end - start) * (in - 1) / (out - 1)
+                   : 0.5 * (start + end) * (in - 1);
+  }
   if (mode == "asymmetric") return xr / scale;
+  if (mode == "tf_half_pixel_for_nn") return (xr + 0.5) / scale;
   // The resized length here is in * scale, not rounded: ONNX's rule when scales are given (equal
   // to the output length when sizes are).
   if (mode == "align_corners") return out > 1 ? xr * (in - 1) / (in * scale - 1) : 0.0;
@@ -198,26 +209,35 @@ bool IsOneOf(const std::string& value, const char* const (&options)[N]) {
 }
 
 // Resize's mode attributes; Unimplemented naming the value for what the runtime does not run.
-Status ReadResizeModes(const Node& n, ResizeParams* p) {
+Status ReadResizeModes(const Node& n, bool reference_forms, ResizeParams* p) {
   auto unsupported = [&n](const std::string& attr, const std::string& value, const char* ok) {
     return Status::Unimplemented(NodeLabel(n) + ": " + attr + " '" + value +
                                  "' is not supported; " + ok);
   };
   static const char* const kModes[] = {"nearest", "linear"};
   static const char* const kCoordinates[] = {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                             "asymmetric"};
+                                             "asymmetric", "tf_half_pixel_for_nn"};
   static const char* const kNearest[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
                                          "ceil"};
   std::string mode = n.GetString("mode", "nearest");
-  if (!IsOneOf(mode, kModes)) return unsupported("mode", mode, "nearest and linear are");
+  p->cubic = reference_forms && mode == "cubic";
+  if (!IsOneOf(mode, kModes) && !p->cubic) {
+    return unsupported("mode", mode,
+                       "nearest and linear are, and cubic in the reference interpreter");
+  }
   p->linear = mode == "linear";
+  p->cubic_coeff_a = n.GetFloat("cubic_coeff_a", -0.75);
+  p->exclude_outside = n.GetInt("exclude_outside", 0) != 0;
   p->coordinate_mode = n.GetString("coordinate_transformation_mode", "half_pixel");
-  if (!IsOneOf(p->coordinate_mode, kCoordinates)) {
+  p->extrapolation_value = n.GetFloat("extrapolation_value", 0.0);
+  const bool crop = reference_forms && p->coordinate_mode == "tf_crop_and_resize";
+  if (!IsOneOf(p->coordinate_mode, kCoordinates) && !crop) {
     return unsupported("coordinate_transformation_mode", p->coordinate_mode,
-                       "half_pixel, pytorch_half_pixel, align_corners and asymmetric are");
+                       "half_pixel, pytorch_half_pixel, align_corners, asymmetric and "
+                       "tf_half_pixel_for_nn are");
   }
   p->nearest_mode = n.GetString("nearest_mode", "round_prefer_floor");
-  if (!p->linear && !IsOneOf(p->nearest_mode, kNearest)) {
+  if (mode == "nearest" && !IsOneOf(p->nearest_mode, kNearest)) {
     return unsupported("nearest_mode", p->nearest_mode,
                        "round_prefer_floor, round_prefer_ceil, floor and ceil are");
   }
@@ -258,11 +278,25 @@ Status ReadResizeScales(const Graph& g, const Node& n, ResizeParams* p) {
 
 }  // namespace
 
-StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n) {
+// tf_crop_and_resize's roi: a float constant of two values per dim.
+static Status ReadResizeRoi(const Graph& g, const Node& n, ResizeParams* p) {
+  const TensorId roi = n.input(1);
+  const Tensor* t = roi == kNoId ? nullptr : &g.tensor(roi);
+  if (t == nullptr || t->kind != TensorKind::kConstant || !IsFloatingPoint(t->dtype) ||
+      t->float_data.size() != 2 * p->in.size()) {
+    return Status::Unimplemented(NodeLabel(n) + ": tf_crop_and_resize needs roi as a float " +
+                                 "constant of " + std::to_string(2 * p->in.size()) + " values");
+  }
+  p->roi = t->float_data;
+  return Status::Ok();
+}
+
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool reference_forms) {
   ResizeParams p;
   p.in = g.tensor(n.input(0)).dims;
   p.out = g.tensor(n.outputs[0]).dims;
-  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, &p));
+  FUSOR_RETURN_IF_ERROR(ReadResizeModes(n, reference_forms, &p));
+  if (p.coordinate_mode == "tf_crop_and_resize") FUSOR_RETURN_IF_ERROR(ReadResizeRoi(g, n, &p));
   if (p.in.size() != p.out.size()) {
     return Status::InvalidArgument(NodeLabel(n) + ": output rank differs from the input's");
   }
@@ -270,8 +304,12 @@ StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n) {
   return p;
 }
 
+double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x) {
+  return SourceCoordinate(p, d, x);
+}
+
 ResizeTap ResizeTapOf(const ResizeParams& p, size_t d, int64_t x) {
-  double pos = ResizeSourceCoordinate(p, d, x);
+  double pos = SourceCoordinate(p, d, x);
   int64_t last = p.in[d] - 1;
   ResizeTap tap;
   if (p.linear) {
@@ -334,6 +372,30 @@ std::vector<int64_t> TransposePerm(const Graph& g, const Node& n) {
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
   }
   return perm;
+}
+
+std::array<double, 4> CubicWeights(double t, double a) {
+  auto near = [a](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };       // |x| <= 1
+  auto far = [a](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };  // 1 < |x| < 2
+  return {far(1 + t), near(t), near(1 - t), far(2 - t)};
+}
+
+std::array<WeightedTap, 4> CubicResizeTapsOf(const ResizeParams& p, size_t d, int64_t x) {
+  const double pos = SourceCoordinate(p, d, x), below = std::floor(pos);
+  const std::array<double, 4> w = CubicWeights(pos - below, p.cubic_coeff_a);
+  const int64_t last = p.in[d] - 1;
+  std::array<WeightedTap, 4> taps;
+  double kept = 0;
+  for (int k = 0; k < 4; ++k) {
+    const int64_t i = static_cast<int64_t>(below) - 1 + k;
+    const bool outside = i < 0 || i > last;
+    taps[k] = {std::clamp<int64_t>(i, 0, last), p.exclude_outside && outside ? 0.0 : w[k]};
+    kept += taps[k].w;
+  }
+  if (p.exclude_outside && kept != 0) {
+    for (WeightedTap& t : taps) t.w /= kept;
+  }
+  return taps;
 }
 
 }  // namespace fusor

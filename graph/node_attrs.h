@@ -5,6 +5,7 @@
 // the decoding on these. Pure functions on a validated graph; thread-safe.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,9 +22,10 @@ int64_t NormalizeAxis(int64_t axis, size_t rank);
 
 // Whether `n` is in a form only the reference interpreter computes: the fused loop and the oneDNN
 // kernels compute an op's inference form and its first output, so a LayerNormalization whose Mean
-// or InvStdDev is read and a BatchNormalization in training mode (batch statistics, running
-// statistics as outputs) are opaque (graph/op_registry.h ClassifyNode) and run alone through the
-// reference fallback (runtime/reference_kernel.h).
+// or InvStdDev is read, a MaxPool over integers or whose Indices is read and a BatchNormalization
+// in training mode (batch statistics, running statistics as outputs) are opaque
+// (graph/op_registry.h ClassifyNode) and run alone through the reference fallback
+// (runtime/reference_kernel.h); so is a cubic Resize (the fused loop resamples nearest and linear).
 bool OnlyReferenceComputes(const Graph& g, const Node& n);
 
 // The integer values of input `i` of `n`, which must be a constant tensor.
@@ -80,16 +82,26 @@ struct RecurrentAttrs {
 StatusOr<RecurrentAttrs> RecurrentAttrsOf(const Graph& g, const Node& n);
 
 // Resize (opsets 11-17) in the forms the runtime runs: mode nearest (any nearest_mode) or linear
-// (over every dim), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners or
-// asymmetric, scales or sizes given as constants. Anything else is Unimplemented naming the node
-// and the attribute value.
+// (over every dim), coordinate_transformation_mode half_pixel, pytorch_half_pixel, align_corners,
+// asymmetric or tf_half_pixel_for_nn, scales or sizes given as constants; and where the caller
+// says it computes them (`reference_forms`: the reference interpreter), mode cubic and
+// tf_crop_and_resize (a constant roi; positions outside the input give extrapolation_value).
+// Anything else is Unimplemented naming the node and the attribute value.
 struct ResizeParams {
   bool linear = false;
+  bool cubic = false;
+  double cubic_coeff_a = -0.75;  // Cubic only: the kernel's a, and whether taps outside the
+  bool exclude_outside = false;  // input get weight 0 (the others renormalised).
   std::string coordinate_mode, nearest_mode;
   std::vector<double> scales;  // Per dim: the given scale, or output / input when sizes are given.
+  std::vector<double> roi;     // tf_crop_and_resize: the starts, then the ends, per dim.
+  double extrapolation_value = 0;
   Shape in, out;
 };
-StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n);
+StatusOr<ResizeParams> ResizeOf(const Graph& g, const Node& n, bool reference_forms = false);
+
+// The input coordinate output position x of dim d maps to (ONNX's coordinate_transformation_mode).
+double ResizeSourceCoordinate(const ResizeParams& p, size_t d, int64_t x);
 
 // The input positions output position x of dim d reads: nearest reads i0 (= i1, w = 0); linear
 // blends (1 - w) * in[i0] + w * in[i1], both inside the input (ONNX's edge clamping).
@@ -108,5 +120,19 @@ StatusOr<SliceParams> SliceOf(const Graph& g, const Node& n);
 
 // A Transpose's permutation, the reversal when it has none.
 std::vector<int64_t> TransposePerm(const Graph& g, const Node& n);
+
+// Cubic Resize: the four input positions output position x of dim d reads (clamped to the edge,
+// as ONNX pads the input with its edge values) and their weights, from the cubic convolution
+// kernel with coefficient a (ONNX's definition, onnx/reference/ops/op_resize.py).
+struct WeightedTap {
+  int64_t i = 0;
+  double w = 0;
+};
+std::array<WeightedTap, 4> CubicResizeTapsOf(const ResizeParams& p, size_t d, int64_t x);
+
+// The cubic convolution kernel's weights for the four samples at offsets -1, 0, 1, 2 from a
+// position `t` in [0, 1) past a sample, with coefficient `a` (Resize's cubic_coeff_a; GridSample
+// uses -0.75).
+std::array<double, 4> CubicWeights(double t, double a);
 
 }  // namespace fusor

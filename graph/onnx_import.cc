@@ -18,6 +18,7 @@
 #include "graph/onnx_attribute_check.h"
 #include "graph/op_registry.h"
 #include "graph/opset_conversion.h"
+#include "graph/shape_rules.h"
 #include "graph/tensor_file.h"
 #include "graph/variadic_ops.h"
 
@@ -404,6 +405,9 @@ void RemovePassThrough(onnx::GraphProto* g) {
 Status FoldToFixpoint(onnx::ModelProto* model, const std::unordered_set<std::string>& weights) {
   for (bool changed = true; changed;) {
     FUSOR_RETURN_IF_ERROR(InferShapes(model));
+    if (AddShapesFromConstantOperands(model->mutable_graph())) {
+      FUSOR_RETURN_IF_ERROR(InferShapes(model));
+    }
     FUSOR_ASSIGN_OR_RETURN(changed, FoldConstants(model->mutable_graph(), weights));
   }
   return Status::Ok();
@@ -423,21 +427,53 @@ bool IsStatic(const onnx::ValueInfoProto& v) {
 // The inputs whose values (not only shapes) decide an op's output shape.
 std::vector<int> ShapeOperands(const std::string& op) {
   static const std::unordered_map<std::string, std::vector<int>> kOperands = {
-      {"Reshape", {1}},   {"Expand", {1}},          {"Slice", {1, 2, 3, 4}}, {"Range", {0, 1, 2}},
-      {"Tile", {1}},      {"ConstantOfShape", {0}}, {"Resize", {1, 2, 3}},   {"Upsample", {1}},
-      {"Pad", {1, 3}},    {"Squeeze", {1}},         {"Unsqueeze", {1}},      {"Split", {1}},
-      {"TopK", {1}},      {"OneHot", {1}},          {"ReduceMean", {1}},     {"ReduceSum", {1}},
-      {"ReduceMax", {1}}, {"CenterCropPad", {1}}};
+      {"Reshape", {1}},      {"Expand", {1}},        {"Slice", {1, 2, 3, 4}},
+      {"Range", {0, 1, 2}},  {"Tile", {1}},          {"ConstantOfShape", {0}},
+      {"Resize", {1, 2, 3}}, {"Upsample", {1}},      {"Pad", {1, 3}},
+      {"Squeeze", {1}},      {"Unsqueeze", {1}},     {"Split", {1}},
+      {"TopK", {1}},         {"OneHot", {1}},        {"ReduceMean", {1}},
+      {"ReduceSum", {1}},    {"ReduceMax", {1}},     {"CenterCropPad", {1}},
+      {"HannWindow", {0}},   {"HammingWindow", {0}}, {"BlackmanWindow", {0}},
+      {"Compress", {1}},     {"MaxUnpool", {2}},     {"MelWeightMatrix", {0, 1}}};
   auto it = kOperands.find(op);
   return it == kOperands.end() ? std::vector<int>{} : it->second;
+}
+
+// The first graph input (not an initializer) the value `name` is computed from, or "".
+std::string GraphInputFeeding(const onnx::GraphProto& g, const std::string& name) {
+  const std::unordered_set<std::string> initializers = InitializerNames(g);
+  std::unordered_set<std::string> inputs, seen{name};
+  for (const auto& v : g.input()) {
+    if (!initializers.count(v.name())) inputs.insert(v.name());
+  }
+  for (std::vector<std::string> todo{name}; !todo.empty();) {
+    const std::string value = todo.back();
+    todo.pop_back();
+    if (inputs.count(value)) return value;
+    for (const auto& p : g.node()) {
+      if (std::find(p.output().begin(), p.output().end(), value) == p.output().end()) continue;
+      for (const auto& in : p.input()) {
+        if (!in.empty() && seen.insert(in).second) todo.push_back(in);
+      }
+    }
+  }
+  return "";
 }
 
 // Why `n`, whose inputs all have static shapes, gives an output of unknown dims: the shape operand
 // that has no constant value and the node computing it, or the op's nature.
 std::string LostDimReason(const onnx::GraphProto& g, const onnx::NodeProto& n,
                           const std::unordered_set<std::string>& constants) {
-  if (n.op_type() == "NonZero" || n.op_type() == "Unique" || n.op_type() == "NonMaxSuppression") {
+  if (n.op_type() == "NonMaxSuppression") {
     return "its output size depends on the input values, which Fusor never reads";
+  }
+  if (n.op_type() == "NonZero" || n.op_type() == "Unique") {
+    const std::string input = GraphInputFeeding(g, n.input(0));
+    return "its output size depends on the values of its input '" + n.input(0) + "'" +
+           (input.empty() ? std::string(", which Fusor does not have")
+                          : ", computed from graph input '" + input +
+                                "' (if it is fixed, give it at import with --const-input " + input +
+                                "=FILE)");
   }
   for (int i : ShapeOperands(n.op_type())) {
     if (i >= n.input_size() || n.input(i).empty() || constants.count(n.input(i))) continue;
@@ -452,6 +488,12 @@ std::string LostDimReason(const onnx::GraphProto& g, const onnx::NodeProto& n,
              "' decides the output shape but is a graph input, whose value Fusor does not have "
              "(give it at import with --const-input " +
              n.input(i) + "=FILE)";
+    }
+    if (std::string input = GraphInputFeeding(g, n.input(i)); !input.empty()) {
+      return "its input '" + n.input(i) + "' decides the output shape and " + from +
+             " computes it from graph input '" + input +
+             "', whose value Fusor does not have (give it at import with --const-input " + input +
+             "=FILE)";
     }
     return "its input '" + n.input(i) + "' decides the output shape but has no constant value (" +
            from + " computes it from values Fusor does not have or cannot fold)";

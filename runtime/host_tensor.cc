@@ -111,9 +111,7 @@ HostTensor HostTensor::Zeros(DType dtype, Shape dims) {
   return h;
 }
 
-bool IsSupportedDType(DType t) {
-  return IsFloatingPoint(t) || (IsInteger(t) && t != DType::kUInt64);
-}
+bool IsSupportedDType(DType t) { return IsFloatingPoint(t) || IsInteger(t); }
 
 StatusOr<HostTensor> ConstantValue(const Tensor& t) {
   if (!IsSupportedDType(t.dtype)) {

@@ -35,7 +35,7 @@ using TensorValues = std::unordered_map<TensorId, HostTensor>;
 
 // True for the dtypes the runtime computes with: every floating-point type, stored and computed
 // as float32 (float16 and bfloat16 values stay exact; float64 ones round to float32), and
-// integers/bool stored as int64.
+// integers/bool stored as int64 (uint64 too: values up to 2^63 - 1, ToHostTensor).
 bool IsSupportedDType(DType t);
 
 // The values of a kConstant tensor, from its int_data / float_data (a single value broadcasts).

@@ -1,5 +1,7 @@
 #include "runtime/model_weights.h"
 
+#include <algorithm>
+
 #include "runtime/reference.h"
 
 namespace fusor {
@@ -46,6 +48,16 @@ StatusOr<HostTensor> ToHostTensor(TensorData d) {
     return Status::Unimplemented("tensor '" + d.name + "' has dtype " +
                                  std::string(DTypeName(d.dtype)) +
                                  "; the runtime supports float32 and integer tensors");
+  }
+  if (d.dtype == DType::kUInt64) {
+    // Stored as int64, a uint64 above 2^63 - 1 reads as negative.
+    auto beyond = std::find_if(d.i.begin(), d.i.end(), [](int64_t v) { return v < 0; });
+    if (beyond != d.i.end()) {
+      return Status::Unimplemented(
+          "tensor '" + d.name + "' holds the uint64 value " +
+          std::to_string(static_cast<uint64_t>(*beyond)) +
+          ", above 2^63 - 1; the runtime computes uint64 tensors in int64");
+    }
   }
   HostTensor h;
   h.dtype = d.dtype;

@@ -14,7 +14,8 @@
 
 namespace fusor {
 
-// Moves `d`'s data into a HostTensor; fails for dtypes the runtime does not compute with.
+// Moves `d`'s data into a HostTensor; fails for dtypes the runtime does not compute with, and for
+// a uint64 value above 2^63 - 1 (uint64 is computed in int64).
 StatusOr<HostTensor> ToHostTensor(TensorData d);
 
 // Every leaf value of `g` (ready for Executor::Create and RunReference). A weight whose value is

@@ -55,7 +55,7 @@ Status ResolveWindow(const Graph& g, const Node& n, Window* w) {
 
 StatusOr<Window> ConvWindow(const Graph& g, const Node& n) {
   Window w;
-  w.kernel = SpatialDims(g.tensor(n.input(1)).dims);
+  w.kernel = SpatialDims(g.tensor(n.input(n.op_type == "QLinearConv" ? 3 : 1)).dims);
   FUSOR_RETURN_IF_ERROR(ResolveWindow(g, n, &w));
   return w;
 }
@@ -96,11 +96,14 @@ StatusOr<Window> ConvTransposeWindow(const Graph& g, const Node& n) {
     if (auto_pad == "VALID") {
       begin = end = 0;
     } else if (generated) {
-      int64_t total = full - out[i];
-      begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      // ONNX's reference halves the total with floor division: an output_shape one longer than
+      // the kernels reach (total -1) pads the end by -1, extending the output there.
+      const int64_t total = full - out[i];
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      begin = auto_pad == "SAME_UPPER" ? half : total - half;
       end = total - begin;
     }
-    if (begin < 0 || end < 0 || full - begin - end != out[i]) {
+    if (begin < 0 || (end < 0 && !generated) || full - begin - end != out[i]) {
       return Status::InvalidArgument(NodeLabel(n) + ": spatial dim " + std::to_string(i) +
                                      " of the output has length " + std::to_string(out[i]) +
                                      "; strides, kernel, output_padding and pads give " +

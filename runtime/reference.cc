@@ -8,9 +8,15 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "graph/einsum.h"
 #include "graph/narrow_float.h"
 #include "graph/op_registry.h"
+#include "graph/unique_values.h"
+#include "runtime/dft.h"
+#include "runtime/grid_sample.h"
 #include "runtime/op_params.h"
+#include "runtime/roi_align.h"
+#include "runtime/tfidf_vectorizer.h"
 
 namespace fusor {
 namespace {
@@ -585,10 +591,21 @@ void RunLayerNorm(const Node& n, const HostTensor& x, const HostTensor& scale,
   }
 }
 
-Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
+// The column-major flat index of position `pos` in `dims`.
+int64_t ColumnMajor(const std::vector<int64_t>& pos, const Shape& dims) {
+  int64_t off = 0;
+  for (size_t d = dims.size(); d-- > 0;) off = off * dims[d] + pos[d];
+  return off;
+}
+
+// MaxPool's Indices output, when asked for, holds each maximum's flat index in x (the first of
+// equal maxima), row-major, or with storage_order 1 its spatial part column-major.
+Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out,
+               HostTensor* indices = nullptr) {
   FUSOR_ASSIGN_OR_RETURN(Window w, PoolWindow(g, n));
   bool is_max = n.op_type == "MaxPool";
   bool include_pad = n.GetInt("count_include_pad", 0) != 0;
+  const bool column_major = n.GetInt("storage_order", 0) != 0;
   Shape in_sp(x.dims.begin() + 2, x.dims.end()), out_sp(out->dims.begin() + 2, out->dims.end());
   int64_t planes = x.dims[0] * x.dims[1], in_size = NumElements(in_sp);
   int64_t out_size = NumElements(out_sp), kernel = NumElements(w.kernel);
@@ -596,7 +613,7 @@ Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* o
   for (int64_t p = 0; p < planes; ++p) {
     for (int64_t o = 0; o < out_size; ++o) {
       double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-      int64_t valid = 0, counted = 0;
+      int64_t valid = 0, counted = 0, argmax = 0;
       for (int64_t k = 0; k < kernel; ++k) {
         int64_t off = 0, orem = o, krem = k;
         bool inside = true, in_declared = true;
@@ -614,10 +631,13 @@ Status RunPool(const Graph& g, const Node& n, const HostTensor& x, HostTensor* o
         if (!inside) continue;
         ++valid;
         double v = x.at(p * in_size + off);
+        if (is_max && (valid == 1 || v > acc))
+          argmax = column_major ? ColumnMajor(pos, in_sp) : off;
         acc = is_max ? std::max(acc, v) : acc + v;
       }
       double denom = include_pad ? counted : valid;
       Store(out, p * out_size + o, is_max ? acc : acc / denom);
+      if (indices != nullptr) indices->i[p * out_size + o] = p * in_size + argmax;
     }
   }
   return Status::Ok();
@@ -726,30 +746,140 @@ void RunPad(const PadParams& p, const HostTensor& x, HostTensor* out) {
   }
 }
 
-// Resize from its definition: an output element is the sum over the 2^rank corners around its
-// source position of the input there times the product of the per-dim weights (nearest: one
-// corner of weight 1).
+// The input positions and weights output position x of dim d reads: one for nearest, two for
+// linear, four for cubic; none where tf_crop_and_resize reads outside the input (the element is
+// extrapolation_value).
+std::vector<WeightedTap> ResizeTaps(const ResizeParams& p, size_t d, int64_t x) {
+  if (p.coordinate_mode == "tf_crop_and_resize") {
+    const double pos = ResizeSourceCoordinate(p, d, x);
+    if (pos < 0 || pos > static_cast<double>(p.in[d] - 1)) return {};
+  }
+  if (p.cubic) {
+    std::array<WeightedTap, 4> taps = CubicResizeTapsOf(p, d, x);
+    return {taps.begin(), taps.end()};
+  }
+  ResizeTap t = ResizeTapOf(p, d, x);
+  if (!p.linear) return {{t.i0, 1.0}};
+  return {{t.i0, 1 - t.w}, {t.i1, t.w}};
+}
+
+// Resize from its definition: an output element is the sum over the combinations of its per-dim
+// taps of the input there times the product of the taps' weights.
 Status RunResize(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
-  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n));
-  size_t rank = p.out.size();
-  std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coord(rank, 0);
-  std::vector<ResizeTap> taps(rank);
+  FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n, /*reference_forms=*/true));
+  const size_t rank = p.out.size();
+  std::vector<std::vector<std::vector<WeightedTap>>> taps(rank);  // [d][position]: its taps.
+  for (size_t d = 0; d < rank; ++d) {
+    for (int64_t c = 0; c < p.out[d]; ++c) taps[d].push_back(ResizeTaps(p, d, c));
+  }
+  std::vector<int64_t> in_strides = RowMajorStrides(x.dims), coord(rank, 0), pick(rank, 0);
+  Shape counts(rank);
   for (int64_t e = 0; e < out->num_elements(); ++e, NextCoord(out->dims, &coord)) {
-    for (size_t d = 0; d < rank; ++d) taps[d] = ResizeTapOf(p, d, coord[d]);
+    bool outside = false;
+    for (size_t d = 0; d < rank; ++d) {
+      counts[d] = static_cast<int64_t>(taps[d][coord[d]].size());
+      outside |= counts[d] == 0;
+    }
+    if (outside) {
+      Store(out, e, p.extrapolation_value);
+      continue;
+    }
     double acc = 0;
-    for (uint64_t corner = 0; corner < (uint64_t{1} << rank); ++corner) {
+    do {
       double weight = 1;
       int64_t off = 0;
       for (size_t d = 0; d < rank; ++d) {
-        bool high = (corner >> d) & 1;
-        weight *= high ? taps[d].w : 1 - taps[d].w;
-        off += (high ? taps[d].i1 : taps[d].i0) * in_strides[d];
+        const WeightedTap& t = taps[d][coord[d]][pick[d]];
+        weight *= t.w;
+        off += t.i * in_strides[d];
       }
       if (weight != 0) acc += weight * x.at(off);
-    }
+    } while (NextCoord(counts, &pick));
     Store(out, e, acc);
   }
   return Status::Ok();
+}
+
+// CumSum along the axis its second input holds: each element the sum of those before it (and
+// itself unless `exclusive`), from the end when `reverse`.
+Status RunCumSum(const Node& n, const HostTensor& x, const HostTensor& axis_value,
+                 HostTensor* out) {
+  if (axis_value.num_elements() != 1) {
+    return Status::InvalidArgument(NodeLabel(n) + ": axis must hold one value, not " +
+                                   std::to_string(axis_value.num_elements()));
+  }
+  const int64_t rank = static_cast<int64_t>(x.dims.size()), axis = axis_value.i[0];
+  if (axis < -rank || axis >= rank) {
+    return Status::InvalidArgument(NodeLabel(n) + ": axis " + std::to_string(axis) +
+                                   " is outside [-" + std::to_string(rank) + ", " +
+                                   std::to_string(rank) + ")");
+  }
+  int64_t outer = 0, len = 0, inner = 0;
+  RowsOf(x.dims, NormalizeAxis(axis, x.dims.size()), false, &outer, &len, &inner);
+  const bool exclusive = n.GetInt("exclusive", 0) != 0, reverse = n.GetInt("reverse", 0) != 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      double sum = 0;
+      for (int64_t k = 0; k < len; ++k) {
+        const int64_t e = (o * len + (reverse ? len - 1 - k : k)) * inner + in;
+        if (!exclusive) sum += x.at(e);
+        Store(out, e, sum);
+        if (exclusive) sum += x.at(e);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// HannWindow, HammingWindow, BlackmanWindow: a sum of cosines over the output's length N,
+// periodic (period N, the default) or symmetric (period N - 1).
+void RunWindow(const Node& n, HostTensor* out) {
+  const int64_t len = out->dims[0];
+  const double period = static_cast<double>(n.GetInt("periodic", 1) != 0 ? len : len - 1);
+  // Coefficients of 1, cos(2 pi k / period) and cos(4 pi k / period).
+  std::array<double, 3> c = {0.5, -0.5, 0};
+  if (n.op_type == "HammingWindow") c = {25.0 / 46, -21.0 / 46, 0};
+  if (n.op_type == "BlackmanWindow") c = {0.42, -0.5, 0.08};
+  for (int64_t k = 0; k < len; ++k) {
+    const double phase = 2 * M_PI * static_cast<double>(k) / period;
+    Store(out, k, c[0] + c[1] * std::cos(phase) + c[2] * std::cos(2 * phase));
+  }
+}
+
+// OneHot: along `axis` of the output, `on` (values[1]) where the position equals the index (a
+// negative index counts from depth), `off` (values[0]) elsewhere; an index outside [-depth, depth)
+// gives a row of `off`.
+void RunOneHot(const Node& n, const HostTensor& indices, const HostTensor& values,
+               HostTensor* out) {
+  const int64_t rank = static_cast<int64_t>(out->dims.size());
+  int64_t outer = 0, depth = 0, inner = 0;
+  RowsOf(out->dims, NormalizeAxis(n.GetInt("axis", -1), rank), false, &outer, &depth, &inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      int64_t index = static_cast<int64_t>(indices.at(o * inner + in));
+      if (index < 0) index += depth;
+      for (int64_t k = 0; k < depth; ++k) {
+        Store(out, (o * depth + k) * inner + in, values.at(k == index ? 1 : 0));
+      }
+    }
+  }
+}
+
+// Compress: the slices along `axis` (without one: the elements of the flattened input) whose
+// condition entry is true, in order.
+void RunCompress(const Node& n, const HostTensor& x, const HostTensor& condition, HostTensor* out) {
+  const bool has_axis = n.FindAttr("axis") != nullptr;
+  int64_t outer = 1, len = x.num_elements(), inner = 1;
+  if (has_axis) {
+    RowsOf(x.dims, NormalizeAxis(n.GetInt("axis", 0), x.dims.size()), false, &outer, &len, &inner);
+  }
+  int64_t e = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k = 0; k < std::min(len, condition.num_elements()); ++k) {
+      if (condition.at(k) == 0) continue;
+      for (int64_t in = 0; in < inner; ++in) Store(out, e++, x.at((o * len + k) * inner + in));
+    }
+  }
 }
 
 Status RunTrilu(const Graph& g, const Node& n, const HostTensor& x, HostTensor* out) {
@@ -856,11 +986,6 @@ void RunLstmDirection(const Node& n, const LstmIo& io, int64_t dir, int64_t dirs
 }
 
 Status RunLstm(const Node& n, const Lookup& in, TensorValues* values) {
-  if (n.GetInt("layout", 0) != 0) {
-    return Status::Unimplemented(NodeLabel(n) +
-                                 ": LSTM with layout=1 (batch first) is not "
-                                 "supported; export with the default layout 0");
-  }
   std::vector<std::string> acts;
   if (const Attribute* a = n.FindAttr("activations")) {
     acts = std::get<std::vector<std::string>>(a->value);
@@ -982,11 +1107,6 @@ void RunRnnDirection(const RecurrentAttrs& a, const GruIo& io, int64_t dir, bool
 // GRU, and RNN through the same tensors.
 Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
   FUSOR_ASSIGN_OR_RETURN(RecurrentAttrs a, RecurrentAttrsOf(g, n));
-  if (a.batch_first) {
-    return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type +
-                                 " with layout=1 (batch first) is not supported; export with the "
-                                 "default layout 0");
-  }
   if (!a.non_default_activation.empty()) {
     return Status::Unimplemented(
         NodeLabel(n) + ": " + n.op_type + " activation '" + a.non_default_activation +
@@ -998,6 +1118,53 @@ Status RunGru(const Graph& g, const Node& n, const Lookup& in, TensorValues* val
   for (int64_t d = 0; d < a.directions; ++d) {
     const bool reverse = a.reverse || d == 1;
     n.op_type == "RNN" ? RunRnnDirection(a, io, d, reverse) : RunGruDirection(a, io, d, reverse);
+  }
+  return Status::Ok();
+}
+
+// `t` with its dims permuted: output dim d is input dim perm[d].
+HostTensor Transposed(const HostTensor& t, const std::vector<size_t>& perm) {
+  const std::vector<int64_t> strides = RowMajorStrides(t.dims);
+  Shape dims;
+  std::vector<int64_t> coef;
+  for (size_t d : perm) {
+    dims.push_back(t.dims[d]);
+    coef.push_back(strides[d]);
+  }
+  HostTensor out = HostTensor::Zeros(t.dtype, dims);
+  AffineCopy(t, coef, 0, &out);
+  return out;
+}
+
+// LSTM, GRU and RNN. The recurrences run in layout 0's order (X [seq, batch, input], initial
+// states [dirs, batch, hidden], Y [seq, dirs, batch, hidden]); with layout 1 (batch first: X
+// [batch, seq, input], states [batch, dirs, hidden], Y [batch, seq, dirs, hidden]) the inputs are
+// transposed into it and the outputs out of it.
+Status RunRecurrent(const Graph& g, const Node& n, const Lookup& in, TensorValues* values) {
+  auto run = [&](const Lookup& lookup, TensorValues* out) {
+    return n.op_type == "LSTM" ? RunLstm(n, lookup, out) : RunGru(g, n, lookup, out);
+  };
+  if (n.GetInt("layout", 0) == 0) return run(in, values);
+  TensorValues local;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] == kNoId) continue;
+    const bool batch_major = i == 0 || i == 5 || (i == 6 && n.op_type == "LSTM");
+    local[n.inputs[i]] = batch_major ? Transposed(*in(n.inputs[i]), {1, 0, 2}) : *in(n.inputs[i]);
+  }
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const HostTensor& given = (*values)[n.outputs[k]];
+    local[n.outputs[k]] = k == 0 ? Transposed(given, {1, 2, 0, 3}) : Transposed(given, {1, 0, 2});
+  }
+  FUSOR_RETURN_IF_ERROR(run(
+      [&local](TensorId t) -> const HostTensor* {
+        auto it = local.find(t);
+        return it == local.end() ? nullptr : &it->second;
+      },
+      &local));
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const HostTensor& computed = local[n.outputs[k]];
+    (*values)[n.outputs[k]] =
+        k == 0 ? Transposed(computed, {2, 0, 1, 3}) : Transposed(computed, {1, 0, 2});
   }
   return Status::Ok();
 }
@@ -1410,6 +1577,218 @@ Status RunQLinearMatMul(const Node& n, const Lookup& in, HostTensor* out) {
   return Status::Ok();
 }
 
+// t - zero as float32 (exact for 8-bit values); `zero` holds one value or one per slice of
+// `slice` elements (a per-output-channel weight zero point).
+HostTensor ShiftedToFloat(const HostTensor& t, const HostTensor* zero, int64_t slice) {
+  HostTensor f = HostTensor::Zeros(DType::kFloat32, t.dims);
+  for (int64_t e = 0; e < t.num_elements(); ++e) {
+    const double z = zero == nullptr ? 0 : zero->at(zero->num_elements() == 1 ? 0 : e / slice);
+    f.f[e] = static_cast<float>(t.at(e) - z);
+  }
+  return f;
+}
+
+// The integer convolution of ConvInteger (inputs x, w, x_zero_point, w_zero_point) and
+// QLinearConv (x, x_scale, x_zero_point, w, w_scale, w_zero_point, ...): (x - x_zero) conv
+// (w - w_zero), padding with x's zero point, as exact float sums (ReferenceGemm sums in double).
+StatusOr<HostTensor> IntegerConv(const Graph& g, const Node& n, const Lookup& in, size_t x_at,
+                                 size_t x_zero_at, size_t w_at, size_t w_zero_at) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  const HostTensor& w = *opt(w_at);
+  FUSOR_ASSIGN_OR_RETURN(Window window, ConvWindow(g, n));
+  HostTensor out = HostTensor::Zeros(DType::kFloat32, g.tensor(n.outputs[0]).dims);
+  RunConv(n, window, ShiftedToFloat(*opt(x_at), opt(x_zero_at), 1),
+          ShiftedToFloat(w, opt(w_zero_at), w.num_elements() / w.dims[0]), nullptr, &out);
+  return out;
+}
+
+Status RunConvInteger(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
+  FUSOR_ASSIGN_OR_RETURN(HostTensor c, IntegerConv(g, n, in, 0, 2, 1, 3));
+  for (int64_t e = 0; e < out->num_elements(); ++e) out->i[e] = std::llround(c.f[e]);
+  return Status::Ok();
+}
+
+// QLinearConv: the integer convolution plus the int32 bias, rescaled by x_scale * w_scale /
+// y_scale (w_scale per output channel or one) in float32, rounded half to even, plus y's zero
+// point, saturated.
+Status RunQLinearConv(const Graph& g, const Node& n, const Lookup& in, HostTensor* out) {
+  auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
+  FUSOR_RETURN_IF_ERROR(CheckPerTensor(n, {opt(1), opt(2), opt(6), opt(7)}));
+  FUSOR_ASSIGN_OR_RETURN(HostTensor c, IntegerConv(g, n, in, 0, 2, 3, 5));
+  const HostTensor& w_scale = *opt(4);
+  const HostTensor* bias = opt(8);
+  const int64_t channels = out->dims[1], plane = out->num_elements() / (out->dims[0] * channels);
+  const double zero = opt(7) == nullptr ? 0 : opt(7)->at(0);
+  for (int64_t e = 0; e < out->num_elements(); ++e) {
+    const int64_t oc = e / plane % channels;
+    const float scale = static_cast<float>(opt(1)->at(0)) *
+                        static_cast<float>(w_scale.at(w_scale.num_elements() == 1 ? 0 : oc)) /
+                        static_cast<float>(opt(6)->at(0));
+    const double acc = std::llround(c.f[e]) + (bias == nullptr ? 0 : bias->at(oc));
+    out->i[e] = static_cast<int64_t>(
+        QuantizeValue(std::nearbyint(static_cast<float>(acc) * scale) + zero, out->dtype));
+  }
+  return Status::Ok();
+}
+
+// Einsum from its definition: each output element is the sum, over the labels only the operands
+// carry, of the product of the operands at those labels (a label twice on one operand reads its
+// diagonal; a broadcast ellipsis dim of length 1 reads index 0).
+Status RunEinsum(const Node& n, const Lookup& in, HostTensor* out) {
+  std::vector<const HostTensor*> operands;
+  std::vector<Shape> shapes;
+  for (TensorId t : n.inputs) {
+    operands.push_back(in(t));
+    shapes.push_back(operands.back()->dims);
+  }
+  FUSOR_ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(n.GetString("equation", ""), shapes));
+  // Labels in iteration order: the output's, then the summed ones.
+  std::vector<int> order = spec.output;
+  for (int label = 0; label < static_cast<int>(spec.label_dims.size()); ++label) {
+    if (spec.label_dims[label] > 0 && std::find(order.begin(), order.end(), label) == order.end()) {
+      order.push_back(label);
+    }
+  }
+  Shape extent;
+  for (int label : order) extent.push_back(spec.label_dims[label]);
+  // stride[k][j]: how far operand k's offset moves per step of label order[j].
+  std::vector<std::vector<int64_t>> stride(operands.size(), std::vector<int64_t>(order.size(), 0));
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const std::vector<int64_t> dim_strides = RowMajorStrides(shapes[k]);
+    for (size_t d = 0; d < shapes[k].size(); ++d) {
+      const int label = spec.operands[k][d];
+      const size_t j = std::find(order.begin(), order.end(), label) - order.begin();
+      if (shapes[k][d] == spec.label_dims[label]) stride[k][j] += dim_strides[d];
+    }
+  }
+  const int64_t summed = NumElements(Shape(extent.begin() + spec.output.size(), extent.end()));
+  std::vector<int64_t> coord(order.size(), 0);
+  for (int64_t o = 0; o < out->num_elements(); ++o) {
+    double acc = 0;
+    for (int64_t s = 0; s < summed; ++s, NextCoord(extent, &coord)) {
+      double product = 1;
+      for (size_t k = 0; k < operands.size(); ++k) {
+        int64_t off = 0;
+        for (size_t j = 0; j < order.size(); ++j) off += coord[j] * stride[k][j];
+        product *= operands[k]->at(off);
+      }
+      acc += product;
+    }
+    Store(out, o, acc);
+  }
+  return Status::Ok();
+}
+
+// NonZero: the coordinates of the non-zero elements, row-major, as [rank, count].
+void RunNonZero(const HostTensor& x, HostTensor* out) {
+  const int64_t count = out->dims[1];
+  std::vector<int64_t> coord(x.dims.size(), 0);
+  int64_t k = 0;
+  for (int64_t e = 0; e < x.num_elements() && k < count; ++e, NextCoord(x.dims, &coord)) {
+    if (x.at(e) == 0) continue;
+    for (size_t d = 0; d < coord.size(); ++d) out->i[d * count + k] = coord[d];
+    ++k;
+  }
+}
+
+// Unique: the unique slices (graph/unique_values.h) and, when asked, their first indices, each
+// input slice's unique position and their counts.
+Status RunUnique(const Node& n, const HostTensor& x, TensorValues* values) {
+  std::optional<int64_t> axis;
+  if (n.FindAttr("axis") != nullptr) axis = NormalizeAxis(n.GetInt("axis", 0), x.dims.size());
+  std::vector<double> flat(x.num_elements());
+  for (int64_t e = 0; e < x.num_elements(); ++e) flat[e] = x.at(e);
+  const UniqueSlices u = FindUniqueSlices(flat, x.dims, axis, n.GetInt("sorted", 1) != 0);
+  HostTensor& y = (*values)[n.outputs[0]];
+  if (y.dims.empty() || y.dims[axis.value_or(0)] != static_cast<int64_t>(u.first.size())) {
+    return Status::FailedPrecondition(NodeLabel(n) + ": the input has " +
+                                      std::to_string(u.first.size()) +
+                                      " unique slices, not the count the import sized Y for");
+  }
+  HostTensor flattened;
+  const HostTensor* source = &x;
+  if (!axis) {
+    flattened = x;
+    flattened.dims = {x.num_elements()};
+    source = &flattened;
+  }
+  for (size_t p = 0; p < u.first.size(); ++p) {
+    CopyAlongAxis(*source, axis.value_or(0), u.first[p], &y, static_cast<int64_t>(p), 1);
+  }
+  const std::vector<int64_t>* rest[] = {&u.first, &u.inverse, &u.counts};
+  for (size_t k = 1; k < n.outputs.size() && k < 4; ++k) {
+    if (n.outputs[k] != kNoId) (*values)[n.outputs[k]].i = *rest[k - 1];
+  }
+  return Status::Ok();
+}
+
+// MaxUnpool: zeros, with each x written where its index (MaxPool's Indices, flat in the shape
+// the pooling inverts: (x - 1) * stride + kernel - pads per spatial dim) points; a larger
+// output_shape keeps those coordinates, the rest of it zeros.
+Status RunMaxUnpool(const Node& n, const HostTensor& x, const HostTensor& indices,
+                    HostTensor* out) {
+  const std::vector<int64_t> kernel = n.GetInts("kernel_shape");
+  std::vector<int64_t> strides = n.GetInts("strides"), pads = n.GetInts("pads");
+  const size_t s = x.dims.size() - 2;
+  if (kernel.size() != s) {
+    return Status::InvalidArgument(NodeLabel(n) + ": kernel_shape has " +
+                                   std::to_string(kernel.size()) + " dims, X has " +
+                                   std::to_string(s) + " spatial dims");
+  }
+  if (strides.size() != s) strides.assign(s, 1);
+  if (pads.size() != 2 * s) pads.assign(2 * s, 0);
+  Shape unpooled = {x.dims[0], x.dims[1]};
+  for (size_t d = 0; d < s; ++d) {
+    unpooled.push_back((x.dims[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + s]);
+  }
+  const std::vector<int64_t> strides_in = RowMajorStrides(unpooled);
+  const std::vector<int64_t> strides_out = RowMajorStrides(out->dims);
+  for (int64_t e = 0; e < x.num_elements(); ++e) {
+    int64_t rest = indices.i[e], at = 0;
+    if (rest < 0 || rest >= NumElements(unpooled)) {
+      return Status::InvalidArgument(NodeLabel(n) + ": index " + std::to_string(rest) +
+                                     " is outside the unpooled " + ShapeString(unpooled));
+    }
+    for (size_t d = 0; d < unpooled.size(); ++d) {
+      const int64_t c = rest / strides_in[d];
+      rest %= strides_in[d];
+      if (c >= out->dims[d]) at = -1;
+      if (at >= 0) at += c * strides_out[d];
+    }
+    if (at >= 0) Store(out, at, x.at(e));
+  }
+  return Status::Ok();
+}
+
+// MelWeightMatrix [dft_length / 2 + 1, num_mel_bins] as ONNX's reference builds it: num_mel_bins
+// + 2 points evenly spaced in mel between the edges, mapped to spectrogram bins (floored), and a
+// triangle per mel bin rising from its left point to its centre and falling to its right one.
+void RunMelWeightMatrix(const Node& n, const Lookup& in, HostTensor* out) {
+  auto value = [&](size_t i) { return in(n.inputs[i])->at(0); };
+  const int64_t mels = out->dims[1], dft = static_cast<int64_t>(value(1));
+  const double rate = value(2);
+  auto mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
+  const double low = mel(value(3)), step = (mel(value(4)) - low) / static_cast<double>(mels + 2);
+  std::vector<int64_t> bins;
+  for (int64_t k = 0; k < mels + 2; ++k) {
+    const double hz = 700 * (std::pow(10.0, (static_cast<double>(k) * step + low) / 2595) - 1);
+    bins.push_back(static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / rate)));
+  }
+  auto set = [&](int64_t row, int64_t col, double v) {
+    if (row >= 0 && row < out->dims[0]) Store(out, row * mels + col, v);
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    const int64_t left = bins[i], centre = bins[i + 1], right = bins[i + 2];
+    if (centre == left) set(centre, i, 1);
+    for (int64_t j = left; centre != left && j <= centre; ++j) {
+      set(j, i, static_cast<double>(j - left) / static_cast<double>(centre - left));
+    }
+    for (int64_t j = centre; j < right; ++j) {
+      set(j, i, static_cast<double>(right - j) / static_cast<double>(right - centre));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
@@ -1545,7 +1924,8 @@ void RunDropout(const Node& n, const Lookup& in, TensorValues* values) {
   }
 }
 
-// The normalisations whose optional outputs the reference computes (OnlyReferenceComputes).
+// The normalisations whose optional outputs the reference computes: LayerNormalization, and
+// BatchNormalization in training mode (OnlyReferenceComputes).
 void RunWithOptionalOutputs(const Node& n, const Lookup& in, TensorValues* values) {
   std::array<HostTensor*, 3> out{};
   for (size_t k = 0; k < std::min<size_t>(3, n.outputs.size()); ++k) {
@@ -1603,6 +1983,15 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "MeanVarianceNormalization") return RunMeanVarianceNorm(n, x, out), Status::Ok();
   if (op == "LRN") return RunLrn(n, x, out), Status::Ok();
   if (op == "Det") return RunDet(x, out), Status::Ok();
+  if (op == "CumSum") return RunCumSum(n, x, *opt(1), out);
+  if (op == "OneHot") return RunOneHot(n, x, *opt(2), out), Status::Ok();
+  if (op == "Compress") return RunCompress(n, x, *opt(1), out), Status::Ok();
+  if (op.ends_with("Window")) return RunWindow(n, out), Status::Ok();
+  if (op == "GridSample") return RunGridSample(n, x, *opt(1), out);
+  if (op == "TfIdfVectorizer") return RunTfIdfVectorizer(n, x, out);
+  if (op == "DFT") return RunDft(n, x, opt(1), opt(2), out);
+  if (op == "RoiAlign") return RunRoiAlign(n, x, *opt(1), *opt(2), out);
+  if (op == "MaxUnpool") return RunMaxUnpool(n, x, *opt(1), out);
   if (op == "BitShift") return RunBitShift(n, x, *opt(1), out), Status::Ok();
   if (op == "QuantizeLinear" || op == "DequantizeLinear") {
     return RunLinearQuantization(n, x, *opt(1), opt(2), out), Status::Ok();
@@ -1656,9 +2045,19 @@ Status CheckDropout(const Graph& g, const Node& n) {
   if (n.inputs.size() < 3 || constant_zero(2) || (n.inputs.size() >= 2 && constant_zero(1))) {
     return Status::Ok();
   }
+  // A ratio or training_mode given at run time may well be 0 / false: say how to fix it.
+  std::string fix;
+  for (size_t i : {1, 2}) {
+    const Tensor& t = g.tensor(n.input(i));
+    if (fix.empty() && t.kind == TensorKind::kGraphInput) {
+      fix = " (if graph input '" + t.name + "' is fixed, give it at import with --const-input " +
+            t.name + "=FILE)";
+    }
+  }
   return Status::Unimplemented(NodeLabel(n) +
                                ": Dropout in training mode (training_mode not a constant false, "
-                               "ratio not 0) draws a random mask; Fusor runs inference only");
+                               "ratio not 0) draws a random mask; Fusor runs inference only" +
+                               fix);
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
@@ -1689,11 +2088,22 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
                                  "Clip",
                                  "EyeLike",
                                  "TopK",
+                                 "CumSum",
+                                 "OneHot",
+                                 "Compress",
+                                 "HannWindow",
+                                 "HammingWindow",
+                                 "BlackmanWindow",
                                  "BitShift",
                                  "QuantizeLinear",
                                  "DynamicQuantizeLinear",
                                  "MatMulInteger",
-                                 "QLinearMatMul"};
+                                 "QLinearMatMul",
+                                 "ConvInteger",
+                                 "QLinearConv",
+                                 "MaxPool",
+                                 "Unique",
+                                 "NonZero"};
   bool int_ok =
       IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
                                               [&](const char* o) { return n.op_type == o; });
@@ -1754,12 +2164,29 @@ bool IsComputeOp(const std::string& op) {
                                "LRN",
                                "Det",
                                "TopK",
+                               "CumSum",
+                               "GridSample",
+                               "TfIdfVectorizer",
+                               "DFT",
+                               "RoiAlign",
+                               "MaxUnpool",
+                               "OneHot",
+                               "Compress",
+                               "HannWindow",
+                               "HammingWindow",
+                               "BlackmanWindow",
                                "BitShift",
                                "QuantizeLinear",
                                "DequantizeLinear",
                                "DynamicQuantizeLinear",
                                "MatMulInteger",
-                               "QLinearMatMul"};
+                               "QLinearMatMul",
+                               "ConvInteger",
+                               "QLinearConv",
+                               "Einsum",
+                               "Unique",
+                               "NonZero",
+                               "MelWeightMatrix"};
   return IsUnary(op) || Binary(op, false) ||
          std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
 }
@@ -1778,9 +2205,6 @@ Status CheckReferenceKernel(const Graph& g, NodeId id) {
   }
   if (n.op_type == "Dropout") FUSOR_RETURN_IF_ERROR(CheckDropout(g, n));
   if (n.op_type == "PRelu") FUSOR_RETURN_IF_ERROR(CheckSlopeBroadcasts(g, n));
-  if (n.op_type == "MaxPool" && n.outputs.size() > 1) {
-    return Status::Unimplemented(NodeLabel(n) + ": MaxPool's Indices output is not supported");
-  }
   return CheckFloatOnly(g, n);
 }
 
@@ -1839,17 +2263,32 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
     (*values)[t] = HostTensor::Zeros(g.tensor(t).dtype, g.tensor(t).dims);
   }
   if (IsInjectiveOp(n.op_type)) return RunInjective(g, n, in, values);
-  if (n.op_type == "LSTM") return RunLstm(n, in, values);
-  if (n.op_type == "GRU" || n.op_type == "RNN") return RunGru(g, n, in, values);
+  if (n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "RNN") {
+    return RunRecurrent(g, n, in, values);
+  }
   if (n.op_type == "TopK") return RunTopK(g, n, in, values);
   if (n.op_type == "MatMulInteger") return RunMatMulInteger(n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "QLinearMatMul") return RunQLinearMatMul(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "ConvInteger") return RunConvInteger(g, n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "Einsum") return RunEinsum(n, in, &(*values)[n.outputs[0]]);
+  if (n.op_type == "Unique") return RunUnique(n, *in(n.inputs[0]), values);
+  if (n.op_type == "MelWeightMatrix") {
+    return RunMelWeightMatrix(n, in, &(*values)[n.outputs[0]]), Status::Ok();
+  }
+  if (n.op_type == "NonZero") {
+    return RunNonZero(*in(n.inputs[0]), &(*values)[n.outputs[0]]), Status::Ok();
+  }
+  if (n.op_type == "QLinearConv") return RunQLinearConv(g, n, in, &(*values)[n.outputs[0]]);
   if (n.op_type == "DynamicQuantizeLinear") {
     return RunDynamicQuantize(n, *in(n.inputs[0]), values), Status::Ok();
   }
   if (n.op_type == "Dropout") return RunDropout(n, in, values), Status::Ok();
   if (n.op_type == "SoftmaxCrossEntropyLoss") return RunSoftmaxCrossEntropy(n, in, values);
-  if (n.op_type == "LayerNormalization" || OnlyReferenceComputes(g, n)) {
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1) {
+    return RunPool(g, n, *in(n.inputs[0]), &(*values)[n.outputs[0]], &(*values)[n.outputs[1]]);
+  }
+  if (n.op_type == "LayerNormalization" ||
+      (n.op_type == "BatchNormalization" && OnlyReferenceComputes(g, n))) {
     return RunWithOptionalOutputs(n, in, values), Status::Ok();
   }
   return RunCompute(g, n, in, &(*values)[n.outputs[0]]);

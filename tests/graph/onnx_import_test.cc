@@ -182,6 +182,95 @@ TEST(OnnxImport, ShapeDecidingInputFixedAtImportFolds) {
   EXPECT_FALSE(ImportOnnxBytes(b.Serialize(), options).ok());
 }
 
+// A shape operand computed from a graph input (an expanded HannWindow's Range over Cast(size))
+// is refused naming that input and --const-input; given a value, the chain folds.
+TEST(OnnxImport, ShapeOperandComputedFromAGraphInputNamesThatInput) {
+  OnnxBuilder b;
+  b.Input("n", {}, "", onnx::TensorProto::INT64).Output("y", onnx::TensorProto::INT64);
+  b.Int64Constant("zero", {0}, {}).Int64Constant("one", {1}, {});
+  b.Node("Add", {"n", "one"}, {"limit"});
+  b.Node("Range", {"zero", "limit", "one"}, {"y"});
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("from graph input 'n'"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("--const-input n=FILE"), std::string::npos);
+  ImportOptions options;
+  TensorData n;
+  n.dtype = DType::kInt64;
+  n.i = {4};
+  options.constant_inputs["n"] = n;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{5}));
+}
+
+// ONNX's shape inference gives OneHot no dims; with a constant depth the import does: the
+// indices' dims with depth inserted at axis, in the values' element type.
+TEST(OnnxImport, OneHotWithConstantDepthGetsItsShape) {
+  OnnxBuilder b;
+  b.Input("indices", {2, 3}, "", onnx::TensorProto::INT64).Output("y");
+  b.Int64Constant("depth", {4}, {}).FloatConstant("values", {0, 1});
+  OnnxBuilder::IntAttr(b.Node("OneHot", {"indices", "depth", "values"}, {"y"}), "axis", 1);
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{2, 4, 3}));
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dtype, DType::kFloat32);
+}
+
+// Compress's output length is the count of true entries of its condition: refused naming the
+// condition while it is a graph input, shaped once it is given at import.
+TEST(OnnxImport, CompressWithConditionGivenAtImportKeepsTheTrueSlices) {
+  OnnxBuilder b;
+  b.Input("x", {3, 2}).Input("condition", {3}, "", onnx::TensorProto::BOOL).Output("y");
+  OnnxBuilder::IntAttr(b.Node("Compress", {"x", "condition"}, {"y"}), "axis", 0);
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--const-input condition=FILE"), std::string::npos)
+      << refused.status().message();
+  ImportOptions options;
+  TensorData condition;
+  condition.dtype = DType::kBool;
+  condition.dims = {3};
+  condition.i = {1, 0, 1};
+  options.constant_inputs["condition"] = condition;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{2, 2}));
+}
+
+// ONNX's shape inference gives Einsum its rank only; the import gives its dims from the equation.
+TEST(OnnxImport, EinsumGetsItsDimsFromTheEquation) {
+  OnnxBuilder b(12);
+  b.Input("a", {5, 2, 3}).Input("b", {5, 3, 4}).Output("y");
+  OnnxBuilder::StringAttr(b.Node("Einsum", {"a", "b"}, {"y"}), "equation", "bij,bjk->bki");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->tensor(g->outputs()[0]).dims, (Shape{5, 4, 2}));
+}
+
+// Unique's output sizes depend on its input's values: refused naming --const-input while the
+// input is a graph input, sized from the value once it is given at import.
+TEST(OnnxImport, UniqueOfAnInputGivenAtImportIsSized) {
+  OnnxBuilder b(11);
+  b.Input("x", {6}).Output("y").Output("counts", onnx::TensorProto::INT64);
+  b.Node("Unique", {"x"}, {"y", "", "", "counts"});
+  auto refused = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--const-input x=FILE"), std::string::npos)
+      << refused.status().message();
+  ImportOptions options;
+  TensorData x;
+  x.dtype = DType::kFloat32;
+  x.dims = {6};
+  x.f = {2, 1, 1, 3, 4, 3};
+  options.constant_inputs["x"] = x;
+  options.keep_constant_nodes = true;
+  auto g = ImportOnnxBytes(b.Serialize(), options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (TensorId out : g->outputs()) EXPECT_EQ(g->tensor(out).dims, (Shape{4}));
+}
+
 TEST(OnnxImport, FoldsWeightOnlyNodesIntoWeights) {
   OnnxBuilder b;
   b.Input("x", {4, 8}).Output("y").Weight("w", {16, 8});
@@ -588,7 +677,8 @@ TEST(OnnxImport, LostDimNamesTheNodeAndTheShapeOperand) {
   EXPECT_NE(m.find("--dim cannot help"), std::string::npos) << m;
 }
 
-// A NonZero's output length depends on the data, which Fusor never reads.
+// A NonZero's output length depends on the data of its input, which the message names with the
+// --const-input that would give it.
 TEST(OnnxImport, LostDimOfADataDependentOpSaysSo) {
   OnnxBuilder b(13);
   b.Input("x", {2, 6}).Output("y");
@@ -598,8 +688,9 @@ TEST(OnnxImport, LostDimOfADataDependentOpSaysSo) {
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("node 'nz' (NonZero) loses a dim"), std::string::npos)
       << g.status().message();
-  EXPECT_NE(g.status().message().find("depends on the input values"), std::string::npos)
+  EXPECT_NE(g.status().message().find("depends on the values of its input 'x'"), std::string::npos)
       << g.status().message();
+  EXPECT_NE(g.status().message().find("--const-input x=FILE"), std::string::npos);
 }
 
 }  // namespace

@@ -959,15 +959,34 @@ TEST(Executor, UnsupportedResizeModeNamesNodeAndMode) {
   TensorId x = b.Input("x", {1, 1, 2, 2});
   TensorId y = b.Act("y", {1, 1, 4, 4});
   b.Op("Resize", {x, b.FloatConstant("roi", {}), b.FloatConstant("sc", {1, 1, 2, 2})}, {y},
-       {{"mode", "cubic"}});
+       {{"mode", "lanczos"}});
   b.Output(y);
   Graph g = b.Build();
   auto exec = Executor::Create(g, UnfusedPlan(g), *RandomLeafValues(g, 1));
   ASSERT_FALSE(exec.ok());
   EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
-  EXPECT_NE(exec.status().message().find("node 'Resize_0' (Resize): mode 'cubic' is not supported"),
-            std::string::npos)
+  EXPECT_NE(
+      exec.status().message().find("node 'Resize_0' (Resize): mode 'lanczos' is not supported"),
+      std::string::npos)
       << exec.status().message();
+}
+
+// The fused loop resamples nearest and linear only; a cubic Resize, alone or between elementwise
+// ops, runs through the reference interpreter and gives its values in every plan.
+TEST(Executor, CubicResizeRunsThroughTheReferenceInEveryPlan) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 3, 5});
+  TensorId r = b.Act("r", {1, 2, 3, 5});
+  TensorId z = b.Act("z", {1, 2, 6, 10});
+  TensorId y = b.Act("y", {1, 2, 6, 10});
+  b.Op("Relu", {x}, {r});
+  b.Op("Resize", {r, b.FloatConstant("roi", {}), b.FloatConstant("sc", {1, 1, 2, 2})}, {z},
+       {{"mode", "cubic"}, {"exclude_outside", int64_t{1}}});
+  b.Op("Sigmoid", {z}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, UnfusedPlan(g));
+  ExpectMatchesReference(g, MaxFusionPlan(g));
 }
 
 TEST(LoopKernel, PadReflectEdgeConstantInOneLoop) {
@@ -1044,19 +1063,54 @@ TEST(AnchorKernel, MatMulWithOneDimensionalOperands) {
   ExpectMatchesReference(g, UnfusedPlan(g));
 }
 
-// Einsum has neither a oneDNN form nor a reference kernel (docs/coverage.md's refused ops).
+// oneDNN pools floats; a MaxPool over uint8 or with its Indices read is opaque and runs through the
+// reference fallback in every plan (an integer MaxPool reached the reference's training
+// BatchNormalization and crashed).
+TEST(Executor, IntegerMaxPoolAndMaxPoolIndicesRunThroughTheReference) {
+  for (DType dtype : {DType::kUInt8, DType::kFloat32}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 2, 4, 4}, dtype);
+    TensorId y = b.Act("y", {1, 2, 2, 2}, dtype);
+    std::vector<TensorId> outputs = {y};
+    if (dtype == DType::kFloat32) outputs.push_back(b.Act("idx", {1, 2, 2, 2}, DType::kInt64));
+    b.Op("MaxPool", {x}, outputs,
+         {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
+    for (TensorId t : outputs) b.Output(t);
+    Graph g = b.Build();
+    SCOPED_TRACE(DTypeName(dtype));
+    ExpectMatchesReference(g, UnfusedPlan(g));
+    ExpectMatchesReference(g, MaxFusionPlan(g));
+  }
+}
+
+// oneDNN's deconvolution extends the output past the kernels' reach when output_shape asks for
+// one more element than they give (a negative end padding), as the reference does.
+TEST(Executor, ConvTransposeWithOutputShapeBeyondTheKernelsMatchesTheReference) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 2, 3, 3});
+  TensorId w = b.Weight("w", {2, 2, 3, 3});
+  TensorId y = b.Act("y", {1, 2, 10, 8});
+  b.Op("ConvTranspose", {x, w}, {y},
+       {{"strides", std::vector<int64_t>{3, 2}}, {"output_shape", std::vector<int64_t>{10, 8}}});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectMatchesReference(g, UnfusedPlan(g));
+}
+
+// Bernoulli (random draws) has neither a oneDNN form nor a reference kernel (docs/coverage.md's
+// refused ops).
 TEST(Executor, OpaqueOpIsUnimplementedNamingTheNode) {
   IrBuilder b;
   TensorId x = b.Input("x", {4});
   TensorId y = b.Act("y", {4});
-  b.Op("Einsum", {x}, {y});
+  b.Op("Bernoulli", {x}, {y});
   b.Output(y);
   Graph g = b.Build();
   auto leaves = RandomLeafValues(g, 1);
   auto exec = Executor::Create(g, UnfusedPlan(g), *leaves);
   ASSERT_FALSE(exec.ok());
   EXPECT_EQ(exec.status().code(), Status::Code::kUnimplemented);
-  EXPECT_NE(exec.status().message().find("node 'Einsum_0' (Einsum)"), std::string::npos)
+  EXPECT_NE(exec.status().message().find("node 'Bernoulli_0' (Bernoulli)"), std::string::npos)
       << exec.status().message();
 }
 

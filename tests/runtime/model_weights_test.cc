@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
@@ -120,4 +121,25 @@ TEST_F(ModelWeightsTest, WithoutWeightsInputsAreTheSeededOnes) {
 }
 
 }  // namespace
+// uint64 is computed in int64: values up to 2^63 - 1 are kept exactly, a larger one is refused
+// naming the tensor and the value instead of turning negative.
+TEST(ToHostTensor, Uint64AboveTheInt64RangeIsRefusedNamingTheValue) {
+  TensorData d;
+  d.name = "x";
+  d.dtype = DType::kUInt64;
+  d.dims = {2};
+  d.i = {7, std::numeric_limits<int64_t>::max()};
+  auto kept = ToHostTensor(d);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->i, d.i);
+  d.i[1] = static_cast<int64_t>(uint64_t{1} << 63);
+  auto refused = ToHostTensor(d);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnimplemented);
+  EXPECT_NE(
+      refused.status().message().find("tensor 'x' holds the uint64 value 9223372036854775808"),
+      std::string::npos)
+      << refused.status().message();
+}
+
 }  // namespace fusor

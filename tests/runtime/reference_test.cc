@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 #include "graph/graph_builder.h"
 #include "tests/graph/ir_builder.h"
@@ -453,6 +456,24 @@ TEST(Reference, ConvTransposeAutoPadSameUpperAndLower) {
   ExpectValues(out->at(lower), {1, 3, 2, 5, 3, 3});
 }
 
+// An output_shape one longer than the kernels reach (total padding -1) extends the output at the
+// end, as ONNX's floor division of the total gives (conformance: convtranspose_output_shape).
+TEST(Reference, ConvTransposeOutputShapeBeyondTheKernelsExtendsTheEnd) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2});
+  TensorId w = b.Weight("w", {1, 1, 2});
+  TensorId y = b.Act("y", {1, 1, 5});
+  b.Op("ConvTranspose", {x, w}, {y}, {Ints("strides", {2}), Ints("output_shape", {5})});
+  b.Output(y);
+  Graph g = b.Build();
+  auto leaves = RandomLeafValues(g, 1);
+  (*leaves)[x] = F({1, 1, 2}, {1, 2});
+  (*leaves)[w] = F({1, 1, 2}, {1, 1});
+  auto out = RunReference(g, *leaves);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectValues(out->at(y), {1, 1, 2, 2, 0});
+}
+
 // One Resize of x (shape [1, n]) along its last dim; `sizes` or `scales` give the output length.
 HostTensor ResizeRow(std::vector<float> x, int64_t out_len, std::vector<Attribute> attrs,
                      double scale = 0) {
@@ -547,7 +568,7 @@ TEST(Reference, ResizeAlignCornersWithScalesUsesTheUnroundedLength) {
 
 TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
   for (auto [attr, value] : std::vector<std::pair<std::string, std::string>>{
-           {"mode", "cubic"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}}) {
+           {"mode", "lanczos"}, {"coordinate_transformation_mode", "half_pixel_symmetric"}}) {
     IrBuilder b;
     TensorId x = b.Input("x", {1, 2});
     TensorId y = b.Act("y", {1, 4});
@@ -563,6 +584,381 @@ TEST(Reference, ResizeUnsupportedModesNameNodeAndValue) {
               std::string::npos)
         << out.status().message();
   }
+}
+
+// Cubic, half_pixel, 4 -> 2: positions .5 and 2.5, each between four taps weighted (a = -.75)
+// -.09375, .59375, .59375, -.09375, the edge repeated beyond the input (14.0625, 35.9375); with
+// exclude_outside the tap outside gets 0 and the others are renormalised by 1.09375.
+TEST(Reference, ResizeCubicByHand) {
+  Attribute cubic = Str("mode", "cubic");
+  ExpectValues(ResizeRow({10, 20, 30, 40}, 2, {cubic}), {14.0625f, 35.9375f});
+  ExpectValues(ResizeRow({10, 20, 30, 40}, 2, {cubic, Int("exclude_outside", 1)}),
+               {15 / 1.09375f, 39.6875f / 1.09375f});
+}
+
+// tf_crop_and_resize, linear, [10, 20, 30, 40] -> 3 over roi [.25, .75] of the last dim reads
+// .75, 1.5, 2.25; over [-.5, 1.5] it reads -1.5 and 4.5, outside: extrapolation_value.
+TEST(Reference, ResizeCropAndResizeByHand) {
+  auto crop = [](double start, double end) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 4});
+    TensorId y = b.Act("y", {1, 3});
+    b.Op("Resize",
+         {x, b.FloatConstant("roi", {0, start, 1, end}), b.FloatConstant("scales", {}),
+          b.IntConstant("sizes", {1, 3})},
+         {y},
+         {Str("mode", "linear"),
+          Str("coordinate_transformation_mode", "tf_crop_and_resize"),
+          {"extrapolation_value", 7.0}});
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, {{x, F({1, 4}, {10, 20, 30, 40})}});
+  };
+  ExpectValues(crop(0.25, 0.75), {17.5f, 25, 32.5f});
+  ExpectValues(crop(-0.5, 1.5), {7, 25, 7});
+}
+
+// Grid positions on X [[10, 20]] (without align_corners, x = ((g + 1) * 2 - 1) / 2): g = 0 reads
+// .5, g = -.5 reads 0, g = 3 reads 3.5, outside: zeros gives 0, border clamps to 1, reflection
+// folds it to -.5, halfway between index 0 and its mirror.
+TEST(Reference, GridSamplePaddingModesByHand) {
+  for (auto [padding, far] : std::vector<std::pair<std::string, float>>{
+           {"zeros", 0}, {"border", 20}, {"reflection", 10}}) {
+    SCOPED_TRACE(padding);
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 1, 2});
+    TensorId grid = b.Input("grid", {1, 1, 3, 2});
+    TensorId y = b.Act("y", {1, 1, 1, 3});
+    b.Op("GridSample", {x, grid}, {y}, {Str("padding_mode", padding)});
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(RunOne(g, {{x, F({1, 1, 1, 2}, {10, 20})},
+                            {grid, F({1, 1, 3, 2}, {3, 0, 0, 0, -0.5f, 0})}}),
+                 {far, 15, 10});
+  }
+}
+
+// CumSum of [[1, 2], [3, 4]] along axis 1, and exclusive in reverse along axis 0.
+TEST(Reference, CumSumByHand) {
+  for (auto [axis, exclusive_reverse, want] :
+       std::vector<std::tuple<int64_t, bool, std::vector<float>>>{{1, false, {1, 3, 3, 7}},
+                                                                  {0, true, {3, 4, 0, 0}}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {2, 2});
+    TensorId y = b.Act("y", {2, 2});
+    std::vector<Attribute> attrs;
+    if (exclusive_reverse) attrs = {Int("exclusive", 1), Int("reverse", 1)};
+    b.Op("CumSum", {x, b.IntScalar("axis", axis)}, {y}, attrs);
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(RunOne(g, {{x, F({2, 2}, {1, 2, 3, 4})}}), want);
+  }
+}
+
+// Periodic windows of length 4 (period 4) and a symmetric Hann window (period 3).
+TEST(Reference, WindowFunctionsByHand) {
+  auto window = [](const std::string& op, int64_t periodic) {
+    IrBuilder b;
+    TensorId y = b.Act("y", {4});
+    b.Op(op, {b.IntScalar("size", 4)}, {y}, {Int("periodic", periodic)});
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, {});
+  };
+  ExpectValues(window("HannWindow", 1), {0, 0.5f, 1, 0.5f});
+  ExpectValues(window("HannWindow", 0), {0, 0.75f, 0.75f, 0});
+  ExpectValues(window("HammingWindow", 1), {4 / 46.0f, 25 / 46.0f, 1, 25 / 46.0f});
+  ExpectValues(window("BlackmanWindow", 1), {0, 0.34f, 1, 0.34f});
+}
+
+// OneHot of [1, -1, 5] with depth 3 and values [0, 7]: -1 counts from the end, 5 is outside and
+// gives a row of zeros; along axis 0 the rows become columns.
+TEST(Reference, OneHotByHand) {
+  for (auto [axis, want] : std::vector<std::pair<int64_t, std::vector<float>>>{
+           {-1, {0, 7, 0, 0, 0, 7, 0, 0, 0}}, {0, {0, 0, 0, 7, 0, 0, 0, 7, 0}}}) {
+    IrBuilder b;
+    TensorId indices = b.Input("indices", {3}, DType::kInt64);
+    TensorId y = b.Act("y", {3, 3});
+    b.Op("OneHot", {indices, b.IntScalar("depth", 3), b.FloatConstant("values", {0, 7})}, {y},
+         {Int("axis", axis)});
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor idx = HostTensor::Zeros(DType::kInt64, {3});
+    idx.i = {1, -1, 5};
+    ExpectValues(RunOne(g, {{indices, idx}}), want);
+  }
+}
+
+// Compress of [[1, 2, 3], [4, 5, 6]]: rows by [0, 1], columns by [1, 0, 1], and without an
+// axis the flattened elements by [0, 1, 1] (a condition shorter than the input).
+TEST(Reference, CompressByHand) {
+  struct Case {
+    std::optional<int64_t> axis;
+    std::vector<int64_t> condition;
+    Shape out;
+    std::vector<float> want;
+  };
+  for (const Case& c : std::vector<Case>{{0, {0, 1}, {1, 3}, {4, 5, 6}},
+                                         {1, {1, 0, 1}, {2, 2}, {1, 3, 4, 6}},
+                                         {std::nullopt, {0, 1, 1}, {2}, {2, 3}}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {2, 3});
+    const int64_t len = static_cast<int64_t>(c.condition.size());
+    TensorId condition = b.Input("condition", {len}, DType::kBool);
+    TensorId y = b.Act("y", c.out);
+    std::vector<Attribute> attrs;
+    if (c.axis) attrs.push_back(Int("axis", *c.axis));
+    b.Op("Compress", {x, condition}, {y}, attrs);
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor cond = HostTensor::Zeros(DType::kBool, {len});
+    cond.i = c.condition;
+    ExpectValues(RunOne(g, {{x, F({2, 3}, {1, 2, 3, 4, 5, 6})}, {condition, cond}}), c.want);
+  }
+}
+
+// Training-mode Dropout with its ratio given at run time is refused naming --const-input for the
+// ratio (fixed at 0, Dropout is the identity, as the conformance case training_dropout_zero_ratio).
+TEST(Reference, TrainingDropoutWithARuntimeRatioNamesConstInput) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {2});
+  TensorId ratio = b.Input("ratio", {});
+  TensorId training = b.Input("training_mode", {}, DType::kBool);
+  TensorId y = b.Act("y", {2});
+  b.Op("Dropout", {x, ratio, training}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  Status s = CheckReferenceKernel(g, 0);
+  EXPECT_EQ(s.code(), Status::Code::kUnimplemented);
+  EXPECT_NE(s.message().find("--const-input ratio=FILE"), std::string::npos) << s.ToString();
+
+  IrBuilder fixed;
+  x = fixed.Input("x", {2});
+  y = fixed.Act("y", {2});
+  fixed.Op("Dropout", {x, fixed.FloatScalar("ratio", 0), fixed.Input("t", {}, DType::kBool)}, {y});
+  fixed.Output(y);
+  Graph identity = fixed.Build();
+  ExpectValues(RunOne(identity, {{x, F({2}, {3, -4})}}), {3, -4});
+}
+
+// ConvInteger pads with x's zero point: (x - 1) = [[1, 2], [3, 4]] under a 2x2 kernel of
+// (2 - 1) with one of padding sums each window's shifted values.
+TEST(Reference, ConvIntegerPadsWithTheZeroPointByHand) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 1, 2, 2}, DType::kUInt8);
+  TensorId w = b.Input("w", {1, 1, 2, 2}, DType::kUInt8);
+  TensorId y = b.Act("y", {1, 1, 3, 3}, DType::kInt32);
+  b.Op("ConvInteger", {x, w, b.IntScalar("x_zero", 1), b.IntScalar("w_zero", 1)}, {y},
+       {Ints("pads", {1, 1, 1, 1})});
+  b.Output(y);
+  Graph g = b.Build();
+  HostTensor xv = HostTensor::Zeros(DType::kUInt8, {1, 1, 2, 2});
+  xv.i = {2, 3, 4, 5};
+  HostTensor wv = HostTensor::Zeros(DType::kUInt8, {1, 1, 2, 2});
+  wv.i = {2, 2, 2, 2};
+  ExpectValues(RunOne(g, {{x, xv}, {w, wv}}), {1, 3, 2, 4, 10, 6, 3, 7, 4});
+}
+
+// TfIdfVectorizer over [1, 2, 1, 3] with pool {1}, {(1, 2), (1, 3)} and one skip: the unigram 1
+// twice (once per position), (1, 2) at distance 1 and (1, 3) at distance 1, (1, 1) at distance 2
+// not in the pool; min_gram_length 2 drops the unigram; TFIDF multiplies by the weights.
+TEST(Reference, TfIdfVectorizerCountsSkipGramsByHand) {
+  auto vectorize = [](int64_t min_len, const std::string& mode) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {4}, DType::kInt64);
+    TensorId y = b.Act("y", {3});
+    b.Op("TfIdfVectorizer", {x}, {y},
+         {Int("min_gram_length", min_len),
+          Int("max_gram_length", 2),
+          Int("max_skip_count", 1),
+          Str("mode", mode),
+          Ints("ngram_counts", {0, 1}),
+          Ints("ngram_indexes", {0, 1, 2}),
+          Ints("pool_int64s", {1, 1, 2, 1, 3}),
+          {"weights", std::vector<double>{0.5, 2, 3}}});
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor xv = HostTensor::Zeros(DType::kInt64, {4});
+    xv.i = {1, 2, 1, 3};
+    return RunOne(g, {{x, xv}});
+  };
+  ExpectValues(vectorize(1, "TF"), {2, 1, 1});
+  ExpectValues(vectorize(2, "TF"), {0, 1, 1});
+  ExpectValues(vectorize(1, "TFIDF"), {1, 2, 3});
+  ExpectValues(vectorize(1, "IDF"), {0.5f, 2, 3});
+}
+
+// Einsum by hand: a batched matrix product, a diagonal under an ellipsis, and the implicit output
+// (the labels used once, alphabetically: "ji" transposes).
+TEST(Reference, EinsumByHand) {
+  auto einsum = [](const std::string& equation,
+                   std::vector<std::pair<Shape, std::vector<float>>> in, Shape out) {
+    IrBuilder b;
+    std::vector<TensorId> ids;
+    TensorValues values;
+    for (size_t k = 0; k < in.size(); ++k) {
+      ids.push_back(b.Input("x" + std::to_string(k), in[k].first));
+      values[ids.back()] = F(in[k].first, in[k].second);
+    }
+    TensorId y = b.Act("y", out);
+    b.Op("Einsum", ids, {y}, {Str("equation", equation)});
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, values);
+  };
+  // [[1, 2]] x [[3], [4]] = 11 and [[5, 6]] x [[7], [8]] = 83.
+  ExpectValues(
+      einsum("bij, bjk -> bik", {{{2, 1, 2}, {1, 2, 5, 6}}, {{2, 2, 1}, {3, 4, 7, 8}}}, {2, 1, 1}),
+      {11, 83});
+  ExpectValues(einsum("...ii->...i", {{{2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}}}, {2, 2}),
+               {1, 4, 5, 8});
+  ExpectValues(einsum("ji", {{{2, 3}, {1, 2, 3, 4, 5, 6}}}, {3, 2}), {1, 4, 2, 5, 3, 6});
+  ExpectValues(einsum("ij->", {{{2, 2}, {1, 2, 3, 4}}}, {}), {10});
+}
+
+// MaxPool's Indices: the first of equal maxima (4 at flat index 1, position (0, 1)), row-major,
+// or with storage_order 1 column-major (1 * 2 + 0 = 2).
+TEST(Reference, MaxPoolIndicesByHand) {
+  for (auto [order, want] : std::vector<std::pair<int64_t, float>>{{0, 1}, {1, 2}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 2, 2});
+    TensorId y = b.Act("y", {1, 1, 1, 1});
+    TensorId idx = b.Act("idx", {1, 1, 1, 1}, DType::kInt64);
+    b.Op("MaxPool", {x}, {y, idx}, {Ints("kernel_shape", {2, 2}), Int("storage_order", order)});
+    b.Output(y);
+    b.Output(idx);
+    Graph g = b.Build();
+    TensorValues out = RunAll(g, {{x, F({1, 1, 2, 2}, {1, 4, 4, 2})}});
+    ExpectValues(out.at(y), {4});
+    ExpectValues(out.at(idx), {want});
+  }
+}
+
+// DFT of [1, 2, 3, 4] along axis 1: 10, -2 + 2i, -2, -2 - 2i; onesided keeps the first three;
+// the inverse of the full transform gives the signal back.
+TEST(Reference, DftByHand) {
+  auto dft = [](Shape in_dims, std::vector<float> in, Shape out_dims,
+                std::vector<Attribute> attrs) {
+    IrBuilder b;
+    TensorId x = b.Input("x", in_dims);
+    TensorId y = b.Act("y", out_dims);
+    b.Op("DFT", {x}, {y}, attrs);
+    b.Output(y);
+    Graph g = b.Build();
+    return RunOne(g, {{x, F(in_dims, std::move(in))}});
+  };
+  const std::vector<float> spectrum = {10, 0, -2, 2, -2, 0, -2, -2};
+  ExpectValues(dft({1, 4, 1}, {1, 2, 3, 4}, {1, 4, 2}, {}), spectrum);
+  ExpectValues(dft({1, 4, 1}, {1, 2, 3, 4}, {1, 3, 2}, {Int("onesided", 1)}),
+               {10, 0, -2, 2, -2, 0});
+  ExpectValues(dft({1, 4, 2}, spectrum, {1, 4, 2}, {Int("inverse", 1)}), {1, 0, 2, 0, 3, 0, 4, 0});
+}
+
+// RoiAlign of the whole [[0, 10], [20, 30]] into one bin sampled at 0.5 and 1.5 each way (the
+// samples past the last pixel clamp to it): 15, 20, 25, 30 average to 22.5; max mode takes the
+// largest weighted tap, 30.
+TEST(Reference, RoiAlignByHand) {
+  for (auto [mode, want] :
+       std::vector<std::pair<std::string, float>>{{"avg", 22.5f}, {"max", 30}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 2, 2});
+    TensorId rois = b.Input("rois", {1, 4});
+    TensorId y = b.Act("y", {1, 1, 1, 1});
+    b.Op("RoiAlign", {x, rois, b.IntConstant("batch", {0})}, {y},
+         {Str("mode", mode), Int("sampling_ratio", 2), Int("output_height", 1),
+          Int("output_width", 1), Str("coordinate_transformation_mode", "output_half_pixel")});
+    b.Output(y);
+    Graph g = b.Build();
+    ExpectValues(
+        RunOne(g, {{x, F({1, 1, 2, 2}, {0, 10, 20, 30})}, {rois, F({1, 4}, {0, 0, 2, 2})}}),
+        {want});
+  }
+}
+
+// Unique of [2, 1, 1, 3, 4, 3], sorted and in order of first occurrence, and of the rows of
+// [[1, 0], [0, 1], [1, 0]]; NonZero of [[1, 0], [0, 3]].
+TEST(Reference, UniqueAndNonZeroByHand) {
+  struct Case {
+    Shape in, y;
+    std::vector<float> x;
+    std::optional<int64_t> axis;
+    int64_t sorted;
+    std::vector<std::vector<float>> want;  // Y, indices, inverse_indices, counts.
+  };
+  for (const Case& c : std::vector<Case>{
+           {{6},
+            {4},
+            {2, 1, 1, 3, 4, 3},
+            std::nullopt,
+            1,
+            {{1, 2, 3, 4}, {1, 0, 3, 4}, {1, 0, 0, 2, 3, 2}, {2, 1, 2, 1}}},
+           {{6},
+            {4},
+            {2, 1, 1, 3, 4, 3},
+            std::nullopt,
+            0,
+            {{2, 1, 3, 4}, {0, 1, 3, 4}, {0, 1, 1, 2, 3, 2}, {1, 2, 2, 1}}},
+           {{3, 2}, {2, 2}, {1, 0, 0, 1, 1, 0}, 0, 1, {{0, 1, 1, 0}, {1, 0}, {1, 0, 1}, {1, 2}}}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", c.in);
+    const int64_t unique = c.y[c.axis.value_or(0)];
+    const int64_t slices = c.axis ? c.in[*c.axis] : NumElements(c.in);
+    std::vector<TensorId> outs = {b.Act("y", c.y), b.Act("indices", {unique}, DType::kInt64),
+                                  b.Act("inverse", {slices}, DType::kInt64),
+                                  b.Act("counts", {unique}, DType::kInt64)};
+    std::vector<Attribute> attrs = {Int("sorted", c.sorted)};
+    if (c.axis) attrs.push_back(Int("axis", *c.axis));
+    b.Op("Unique", {x}, outs, attrs);
+    for (TensorId t : outs) b.Output(t);
+    Graph g = b.Build();
+    TensorValues got = RunAll(g, {{x, F(c.in, c.x)}});
+    for (size_t k = 0; k < outs.size(); ++k) ExpectValues(got.at(outs[k]), c.want[k]);
+  }
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 2});
+  TensorId y = b.Act("y", {2, 2}, DType::kInt64);
+  b.Op("NonZero", {x}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectValues(RunOne(g, {{x, F({2, 2}, {1, 0, 0, 3})}}), {0, 1, 0, 1});
+}
+
+// MaxUnpool of [5, 6] at indices 1 and 7 of the unpooled [1, 1, 2, 4] (kernel and stride 2): at
+// (0, 1) and (1, 3); a larger output_shape [1, 1, 3, 5] keeps those coordinates (conformance:
+// maxunpool_export_with_output_shape, where flat indices into it were wrong).
+TEST(Reference, MaxUnpoolKeepsCoordinatesInALargerOutput) {
+  for (const Shape& out : std::vector<Shape>{{1, 1, 2, 4}, {1, 1, 3, 5}}) {
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 1, 1, 2});
+    TensorId idx = b.Input("idx", {1, 1, 1, 2}, DType::kInt64);
+    TensorId y = b.Act("y", out);
+    std::vector<TensorId> inputs = {x, idx};
+    if (out[2] == 3) inputs.push_back(b.IntConstant("shape", out));
+    b.Op("MaxUnpool", inputs, {y}, {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
+    b.Output(y);
+    Graph g = b.Build();
+    HostTensor iv = HostTensor::Zeros(DType::kInt64, {1, 1, 1, 2});
+    iv.i = {1, 7};
+    std::vector<float> want(NumElements(out), 0);
+    want[1] = 5;
+    want[out[3] + 3] = 6;
+    ExpectValues(RunOne(g, {{x, F({1, 1, 1, 2}, {5, 6})}, {idx, iv}}), want);
+  }
+}
+
+// One mel bin over 0-4000 Hz of an 8-point DFT at 8000 Hz: points at 0, 621 and 1792 Hz fall in
+// spectrogram bins 0, 0 and 2 (floor(9 * hz / 8000)): a centre of weight 1 at bin 0 falling to 0.5
+// at bin 1.
+TEST(Reference, MelWeightMatrixByHand) {
+  IrBuilder b;
+  TensorId y = b.Act("y", {5, 1});
+  b.Op("MelWeightMatrix",
+       {b.IntScalar("mels", 1), b.IntScalar("dft", 8), b.IntScalar("rate", 8000),
+        b.FloatScalar("low", 0), b.FloatScalar("high", 4000)},
+       {y});
+  b.Output(y);
+  Graph g = b.Build();
+  ExpectValues(RunOne(g, {}), {1, 0.5f, 0, 0, 0});
 }
 
 TEST(Reference, PadReflectEdgeConstantByHand) {
@@ -706,6 +1102,71 @@ TEST(Reference, LstmBidirectionalByHand) {
   ExpectValues(out->at(y), {f1, b2, f2, b1});  // Y[t, direction].
   ExpectValues(out->at(yh), {f2, b2});
   ExpectValues(out->at(yc), {fc2, bc2});
+}
+
+// Batch first (layout 1) gives the layout-0 results in its own order: X [batch, seq, input] and
+// the initial states [batch, dirs, hidden] in, Y [batch, seq, dirs, hidden] and the final states
+// [batch, dirs, hidden] out.
+TEST(Reference, BatchFirstRecurrencesMatchTheDefaultLayout) {
+  const int64_t seq = 3, batch = 2, in = 2, hid = 2, dirs = 2;
+  for (const std::string op : {"LSTM", "GRU", "RNN"}) {
+    SCOPED_TRACE(op);
+    const int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+    std::array<Graph, 2> graphs;
+    std::array<std::vector<TensorId>, 2> ins, outs;
+    for (int layout : {0, 1}) {
+      auto state = [&](int64_t a, int64_t b_) {
+        return layout == 0 ? Shape{a, b_, hid} : Shape{b_, a, hid};
+      };
+      IrBuilder b;
+      ins[layout] = {b.Input("x", layout == 0 ? Shape{seq, batch, in} : Shape{batch, seq, in}),
+                     b.Weight("w", {dirs, gates * hid, in}),
+                     b.Weight("r", {dirs, gates * hid, hid}),
+                     b.Weight("b", {dirs, 2 * gates * hid}),
+                     kNoId,
+                     b.Input("h0", state(dirs, batch))};
+      if (op == "LSTM") ins[layout].push_back(b.Input("c0", state(dirs, batch)));
+      outs[layout] = {
+          b.Act("y", layout == 0 ? Shape{seq, dirs, batch, hid} : Shape{batch, seq, dirs, hid}),
+          b.Act("yh", state(dirs, batch))};
+      if (op == "LSTM") outs[layout].push_back(b.Act("yc", state(dirs, batch)));
+      b.Op(op, ins[layout], outs[layout],
+           {Int("hidden_size", hid), Str("direction", "bidirectional"), Int("layout", layout)});
+      for (TensorId t : outs[layout]) b.Output(t);
+      graphs[layout] = b.Build();
+    }
+    auto leaves = RandomLeafValues(graphs[0], 5);
+    ASSERT_TRUE(leaves.ok());
+    auto want = RunReference(graphs[0], *leaves);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    // Swaps the first two dims of [a, b, c].
+    auto swap01 = [](const HostTensor& t) {
+      HostTensor s = HostTensor::Zeros(t.dtype, {t.dims[1], t.dims[0], t.dims[2]});
+      for (int64_t i = 0; i < t.dims[0]; ++i)
+        for (int64_t j = 0; j < t.dims[1]; ++j)
+          for (int64_t k = 0; k < t.dims[2]; ++k)
+            s.f[(j * t.dims[0] + i) * t.dims[2] + k] = t.f[(i * t.dims[1] + j) * t.dims[2] + k];
+      return s;
+    };
+    TensorValues batch_first;
+    for (size_t i = 0; i < ins[0].size(); ++i) {
+      if (ins[0][i] == kNoId) continue;
+      const HostTensor& v = leaves->at(ins[0][i]);
+      batch_first[ins[1][i]] = (i == 0 || i >= 5) ? swap01(v) : v;
+    }
+    auto got = RunReference(graphs[1], batch_first);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const HostTensor &y0 = want->at(outs[0][0]), &y1 = got->at(outs[1][0]);
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t d = 0; d < dirs; ++d)
+        for (int64_t bi = 0; bi < batch; ++bi)
+          for (int64_t h = 0; h < hid; ++h)
+            EXPECT_FLOAT_EQ(y1.f[((bi * seq + t) * dirs + d) * hid + h],
+                            y0.f[((t * dirs + d) * batch + bi) * hid + h]);
+    for (size_t k = 1; k < outs[0].size(); ++k) {
+      ExpectValues(got->at(outs[1][k]), swap01(want->at(outs[0][k])).f);
+    }
+  }
 }
 
 TEST(Reference, InstanceNormalizationByHand) {
