@@ -151,6 +151,18 @@ void CheckMaxUnpoolIndices(onnx::InferenceContext& ctx) {
   }
 }
 
+// Gemm-6's inference reads dims 0 and 1 of A and B whatever their ranks.
+void CheckGemmRanks(onnx::InferenceContext& ctx) {
+  for (size_t i = 0; i < 2 && i < ctx.getNumInputs(); ++i) {
+    if (!onnx::hasInputShape(ctx, i)) continue;
+    const int rank = onnx::getInputShape(ctx, i).dim_size();
+    if (rank != 2) {
+      Refuse(std::string("Gemm: input ") + (i == 0 ? "A" : "B") + " has rank " +
+             std::to_string(rank) + "; Gemm needs rank 2");
+    }
+  }
+}
+
 // Scan's inference takes the last num_scan_inputs inputs as the scanned ones (after Scan-8's
 // sequence_lens) and indexes its axis and direction lists by them unchecked.
 void CheckScan(onnx::InferenceContext& ctx, int since_version) {
@@ -229,6 +241,7 @@ void InstallGuards() {
   for (const ConvInputs& c : kConvInputs) {
     Guard(c.op, [c](onnx::InferenceContext& ctx) { CheckConvRanks(ctx, c); });
   }
+  Guard("Gemm", CheckGemmRanks);
   Guard("LayerNormalization", CheckLayerNormAxis);
   Guard("MaxUnpool", CheckMaxUnpoolIndices);
   Guard("Scan", CheckScan);

@@ -11,10 +11,10 @@
 //   - GuardShapeInference wraps the inference functions that index by something only known once
 //     the input shapes are (Conv, ConvTranspose, ConvInteger, QLinearConv: the kernel shape comes
 //     from W and indexes X's dims; LayerNormalization: `axis` indexes X's dims unchecked;
-//     MaxUnpool: the channels come from dim 1 of I whether or not I has a shape): a rank
-//     or axis out of range fails with a message instead of reading past the dims. Shape's data
-//     propagation skips an input without a type (what a node whose inference failed leaves)
-//     instead of dereferencing it.
+//     MaxUnpool: the channels come from dim 1 of I whether or not I has a shape; Gemm: dims 0
+//     and 1 of A and B whatever their ranks): a rank or axis out of range fails with a message
+//     instead of reading past the dims. Shape's data propagation skips an input without a type
+//     (what a node whose inference failed leaves) instead of dereferencing it.
 // All are thread-safe; the guard installs itself once per process.
 #pragma once
 

@@ -101,8 +101,10 @@ Status BindInput(onnx::ValueInfoProto* input, const ImportOptions& options,
 Status FixConstantInputs(onnx::GraphProto* g, const ImportOptions& options) {
   for (const auto& [name, value] : options.constant_inputs) {
     auto* inputs = g->mutable_input();
-    auto it = std::find_if(inputs->begin(), inputs->end(),
-                           [&](const onnx::ValueInfoProto& v) { return v.name() == name; });
+    // An init-capture: clang 14 (the fuzzing build's) cannot capture a structured binding.
+    auto it = std::find_if(
+        inputs->begin(), inputs->end(),
+        [&wanted = name](const onnx::ValueInfoProto& v) { return v.name() == wanted; });
     if (it == inputs->end()) {
       return Status::InvalidArgument("--const-input names '" + name +
                                      "', which is not a graph input of the model");

@@ -138,6 +138,19 @@ TEST(OnnxAttributeCheck, AMaxUnpoolWhoseIndicesHaveNoShapeIsAnErrorNotACrash) {
   ASSERT_FALSE(g.ok());
 }
 
+// Found by libFuzzer (onnx_import, an opset-6 Gemm whose B was renamed to its rank-1 C): Gemm-6's
+// inference, run by the old-opset conversion, read dim 1 of a rank-1 input and crashed.
+TEST(OnnxAttributeCheck, AGemmInputOfRankOtherThanTwoIsAnErrorNotACrash) {
+  OnnxBuilder b(6);
+  b.Input("a", {2, 3}).Input("c", {4}).Output("y");
+  b.Node("Gemm", {"a", "c", "c"}, {"y"}, "gemm");
+  auto g = ImportOnnxBytes(b.Serialize());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("Gemm: input B has rank 1; Gemm needs rank 2"),
+            std::string::npos)
+      << g.status().message();
+}
+
 TEST(OnnxAttributeCheck, AValidConvImports) {
   EXPECT_EQ(ConvError([](onnx::NodeProto& n) {
               OnnxBuilder::IntsAttr(n, "strides", {2, 2});

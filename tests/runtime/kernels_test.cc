@@ -730,6 +730,18 @@ TEST(LoopKernel, SinglePassChainsMatchTheReference) {
   UseChainIsa(BestChainIsa());
 }
 
+// BestChainIsa asks for the features of x86-64-v3 and -v4 one by one (clang 14 knows no level
+// names); g++ knows the levels, so under g++ both ways must agree on this CPU.
+#if defined(__GNUC__) && !defined(__clang__)
+TEST(LoopKernel, TheChainIsaFromFeaturesIsTheLevelTheCompilerNames) {
+  __builtin_cpu_init();
+  const ChainIsa level = __builtin_cpu_supports("x86-64-v4")   ? ChainIsa::kAvx512
+                         : __builtin_cpu_supports("x86-64-v3") ? ChainIsa::kAvx2
+                                                               : ChainIsa::kSse;
+  EXPECT_EQ(static_cast<int>(BestChainIsa()), static_cast<int>(level));
+}
+#endif
+
 // GELU with its bias Add: x = bias + mm is read by the Div that starts the Erf chain and by the
 // Mul that ends it, so it joins the chain as its first value, kept in registers for the Mul, and
 // the loop streams. Also x read twice by the chain's first node (x * x), and, as a control, x an
