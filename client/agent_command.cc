@@ -24,9 +24,9 @@ struct AgentFlags {
 
 int RunAgent(const AgentFlags& f) {
   if (!f.connection.remote()) {
-    return ReportError("agent", Status::InvalidArgument(
-                                    "fusor agent needs --server (the fusord it measures for) and "
-                                    "a token with the 'agent' role"));
+    return ReportUsageError("agent",
+                            "fusor agent needs --server (the fusord it measures for) and a token "
+                            "with the 'agent' role");
   }
   auto server = Connect(f.connection);
   if (!server.ok()) return ReportError("agent", server.status());
@@ -50,7 +50,7 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "agent", "Measure plans for a fusord on this machine (a measurement agent of its target)");
   auto f = std::make_shared<AgentFlags>();
-  AddConnectionOptions(cmd, &f->connection);
+  AddRemoteOptions(cmd, &f->connection, "The fusord this agent measures for (host:port)");
   cmd->add_option("--local-db", f->local_db,
                   "This machine's tuning database, holding its calibration (default: the "
                   "per-user SQLite file)");

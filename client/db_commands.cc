@@ -6,14 +6,15 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <set>
 
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/fmt/fmt.h>
 #include <nlohmann/json.hpp>
+#include "client/proto_json.h"
 
 #include "client/confidence_text.h"
 #include "client/connection.h"
@@ -25,6 +26,7 @@
 #include "db/plan_order.h"
 #include "db/snapshot.h"
 #include "db/sqlite_plan_store.h"
+#include "db/store_rules.h"
 
 namespace fusor {
 namespace {
@@ -37,6 +39,9 @@ struct DbOptions {
   std::vector<std::string> snapshots;  // Read-only layers under the database.
   std::string cost_model_version;      // "" for each target's calibrated version.
   bool json = false;
+  // --server given to a verb that reads files only; refused as a usage error that names the verb
+  // that does talk to a fusord (`db query`), rather than CLI11's "arguments were not expected".
+  std::string server_refused;
 };
 
 struct QueryOptions {
@@ -114,6 +119,20 @@ CLI::Validator TimeValidator() {
       "TIME");
 }
 
+// A graph hash or prefix of one, checked by the store's own rule before anything is opened: a
+// model file given where a hash belongs is a usage error (exit 2), not a failed lookup.
+CLI::Validator GraphHashValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        StatusOr<std::string> prefix = db::NormalizeHashPrefix(text);
+        if (prefix.ok()) return "";
+        return prefix.status().message() +
+               "; `fusor db query` lists the graphs' hashes, and `fusor plan show MODEL.onnx` "
+               "shows a model file's plan";
+      },
+      "HASH");
+}
+
 std::string SpeedUpText(const v1::Plan& plan) {
   std::optional<double> speedup = db::SpeedUp(plan);
   return speedup ? RatioText(*speedup, 1) : "-";
@@ -180,14 +199,6 @@ ordered_json PlanSummaryJson(const db::StoredPlan& stored) {
       {"stale_reason", stored.stale_reason},
       {"database", stored.database},
   };
-}
-
-ordered_json ProtoJson(const google::protobuf::Message& message) {
-  std::string text;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(message, &text, options).ok()) return nullptr;
-  return ordered_json::parse(text);
 }
 
 ordered_json MeasurementJson(const db::Measurement& m) {
@@ -258,10 +269,6 @@ struct RemotePage {
 // The same query against a fusord, which judges staleness under its own cost model. The wire form
 // has no graph-hash filter.
 StatusOr<RemotePage> RemoteQuery(const QueryOptions& o) {
-  if (!o.graph.empty() || !o.db.db_path.empty() || !o.db.snapshots.empty() || o.current) {
-    return Status::InvalidArgument(
-        "--graph, --db, --snapshot and --current are for local databases, not with --server");
-  }
   FUSOR_ASSIGN_OR_RETURN(auto api, Connect(o.remote));
   v1::QueryPlansRequest r;
   r.set_model_name(o.model);
@@ -313,6 +320,13 @@ void PrintPlans(const db::PlanPage& page, bool json, bool statuses_known) {
 }
 
 int RunQuery(const QueryOptions& o) {
+  if (o.remote.remote() &&
+      (!o.graph.empty() || !o.db.db_path.empty() || !o.db.snapshots.empty() || o.current)) {
+    return ReportUsageError(
+        "db query",
+        "--graph, --db, --snapshot and --current are for local databases, not with "
+        "--server");
+  }
   if (o.remote.remote()) {
     StatusOr<RemotePage> remote = RemoteQuery(o);
     if (!remote.ok()) return Fail("query", remote.status());
@@ -627,13 +641,29 @@ void AddCommonOptions(CLI::App* command, DbOptions* o, bool snapshots) {
   command->add_flag("--json", o->json, "Print JSON for scripts instead of a table");
 }
 
+// Registers the hidden --server of a verb that reads database files only, and runs `run` unless
+// it was given.
+void RefuseServerThenRun(CLI::App* command, DbOptions* o, int* exit_code,
+                         std::function<int()> run) {
+  command->add_option("--server", o->server_refused)->group("");
+  const std::string verb = "db " + command->get_name();
+  command->callback([o, exit_code, verb, run = std::move(run)] {
+    *exit_code = o->server_refused.empty()
+                     ? run()
+                     : ReportUsageError(verb, "--server: `fusor " + verb +
+                                                  "` reads database files (--db, --snapshot); "
+                                                  "`fusor db query --server` asks a fusord");
+  });
+}
+
 void AddQuery(CLI::App& db, int* exit_code) {
   auto o = std::make_shared<QueryOptions>();
   CLI::App* query = db.add_subcommand("query", "List stored plans, newest first, with filters");
   AddCommonOptions(query, &o->db, true);
   query->add_option("--model", o->model, "Only plans of graphs with this model name");
   query->add_option("--target", o->target, "Only plans for this target id");
-  query->add_option("--graph", o->graph, "Only plans of graphs whose hash starts with this");
+  query->add_option("--graph", o->graph, "Only plans of graphs whose hash starts with this")
+      ->check(GraphHashValidator());
   query->add_option("--since", o->since, "Only plans created at or after TIME")
       ->check(TimeValidator());
   query->add_option("--until", o->until, "Only plans created before TIME")->check(TimeValidator());
@@ -643,12 +673,7 @@ void AddQuery(CLI::App& db, int* exit_code) {
   query->add_option("--limit", o->limit, "Plans per page")
       ->check(CLI::Range(1, static_cast<int>(db::PlanQuery::kMaxPageSize)));
   query->add_option("--page-token", o->page_token, "Continue after a previous page");
-  query->add_option("--server", o->remote.server, "Query a fusord (host:port) instead of a file")
-      ->envname("FUSOR_SERVER");
-  query->add_option("--token", o->remote.token, "Bearer token for --server")
-      ->envname("FUSOR_TOKEN");
-  query->add_option("--token-file", o->remote.token_file, "File holding the token")
-      ->envname("FUSOR_TOKEN_FILE");
+  AddRemoteOptions(query, &o->remote, "Query a fusord (host:port) instead of a file");
   query->callback([o, exit_code] { *exit_code = RunQuery(*o); });
 }
 
@@ -656,9 +681,11 @@ void AddShow(CLI::App& db, int* exit_code) {
   auto o = std::make_shared<ShowOptions>();
   CLI::App* show = db.add_subcommand("show", "Show a graph's plans, measurements and history");
   AddCommonOptions(show, &o->db, true);
-  show->add_option("graph", o->graph, "Graph hash or a unique prefix of it")->required();
+  show->add_option("graph", o->graph, "Graph hash or a unique prefix of it")
+      ->required()
+      ->check(GraphHashValidator());
   show->add_option("--target", o->target, "Only plans for this target id");
-  show->callback([o, exit_code] { *exit_code = RunShow(*o); });
+  RefuseServerThenRun(show, &o->db, exit_code, [o] { return RunShow(*o); });
 }
 
 void AddStats(CLI::App& db, int* exit_code) {
@@ -666,7 +693,7 @@ void AddStats(CLI::App& db, int* exit_code) {
   CLI::App* stats = db.add_subcommand(
       "stats", "Count targets, graphs, plans, stale plans and calibration samples");
   AddCommonOptions(stats, o.get(), true);
-  stats->callback([o, exit_code] { *exit_code = RunStats(*o); });
+  RefuseServerThenRun(stats, o.get(), exit_code, [o] { return RunStats(*o); });
 }
 
 void AddExport(CLI::App& db, int* exit_code) {
@@ -677,7 +704,7 @@ void AddExport(CLI::App& db, int* exit_code) {
   command->add_option("--target", o->target, "Target id to export")->required();
   command->add_option("out", o->out, "Snapshot file to write")->required();
   command->add_flag("--force", o->force, "Replace the snapshot file if it exists");
-  command->callback([o, exit_code] { *exit_code = RunExport(*o); });
+  RefuseServerThenRun(command, &o->db, exit_code, [o] { return RunExport(*o); });
 }
 
 void AddImport(CLI::App& db, int* exit_code) {
@@ -688,7 +715,7 @@ void AddImport(CLI::App& db, int* exit_code) {
   command->add_option("snapshots", o->inputs, "Snapshot (or any Fusor database) files")
       ->required()
       ->check(CLI::ExistingFile);
-  command->callback([o, exit_code] { *exit_code = RunImport(*o); });
+  RefuseServerThenRun(command, &o->db, exit_code, [o] { return RunImport(*o); });
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "client/plan_command.h"
 
-#include <google/protobuf/util/json_util.h>
+#include "client/proto_json.h"
 
 #include <cstdio>
 #include <iostream>
@@ -135,11 +135,7 @@ int RunShow(const PlanFlags& f) {
   auto l = Load(f);
   if (!l.ok()) return Fail("show", l.status());
   if (f.json) {
-    std::string text;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(l->proto, &text, opts);
-    std::cout << text << "\n";
+    std::cout << ProtoJsonText(l->proto) << "\n";
   } else if (f.dot) {
     std::cout << ToDot(*l);
   } else {
