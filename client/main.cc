@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "client/agent_command.h"
+#include "client/agents_command.h"
 #include "client/db_commands.h"
 #include "client/exit_codes.h"
 #include "client/inspect_command.h"
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   fusor::AddDbCommands(app, &exit_code);
   fusor::AddTargetCommands(app, &exit_code);
   fusor::AddAgentCommand(app, &exit_code);
+  fusor::AddAgentsAndJobsCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
