@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"fusor: cost-model-driven operator-fusion autotuner"};
   app.require_subcommand(1);
+  // Every option's default shows in --help (subcommands inherit this when added below).
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", "fusor 0.1.0");
   int exit_code = fusor::kExitOk;
   fusor::AddTuneCommand(app, &exit_code);

@@ -188,6 +188,7 @@ Status CheckValues(const FusordConfig& c) {
 }  // namespace
 
 void AddFusordFlags(CLI::App* app, FusordConfig* c) {
+  app->option_defaults()->always_capture_default();  // Every default shows in --help.
   app->add_option("--config", c->config_file, "JSON config file (deploy/fusord.example.json)");
   app->add_option("--listen", c->server.listen, "host:port or unix:PATH (port 0: any free port)");
   app->add_option("--db", c->tuning.db_location,
