@@ -25,7 +25,9 @@ std::string ConfidenceText(const v1::MeasuredConfidence& c) {
     text += fmt::format(", speed-up {}-{} (95%)", RatioText(c.speedup_low(), 1),
                         RatioText(c.speedup_high(), 1));
   }
-  return text + ", " + c.decision();
+  text += ", " + c.decision();
+  if (!c.measured_by().empty()) text += ", timed by agent " + c.measured_by();
+  return text;
 }
 
 std::vector<std::string> ConfidenceNotes(const v1::MeasuredConfidence& c) {

@@ -13,7 +13,8 @@
 namespace fusor {
 
 // "3 rounds, 171 runs, spread 2.1% (unfused 3.0%), speed-up 2.41x-2.70x (95%), chosen by
-// measurement"; "" when the plan carries no confidence (not measured, or stored before it).
+// measurement", and ", timed by agent ID" when an agent timed it; "" when the plan carries no
+// confidence (not measured, or stored before it).
 std::string ConfidenceText(const v1::MeasuredConfidence& c);
 
 // One sentence per reason not to trust the measured speed-up; none when it can be trusted.

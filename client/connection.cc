@@ -81,24 +81,31 @@ StatusOr<std::unique_ptr<TuningService>> OpenLocalTuner(const std::string& db_pa
   return TuningService::Open(t);
 }
 
-void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o) {
-  auto* server =
-      cmd->add_option("--server", o->server, "fusord address (host:port); default: local")
-          ->envname("FUSOR_SERVER");
+CLI::Option* AddRemoteOptions(CLI::App* cmd, ConnectionOptions* o, const std::string& server_help) {
+  auto* server = cmd->add_option("--server", o->server, server_help)->envname("FUSOR_SERVER");
   cmd->add_option("--token", o->token, "Bearer token for --server")->envname("FUSOR_TOKEN");
   cmd->add_option("--token-file", o->token_file, "File holding the bearer token")
       ->envname("FUSOR_TOKEN_FILE");
   cmd->add_flag("--tls", o->tls, "Connect with TLS (system root certificates)");
   cmd->add_option("--tls-ca", o->tls_ca, "Connect with TLS, trusting these roots (PEM)");
-  cmd->add_option("--tls-cert", o->tls_cert, "Client certificate for mutual TLS (PEM)");
-  cmd->add_option("--tls-key", o->tls_key, "Client certificate's private key (PEM)");
+  auto* cert =
+      cmd->add_option("--tls-cert", o->tls_cert, "Client certificate for mutual TLS (PEM)");
+  auto* key = cmd->add_option("--tls-key", o->tls_key, "Client certificate's private key (PEM)");
+  cert->needs(key);
+  key->needs(cert);
   cmd->add_flag("--allow-insecure-remote", o->allow_insecure_remote,
                 "Send the token without TLS to a non-loopback server (trusted networks only)");
   cmd->add_option("--timeout", o->timeout_s, "Deadline per call, seconds");
+  return server;
+}
+
+CLI::Option* AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o) {
+  CLI::Option* server = AddRemoteOptions(cmd, o);
   auto* db = cmd->add_option("--db", o->db_path,
                              "Local tuning database: a SQLite file, sqlite:PATH or "
                              "postgresql://... (default: per-user SQLite file)");
   db->excludes(server);
+  return server;
 }
 
 StatusOr<std::unique_ptr<TunerApi>> Connect(const ConnectionOptions& o) {

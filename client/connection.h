@@ -46,7 +46,14 @@ struct ConnectionOptions {
   bool remote() const { return !server.empty(); }
 };
 
-void AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o);
+// Every flag above; returns the --server option.
+CLI::Option* AddConnectionOptions(CLI::App* cmd, ConnectionOptions* o);
+// Every flag above but --db, for a verb with a --db of its own (`db query`, `agent`); returns the
+// --server option.
+CLI::Option* AddRemoteOptions(CLI::App* cmd, ConnectionOptions* o,
+                              const std::string& server_help =
+                                  "fusord address (host:port); "
+                                  "default: local");
 
 // Remote when o.server is set, local otherwise. Fails with Unauthenticated when the token file
 // cannot be read, IOError for an unreadable CA, certificate or key file, FailedPrecondition for a

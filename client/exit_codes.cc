@@ -28,4 +28,9 @@ int ReportError(std::string_view command, const Status& s) {
   return ExitCodeFor(s);
 }
 
+int ReportUsageError(std::string_view command, std::string_view message) {
+  std::cerr << "fusor " << command << ": " << message << "\n";
+  return kExitUsage;
+}
+
 }  // namespace fusor

@@ -23,4 +23,8 @@ ExitCode ExitCodeFor(const Status& s);
 // and returns ExitCodeFor(s): every verb reports a failure this one way.
 int ReportError(std::string_view command, const Status& s);
 
+// A command line that parses but cannot work as given (a flag another needs, a flag this verb
+// does not take): prints "fusor COMMAND: MESSAGE" and returns kExitUsage, as a parse error does.
+int ReportUsageError(std::string_view command, std::string_view message);
+
 }  // namespace fusor

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "client/agent_command.h"
+#include "client/agents_command.h"
 #include "client/db_commands.h"
 #include "client/exit_codes.h"
 #include "client/inspect_command.h"
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"fusor: cost-model-driven operator-fusion autotuner"};
   app.require_subcommand(1);
+  // Every option's default shows in --help (subcommands inherit this when added below).
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", "fusor 0.1.0");
   int exit_code = fusor::kExitOk;
   fusor::AddTuneCommand(app, &exit_code);
@@ -28,6 +31,7 @@ int main(int argc, char** argv) {
   fusor::AddDbCommands(app, &exit_code);
   fusor::AddTargetCommands(app, &exit_code);
   fusor::AddAgentCommand(app, &exit_code);
+  fusor::AddAgentsAndJobsCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -10,6 +10,7 @@
 
 #include "base/periodic.h"
 #include "costmodel/hardware_profile.h"
+#include "db/staleness.h"
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
 #include "graph/plan.h"
@@ -65,6 +66,26 @@ std::unique_ptr<PeriodicTask> KeepLease(TunerApi* server, v1::RenewMeasurementLe
   });
 }
 
+// What the agent measured, in words: "3 plans timed in 4 rounds" or the error.
+std::string ResultText(const v1::MeasurementResult& result) {
+  if (!result.error().empty()) return "could not measure: " + result.error();
+  int rounds = 0;
+  for (const v1::PlanTiming& t : result.timings()) rounds = std::max(rounds, t.round_ns_size());
+  return fmt::format("{} plans timed in {} rounds", result.timings_size(), rounds);
+}
+
+// One line per job, with the ids a person greps for: info when measured and reported, warning
+// when the plans could not be measured or the report was refused.
+void LogJob(const v1::MeasurementJob& job, const v1::MeasurementResult& result,
+            const Status& reported, std::chrono::steady_clock::duration took) {
+  const bool ok = reported.ok() && result.error().empty();
+  spdlog::log(ok ? spdlog::level::info : spdlog::level::warn,
+              "agent: job {} graph={} lease={} plans={}: {} in {:.1f} s; {}", job.job_id(),
+              job.graph_hash().substr(0, 16), job.lease(), job.plans_size(), ResultText(result),
+              std::chrono::duration<double>(took).count(),
+              reported.ok() ? "reported" : "report refused: " + reported.ToString());
+}
+
 }  // namespace
 
 StatusOr<v1::HardwareProfile> CalibratedLocalProfile(TuningService& local) {
@@ -72,8 +93,8 @@ StatusOr<v1::HardwareProfile> CalibratedLocalProfile(TuningService& local) {
   for (const v1::HardwareProfile& p : targets.profiles()) {
     if (p.target().id() == local.local_target_id() && p.calibrated_unix_ms() != 0 &&
         p.cost_model_version() == kCostModelVersion) {
-      spdlog::info("agent: using this machine's stored calibration of {} ms",
-                   p.calibrated_unix_ms());
+      spdlog::info("agent: using this machine's stored calibration of {}",
+                   db::UtcText(p.calibrated_unix_ms()));
       return p;
     }
   }
@@ -119,7 +140,6 @@ v1::MeasurementResult MeasurementAgent::Measure(const v1::MeasurementJob& job) {
   auto fail = [&](const Status& s) {
     result.Clear();
     result.set_error(s.ToString());
-    spdlog::warn("agent: job {}: {}", job.job_id(), s.ToString());
     return result;
   };
   auto g = FromProto(job.graph());
@@ -141,8 +161,6 @@ v1::MeasurementResult MeasurementAgent::Measure(const v1::MeasurementJob& job) {
   auto timed = TimeCandidates(measurer.get(), *g, *plans, choice);
   if (!timed.ok()) return fail(timed.status());
   for (const CandidateTiming& t : timed->plans) *result.add_timings() = TimingOf(t, choice);
-  spdlog::info("agent: job {}: {} plans timed in {} rounds{}", job.job_id(), plans->size(),
-               timed->rounds, timed->settled ? "" : " (did not settle)");
   return result;
 }
 
@@ -157,6 +175,7 @@ Status MeasurementAgent::Report(const v1::MeasurementJob& job,
 }
 
 Status MeasurementAgent::MeasureAndReport(const v1::MeasurementJob& job) {
+  const auto start = std::chrono::steady_clock::now();
   v1::MeasurementResult result;
   {
     v1::RenewMeasurementLeaseRequest renew;
@@ -166,14 +185,23 @@ Status MeasurementAgent::MeasureAndReport(const v1::MeasurementJob& job) {
     auto keeper = KeepLease(server_, renew, lease_s_);
     result = Measure(job);
   }
-  FUSOR_RETURN_IF_ERROR(Report(job, result));
-  spdlog::info("agent: job {} (graph {}, {} plans) reported", job.job_id(),
-               job.graph_hash().substr(0, 16), job.plans_size());
-  return Status::Ok();
+  Status reported = Report(job, result);
+  LogJob(job, result, reported, std::chrono::steady_clock::now() - start);
+  return reported;
 }
 
 Status MeasurementAgent::Run(const std::atomic<bool>* stop) {
   int done = 0;
+  Status ended = RunJobs(stop, &done);
+  spdlog::info("agent: {} stopping after {} jobs: {}", agent_id_, done,
+               !ended.ok()                                          ? ended.ToString()
+               : options_.max_jobs > 0 && done >= options_.max_jobs ? "--max-jobs reached"
+                                                                    : "asked to stop");
+  return ended;
+}
+
+Status MeasurementAgent::RunJobs(const std::atomic<bool>* stop, int* done_out) {
+  int& done = *done_out;
   while (!(stop != nullptr && stop->load()) &&
          (options_.max_jobs == 0 || done < options_.max_jobs)) {
     auto job = Lease(stop);
@@ -188,10 +216,9 @@ Status MeasurementAgent::Run(const std::atomic<bool>* stop) {
     if (!*job) continue;
     Status reported = MeasureAndReport(**job);
     ++done;
-    if (reported.code() == Status::Code::kFailedPrecondition ||
-        reported.code() == Status::Code::kUnavailable) {
-      spdlog::warn("agent: {}", reported.ToString());
-    } else if (!reported.ok()) {
+    // A lost lease or fusord gone meanwhile is logged with the job (LogJob); the agent goes on.
+    if (!reported.ok() && reported.code() != Status::Code::kFailedPrecondition &&
+        reported.code() != Status::Code::kUnavailable) {
       return reported;
     }
   }

@@ -52,12 +52,16 @@ class MeasurementAgent {
   // Measure and Report, renewing the lease every third of its time meanwhile.
   Status MeasureAndReport(const v1::MeasurementJob& job);
 
-  // Leases, measures and reports until *stop turns true or max_jobs are done. A job whose lease
-  // was lost meanwhile (reported by another agent) is logged and skipped; fusord unreachable is
-  // retried every few seconds. Returns the first other error.
+  // Leases, measures and reports until *stop turns true or max_jobs are done, logging one line
+  // per job (lease, plans, result, time) and one at the end. A job whose lease was lost
+  // meanwhile (reported by another agent) is logged and skipped; fusord unreachable is retried
+  // every few seconds. Returns the first other error.
   Status Run(const std::atomic<bool>* stop);
 
  private:
+  // Run's loop; *done counts the jobs measured.
+  Status RunJobs(const std::atomic<bool>* stop, int* done);
+
   TunerApi* const server_;
   MeasurementAgentOptions options_;
   std::string agent_id_;

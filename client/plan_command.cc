@@ -1,6 +1,6 @@
 #include "client/plan_command.h"
 
-#include <google/protobuf/util/json_util.h>
+#include "client/proto_json.h"
 
 #include <cstdio>
 #include <iostream>
@@ -71,17 +71,23 @@ void PrintTable(const Loaded& l) {
   std::printf("plan for %s on target %s%s\n", l.graph.model_name.c_str(),
               l.proto.target_id().c_str(),
               l.stale ? " (STALE: older cost model or calibration; retune)" : "");
-  std::printf("%5s  %-9s %12s %12s %12s %12s  %s\n", "group", "kind", "predicted", "compute",
-              "memory", "launch", "ops (* = recomputed copy)");
+  // compute + memory + launch + other = predicted; `plan explain` itemises "other".
+  std::printf("%5s  %-9s %12s %12s %12s %12s %12s  %s\n", "group", "kind", "predicted", "compute",
+              "memory", "launch", "other", "ops (* = recomputed copy)");
   for (int i = 0; i < l.proto.groups_size(); ++i) {
     const auto& pg = l.proto.groups(i);
     const auto& t = pg.predicted();
     std::string ops = GroupOps(l.graph, l.plan.groups[i]);
     if (ops.size() > 70) ops = ops.substr(0, 67) + "...";
-    std::printf("%5d  %-9s %9.1f us %9.1f us %9.1f us %9.1f us  %s\n", i,
+    const double other = t.total_ns() - t.compute_ns() - t.memory_ns() - t.launch_ns();
+    std::printf("%5d  %-9s %9.1f us %9.1f us %9.1f us %9.1f us %9.1f us  %s\n", i,
                 std::string(GroupKindName(l.plan.groups[i].kind)).c_str(), t.total_ns() / 1e3,
-                t.compute_ns() / 1e3, t.memory_ns() / 1e3, t.launch_ns() / 1e3, ops.c_str());
+                t.compute_ns() / 1e3, t.memory_ns() / 1e3, t.launch_ns() / 1e3, other / 1e3,
+                ops.c_str());
   }
+  std::printf(
+      "other: the compute-memory overlap (negative), handoffs, tiles, chains, spills, reorders "
+      "and the learned residual; `fusor plan explain` lists each\n");
   std::printf("total: predicted %s (unfused %s)", DurationText(l.proto.predicted_ns()).c_str(),
               DurationText(l.proto.unfused_predicted_ns()).c_str());
   if (l.proto.measured_ns() > 0) {
@@ -97,8 +103,12 @@ std::string ToDot(const Loaded& l) {
   out << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n";
   for (size_t i = 0; i < l.plan.groups.size(); ++i) {
     const FusionGroup& group = l.plan.groups[i];
+    const v1::FusionGroup& stored = l.proto.groups(static_cast<int>(i));
     out << "  subgraph cluster_" << i << " {\n    label=\"#" << i << " "
-        << GroupKindName(group.kind) << "\";\n";
+        << GroupKindName(group.kind) << "  predicted "
+        << DurationText(stored.predicted().total_ns())
+        << (stored.measured_ns() > 0 ? ", measured " + DurationText(stored.measured_ns()) : "")
+        << "\";\n";
     for (NodeId n : group.nodes) {
       bool copy = std::count(group.recomputed.begin(), group.recomputed.end(), n) > 0;
       out << "    g" << i << "_n" << n << " [label=\"" << l.graph.node(n).op_type << "\""
@@ -136,11 +146,7 @@ int RunShow(const PlanFlags& f) {
   auto l = Load(f);
   if (!l.ok()) return Fail("show", l.status());
   if (f.json) {
-    std::string text;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(l->proto, &text, opts);
-    std::cout << text << "\n";
+    std::cout << ProtoJsonText(l->proto) << "\n";
   } else if (f.dot) {
     std::cout << ToDot(*l);
   } else {

@@ -1,5 +1,5 @@
 // Progress of a long job on stderr: a redrawn bar when stderr is a terminal, one plain line per
-// stage change otherwise (logs and CI output stay readable). Single-threaded use.
+// stage or detail change otherwise (logs and CI output stay readable). Single-threaded use.
 #pragma once
 
 #include <string>
@@ -17,6 +17,7 @@ class ProgressDisplay {
   bool tty_;
   bool drawn_ = false;
   std::string last_stage_;
+  std::string last_detail_;
 };
 
 }  // namespace fusor

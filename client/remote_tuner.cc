@@ -145,6 +145,17 @@ StatusOr<v1::RenewMeasurementLeaseResponse> RemoteTuner::RenewMeasurementLease(
       [&](grpc::ClientContext* c, auto* r) { return stub_->RenewMeasurementLease(c, request, r); });
 }
 
+StatusOr<v1::ListAgentsResponse> RemoteTuner::ListAgents(const v1::ListAgentsRequest& request) {
+  return Unary<v1::ListAgentsResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->ListAgents(c, request, r); });
+}
+
+StatusOr<v1::ListMeasurementJobsResponse> RemoteTuner::ListMeasurementJobs(
+    const v1::ListMeasurementJobsRequest& request) {
+  return Unary<v1::ListMeasurementJobsResponse>(
+      [&](grpc::ClientContext* c, auto* r) { return stub_->ListMeasurementJobs(c, request, r); });
+}
+
 StatusOr<v1::ReportMeasurementResponse> RemoteTuner::ReportMeasurement(
     const v1::ReportMeasurementRequest& request) {
   return Unary<v1::ReportMeasurementResponse>(

@@ -49,6 +49,9 @@ class RemoteTuner final : public TunerApi {
       const v1::RenewMeasurementLeaseRequest& request) override;
   StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
       const v1::ReportMeasurementRequest& request) override;
+  StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& request) override;
+  StatusOr<v1::ListMeasurementJobsResponse> ListMeasurementJobs(
+      const v1::ListMeasurementJobsRequest& request) override;
 
  private:
   enum class CallKind { kQuick, kLong };

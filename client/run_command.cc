@@ -11,6 +11,7 @@
 #include "base/input_file.h"
 #include "client/exit_codes.h"
 #include "client/model_options.h"
+#include "client/text_format.h"
 #include "db/default_path.h"
 #include "engine/plan_source.h"
 #include "graph/plan.h"
@@ -237,7 +238,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", o->seed, "Seed of the random inputs and weights")
       ->capture_default_str();
   cmd->add_option("--memory-budget", o->memory_budget, "Refuse plans needing more bytes")
-      ->capture_default_str();
+      ->default_str(std::to_string(o->memory_budget) + " (" + ByteString(o->memory_budget) + ")");
   cmd->add_option("--min-time-ms", o->min_time_ms, "Minimum timed total for the whole plan")
       ->capture_default_str();
   cmd->add_option("--group-min-time-ms", o->group_min_time_ms, "Minimum timed total per group")

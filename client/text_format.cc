@@ -1,6 +1,7 @@
 #include "client/text_format.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 
 #include <spdlog/fmt/fmt.h>
@@ -54,6 +55,16 @@ std::string LocalIsoTime(int64_t unix_ms) {
   const std::string out = text;  // %z is +hhmm; ISO 8601's extended form is +hh:mm.
   const size_t minutes = out.size() - 2;
   return out.substr(0, minutes) + ":" + out.substr(minutes);
+}
+
+std::string AgoText(int64_t unix_ms, int64_t now_unix_ms) {
+  if (unix_ms == 0) return "-";
+  const int64_t s = std::abs(now_unix_ms - unix_ms) / 1000;
+  const std::string span = s < 120      ? fmt::format("{} s", s)
+                           : s < 7200   ? fmt::format("{} min", s / 60)
+                           : s < 172800 ? fmt::format("{} h", s / 3600)
+                                        : fmt::format("{} d", s / 86400);
+  return unix_ms > now_unix_ms ? "in " + span : span + " ago";
 }
 
 }  // namespace fusor

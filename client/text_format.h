@@ -36,6 +36,11 @@ std::string RatioText(double before, double after);
 // "-" for 0 (never).
 std::string LocalIsoTime(int64_t unix_ms);
 
+// How long before now `unix_ms` was, in the largest unit that fits: "12 s ago", "5 min ago",
+// "3 h ago", "2 d ago"; a time after now reads "in 40 s"; "-" for 0 (never). Both times by one
+// clock (the database's, for agents and jobs).
+std::string AgoText(int64_t unix_ms, int64_t now_unix_ms);
+
 // The cost model a plan was chosen with: "analytical-34 + learned residual (120 timings)", or
 // "analytical-34 alone" when the residual's training set size is 0 (none).
 std::string CostModelText(std::string_view version, int64_t residual_training_samples);

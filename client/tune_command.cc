@@ -1,6 +1,6 @@
 #include "client/tune_command.h"
 
-#include <google/protobuf/util/json_util.h>
+#include "client/proto_json.h"
 
 #include <cstdio>
 #include <fstream>
@@ -120,11 +120,7 @@ int TuneOne(const TuneFlags& f, TunerApi& api, const Graph& g, const std::string
     }
   }
   if (f.json) {
-    std::string text;
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(*result, &text, opts);
-    std::cout << text << "\n";
+    std::cout << ProtoJsonText(*result) << "\n";
   } else {
     PrintSummary(*result, g);
   }

@@ -24,5 +24,7 @@ Status PlanStore::FinishJob(const JobLease&, const v1::MeasurementResult&) { ret
 Status PlanStore::CancelJob(int64_t) { return NoJobs(); }
 StatusOr<int64_t> PlanStore::PruneJobs(int64_t) { return NoJobs(); }
 StatusOr<MeasurementJobRow> PlanStore::GetJob(int64_t) { return NoJobs(); }
+StatusOr<AgentListing> PlanStore::ListAgents() { return NoJobs(); }
+StatusOr<JobListing> PlanStore::ListJobs(bool) { return NoJobs(); }
 
 }  // namespace fusor::db

@@ -103,6 +103,17 @@ struct MeasurementJobRow {
   v1::MeasurementResult result;  // When done.
 };
 
+// What ListAgents and ListJobs return: the rows and the store's clock when it read them, so a
+// reader judges liveness and ages by the same clock the leases run on.
+struct AgentListing {
+  int64_t now_unix_ms = 0;
+  std::vector<AgentRecord> agents;  // Latest heard from first.
+};
+struct JobListing {
+  int64_t now_unix_ms = 0;
+  std::vector<MeasurementJobRow> jobs;  // Oldest first.
+};
+
 // Who holds which lease of a job, as the agent names it when renewing or reporting.
 struct JobLease {
   int64_t job_id = 0;
@@ -369,6 +380,11 @@ class PlanStore {
   virtual StatusOr<int64_t> PruneJobs(int64_t older_than_ms);
   // The job as stored; NotFound when unknown.
   virtual StatusOr<MeasurementJobRow> GetJob(int64_t job_id);
+  // Every registered agent, for people and metrics (`fusor agents list`).
+  virtual StatusOr<AgentListing> ListAgents();
+  // The queued and leased jobs, and with include_finished the done and cancelled ones still kept
+  // (PruneJobs), for people and metrics (`fusor jobs list`).
+  virtual StatusOr<JobListing> ListJobs(bool include_finished);
 };
 
 }  // namespace fusor::db

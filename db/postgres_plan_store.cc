@@ -13,6 +13,7 @@
 #include "db/open_plan_store.h"
 #include "db/plan_order.h"
 #include "db/schema.h"
+#include "db/staleness.h"
 #include "db/store_rules.h"
 
 namespace fusor::db {
@@ -583,8 +584,8 @@ Status PostgresPlanStore::PutTarget(const v1::HardwareProfile& profile) {
                    name_);
       return Status::Ok();
     }
-    spdlog::info("db: stored target {} calibrated at {} ms (cost model {}) in '{}'", id,
-                 profile.calibrated_unix_ms(), profile.cost_model_version(), name_);
+    spdlog::info("db: stored target {} calibrated at {} (cost model {}) in '{}'", id,
+                 UtcText(profile.calibrated_unix_ms()), profile.cost_model_version(), name_);
     AppendHistory(txn, CalibratedEvent(profile, now));
     return Status::Ok();
   });
@@ -683,8 +684,8 @@ Status PostgresPlanStore::PutPlan(const v1::Plan& plan, const v1::Graph& graph,
     InsertMeasurements(txn, plan_id, measurements, stored.created_unix_ms());
     AppendHistory(txn, PlanEvent("stored", stored, now, ""));
     spdlog::info(
-        "db: stored plan graph={} target={} cost_model={} options='{}' predicted_ns={} "
-        "measured_ns={} in '{}'",
+        "db: stored plan graph={} target={} cost_model={} options='{}' predicted_ns={:.0f} "
+        "measured_ns={:.0f} in '{}'",
         plan.graph_hash(), plan.target_id(), plan.cost_model_version(), plan.search_options(),
         plan.predicted_ns(), plan.measured_ns(), name_);
     return Status::Ok();
@@ -1388,6 +1389,37 @@ StatusOr<int64_t> PostgresPlanStore::PruneJobs(int64_t older_than_ms) {
         return Status::Ok();
       }));
   return pruned;
+}
+
+StatusOr<AgentListing> PostgresPlanStore::ListAgents() {
+  AgentListing listing;
+  FUSOR_RETURN_IF_ERROR(Read("list agents", [&](pqxx::dbtransaction& txn) -> Status {
+    listing.now_unix_ms = DbNowMs(txn);
+    if (schema_version_ < kAgentsVersion) return Status::Ok();
+    for (const pqxx::row& r :
+         txn.exec("SELECT agent_id, target_id, name, registered_unix_ms, last_seen_unix_ms FROM "
+                  "agents ORDER BY last_seen_unix_ms DESC, agent_id")) {
+      listing.agents.push_back({r[0].as<std::string>(), r[1].as<std::string>(),
+                                r[2].as<std::string>(), r[3].as<int64_t>(), r[4].as<int64_t>()});
+    }
+    return Status::Ok();
+  }));
+  return listing;
+}
+
+StatusOr<JobListing> PostgresPlanStore::ListJobs(bool include_finished) {
+  JobListing listing;
+  FUSOR_RETURN_IF_ERROR(Read("list measurement jobs", [&](pqxx::dbtransaction& txn) -> Status {
+    listing.now_unix_ms = DbNowMs(txn);
+    if (schema_version_ < kAgentsVersion) return Status::Ok();
+    std::string sql = fmt::format("{}{} ORDER BY job_id", kSelectJob,
+                                  include_finished ? "" : " WHERE state IN ('queued', 'leased')");
+    for (const pqxx::row& r : txn.exec(sql)) {
+      FUSOR_ASSIGN_OR_RETURN(listing.jobs.emplace_back(), ReadJob(r, name_));
+    }
+    return Status::Ok();
+  }));
+  return listing;
 }
 
 StatusOr<MeasurementJobRow> PostgresPlanStore::GetJob(int64_t job_id) {

@@ -86,6 +86,8 @@ class PostgresPlanStore final : public PlanStore {
   Status CancelJob(int64_t job_id) override;
   StatusOr<int64_t> PruneJobs(int64_t older_than_ms) override;
   StatusOr<MeasurementJobRow> GetJob(int64_t job_id) override;
+  StatusOr<AgentListing> ListAgents() override;
+  StatusOr<JobListing> ListJobs(bool include_finished) override;
 
   // The location without its password, as StoredPlan::database and messages name it.
   const std::string& name() const { return name_; }

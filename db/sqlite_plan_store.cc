@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "db/plan_order.h"
+#include "db/staleness.h"
 #include "db/store_rules.h"
 #include "db/tables.h"
 
@@ -230,8 +231,8 @@ Status SqlitePlanStore::PutTarget(const v1::HardwareProfile& profile) {
                    path_);
       return Status::Ok();
     }
-    spdlog::info("db: stored target {} calibrated at {} ms (cost model {}) in '{}'", id,
-                 profile.calibrated_unix_ms(), profile.cost_model_version(), path_);
+    spdlog::info("db: stored target {} calibrated at {} (cost model {}) in '{}'", id,
+                 UtcText(profile.calibrated_unix_ms()), profile.cost_model_version(), path_);
     return tables::AppendHistory(c, CalibratedEvent(profile, now));
   });
 }
@@ -304,8 +305,8 @@ Status SqlitePlanStore::PutPlanLocked(SqliteConnection& c, const v1::Plan& plan,
       tables::InsertMeasurements(c, plan_id, measurements, stored.created_unix_ms()));
   FUSOR_RETURN_IF_ERROR(tables::AppendHistory(c, PlanEvent("stored", stored, now, "")));
   spdlog::info(
-      "db: stored plan graph={} target={} cost_model={} options='{}' predicted_ns={} "
-      "measured_ns={} in '{}'",
+      "db: stored plan graph={} target={} cost_model={} options='{}' predicted_ns={:.0f} "
+      "measured_ns={:.0f} in '{}'",
       plan.graph_hash(), plan.target_id(), plan.cost_model_version(), plan.search_options(),
       plan.predicted_ns(), plan.measured_ns(), path_);
   return Status::Ok();
@@ -786,6 +787,24 @@ StatusOr<int64_t> SqlitePlanStore::PruneJobs(int64_t older_than_ms) {
         return Status::Ok();
       }));
   return pruned;
+}
+
+StatusOr<AgentListing> SqlitePlanStore::ListAgents() {
+  AgentListing listing;
+  listing.now_unix_ms = NowUnixMs();
+  if (schema_.version < kAgentsVersion) return listing;
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(listing.agents, tables::ReadAgents(*c));
+  return listing;
+}
+
+StatusOr<JobListing> SqlitePlanStore::ListJobs(bool include_finished) {
+  JobListing listing;
+  listing.now_unix_ms = NowUnixMs();
+  if (schema_.version < kAgentsVersion) return listing;
+  FUSOR_ASSIGN_OR_RETURN(ConnectionLease c, Connect());
+  FUSOR_ASSIGN_OR_RETURN(listing.jobs, tables::ReadJobs(*c, include_finished));
+  return listing;
 }
 
 StatusOr<MeasurementJobRow> SqlitePlanStore::GetJob(int64_t job_id) {

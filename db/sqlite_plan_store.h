@@ -98,6 +98,8 @@ class SqlitePlanStore final : public PlanStore {
   Status CancelJob(int64_t job_id) override;
   StatusOr<int64_t> PruneJobs(int64_t older_than_ms) override;
   StatusOr<MeasurementJobRow> GetJob(int64_t job_id) override;
+  StatusOr<AgentListing> ListAgents() override;
+  StatusOr<JobListing> ListJobs(bool include_finished) override;
 
   // Merges a bundle in one transaction, without duplicates: a target keeps the newer calibration,
   // a graph is added once, and a plan under an existing key replaces the stored one only when

@@ -442,32 +442,68 @@ StatusOr<int64_t> DeleteFinishedJobs(SqliteConnection& c, int64_t finished_befor
   return c.changes();
 }
 
+namespace {
+
+constexpr std::string_view kSelectJobs =
+    "SELECT job_id, target_id, state, agent_id, lease, lease_expires_unix_ms, created_unix_ms, "
+    "finished_unix_ms, job, result FROM measurement_jobs";
+
+StatusOr<MeasurementJobRow> JobOfRow(Statement& row, const std::string& path) {
+  MeasurementJobRow j;
+  j.job_id = row.Int(0);
+  j.target_id = row.Text(1);
+  j.state = row.Text(2);
+  j.agent_id = row.IsNull(3) ? "" : row.Text(3);
+  j.lease = row.Int(4);
+  j.lease_expires_unix_ms = row.Int(5);
+  j.created_unix_ms = row.Int(6);
+  j.finished_unix_ms = row.IsNull(7) ? 0 : row.Int(7);
+  FUSOR_ASSIGN_OR_RETURN(j.job, ParseColumn<v1::MeasurementJob>(row, 8, "measurement job", path));
+  if (!row.IsNull(9)) {
+    FUSOR_ASSIGN_OR_RETURN(j.result,
+                           ParseColumn<v1::MeasurementResult>(row, 9, "measurement result", path));
+  }
+  FillJobLease(j);
+  return j;
+}
+
+}  // namespace
+
 StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id) {
-  FUSOR_ASSIGN_OR_RETURN(
-      StatementLease row,
-      c.Prepare("SELECT job_id, target_id, state, agent_id, lease, lease_expires_unix_ms, "
-                "created_unix_ms, finished_unix_ms, job, result FROM measurement_jobs "
-                "WHERE job_id = ?"));
+  FUSOR_ASSIGN_OR_RETURN(StatementLease row,
+                         c.Prepare(std::string(kSelectJobs) + " WHERE job_id = ?"));
   FUSOR_RETURN_IF_ERROR(row->Bind({job_id}));
   FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
   if (!found) return std::optional<MeasurementJobRow>();
-  MeasurementJobRow j;
-  j.job_id = row->Int(0);
-  j.target_id = row->Text(1);
-  j.state = row->Text(2);
-  j.agent_id = row->IsNull(3) ? "" : row->Text(3);
-  j.lease = row->Int(4);
-  j.lease_expires_unix_ms = row->Int(5);
-  j.created_unix_ms = row->Int(6);
-  j.finished_unix_ms = row->IsNull(7) ? 0 : row->Int(7);
-  FUSOR_ASSIGN_OR_RETURN(j.job,
-                         ParseColumn<v1::MeasurementJob>(*row, 8, "measurement job", c.path()));
-  if (!row->IsNull(9)) {
-    FUSOR_ASSIGN_OR_RETURN(
-        j.result, ParseColumn<v1::MeasurementResult>(*row, 9, "measurement result", c.path()));
-  }
-  FillJobLease(j);
+  FUSOR_ASSIGN_OR_RETURN(MeasurementJobRow j, JobOfRow(*row, c.path()));
   return std::optional<MeasurementJobRow>(std::move(j));
+}
+
+StatusOr<std::vector<AgentRecord>> ReadAgents(SqliteConnection& c) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare("SELECT agent_id, target_id, name, registered_unix_ms, last_seen_unix_ms "
+                "FROM agents ORDER BY last_seen_unix_ms DESC, agent_id"));
+  std::vector<AgentRecord> agents;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return agents;
+    agents.push_back({row->Text(0), row->Text(1), row->Text(2), row->Int(3), row->Int(4)});
+  }
+}
+
+StatusOr<std::vector<MeasurementJobRow>> ReadJobs(SqliteConnection& c, bool include_finished) {
+  FUSOR_ASSIGN_OR_RETURN(
+      StatementLease row,
+      c.Prepare(std::string(kSelectJobs) +
+                (include_finished ? "" : " WHERE state IN ('queued', 'leased')") +
+                " ORDER BY job_id"));
+  std::vector<MeasurementJobRow> jobs;
+  for (;;) {
+    FUSOR_ASSIGN_OR_RETURN(bool found, row->Step());
+    if (!found) return jobs;
+    FUSOR_ASSIGN_OR_RETURN(jobs.emplace_back(), JobOfRow(*row, c.path()));
+  }
 }
 
 }  // namespace fusor::db::tables

@@ -114,6 +114,9 @@ Status EndJob(SqliteConnection& c, int64_t job_id, std::string_view state,
 // Deletes done and cancelled jobs that finished before finished_before_ms; returns how many.
 StatusOr<int64_t> DeleteFinishedJobs(SqliteConnection& c, int64_t finished_before_ms);
 StatusOr<std::optional<MeasurementJobRow>> FindJob(SqliteConnection& c, int64_t job_id);
+StatusOr<std::vector<AgentRecord>> ReadAgents(SqliteConnection& c);
+// Queued and leased jobs (with include_finished, every job kept), oldest first.
+StatusOr<std::vector<MeasurementJobRow>> ReadJobs(SqliteConnection& c, bool include_finished);
 // The learned residual's log and fits (schema version 4). Rows without a time get now_ms.
 Status InsertResidualSamples(SqliteConnection& c, std::span<const ResidualSampleRow> rows,
                              int64_t now_ms);

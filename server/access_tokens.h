@@ -1,7 +1,7 @@
 // Bearer tokens and the roles they grant, loaded from fusord's token file. A request carries
 // `authorization: Bearer TOKEN` in its metadata; Authenticate maps it to the Principal the file
 // names, and Authorize checks that the principal holds the role an RPC needs:
-//   read  — GetPlan, QueryPlans, ListTargets
+//   read  — GetPlan, QueryPlans, ListTargets, ListAgents, ListMeasurementJobs
 //   tune  — Tune
 //   agent — RegisterAgent, LeaseMeasurementJob, RenewMeasurementLease, ReportMeasurement: a
 //           measurement agent (`fusor agent`) on a target machine

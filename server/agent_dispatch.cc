@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <map>
 #include <random>
 
+#include "db/staleness.h"
 #include "graph/graph_proto.h"
 #include "search/plan_choice.h"
 #include "search/plan_search.h"
 #include "server/measurement_report.h"
+#include "server/service_metrics.h"
 
 namespace fusor {
 namespace {
@@ -46,7 +50,56 @@ std::string IdSafe(const std::string& name) {
 }  // namespace
 
 AgentDispatch::AgentDispatch(db::PlanStore* store, const Clock* clock, AgentDispatchOptions options)
-    : store_(store), clock_(clock), options_(options) {}
+    : store_(store), clock_(clock), options_(options) {
+  Metrics();  // Registers every family before a scrape can run the callbacks below.
+  metrics::Registry& r = metrics::Registry::Default();
+  gauges_.push_back(r.AddGaugeCallback(ServiceMetrics::kAgentsLive,
+                                       "Measurement agents heard from within the liveness window, "
+                                       "by target",
+                                       {"target"}, [this] { return LiveAgentSamples(); }));
+  gauges_.push_back(r.AddGaugeCallback(
+      ServiceMetrics::kAgentJobs,
+      "Measurement jobs waiting (queued), held (leased) or held past an expired lease "
+      "(lease_expired), by target",
+      {"target", "state"}, [this] { return JobSamples().first; }));
+  gauges_.push_back(
+      r.AddGaugeCallback(ServiceMetrics::kAgentJobAge,
+                         "Age of the oldest measurement job not yet done or cancelled, by target",
+                         {"target"}, [this] { return JobSamples().second; }));
+}
+
+metrics::GaugeSamples AgentDispatch::LiveAgentSamples() const {
+  metrics::GaugeSamples out;
+  StatusOr<v1::ListAgentsResponse> agents = ListAgents();
+  if (!agents.ok()) return out;
+  std::map<std::string, int> live;
+  for (const v1::AgentStatus& a : agents->agents()) live[a.target_id()] += a.live() ? 1 : 0;
+  for (const auto& [target, n] : live) out.push_back({{target}, static_cast<double>(n)});
+  return out;
+}
+
+// Job counts by target and state, and each target's oldest open job's age in seconds.
+std::pair<metrics::GaugeSamples, metrics::GaugeSamples> AgentDispatch::JobSamples() const {
+  std::pair<metrics::GaugeSamples, metrics::GaugeSamples> out;
+  StatusOr<db::JobListing> listing = store_->ListJobs(/*include_finished=*/false);
+  if (!listing.ok()) return out;
+  std::map<std::pair<std::string, std::string>, int> counts;
+  std::map<std::string, int64_t> oldest;
+  for (const db::MeasurementJobRow& j : listing->jobs) {
+    const bool expired =
+        j.state == db::kJobLeased && j.lease_expires_unix_ms < listing->now_unix_ms;
+    ++counts[{j.target_id, expired ? "lease_expired" : j.state}];
+    auto [it, added] = oldest.emplace(j.target_id, j.created_unix_ms);
+    if (!added) it->second = std::min(it->second, j.created_unix_ms);
+  }
+  for (const auto& [key, n] : counts) {
+    out.first.push_back({{key.first, key.second}, static_cast<double>(n)});
+  }
+  for (const auto& [target, created] : oldest) {
+    out.second.push_back({{target}, static_cast<double>(listing->now_unix_ms - created) / 1000});
+  }
+  return out;
+}
 
 StatusOr<v1::RegisterAgentResponse> AgentDispatch::Register(const std::string& name,
                                                             const std::string& target_id) {
@@ -67,6 +120,45 @@ StatusOr<int64_t> AgentDispatch::LiveAgents(const std::string& target_id) {
   return store_->CountLiveAgents(target_id, static_cast<int64_t>(options_.live_s * 1000));
 }
 
+StatusOr<v1::ListAgentsResponse> AgentDispatch::ListAgents() const {
+  FUSOR_ASSIGN_OR_RETURN(db::AgentListing listing, store_->ListAgents());
+  v1::ListAgentsResponse response;
+  response.set_now_unix_ms(listing.now_unix_ms);
+  response.set_live_s(options_.live_s);
+  const int64_t live_after = listing.now_unix_ms - static_cast<int64_t>(options_.live_s * 1000);
+  for (const db::AgentRecord& a : listing.agents) {
+    v1::AgentStatus* out = response.add_agents();
+    out->set_agent_id(a.agent_id);
+    out->set_target_id(a.target_id);
+    out->set_name(a.name);
+    out->set_registered_unix_ms(a.registered_unix_ms);
+    out->set_last_seen_unix_ms(a.last_seen_unix_ms);
+    out->set_live(a.last_seen_unix_ms >= live_after);
+  }
+  return response;
+}
+
+StatusOr<v1::ListMeasurementJobsResponse> AgentDispatch::ListJobs(bool include_finished) const {
+  FUSOR_ASSIGN_OR_RETURN(db::JobListing listing, store_->ListJobs(include_finished));
+  v1::ListMeasurementJobsResponse response;
+  response.set_now_unix_ms(listing.now_unix_ms);
+  for (const db::MeasurementJobRow& j : listing.jobs) {
+    v1::MeasurementJobStatus* out = response.add_jobs();
+    out->set_job_id(j.job_id);
+    out->set_target_id(j.target_id);
+    out->set_graph_hash(j.job.graph_hash());
+    out->set_state(j.state);
+    out->set_agent_id(j.agent_id);
+    out->set_lease(j.lease);
+    out->set_lease_expires_unix_ms(j.state == db::kJobLeased ? j.lease_expires_unix_ms : 0);
+    out->set_created_unix_ms(j.created_unix_ms);
+    out->set_finished_unix_ms(j.finished_unix_ms);
+    out->set_plans(j.job.plans_size());
+    out->set_error(j.result.error());
+  }
+  return response;
+}
+
 // Polls the queue until a job of the agent's target can be leased or the wait is over; each call
 // counts as hearing from the agent, so an agent that keeps polling stays live.
 StatusOr<v1::LeaseMeasurementJobResponse> AgentDispatch::Lease(
@@ -85,6 +177,8 @@ StatusOr<v1::LeaseMeasurementJobResponse> AgentDispatch::Lease(
     if (job) {
       spdlog::info("agent: job {} (graph {}) leased to {} (lease {})", job->job_id,
                    job->job.graph_hash().substr(0, 16), agent.agent_id, job->lease);
+      Metrics().agent_leases.With({agent.target_id}).Increment();
+      if (job->lease > 1) Metrics().agent_releases.With({agent.target_id}).Increment();
       response.set_leased(true);
       *response.mutable_job() = std::move(job->job);
       return response;
@@ -173,20 +267,54 @@ StatusOr<AgentOutcome> AgentDispatch::Measure(
   return Choose(*done, candidates, predicted_ns, g);
 }
 
+namespace {
+
+int64_t WallNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// What a Tune waiting on job `row` is waiting for, and until when: a lease, an agent measuring,
+// or a new lease after an agent went silent. The key changes only when the state does.
+struct WaitState {
+  std::string key;
+  std::string text;
+};
+
+WaitState WaitStateOf(const db::MeasurementJobRow& row, int64_t give_up_unix_ms) {
+  const std::string until = db::UtcText(give_up_unix_ms);
+  if (row.state != db::kJobLeased) {
+    return {"queued", fmt::format("job {} waits for a lease until {} (the Tune's time limit; "
+                                  "agents of target {})",
+                                  row.job_id, until, row.target_id)};
+  }
+  if (row.lease_expires_unix_ms < WallNowMs()) {
+    return {fmt::format("expired {}", row.lease),
+            fmt::format("job {} waits for a new lease until {}: agent {} stopped renewing (its "
+                        "lease expired {})",
+                        row.job_id, until, row.agent_id, db::UtcText(row.lease_expires_unix_ms))};
+  }
+  return {fmt::format("leased {}", row.lease),
+          fmt::format("measuring on agent {} until {} at the latest (job {}, lease {}{})",
+                      row.agent_id, until, row.job_id, row.lease,
+                      row.lease > 1 ? ": an earlier agent's lease expired" : "")};
+}
+
+}  // namespace
+
 StatusOr<db::MeasurementJobRow> AgentDispatch::WaitForJob(
     int64_t job_id, int64_t deadline_ns, const std::atomic<bool>* cancelled,
     const std::function<void(const std::string&)>& progress) {
-  int64_t announced_lease = 0;
+  const int64_t give_up_unix_ms = WallNowMs() + (deadline_ns - clock_->NowNs()) / 1'000'000;
+  std::string announced;
   for (;;) {
     FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow row, store_->GetJob(job_id));
     if (row.state == db::kJobDone || row.state == db::kJobCancelled) return row;
-    if (row.state == db::kJobLeased && row.lease != announced_lease) {
-      announced_lease = row.lease;
-      progress(fmt::format("measuring on agent {}{}", row.agent_id,
-                           row.lease > 1 ? fmt::format(" (lease {}: an earlier agent's lease "
-                                                       "expired)",
-                                                       row.lease)
-                                         : ""));
+    WaitState state = WaitStateOf(row, give_up_unix_ms);
+    if (state.key != announced) {
+      announced = state.key;
+      progress(state.text);
     }
     if (Cancelled(cancelled)) return Status::Cancelled("tuning was cancelled");
     if (clock_->NowNs() >= deadline_ns) return row;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "db/plan_store.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
@@ -67,6 +68,9 @@ class AgentDispatch {
 
   // Live agents of the target.
   StatusOr<int64_t> LiveAgents(const std::string& target_id);
+  // Every agent, each marked live or not, and the jobs (queued and leased, or every kept one).
+  StatusOr<v1::ListAgentsResponse> ListAgents() const;
+  StatusOr<v1::ListMeasurementJobsResponse> ListJobs(bool include_finished) const;
 
   // The plans a job times: the searched plan first, then the rules baseline's and the unfused
   // plan where they differ from it, up to `budget` plans (at least the searched one).
@@ -92,10 +96,14 @@ class AgentDispatch {
   AgentOutcome Choose(const db::MeasurementJobRow& job, const std::vector<FusionPlan>& candidates,
                       const std::vector<double>& predicted_ns, const Graph& g) const;
   int64_t LeaseMs() const { return static_cast<int64_t>(options_.lease_s * 1000); }
+  metrics::GaugeSamples LiveAgentSamples() const;
+  std::pair<metrics::GaugeSamples, metrics::GaugeSamples> JobSamples() const;
 
   db::PlanStore* const store_;
   const Clock* const clock_;
   const AgentDispatchOptions options_;
+  // The agents and queue gauges (service_metrics.h), read from the store at each scrape.
+  std::vector<metrics::CallbackRegistration> gauges_;
 };
 
 }  // namespace fusor

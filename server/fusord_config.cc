@@ -144,9 +144,11 @@ Status CheckValues(const FusordConfig& c) {
   if (c.log_format != "text" && c.log_format != "json") {
     return Status::InvalidArgument("log_format '" + c.log_format + "' is not one of text, json");
   }
+  // Only the address's form here (a usage error, exit 2); the loopback rule is checked when the
+  // listener starts (exit 1), as it is for the gRPC listen address.
   if (!c.metrics_listen.empty()) {
     FUSOR_RETURN_IF_ERROR(
-        CheckMetricsListen(c.metrics_listen, c.server.allow_insecure_remote).status());
+        CheckMetricsListen(c.metrics_listen, /*allow_insecure_remote=*/true).status());
   }
   if (!(c.shutdown_grace_s >= 0 && c.shutdown_grace_s <= 86'400)) {
     return Status::InvalidArgument("shutdown_grace_s must be in [0, 86400]");
@@ -186,6 +188,7 @@ Status CheckValues(const FusordConfig& c) {
 }  // namespace
 
 void AddFusordFlags(CLI::App* app, FusordConfig* c) {
+  app->option_defaults()->always_capture_default();  // Every default shows in --help.
   app->add_option("--config", c->config_file, "JSON config file (deploy/fusord.example.json)");
   app->add_option("--listen", c->server.listen, "host:port or unix:PATH (port 0: any free port)");
   app->add_option("--db", c->tuning.db_location,

@@ -124,6 +124,9 @@ GrpcTunerService::GrpcTunerService(TunerApi* tuner, TuneJobQueue* jobs, const Ac
                            &GrpcTunerService::RenewMeasurementLease);
   ServeUnaryAfterAdmission(9, "ReportMeasurement", kRoleAgent,
                            &GrpcTunerService::ReportMeasurement);
+  ServeUnaryAfterAdmission(10, "ListAgents", kRoleRead, &GrpcTunerService::ListAgents);
+  ServeUnaryAfterAdmission(11, "ListMeasurementJobs", kRoleRead,
+                           &GrpcTunerService::ListMeasurementJobs);
 }
 
 GrpcTunerService::~GrpcTunerService() = default;
@@ -254,6 +257,22 @@ grpc::Status GrpcTunerService::ListTargets(grpc::ServerContext* ctx,
   RequestLog log(ctx, "ListTargets", next_request_id_++, log_policy_.get());
   return log.Finish(RunUnary(
       ctx, kRoleRead, &log, [&] { return tuner_->ListTargets(*request); }, response));
+}
+
+grpc::Status GrpcTunerService::ListAgents(grpc::ServerContext* ctx,
+                                          const v1::ListAgentsRequest* request,
+                                          v1::ListAgentsResponse* response) {
+  RequestLog log(ctx, "ListAgents", next_request_id_++, log_policy_.get());
+  return log.Finish(RunUnary(
+      ctx, kRoleRead, &log, [&] { return tuner_->ListAgents(*request); }, response));
+}
+
+grpc::Status GrpcTunerService::ListMeasurementJobs(grpc::ServerContext* ctx,
+                                                   const v1::ListMeasurementJobsRequest* request,
+                                                   v1::ListMeasurementJobsResponse* response) {
+  RequestLog log(ctx, "ListMeasurementJobs", next_request_id_++, log_policy_.get());
+  return log.Finish(RunUnary(
+      ctx, kRoleRead, &log, [&] { return tuner_->ListMeasurementJobs(*request); }, response));
 }
 
 grpc::Status GrpcTunerService::Calibrate(grpc::ServerContext* ctx,

@@ -74,6 +74,11 @@ class GrpcTunerService final : public v1::FusionTuner::Service {
   grpc::Status ReportMeasurement(grpc::ServerContext* ctx,
                                  const v1::ReportMeasurementRequest* request,
                                  v1::ReportMeasurementResponse* response) override;
+  grpc::Status ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest* request,
+                          v1::ListAgentsResponse* response) override;
+  grpc::Status ListMeasurementJobs(grpc::ServerContext* ctx,
+                                   const v1::ListMeasurementJobsRequest* request,
+                                   v1::ListMeasurementJobsResponse* response) override;
 
  private:
   template <typename Request, typename Response>

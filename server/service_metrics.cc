@@ -25,6 +25,11 @@ ServiceMetrics& Metrics() {
                        metrics::DurationBuckets()),
         r.AddHistogram("fusor_db_operation_duration_seconds", "Tuning database calls, by operation",
                        {"operation"}, metrics::DurationBuckets()),
+        r.AddCounter("fusor_measurement_leases_total",
+                     "Measurement jobs leased to agents by this replica, by target", {"target"}),
+        r.AddCounter("fusor_measurement_releases_total",
+                     "Leases of a measurement job whose earlier agent's lease expired, by target",
+                     {"target"}),
     };
     // The families without labels have one series: listed (at 0) from the first scrape on.
     made->tune_joins.With({});

@@ -25,11 +25,19 @@ struct ServiceMetrics {
   metrics::Family<metrics::Histogram>& search_seconds;   // Plan search per Tune, by algorithm.
   metrics::Family<metrics::Histogram>& measure_seconds;  // Measured refinement per Tune.
   metrics::Family<metrics::Histogram>& db_seconds;       // Tuning database calls, by operation.
+  // Measurement jobs leased to agents by this replica, by target; and of those, the leases of a
+  // job an earlier agent's lease had expired on (a lost agent's job taken over).
+  metrics::Family<metrics::Counter>& agent_leases;
+  metrics::Family<metrics::Counter>& agent_releases;
   // Names of the gauges read at scrape time (registered with Registry::AddGaugeCallback).
   static constexpr const char* kJobsQueued = "fusor_tune_jobs_queued";
   static constexpr const char* kJobsRunning = "fusor_tune_jobs_running";
   static constexpr const char* kJobSubscribers = "fusor_tune_job_subscribers";
   static constexpr const char* kCalibrationAge = "fusor_target_calibration_age_seconds";
+  // Measurement agents and their queue, read from the database (shared by replicas).
+  static constexpr const char* kAgentsLive = "fusor_measurement_agents_live";
+  static constexpr const char* kAgentJobs = "fusor_measurement_jobs";
+  static constexpr const char* kAgentJobAge = "fusor_measurement_job_oldest_age_seconds";
 };
 
 // fusord's metrics in Registry::Default().

@@ -119,4 +119,12 @@ StatusOr<db::MeasurementJobRow> TimedPlanStore::GetJob(int64_t job_id) {
   return Timed("get_job", [&] { return store_->GetJob(job_id); });
 }
 
+StatusOr<db::AgentListing> TimedPlanStore::ListAgents() {
+  return Timed("list_agents", [&] { return store_->ListAgents(); });
+}
+
+StatusOr<db::JobListing> TimedPlanStore::ListJobs(bool include_finished) {
+  return Timed("list_jobs", [&] { return store_->ListJobs(include_finished); });
+}
+
 }  // namespace fusor

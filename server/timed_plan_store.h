@@ -55,6 +55,8 @@ class TimedPlanStore final : public db::PlanStore {
   Status CancelJob(int64_t job_id) override;
   StatusOr<int64_t> PruneJobs(int64_t older_than_ms) override;
   StatusOr<db::MeasurementJobRow> GetJob(int64_t job_id) override;
+  StatusOr<db::AgentListing> ListAgents() override;
+  StatusOr<db::JobListing> ListJobs(bool include_finished) override;
 
  private:
   const std::unique_ptr<db::PlanStore> store_;

@@ -48,6 +48,10 @@ class TunerApi {
       const v1::RenewMeasurementLeaseRequest& request);
   virtual StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
       const v1::ReportMeasurementRequest& request);
+  // The agents and the job queue, for operators.
+  virtual StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& request);
+  virtual StatusOr<v1::ListMeasurementJobsResponse> ListMeasurementJobs(
+      const v1::ListMeasurementJobsRequest& request);
 };
 
 inline Status NoMeasurementAgents() {
@@ -67,6 +71,13 @@ inline StatusOr<v1::RenewMeasurementLeaseResponse> TunerApi::RenewMeasurementLea
 }
 inline StatusOr<v1::ReportMeasurementResponse> TunerApi::ReportMeasurement(
     const v1::ReportMeasurementRequest&) {
+  return NoMeasurementAgents();
+}
+inline StatusOr<v1::ListAgentsResponse> TunerApi::ListAgents(const v1::ListAgentsRequest&) {
+  return NoMeasurementAgents();
+}
+inline StatusOr<v1::ListMeasurementJobsResponse> TunerApi::ListMeasurementJobs(
+    const v1::ListMeasurementJobsRequest&) {
   return NoMeasurementAgents();
 }
 

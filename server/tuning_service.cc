@@ -758,6 +758,15 @@ StatusOr<v1::ReportMeasurementResponse> TuningService::ReportMeasurement(
   return state_->agents->Report(request);
 }
 
+StatusOr<v1::ListAgentsResponse> TuningService::ListAgents(const v1::ListAgentsRequest&) {
+  return state_->agents->ListAgents();
+}
+
+StatusOr<v1::ListMeasurementJobsResponse> TuningService::ListMeasurementJobs(
+    const v1::ListMeasurementJobsRequest& request) {
+  return state_->agents->ListJobs(request.include_finished());
+}
+
 StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTargetsRequest&) {
   FUSOR_ASSIGN_OR_RETURN(auto targets, state_->store->ListTargets());
   v1::ListTargetsResponse response;

@@ -121,6 +121,9 @@ class TuningService final : public TunerApi {
       const v1::RenewMeasurementLeaseRequest& request) override;
   StatusOr<v1::ReportMeasurementResponse> ReportMeasurement(
       const v1::ReportMeasurementRequest& request) override;
+  StatusOr<v1::ListAgentsResponse> ListAgents(const v1::ListAgentsRequest& request) override;
+  StatusOr<v1::ListMeasurementJobsResponse> ListMeasurementJobs(
+      const v1::ListMeasurementJobsRequest& request) override;
 
   // The fingerprint id of the CPU this service runs on.
   std::string local_target_id() const;

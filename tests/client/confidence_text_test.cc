@@ -30,6 +30,14 @@ TEST(ConfidenceText, ASettledMeasurementReadsInOneLineWithoutNotes) {
   EXPECT_TRUE(ConfidenceNotes(Settled()).empty());
 }
 
+TEST(ConfidenceText, APlanAnAgentTimedNamesTheAgent) {
+  v1::MeasuredConfidence c = Settled();
+  c.set_measured_by("farm-a-0c1d2e3f");
+  EXPECT_EQ(ConfidenceText(c),
+            "3 rounds, 171 runs, spread 2.1% (unfused 3.0%), speed-up 2.41x-2.70x (95%), chosen "
+            "by measurement, timed by agent farm-a-0c1d2e3f");
+}
+
 TEST(ConfidenceText, TimingsThatDidNotSettleAndAnUncalibratedTargetEachGetANote) {
   v1::MeasuredConfidence c = Settled();
   c.set_settled(false);

@@ -43,5 +43,15 @@ TEST(TextFormat, NeverIsADashAndTimesCarryTheirUtcOffset) {
   EXPECT_EQ(t[22], ':');
 }
 
+TEST(TextFormat, AgesReadInTheLargestUnitThatFitsAndTheFutureReadsIn) {
+  const int64_t now = 1'764'000'000'000;
+  EXPECT_EQ(AgoText(now - 12'000, now), "12 s ago");
+  EXPECT_EQ(AgoText(now - 5 * 60'000, now), "5 min ago");
+  EXPECT_EQ(AgoText(now - 3 * 3'600'000, now), "3 h ago");
+  EXPECT_EQ(AgoText(now - 2 * 86'400'000, now), "2 d ago");
+  EXPECT_EQ(AgoText(now + 40'000, now), "in 40 s");
+  EXPECT_EQ(AgoText(0, now), "-");
+}
+
 }  // namespace
 }  // namespace fusor

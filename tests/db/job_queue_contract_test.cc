@@ -84,6 +84,34 @@ TEST_P(JobQueueContract, AgentsAreLiveWhileHeardFrom) {
             Status::Code::kFailedPrecondition);
 }
 
+// What `fusor agents list` and `fusor jobs list` read: every agent, and the open jobs oldest
+// first (with include_finished, the finished ones too), with the store's clock.
+TEST_P(JobQueueContract, ListsShowEveryAgentAndTheOpenJobsOldestFirst) {
+  StatusOr<AgentListing> agents = store_->ListAgents();
+  ASSERT_TRUE(agents.ok()) << agents.status().ToString();
+  ASSERT_EQ(agents->agents.size(), 2u);
+  EXPECT_EQ(agents->agents[0].target_id, "target-a");
+  EXPECT_GE(agents->now_unix_ms, agents->agents[0].last_seen_unix_ms);
+
+  int64_t first = Enqueue(*store_, Job("target-a", 1));
+  int64_t second = Enqueue(*store_, Job("target-a", 2, 3));
+  ASSERT_TRUE(Lease(*store_, "a1").has_value());
+  ASSERT_TRUE(store_->CancelJob(second).ok());
+  StatusOr<JobListing> open = store_->ListJobs(/*include_finished=*/false);
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  ASSERT_EQ(open->jobs.size(), 1u);
+  EXPECT_EQ(open->jobs[0].job_id, first);
+  EXPECT_EQ(open->jobs[0].state, kJobLeased);
+  EXPECT_EQ(open->jobs[0].agent_id, "a1");
+  EXPECT_GT(open->jobs[0].lease_expires_unix_ms, open->now_unix_ms);
+  StatusOr<JobListing> all = store_->ListJobs(/*include_finished=*/true);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->jobs.size(), 2u);
+  EXPECT_EQ(all->jobs[1].job_id, second);
+  EXPECT_EQ(all->jobs[1].state, kJobCancelled);
+  EXPECT_EQ(all->jobs[1].job.plans_size(), 3);
+}
+
 TEST_P(JobQueueContract, AJobIsLeasedToOneAgentAtATimeOldestFirst) {
   int64_t first = Enqueue(*store_, Job("target-a", 1));
   int64_t second = Enqueue(*store_, Job("target-a", 2));

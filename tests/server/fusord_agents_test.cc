@@ -8,11 +8,14 @@
 // for this host's CPU, and with short leases; waits poll with generous bounds that only fail on
 // a hang.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <mutex>
+#include <regex>
 #include <thread>
 
 #include "client/measurement_agent.h"
@@ -73,12 +76,24 @@ class FusordAgents : public ::testing::Test {
   }
 
   // fusord on db_ with agents measuring this CPU, leases of `lease_s`.
-  void StartFusord(double lease_s) {
-    auto p = FusordProcess::Start(
-        {"--db", db_, "--token-file", tokens_, "--measure-on-agents", "--agent-lease",
-         std::to_string(lease_s), "--agent-poll", "1", "--measure-threads", "1",
-         "--default-time-limit", "120", "--shutdown-grace", "2"},
-        dir_ / "fusord.log");
+  void StartFusord(double lease_s, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--db",
+                                     db_,
+                                     "--token-file",
+                                     tokens_,
+                                     "--measure-on-agents",
+                                     "--agent-lease",
+                                     std::to_string(lease_s),
+                                     "--agent-poll",
+                                     "1",
+                                     "--measure-threads",
+                                     "1",
+                                     "--default-time-limit",
+                                     "120",
+                                     "--shutdown-grace",
+                                     "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = FusordProcess::Start(args, dir_ / "fusord.log");
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     fusord_ = std::move(p).value();
   }
@@ -246,6 +261,120 @@ class FusordAgentsOnSqlite : public FusordAgents {
     }));
   }
 };
+
+// A farm operator's view: `fusor agents list` and `fusor jobs list` with a read token, and
+// /metrics, say which agents are alive, which jobs wait, who holds which and which was taken over
+// after a lease expired; the waiting Tune says what it waits for and until when.
+TEST_F(FusordAgentsOnSqlite, AnOperatorSeesAgentsQueueLeasesAndReleasesFromTheCliAndMetrics) {
+  ASSERT_NO_FATAL_FAILURE(StartFusord(2, {"--metrics-listen", "127.0.0.1:0"}));
+  std::smatch m;
+  const std::string started = fusord_->Log();
+  ASSERT_TRUE(std::regex_search(started, m, std::regex("metrics=http://127\\.0\\.0\\.1:([0-9]+)")));
+  const int metrics_port = std::stoi(m[1]);
+  auto scrape = [&] {
+    httplib::Client http("127.0.0.1", metrics_port);
+    auto response = http.Get("/metrics");
+    return response ? response->body : std::string("no answer");
+  };
+  auto cli = [&](std::vector<std::string> args, const std::string& token = kReadToken) {
+    args.insert(args.begin(), FusorBinary());
+    for (const std::string& a :
+         {std::string("--server"), fusord_->address(), std::string("--token"), token}) {
+      args.push_back(a);
+    }
+    return RunCommand(args);
+  };
+  RemoteTuner connection = Client(kAgentToken);
+  MeasurementAgentOptions options;
+  options.measure_threads = 1;
+  options.poll_s = 1;
+  MeasurementAgent first(&connection, options);
+  ASSERT_TRUE(first.Register(CalibratedProfile()).ok());
+  const std::string target = first.target_id();
+
+  std::vector<std::string> progress;
+  std::mutex progress_mu;
+  StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
+  std::thread tune([&] {
+    v1::TuneEvent::Result result;
+    Status s = Client(kReadTuneToken)
+                   .Tune(
+                       Request(ChainGraph(4, 1024, "chain4"), 2),
+                       [&](const v1::TuneEvent& e) {
+                         if (e.has_result()) result = e.result();
+                         std::lock_guard lock(progress_mu);
+                         if (e.has_progress()) progress.push_back(e.progress().detail());
+                       },
+                       nullptr);
+    tuned = s.ok() ? StatusOr<v1::TuneEvent::Result>(result) : StatusOr<v1::TuneEvent::Result>(s);
+  });
+  // Queued: the job waits, the agent is live.
+  ASSERT_TRUE(Eventually([&] {
+    return cli({"jobs", "list"}).output.find("queued") != std::string::npos;
+  }));
+  CommandResult agents = cli({"agents", "list"});
+  EXPECT_EQ(agents.exit_code, 0) << agents.output;
+  EXPECT_NE(agents.output.find(first.agent_id()), std::string::npos) << agents.output;
+  EXPECT_NE(agents.output.find("live"), std::string::npos) << agents.output;
+  // A sample of `family` for this target: labels after the target's, then the value's start.
+  auto has_series = [&](const std::string& text, const std::string& family,
+                        const std::string& rest) {
+    return text.find(family + "{target=\"" + target + "\"" + rest) != std::string::npos;
+  };
+  const std::string queued = scrape();
+  EXPECT_TRUE(has_series(queued, "fusor_measurement_jobs", ",state=\"queued\"} 1")) << queued;
+  EXPECT_TRUE(has_series(queued, "fusor_measurement_agents_live", "} 1")) << queued;
+  EXPECT_TRUE(has_series(queued, "fusor_measurement_job_oldest_age_seconds", "} ")) << queued;
+
+  // Leased to the first agent, which then goes quiet: its lease expires.
+  std::optional<v1::MeasurementJob> job;
+  ASSERT_TRUE(Eventually([&] {
+    auto leased = first.Lease(nullptr);
+    job = leased.ok() ? *leased : std::optional<v1::MeasurementJob>();
+    return job.has_value();
+  }));
+  CommandResult held = cli({"jobs", "list"});
+  EXPECT_NE(held.output.find("leased to " + first.agent_id()), std::string::npos) << held.output;
+  ASSERT_TRUE(Eventually([&] {
+    return cli({"jobs", "list"}).output.find("lease of " + first.agent_id() + " expired") !=
+           std::string::npos;
+  }));
+  EXPECT_TRUE(has_series(scrape(), "fusor_measurement_jobs", ",state=\"lease_expired\"} 1"));
+  auto told = [&](const std::string& part) {
+    std::lock_guard lock(progress_mu);
+    for (const std::string& line : progress) {
+      if (line.find(part) != std::string::npos) return true;
+    }
+    return false;
+  };
+  // The waiting Tune hears of it (within one poll of the job) before another agent takes over.
+  EXPECT_TRUE(Eventually([&] { return told("waits for a new lease until"); }));
+
+  // A second agent takes the job over: a re-lease.
+  options.max_jobs = 1;
+  MeasurementAgent second(&connection, options);
+  ASSERT_TRUE(second.Register(CalibratedProfile()).ok());
+  ASSERT_TRUE(second.Run(nullptr).ok());
+  tune.join();
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->measured_by(), second.agent_id());
+  const std::string after = scrape();
+  EXPECT_TRUE(has_series(after, "fusor_measurement_leases_total", "} 2")) << after;
+  EXPECT_TRUE(has_series(after, "fusor_measurement_releases_total", "} 1")) << after;
+  CommandResult all = cli({"jobs", "list", "--all", "--json"});
+  EXPECT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(all.output.find("\"agent_id\": \"" + second.agent_id() + "\""), std::string::npos)
+      << all.output;
+  EXPECT_NE(all.output.find("\"lease\": \"2\""), std::string::npos) << all.output;
+
+  // What else the waiting Tune was told: a lease awaited, the first agent measuring.
+  EXPECT_TRUE(told("waits for a lease until"));
+  EXPECT_TRUE(told("measuring on agent " + first.agent_id()));
+
+  // The lists are for the read role; an agent's token is not enough.
+  CommandResult refused = cli({"agents", "list"}, kAgentToken);
+  EXPECT_EQ(refused.exit_code, 5) << refused.output;
+}
 
 TEST_F(FusordAgentsOnSqlite, AReportForAJobTheAgentNoLongerHoldsIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartFusord(1));

@@ -270,9 +270,14 @@ TEST(Tls, MutualTlsRefusesAClientWithoutACertificateItsCaSigned) {
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ((*refused)->ListTargets({}).status().code(), Status::Code::kUnavailable);
 
+  // A certificate without its key is a usage error at parse time (exit 2), before any connection.
   Flags half;
-  half.Parse({"--server", address, "--tls-cert", (dir / "client.pem").string()});
-  EXPECT_EQ(Connect(half.options).status().code(), Status::Code::kInvalidArgument);
+  EXPECT_THROW(half.Parse({"--server", address, "--tls-cert", (dir / "client.pem").string()}),
+               CLI::RequiresError);
+  ConnectionOptions half_options;
+  half_options.server = address;
+  half_options.tls_cert = (dir / "client.pem").string();
+  EXPECT_EQ(Connect(half_options).status().code(), Status::Code::kInvalidArgument);
   std::filesystem::remove_all(dir);
 }
 
