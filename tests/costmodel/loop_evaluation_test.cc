@@ -295,6 +295,43 @@ TEST(EvaluateLoop, AComputedValueReadInLongRunsIsEvaluatedPieceByPiece) {
   EXPECT_DOUBLE_EQ(e.eval_calls, 6);  // w too: at an index list it is evaluated, not streamed.
 }
 
+// Swin-T's patch merging, small: s = (x[1,8,8,96] + w[96])[:, 0::2, 0::2, :]. The slice steps by
+// 2 along H and W, so the runs it reads of the Add are one pixel's 96 channels, not whole rows:
+// the runtime evaluates the Add run by run over 1536 / 96 = 16 pieces (EvalComputedRuns walks the
+// slice's map), and w is streamed once per piece. Priced as if the slice's steps were 1, the Add
+// was 4 pieces of 384.
+TEST(EvaluateLoop, ASliceWithStepsIsReadInTheRunsItsStepsLeave) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 8, 8, 96}), w = b.Weight("w", {96});
+  TensorId m = b.Act("m", {1, 8, 8, 96}), s = b.Act("s", {1, 4, 4, 96});
+  b.Op("Add", {x, w}, {m});
+  b.Op("Slice",
+       {m, b.IntConstant("starts", {0, 0}), b.IntConstant("ends", {8, 8}),
+        b.IntConstant("axes", {1, 2}), b.IntConstant("steps", {2, 2})},
+       {s});
+  b.Output(s);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {s}, 2);
+  EXPECT_DOUBLE_EQ(e.evaluated.at(m), 1536);
+  EXPECT_DOUBLE_EQ(e.run_calls, 16 + 16);  // The slice's pieces; w's streamed runs.
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 0);
+}
+
+// A Gather by index (blocks of 8, too short to copy block by block) reads its indices, as its data,
+// through an index list (runtime: EvalGather): the index leaf is gathered once per element, not
+// copied run by run.
+TEST(EvaluateLoop, AGatherReadsItsIndicesThroughAnIndexList) {
+  IrBuilder b;
+  TensorId data = b.Input("data", {10, 8}), ind = b.Input("ind", {5}, DType::kInt64);
+  TensorId y = b.Act("y", {5, 8});
+  b.Op("Gather", {data, ind}, {y}, {{"axis", int64_t{0}}});
+  b.Output(y);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0}), {y}, 2);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 2 * 40);   // The data's map and the indices' map.
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 2 * 40);  // The indices and the data, per element.
+}
+
 // A leaf seen through a Reshape and read through a Transpose that keeps the inner dim, from the
 // loop's range: the leaf is copied run by run (indexed), as the runtime looks through views;
 // nothing is gathered and the Reshape is never evaluated.
