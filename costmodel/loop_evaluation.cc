@@ -61,6 +61,8 @@ class Walk {
   Walk(const Graph& g, const FusionGroup& group, int threads, int64_t l1d_bytes)
       : g_(g), group_(group), threads_(threads), l1d_bytes_(l1d_bytes) {}
 
+  void SetEvaluatedOnce(std::unordered_set<TensorId> once) { evaluated_once_ = std::move(once); }
+
   void SetChains(std::unordered_map<TensorId, TensorId> head_of) {
     for (const auto& [t, head] : head_of) {
       if (t != head) out_.chained.insert(t);
@@ -96,17 +98,21 @@ class Walk {
         if (t != kNoId && g_.tensor(t).kind != TensorKind::kConstant) values.insert(t);
       }
     }
-    // A value evaluated whole once (hoisted), and what only it reads, is not pulled per tile.
-    std::unordered_set<TensorId> once;
-    for (TensorId h : hoisted_) OnlyFor(h, &once);
+    // A value evaluated once per thread (hoisted), and what only it reads, is not pulled per tile:
+    // the lowering says which (LoopLowering::evaluated_once); constants are never evaluated.
+    double once = 0;
     // Neither is a broadcast leaf read only in place, run by run (no evaluation call).
     double per_tile = 0;
     for (TensorId t : values) {
       if (out_.chained.count(t)) continue;  // Computed in registers inside its reader's chain.
       bool in_place_only = streamed_.count(t) && !read_.count(t) && asked_[t].total() == 0;
-      per_tile += once.count(t) || in_place_only ? 0 : 1;
+      if (evaluated_once_.count(t)) {
+        ++once;
+      } else if (!in_place_only) {
+        ++per_tile;
+      }
     }
-    out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
+    out_.eval_calls += pulls * per_tile + once;
     for (const auto& [head, calls] : chain_calls_) out_.run_calls += calls;
     for (const auto& [t, head] : chain_head_) out_.chain_steps += asked_[t].total();
     out_.hoisted = hoisted_;
@@ -115,23 +121,6 @@ class Walk {
   }
 
  private:
-  // Marks t, and recursively each input of its producer in the group that is read by nothing
-  // but marked values' producers.
-  void OnlyFor(TensorId t, std::unordered_set<TensorId>* once) const {
-    if (!once->insert(t).second || !Internal(t)) return;
-    for (TensorId in : g_.node(g_.tensor(t).producer).inputs) {
-      if (in == kNoId || g_.tensor(in).kind == TensorKind::kConstant) continue;
-      bool only = true;
-      for (NodeId c : g_.tensor(in).consumers) {
-        bool marked = std::binary_search(group_.nodes.begin(), group_.nodes.end(), c) &&
-                      std::all_of(g_.node(c).outputs.begin(), g_.node(c).outputs.end(),
-                                  [&](TensorId o) { return once->count(o) > 0; });
-        only = only && marked;
-      }
-      if (only) OnlyFor(in, once);
-    }
-  }
-
   bool Internal(TensorId t) const {
     NodeId p = g_.tensor(t).producer;
     return p != kNoId && std::binary_search(group_.nodes.begin(), group_.nodes.end(), p);
@@ -462,6 +451,7 @@ class Walk {
   const int64_t l1d_bytes_;
   std::unordered_map<TensorId, Requests> asked_;
   std::unordered_set<TensorId> hoisted_;
+  std::unordered_set<TensorId> evaluated_once_;  // Values and leaves evaluated once per thread.
   std::unordered_set<TensorId> streamed_;  // Leaves (and views of them) read in place, run by run.
   std::unordered_set<TensorId> read_;      // Leaves (and views of them) read any other way.
   double piece_calls_ = 0;                 // While visiting a value's pieces: how many there are.
@@ -504,6 +494,7 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
   // A plain loop (no reduction) whose tiles take no buffers walks longer ones.
   const bool streams = nodes.size() == group.nodes.size() && lowered.streams;
   walk.SetChains(std::move(head_of));
+  walk.SetEvaluatedOnce(lowered.evaluated_once);
   // Outputs with as many elements share one pass over the same tiles (FusedLoop::Run).
   std::unordered_set<double> passes;
   for (TensorId t : leaving) {
