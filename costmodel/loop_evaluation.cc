@@ -61,6 +61,8 @@ class Walk {
   Walk(const Graph& g, const FusionGroup& group, int threads, int64_t l1d_bytes)
       : g_(g), group_(group), threads_(threads), l1d_bytes_(l1d_bytes) {}
 
+  void SetEvaluatedOnce(std::unordered_set<TensorId> once) { evaluated_once_ = std::move(once); }
+
   void SetChains(std::unordered_map<TensorId, TensorId> head_of) {
     for (const auto& [t, head] : head_of) {
       if (t != head) out_.chained.insert(t);
@@ -96,17 +98,21 @@ class Walk {
         if (t != kNoId && g_.tensor(t).kind != TensorKind::kConstant) values.insert(t);
       }
     }
-    // A value evaluated whole once (hoisted), and what only it reads, is not pulled per tile.
-    std::unordered_set<TensorId> once;
-    for (TensorId h : hoisted_) OnlyFor(h, &once);
+    // A value evaluated once per thread (hoisted), and what only it reads, is not pulled per tile:
+    // the lowering says which (LoopLowering::evaluated_once); constants are never evaluated.
+    double once = 0;
     // Neither is a broadcast leaf read only in place, run by run (no evaluation call).
     double per_tile = 0;
     for (TensorId t : values) {
       if (out_.chained.count(t)) continue;  // Computed in registers inside its reader's chain.
       bool in_place_only = streamed_.count(t) && !read_.count(t) && asked_[t].total() == 0;
-      per_tile += once.count(t) || in_place_only ? 0 : 1;
+      if (evaluated_once_.count(t)) {
+        ++once;
+      } else if (!in_place_only) {
+        ++per_tile;
+      }
     }
-    out_.eval_calls += pulls * per_tile + static_cast<double>(once.size());
+    out_.eval_calls += pulls * per_tile + once;
     for (const auto& [head, calls] : chain_calls_) out_.run_calls += calls;
     for (const auto& [t, head] : chain_head_) out_.chain_steps += asked_[t].total();
     out_.hoisted = hoisted_;
@@ -115,23 +121,6 @@ class Walk {
   }
 
  private:
-  // Marks t, and recursively each input of its producer in the group that is read by nothing
-  // but marked values' producers.
-  void OnlyFor(TensorId t, std::unordered_set<TensorId>* once) const {
-    if (!once->insert(t).second || !Internal(t)) return;
-    for (TensorId in : g_.node(g_.tensor(t).producer).inputs) {
-      if (in == kNoId || g_.tensor(in).kind == TensorKind::kConstant) continue;
-      bool only = true;
-      for (NodeId c : g_.tensor(in).consumers) {
-        bool marked = std::binary_search(group_.nodes.begin(), group_.nodes.end(), c) &&
-                      std::all_of(g_.node(c).outputs.begin(), g_.node(c).outputs.end(),
-                                  [&](TensorId o) { return once->count(o) > 0; });
-        only = only && marked;
-      }
-      if (only) OnlyFor(in, once);
-    }
-  }
-
   bool Internal(TensorId t) const {
     NodeId p = g_.tensor(t).producer;
     return p != kNoId && std::binary_search(group_.nodes.begin(), group_.nodes.end(), p);
@@ -176,12 +165,14 @@ class Walk {
     }
   }
 
-  // Input `u` of `n` read through a non-identity map from requests `r` over `rank` dims. A leaf
+  // Input `u` of `n` read through a non-identity map walking `runs` from requests `r` over `rank`
+  // dims. A leaf
   // (or views of one) read from a range is copied run by run; a computed value read from a range
   // in runs of at least kMinEvaluatedRun is asked for each run as a piece; anything else becomes
   // an index list for `u`.
-  void Mapped(const Node& n, TensorId u, Requests r, size_t rank, bool inner_step_one) {
-    if (double run = inner_step_one ? MapRun(n, u) : 0;
+  void Mapped(const Node& n, TensorId u, Requests r, size_t rank, RunShape runs) {
+    const bool inner_step_one = runs.step == 1;
+    if (double run = inner_step_one ? static_cast<double>(runs.length) : 0;
         r.range > 0 && run >= kMinRun && Internal(ViewSource(u))) {
       // Pieces of pieces: at least one run per piece the consumer was asked for.
       double pieces = std::max(r.range / run, piece_calls_);
@@ -213,8 +204,8 @@ class Walk {
   }
 
   // `u` asked for `share` of the consumer's requests at an index list built already.
-  void Listed(TensorId u, Requests r, double share, bool inner_step_one) {
-    Requests l = ListFrom(r, inner_step_one);
+  void Listed(TensorId u, Requests r, double share, bool in_runs) {
+    Requests l = ListFrom(r, in_runs);
     l.runs *= share;
     l.scattered *= share;
     if (Internal(u)) return Ask(u, l);
@@ -222,65 +213,18 @@ class Walk {
     out_.gathered_elements += l.list();
   }
 
-  // Elements per run of the map from `n`'s output to its input `u` when it steps by one along the
-  // innermost dim: the trailing output dims (size 1 skipped) it reads as one stretch of `u`, as
-  // ForEachRun merges them. A slice keeps whole dims up to the one it cuts; a transpose the dims
-  // it keeps in order; a broadcast the dims it does not broadcast.
-  double MapRun(const Node& n, TensorId u) const {
-    const Shape& in = g_.tensor(u).dims;
+  // The runs the map from `n`'s output to its input `u` walks over a range, as the runtime's
+  // ForEachRun walks them (lowering/affine_map.h): a mapped value (Transpose, Slice, Split, Expand,
+  // a one-index Gather) reads through the map the runtime compiles (MappedReadOf), with its real
+  // steps; any other operand through its broadcast. A map that cannot be built reads no runs.
+  RunShape ReadRuns(const Node& n, TensorId u) const {
     const Shape& out = g_.tensor(n.outputs[0]).dims;
-    const std::string& op = n.op_type;
-    if (op == "Transpose" || op == "Slice" || op == "Split") {
-      if (in.size() != out.size()) return 0;
-      std::vector<int64_t> perm = op == "Transpose" ? n.GetInts("perm") : std::vector<int64_t>{};
-      if (perm.empty()) {
-        for (size_t d = 0; d < in.size(); ++d) {
-          perm.push_back(op == "Transpose" ? static_cast<int64_t>(in.size() - 1 - d)
-                                           : static_cast<int64_t>(d));
-        }
-      }
-      if (perm.size() != in.size()) return 0;
-      for (int64_t d : perm) {
-        if (d < 0 || d >= static_cast<int64_t>(in.size())) return 0;
-      }
-      std::vector<double> stride(in.size(), 1);
-      for (size_t d = in.size(); d-- > 1;) stride[d - 1] = stride[d] * static_cast<double>(in[d]);
-      double run = 0;
-      for (size_t k = out.size(); k-- > 0;) {
-        if (out[k] == 1) continue;
-        double coef = stride[perm[k]];
-        if (run > 0 && coef != run) break;  // The stretch ends where the next dim jumps.
-        if (run == 0 && coef != 1) return 0;
-        run = run == 0 ? static_cast<double>(out[k]) : run * static_cast<double>(out[k]);
-      }
-      return run;
+    if (out.empty()) return {};
+    if (LoopValueKindOf(g_, n) != LoopValueKind::kMapped || u != n.inputs[0]) {
+      return RunShapeOf(BroadcastMap(g_.tensor(u).dims, out), out);
     }
-    if (op == "Gather") {  // One slice (GatherSliceIndex): the data dims after the axis are a run.
-      double run = static_cast<double>(GatherBlock(g_, n));
-      return run > 1 ? run : 0;
-    }
-    bool broadcast = false;
-    double run = RunLength(in, out, &broadcast);
-    return broadcast ? 0 : run;
-  }
-
-  // Whether the map from `n`'s output to its input `u` steps by one along the innermost dim.
-  bool InnerStepOne(const Node& n, TensorId u) const {
-    const Shape& in = g_.tensor(u).dims;
-    const Shape& out = g_.tensor(n.outputs[0]).dims;
-    if (in.empty() || out.empty() || in.back() == 1) return false;
-    const std::string& op = n.op_type;
-    // Slices (as Slice writes them, step 1 almost always), splits and concats keep rows whole.
-    if (op == "Slice" || op == "Split" || op == "Concat" || op == "Pad") return true;
-    if (op == "Transpose") {
-      std::vector<int64_t> perm = n.GetInts("perm");
-      return perm.empty() ? in.size() == 1 : perm.back() == static_cast<int64_t>(in.size()) - 1;
-    }
-    if (op == "Gather") {
-      int64_t axis = n.GetInt("axis", 0);
-      return u != n.inputs[0] || (axis != -1 && axis + 1 != static_cast<int64_t>(in.size()));
-    }
-    return in.back() == out.back();  // A broadcast that keeps the innermost dim.
+    StatusOr<Affine> m = MappedReadOf(g_, n, 0);
+    return m.ok() ? RunShapeOf(*m, out) : RunShape{};
   }
 
   // A node asked for pieces is visited twice: once for the pieces, whose inputs are asked for
@@ -321,9 +265,14 @@ class Walk {
         r.range = 0;
         if (r.list() == 0) return;
       }
+      // Both inputs are read through index lists (runtime: EvalGather): the indices at a list
+      // that steps along the output's innermost dim only when the axis is the data's last, the
+      // data in runs of its blocks.
+      const bool blocks = GatherBlock(g_, n) > 1;
       MapWork(r, rank);
-      Mapped(n, n.inputs[1], r, rank, InnerStepOne(n, n.inputs[1]));
-      return Listed(n.inputs[0], r, 1.0, InnerStepOne(n, n.inputs[0]));
+      MapWork(r, rank);
+      Listed(n.inputs[1], r, 1.0, /*in_runs=*/!blocks);
+      return Listed(n.inputs[0], r, 1.0, /*in_runs=*/blocks);
     }
     OpClass c = ClassifyNode(g_, n);
     bool may_stream = StreamsOperands(n);
@@ -348,7 +297,8 @@ class Walk {
         StreamedComputed(n, u, r, rank, span);
         may_stream = false;
       } else {
-        Mapped(n, u, r, rank, !per_channel && InnerStepOne(n, u));
+        // A per-channel operand is read through a list made element by element: no runs.
+        Mapped(n, u, r, rank, per_channel ? RunShape{} : ReadRuns(n, u));
       }
     }
   }
@@ -423,7 +373,7 @@ class Walk {
     const double hoisting = r.range > kLoopTile ? threads_ : 1;
     Ask(u, {whole <= tile ? whole * hoisting : std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
-    if (lists.list() > 0) Mapped(n, u, lists, rank, InnerStepOne(n, u));
+    if (lists.list() > 0) Mapped(n, u, lists, rank, ReadRuns(n, u));
   }
 
   // Resize: each output coordinate looked up per element; nearest reads the input once per element,
@@ -438,7 +388,7 @@ class Walk {
     }
     for (size_t d = 0; d < rank; ++d) MapWork(r, rank);
     out_.gathered_elements += r.total() * corners;  // Positions and weights, corner by corner.
-    Listed(n.inputs[0], r, corners, /*inner_step_one=*/false);
+    Listed(n.inputs[0], r, corners, /*in_runs=*/false);
   }
 
   // A Concat asked for a range walks it in runs, each a range of one input (runtime: ConcatRuns):
@@ -497,6 +447,7 @@ class Walk {
   const int64_t l1d_bytes_;
   std::unordered_map<TensorId, Requests> asked_;
   std::unordered_set<TensorId> hoisted_;
+  std::unordered_set<TensorId> evaluated_once_;  // Values and leaves evaluated once per thread.
   std::unordered_set<TensorId> streamed_;  // Leaves (and views of them) read in place, run by run.
   std::unordered_set<TensorId> read_;      // Leaves (and views of them) read any other way.
   double piece_calls_ = 0;                 // While visiting a value's pieces: how many there are.
@@ -539,6 +490,7 @@ LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
   // A plain loop (no reduction) whose tiles take no buffers walks longer ones.
   const bool streams = nodes.size() == group.nodes.size() && lowered.streams;
   walk.SetChains(std::move(head_of));
+  walk.SetEvaluatedOnce(lowered.evaluated_once);
   // Outputs with as many elements share one pass over the same tiles (FusedLoop::Run).
   std::unordered_set<double> passes;
   for (TensorId t : leaving) {

@@ -235,6 +235,8 @@ class StreamRule {
     }
     return true;
   }
+  // Found by Streams.
+  const std::unordered_set<TensorId>& evaluated_once() const { return once_; }
 
  private:
   LoopValueKind Kind(TensorId t) const { return values_.at(t).kind; }
@@ -314,22 +316,31 @@ class StreamRule {
     }
     return true;
   }
-  // Values evaluated once per thread and run, not per tile (see the header).
+  // Values evaluated once per thread and run, not per tile (see the header), and the leaves only
+  // those read (read only while those are evaluated).
   void FindEvaluatedOnce() {
     for (bool grew = true; grew;) {
       grew = false;
+      for (const auto& [t, readers] : readers_) {
+        if (!Internal(t) && !once_.count(t) && ReadOnlyOnce(t)) grew = once_.insert(t).second;
+      }
       for (const auto& [t, n] : producer_) {
         if (outputs_.count(t) || once_.count(t)) continue;
-        const auto& readers = Readers(t);
-        bool only = g_.tensor(t).num_elements() == 1 || !readers.empty();
-        for (const auto& [r, j] : readers) {
-          only = only &&
-                 (once_.count(r->outputs[0]) || (Kind(r->outputs[0]) == LoopValueKind::kBinary &&
-                                                 OperandOf(*r, j) == Operand::kStreamed));
+        if (ReadOnlyOnce(t) && (g_.tensor(t).num_elements() == 1 || !Readers(t).empty())) {
+          grew = once_.insert(t).second;
         }
-        if (only) grew = once_.insert(t).second;
       }
     }
+  }
+  // Whether every reader of t in the loop is evaluated once, or, for a computed t, is a binary
+  // value reading t as a streamed operand (evaluated whole once per thread).
+  bool ReadOnlyOnce(TensorId t) const {
+    const auto& readers = Readers(t);
+    return std::all_of(readers.begin(), readers.end(), [&](const auto& r) {
+      const TensorId out = r.first->outputs[0];
+      return once_.count(out) || (Internal(t) && Kind(out) == LoopValueKind::kBinary &&
+                                  OperandOf(*r.first, r.second) == Operand::kStreamed);
+    });
   }
 
   const Graph& g_;
@@ -442,7 +453,9 @@ LoopLowering LowerLoop(const Graph& g, const std::vector<NodeId>& nodes,
   }
   const std::unordered_set<TensorId> leaving(outputs.begin(), outputs.end());
   ChainMarker(g, nodes, leaving, &out.values).Mark();
-  out.streams = StreamRule(g, nodes, leaving, out.values).Streams();
+  StreamRule rule(g, nodes, leaving, out.values);
+  out.streams = rule.Streams();
+  out.evaluated_once = rule.evaluated_once();
   return out;
 }
 

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -113,6 +114,10 @@ struct LoopLowering {
   std::unordered_map<TensorId, LoopValue> values;
   // No tile takes a buffer: the loop walks longer tiles (StreamingTileElements).
   bool streams = false;
+  // Values evaluated once per thread and run, not per tile (see the header), and the leaves read
+  // only while those are evaluated. The runtime's loop evaluates them so (StreamedOperand keeps
+  // the operands whole); the cost model counts one evaluation of each.
+  std::unordered_set<TensorId> evaluated_once;
 
   int chained_values() const;
 };

@@ -84,8 +84,8 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
 // A gate of 32 over 1x32x112x112 (98 tiles): all of it is at most a tile, so each thread
 // evaluates it whole once and keeps it (runtime: StreamedOperand): 32 elements for each of the two
 // threads. Only x and y are pulled per tile; the gate and s, which only the gate reads, once. A
-// per-row layer-norm divisor Sqrt(var + eps) over 128 rows of 768 likewise: var, the Add and the
-// Sqrt once. All three loops stream (no tile buffers), so their tiles are longer: at most 16384
+// per-row layer-norm divisor Sqrt(var + eps) over 128 rows of 768 likewise: var and the Sqrt once,
+// the Add inside the Sqrt's chain (no call of its own). All three loops stream (no tile buffers), so their tiles are longer: at most 16384
 // elements, at least four per thread of two (StreamingTileElements).
 TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   IrBuilder b;
@@ -111,7 +111,8 @@ TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   LoopEvaluation ln = EvaluateLoop(g, Loop({2, 3, 4}), {q}, 2);
   EXPECT_DOUBLE_EQ(ln.evaluated.at(root), 2 * 128);
   EXPECT_DOUBLE_EQ(ln.evaluated.at(eps), 2 * 128);
-  EXPECT_DOUBLE_EQ(ln.eval_calls, 8 * 2 + 3);  // 98304 in tiles of 12288.
+  EXPECT_EQ(ln.chained.count(eps), 1u);
+  EXPECT_DOUBLE_EQ(ln.eval_calls, 8 * 2 + 2);  // 98304 in tiles of 12288.
 
   // EfficientNet's last gate, 1152 over 1x1152x7x7 (8 tiles of 7168): more than a quarter of a
   // default tile but not more than one, also whole once (span by span took 16 us against 12
@@ -294,6 +295,43 @@ TEST(EvaluateLoop, AComputedValueReadInLongRunsIsEvaluatedPieceByPiece) {
   EXPECT_DOUBLE_EQ(e.evaluated.at(v[2]), 1024);
   EXPECT_GT(e.gathered_elements, 0);
   EXPECT_DOUBLE_EQ(e.eval_calls, 6);  // w too: at an index list it is evaluated, not streamed.
+}
+
+// Swin-T's patch merging, small: s = (x[1,8,8,96] + w[96])[:, 0::2, 0::2, :]. The slice steps by
+// 2 along H and W, so the runs it reads of the Add are one pixel's 96 channels, not whole rows:
+// the runtime evaluates the Add run by run over 1536 / 96 = 16 pieces (EvalComputedRuns walks the
+// slice's map), and w is streamed once per piece. Priced as if the slice's steps were 1, the Add
+// was 4 pieces of 384.
+TEST(EvaluateLoop, ASliceWithStepsIsReadInTheRunsItsStepsLeave) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 8, 8, 96}), w = b.Weight("w", {96});
+  TensorId m = b.Act("m", {1, 8, 8, 96}), s = b.Act("s", {1, 4, 4, 96});
+  b.Op("Add", {x, w}, {m});
+  b.Op("Slice",
+       {m, b.IntConstant("starts", {0, 0}), b.IntConstant("ends", {8, 8}),
+        b.IntConstant("axes", {1, 2}), b.IntConstant("steps", {2, 2})},
+       {s});
+  b.Output(s);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {s}, 2);
+  EXPECT_DOUBLE_EQ(e.evaluated.at(m), 1536);
+  EXPECT_DOUBLE_EQ(e.run_calls, 16 + 16);  // The slice's pieces; w's streamed runs.
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 0);
+}
+
+// A Gather by index (blocks of 8, too short to copy block by block) reads its indices, as its data,
+// through an index list (runtime: EvalGather): the index leaf is gathered once per element, not
+// copied run by run.
+TEST(EvaluateLoop, AGatherReadsItsIndicesThroughAnIndexList) {
+  IrBuilder b;
+  TensorId data = b.Input("data", {10, 8}), ind = b.Input("ind", {5}, DType::kInt64);
+  TensorId y = b.Act("y", {5, 8});
+  b.Op("Gather", {data, ind}, {y}, {{"axis", int64_t{0}}});
+  b.Output(y);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0}), {y}, 2);
+  EXPECT_DOUBLE_EQ(e.indexed_elements, 2 * 40);   // The data's map and the indices' map.
+  EXPECT_DOUBLE_EQ(e.gathered_elements, 2 * 40);  // The indices and the data, per element.
 }
 
 // A leaf seen through a Reshape and read through a Transpose that keeps the inner dim, from the

@@ -111,6 +111,38 @@ TEST(LoopLowering, AChainsSourceReadOnlyByTheChainJoinsIt) {
   }
 }
 
+// A squeeze-and-excite gate y = x * Sigmoid(s[1,32,1,1]) over 1x32x8x8: the Mul reads the gate as
+// a streamed operand, so each thread evaluates it whole once and keeps it (runtime:
+// StreamedOperand), and reads s only then; x is read per tile. When z = y + s also reads s (in
+// place, every tile), s is not evaluated once; when the gate is an output too, it is computed
+// per tile for the output.
+TEST(LoopLowering, ValuesEvaluatedOnceAreOperandsKeptWholeAndWhatOnlyTheyRead) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    testing::IrBuilder b;
+    TensorId s = b.Input("s", {1, 32, 1, 1}), x = b.Input("x", {1, 32, 8, 8});
+    TensorId gate = b.Act("gate", {1, 32, 1, 1}), y = b.Act("y", {1, 32, 8, 8});
+    b.Op("Sigmoid", {s}, {gate});
+    b.Op("Mul", {x, gate}, {y});
+    std::vector<NodeId> nodes = {0, 1};
+    std::vector<TensorId> outputs = {y};
+    if (variant == 1) {
+      TensorId z = b.Act("z", {1, 32, 8, 8});
+      b.Op("Add", {y, s}, {z});
+      nodes.push_back(2);
+      outputs = {z};
+    }
+    if (variant == 2) outputs.push_back(gate);
+    for (TensorId t : outputs) b.Output(t);
+    Graph g = b.Build();
+    const LoopLowering record = LowerLoop(g, nodes, outputs);
+    using Set = std::unordered_set<TensorId>;
+    const Set expected = variant == 0 ? Set{gate, s} : variant == 1 ? Set{gate} : Set{};
+    EXPECT_EQ(record.evaluated_once, expected);
+    EXPECT_EQ(record.evaluated_once.count(x), 0u);
+  }
+}
+
 // A value the lowering chains that the compiled loop cannot run as a chain step is an error
 // naming it, not a wrong result: a Pow whose exponent is a constant 2 in the graph chains, but a
 // loop told nothing of the constant's value compiles it as a general power.
