@@ -100,9 +100,14 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
     v->kind = u;
     return Status::Ok();
   }
-  for (const auto& [name, op] : kOps) {
-    if (n.op_type == name) u.op = op;
+  const auto* kernel = std::find_if(std::begin(kOps), std::end(kOps),
+                                    [&](const auto& k) { return n.op_type == k.first; });
+  if (kernel == std::end(kOps)) {
+    // graph/op_registry lists the op as unary elementwise, but no loop kernel computes it.
+    return Status::Unimplemented(NodeLabel(n) + ": unary op " + n.op_type +
+                                 " has no fused-loop kernel");
   }
+  u.op = kernel->second;
   u.a = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
   u.b = static_cast<float>(FloatAttrOrDefault(n, "beta"));
   if (n.op_type == "Clip") {

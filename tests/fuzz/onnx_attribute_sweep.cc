@@ -5,10 +5,11 @@
 // file's imports run in a child process, so a crash is reported with the file, node, attribute
 // and value, and the sweep goes on. An import may succeed or fail; only a signal is a failure.
 //
-// Usage: onnx_attribute_sweep [--max-sites-per-file N] [--every K] PATH...
+// Usage: onnx_attribute_sweep [--max-sites-per-file N] [--every K] [--first-site S] PATH...
 //   PATH: a .onnx file or a directory searched for them (sorted, recursively).
 //   --max-sites-per-file N: at most N mutation sites per file, evenly spread (0: all).
 //   --every K: only every K-th file (a deterministic subset; 1: all).
+//   --first-site S: skip each file's first S sites (to resume a sweep of a large model).
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,7 +111,7 @@ std::vector<fs::path> OnnxFiles(const std::vector<std::string>& paths) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t max_sites = 0, every = 1;
+  size_t max_sites = 0, every = 1, first_site = 0;
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -118,13 +119,16 @@ int main(int argc, char** argv) {
       max_sites = std::stoul(argv[++i]);
     } else if (arg == "--every" && i + 1 < argc) {
       every = std::max<size_t>(1, std::stoul(argv[++i]));
+    } else if (arg == "--first-site" && i + 1 < argc) {
+      first_site = std::stoul(argv[++i]);
     } else {
       paths.push_back(arg);
     }
   }
   if (paths.empty()) {
     std::fprintf(stderr,
-                 "usage: onnx_attribute_sweep [--max-sites-per-file N] [--every K] PATH...\n");
+                 "usage: onnx_attribute_sweep [--max-sites-per-file N] [--every K] "
+                 "[--first-site S] PATH...\n");
     return 2;
   }
   auto* note = static_cast<char*>(
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
     onnx::ModelProto model;
     if (!bytes.ok() || !model.ParseFromString(*bytes)) continue;
     std::vector<Site> sites = Spread(SitesOf(model.graph()), max_sites);
+    sites.erase(sites.begin(), sites.begin() + std::min(first_site, sites.size()));
     if (sites.empty()) continue;
     note[0] = '\0';
     std::fflush(stdout);

@@ -5,6 +5,7 @@
 
 #include "graph/canonical.h"
 #include "graph/node_attrs.h"
+#include "graph/op_registry.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
 #include "lowering/kernel_form.h"
@@ -302,6 +303,27 @@ TEST(ReductionKernel, NonTrailingReduceWithPrologueGoesThroughScratch) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kReduction, {0, 1}), ChainBackend::kFusedLoop,
                          &described);
   EXPECT_NE(described.find("prologue loop into scratch"), std::string::npos) << described;
+}
+
+// Every op graph/op_registry calls unary elementwise has a fused-loop kernel: the lowering puts
+// such an op in a loop by the registry alone, so an op added there without a kernel would be
+// planned into loops the runtime cannot build. Cast (which needs `to`) has its own tests.
+TEST(LoopKernel, EveryUnaryElementwiseOpOfTheRegistryRunsInALoop) {
+  int checked = 0;
+  for (std::string_view name : KnownOps()) {
+    const std::string op(name);
+    if (!IsUnaryElementwise(op) || op == "Cast") continue;
+    SCOPED_TRACE(op);
+    IrBuilder b;
+    TensorId x = b.Input("x", {2, 3, 50}), y = b.Act("y", {2, 3, 50}), z = b.Act("z", {2, 3, 50});
+    b.Op(op, {x}, {y});
+    b.Op("Add", {y, b.Weight("w", {50})}, {z});  // A loop group has two nodes at least.
+    b.Output(z);
+    Graph g = b.Build();
+    ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1}));
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
 }
 
 TEST(LoopKernel, InjectiveAndBroadcastOpsInOneLoop) {
