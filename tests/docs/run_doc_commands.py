@@ -47,7 +47,11 @@ SKIPPED = {
     "sqlite3 -readonly ~/.local/share/fusor/tuning.db": "an interactive sqlite3 shell",
     "cmake --install build --prefix /opt/fusor": "installs into /opt (the install test covers it)",
     "pip install .": "network: pip fetches the build backend",
-    "build-fuzz/tests/fuzz/onnx_import_fuzz": "a libFuzzer build of its own, 28 minutes",
+    "cmake --install build --component engine --prefix /opt/fusor":
+        "installs into /opt (ctest's engine_install covers the engine component)",
+    "PYTHONPATH=build/python /usr/bin/python3 bench/python_onnxruntime_parity.py":
+        "every bundled model against ONNX Runtime, minutes (python_test.test_session runs three)",
+    "build-fuzz/tests/fuzz/": "a libFuzzer build of its own (clang 14, ASan), 20 minutes and more",
 }
 
 # What a runnable block's text becomes in the test: this build's binaries, a free loopback port

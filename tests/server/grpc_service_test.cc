@@ -432,7 +432,9 @@ TEST(Dedupe, TenConcurrentIdenticalTunesRunOneJob) {
       status[i] = RunTune(t.stub.get(), TuneRequestFor(ChainGraph(3)), kTuneToken, &events[i]);
     });
   }
-  WaitUntil([&] { return t.server->job_counts().subscribers == 10; });
+  // The ten subscribe before the one job's worker may have entered the tuner: wait for both.
+  WaitUntil(
+      [&] { return t.server->job_counts().subscribers == 10 && t.tuner.tune_calls.load() >= 1; });
   EXPECT_EQ(t.tuner.tune_calls.load(), 1);
   t.tuner.Release();
   for (auto& th : threads) th.join();
