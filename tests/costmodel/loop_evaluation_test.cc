@@ -85,8 +85,9 @@ TEST(EvaluateLoop, ABroadcastProducerIsEvaluatedOncePerSpanWhenTheSpanIsShort) {
 // evaluates it whole once and keeps it (runtime: StreamedOperand): 32 elements for each of the two
 // threads. Only x and y are pulled per tile; the gate and s, which only the gate reads, once. A
 // per-row layer-norm divisor Sqrt(var + eps) over 128 rows of 768 likewise: var and the Sqrt once,
-// the Add inside the Sqrt's chain (no call of its own). All three loops stream (no tile buffers), so their tiles are longer: at most 16384
-// elements, at least four per thread of two (StreamingTileElements).
+// the Add inside the Sqrt's chain (no call of its own). All three loops stream (no tile buffers),
+// so their tiles are longer: at most 16384 elements, at least four per thread of two
+// (StreamingTileElements).
 TEST(EvaluateLoop, ASmallBroadcastProducerIsEvaluatedWholeOnce) {
   IrBuilder b;
   const Shape dims = {1, 32, 112, 112};

@@ -105,6 +105,14 @@ class FusordAgents : public ::testing::Test {
     return RemoteTuner(o);
   }
 
+  // An agent of the tests: one measuring thread, polls of a second.
+  static MeasurementAgentOptions OneThreadAgent() {
+    MeasurementAgentOptions options;
+    options.measure_threads = 1;
+    options.poll_s = 1;
+    return options;
+  }
+
   // This CPU's profile as fusord stored it, marked calibrated now: what an agent of this machine
   // registers (the agents here reuse it rather than calibrate for a minute).
   v1::HardwareProfile CalibratedProfile() const {
@@ -285,9 +293,7 @@ TEST_F(FusordAgentsOnSqlite, AnOperatorSeesAgentsQueueLeasesAndReleasesFromTheCl
     return RunCommand(args);
   };
   RemoteTuner connection = Client(kAgentToken);
-  MeasurementAgentOptions options;
-  options.measure_threads = 1;
-  options.poll_s = 1;
+  MeasurementAgentOptions options = OneThreadAgent();
   MeasurementAgent first(&connection, options);
   ASSERT_TRUE(first.Register(CalibratedProfile()).ok());
   const std::string target = first.target_id();
@@ -379,9 +385,7 @@ TEST_F(FusordAgentsOnSqlite, AnOperatorSeesAgentsQueueLeasesAndReleasesFromTheCl
 TEST_F(FusordAgentsOnSqlite, AReportForAJobTheAgentNoLongerHoldsIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartFusord(1));
   RemoteTuner connection = Client(kAgentToken);
-  MeasurementAgentOptions options;
-  options.measure_threads = 1;
-  options.poll_s = 1;
+  MeasurementAgentOptions options = OneThreadAgent();
   MeasurementAgent first(&connection, options);
   ASSERT_TRUE(first.Register(CalibratedProfile()).ok());
 
@@ -454,9 +458,7 @@ TEST_F(FusordAgentsOnSqlite, AnAgentsErrorTextIsEscapedAndCappedBeforeAnyoneSees
 TEST_F(FusordAgentsOnSqlite, ARoundTimeThatIsNotAPositiveNumberIsRefused) {
   ASSERT_NO_FATAL_FAILURE(StartFusord(30));
   RemoteTuner connection = Client(kAgentToken);
-  MeasurementAgentOptions options;
-  options.measure_threads = 1;
-  options.poll_s = 1;
+  MeasurementAgentOptions options = OneThreadAgent();
   MeasurementAgent agent(&connection, options);
   ASSERT_TRUE(agent.Register(CalibratedProfile()).ok());
   StatusOr<v1::TuneEvent::Result> tuned = Status::Internal("not run");
