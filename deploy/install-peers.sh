@@ -4,8 +4,8 @@
 # peer_bench's ort_runner.py, profile.py) and the Python package's parity tests' reference
 # (tests/python, bench/python_onnxruntime_parity.py). deploy/install-deps.sh runs it.
 # --no-deps keeps apt's NumPy and protobuf in place: importing and running onnxruntime needs NumPy
-# alone (its other requirements serve its tools), and Debian 12's NumPy 1.24 meets 1.32.0's
-# numpy>=1.21.6.
+# alone (its other requirements serve its tools). Debian 12's NumPy (1.24) must meet the pinned
+# wheel's own NumPy requirement: check it when the pin moves.
 # Idempotent: when the pinned version imports it exits without touching the network. --check only
 # tells (exit 0: installed, 1: not). Must run as root (or via sudo) when it installs.
 set -euo pipefail
