@@ -5,13 +5,14 @@
 // Each MODEL carries its weights (tools/fill_weights.py fills stripped ones); PLAN.json is its
 // tuned plan (`fusor tune MODEL --save-plan PLAN.json`); without one the greedy plan of the
 // default cost model runs and the row says so. A model with symbolic dims runs with the values
-// after '@' (as `fusor tune --dim`; ONNX Runtime takes them from the inputs). Per model:
+// after '@' (bench/peer_model.h). Per model:
 //   - parity: the reference interpreter's outputs against Fusor's under the unfused plan and the
 //     plan (runtime/host_tensor.h Compare: every element within 1e-4 * max|ref| + 1e-3 * |ref|),
 //     and how much the outputs of two inputs differ (RelativeDifference; below
 //     kMinInputSensitivity the weights wash the input out and parity sees little of the network);
-//   - peer: ONNX Runtime 1.20.1 (bench/peers/ort_runner.js, all graph optimisations) and Fusor's
-//     executor under the plan, T threads each (default 2), same seeded inputs; the largest
+//   - peer: ONNX Runtime, the version deploy/onnxruntime-version pins (bench/peers/ort_runner.py,
+//     in FUSOR_PEER_PYTHON: all graph optimisations, sequential execution) and Fusor's executor
+//     under the plan, T threads each (default 2), same seeded inputs; the largest
 //     absolute output difference and that difference over the largest |ORT output|, and ORT's
 //     parity against the reference (the same Compare: a second float32 runtime's distance, the
 //     yardstick when Fusor's parity DIFFERS; LR-ASPP's does under both runtimes); then N rounds
@@ -34,16 +35,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "graph/onnx_import.h"
-#include "graph/plan_json.h"
+#include "bench/peer_model.h"
 #include "graph/tensor_file.h"
 #include "lowering/plan_legality.h"
-#include "runtime/constant_evaluator.h"
 #include "runtime/executor.h"
 #include "runtime/measurer.h"
 #include "runtime/model_weights.h"
@@ -65,7 +63,7 @@ struct Options {
 // (runtime/thread_binding.h). Taken in main.
 cpu_set_t g_process_cpus;
 
-// A Node.js child running ort_runner.js, spoken to over its stdin and stdout. The child gets the
+// A Python child running ort_runner.py, spoken to over its stdin and stdout. The child gets the
 // process's whole CPU set back: forked from a thread the runtime bound to one core, it would
 // inherit that one core, and ONNX Runtime's two threads would share it (3.5x slower than alone).
 class OrtRunner {
@@ -81,10 +79,10 @@ class OrtRunner {
       dup2(from_child[1], 1);
       close(to_child[1]);
       close(from_child[0]);
-      std::string script = std::string(FUSOR_SOURCE_DIR) + "/bench/peers/ort_runner.js";
+      std::string script = std::string(FUSOR_SOURCE_DIR) + "/bench/peers/ort_runner.py";
       std::string t = std::to_string(threads);
-      execlp("node", "node", script.c_str(), model.c_str(), in.c_str(), out.c_str(), t.c_str(),
-             static_cast<char*>(nullptr));
+      execl(FUSOR_PEER_PYTHON, FUSOR_PEER_PYTHON, script.c_str(), model.c_str(), in.c_str(),
+            out.c_str(), t.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     close(to_child[0]);
@@ -93,9 +91,11 @@ class OrtRunner {
     r->pid_ = pid;
     r->in_ = fdopen(to_child[1], "w");
     r->out_ = fdopen(from_child[0], "r");
-    if (r->ReadLine() != "ready") {
+    std::string ready = r->ReadLine();  // "ready VERSION"
+    if (ready.rfind("ready ", 0) != 0) {
       return Status::Unavailable("ONNX Runtime did not load the model (its error is above)");
     }
+    r->version_ = ready.substr(6);
     return r;
   }
   ~OrtRunner() {
@@ -104,6 +104,7 @@ class OrtRunner {
     std::fclose(out_);
     waitpid(pid_, nullptr, 0);
   }
+  const std::string& version() const { return version_; }
   std::vector<double> Run(int count) {
     std::fprintf(in_, "run %d\n", count);
     std::fflush(in_);
@@ -121,6 +122,7 @@ class OrtRunner {
     return s;
   }
   pid_t pid_ = -1;
+  std::string version_;
   FILE* in_ = nullptr;
   FILE* out_ = nullptr;
 };
@@ -129,22 +131,6 @@ double Median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-StatusOr<FusionPlan> LoadPlan(const Graph& g, const std::string& path, std::string* name) {
-  if (path.empty()) {
-    *name = "greedy (default profile, untuned)";
-    AnalyticalCostModel model{HardwareProfile{}};
-    SearchOptions o;
-    o.algorithm = SearchAlgorithm::kGreedy;
-    FUSOR_ASSIGN_OR_RETURN(SearchResult r, SearchPlan(g, model, o));
-    return r.plan;
-  }
-  *name = fs::path(path).filename().string();
-  std::ifstream in(path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument("'" + path + "' is not valid JSON");
-  return PlanFromJson(g, j);
 }
 
 // The worst Compare ratio of `plan`'s outputs against the reference's (<= 1: within tolerance).
@@ -262,31 +248,19 @@ std::vector<double> TimeAlternating(OrtRunner& ort, const std::vector<Executor*>
 // One model's row of the closing table.
 struct Row {
   std::string model;
+  std::string ort_version;
   size_t groups = 0;
   double ort = 0, none = 0, rules = 0, tuned = 0;
 };
 
-// "MODEL.onnx[=PLAN.json][@name=V,name=V]": the model, its plan, and its symbolic dims' values.
-Status BenchModel(std::string spec, const Options& o, std::vector<Row>* rows) {
-  ImportOptions io;
-  if (size_t at = spec.rfind('@'); at != std::string::npos) {
-    std::string dims = spec.substr(at + 1);
-    spec.resize(at);
-    for (size_t b = 0; b <= dims.size();) {
-      size_t e = std::min(dims.find(',', b), dims.size());
-      FUSOR_RETURN_IF_ERROR(ParseDimBinding(dims.substr(b, e - b), &io));
-      b = e + 1;
-    }
-  }
-  size_t eq = spec.find('=');
-  std::string model = spec.substr(0, eq),
-              plan_path = eq == std::string::npos ? "" : spec.substr(eq + 1);
-  FUSOR_ASSIGN_OR_RETURN(ImportedModel m,
-                         ImportOnnxFileWithWeights(model, WithConstantFolding(io)));
-  Graph g = std::move(m.graph);
-  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, ModelLeafValues(g, std::move(m.weights), 1));
-  std::string plan_name;
-  FUSOR_ASSIGN_OR_RETURN(FusionPlan plan, LoadPlan(g, plan_path, &plan_name));
+// "MODEL.onnx[=PLAN.json][@name=V,name=V]": the model, its plan, and its symbolic dims' values
+// (bench/peer_model.h).
+Status BenchModel(const std::string& spec, const Options& o, std::vector<Row>* rows) {
+  FUSOR_ASSIGN_OR_RETURN(PeerModel m, LoadPeerModel(spec));
+  const Graph& g = m.graph;
+  const TensorValues& leaves = m.leaves;
+  const FusionPlan& plan = m.plan;
+  const std::string& plan_name = m.plan_name;
   FUSOR_ASSIGN_OR_RETURN(TensorValues want, RunReference(g, leaves));
   FUSOR_ASSIGN_OR_RETURN(double unfused_ratio,
                          ParityRatio(g, leaves, want, UnfusedPlan(g), o.threads));
@@ -300,10 +274,7 @@ Status BenchModel(std::string spec, const Options& o, std::vector<Row>* rows) {
   fs::path dir = fs::temp_directory_path() / ("fusor-peer-" + std::to_string(getpid()));
   fs::create_directories(dir / "in");
   fs::create_directories(dir / "out");
-  for (TensorId in : g.inputs()) {
-    FUSOR_RETURN_IF_ERROR(WriteTensorFile((dir / "in" / (g.tensor(in).name + ".npy")).string(),
-                                          ToTensorData(g.tensor(in).name, leaves.at(in))));
-  }
+  FUSOR_RETURN_IF_ERROR(WriteInputs(m, dir / "in"));
   ExecutorOptions eo;
   eo.threads = o.threads;
   FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, eo));
@@ -318,7 +289,7 @@ Status BenchModel(std::string spec, const Options& o, std::vector<Row>* rows) {
   FUSOR_ASSIGN_OR_RETURN(auto none, Executor::Create(g, UnfusedPlan(g), leaves, eo));
   FUSOR_ASSIGN_OR_RETURN(auto rules,
                          Executor::Create(g, RulesPlan(g, defaults.max_group_nodes), leaves, eo));
-  auto ort = OrtRunner::Start(model, dir / "in", dir / "out", o.threads);
+  auto ort = OrtRunner::Start(m.path, dir / "in", dir / "out", o.threads);
   if (!ort.ok()) {
     fs::remove_all(dir);
     return ort.status();
@@ -329,13 +300,15 @@ Status BenchModel(std::string spec, const Options& o, std::vector<Row>* rows) {
   std::vector<double> ms = TimeAlternating(**ort, {exec.get(), none.get(), rules.get()}, o.rounds);
   const double ort_ms = ms[0], fusor_ms = ms[1];
   std::printf(
-      "%-28s vs ORT: max abs diff %.3g, max rel %.3g, ORT's parity vs reference %.3g %s | "
+      "%-28s vs ORT %s: max abs diff %.3g, max rel %.3g, ORT's parity vs reference %.3g %s | "
       "ORT %.3f ms, Fusor %.3f ms, ORT/Fusor %.2fx\n",
-      g.model_name.c_str(), diff->max_abs, diff->max_rel, diff->ort_ratio,
-      diff->ort_ratio <= 1 ? "ok" : "DIFFERS", ort_ms, fusor_ms, ort_ms / fusor_ms);
+      g.model_name.c_str(), (*ort)->version().c_str(), diff->max_abs, diff->max_rel,
+      diff->ort_ratio, diff->ort_ratio <= 1 ? "ok" : "DIFFERS", ort_ms, fusor_ms,
+      ort_ms / fusor_ms);
   std::printf("%-28s Fusor none %.3f ms, rules %.3f ms, tuned %.3f ms: rules / tuned %.2fx\n",
               g.model_name.c_str(), ms[2], ms[3], fusor_ms, ms[3] / fusor_ms);
-  rows->push_back({g.model_name, plan.groups.size(), ort_ms, ms[2], ms[3], fusor_ms});
+  rows->push_back(
+      {g.model_name, (*ort)->version(), plan.groups.size(), ort_ms, ms[2], ms[3], fusor_ms});
   std::fflush(stdout);
   return Status::Ok();
 }
@@ -356,15 +329,20 @@ void PrintTable(const std::vector<Row>& rows, int threads, int rounds) {
     log_sum += std::log(r.ort / r.tuned);
     wins += r.tuned < r.ort;
   }
-  std::printf("\n%d threads, %d rounds; geomean ORT / tuned %.2fx; tuned faster on %d of %zu\n",
-              threads, rounds, std::exp(log_sum / static_cast<double>(rows.size())), wins,
-              rows.size());
+  std::printf(
+      "\nONNX Runtime %s, %d threads, %d rounds; geomean ORT / tuned %.2fx; tuned faster on %d of "
+      "%zu\n",
+      rows.front().ort_version.c_str(), threads, rounds,
+      std::exp(log_sum / static_cast<double>(rows.size())), wins, rows.size());
 }
 
 }  // namespace
 }  // namespace fusor
 
 int main(int argc, char** argv) {
+  // A runner that dies (a model ONNX Runtime refuses) closes its pipe: writing "quit" to it must
+  // fail the write, not end the bench.
+  signal(SIGPIPE, SIG_IGN);
   CPU_ZERO(&fusor::g_process_cpus);
   sched_getaffinity(0, sizeof(fusor::g_process_cpus), &fusor::g_process_cpus);
   fusor::Options o;

@@ -29,10 +29,10 @@ PACKAGES=(
   libonnx-testdata  # ONNX's backend test cases, run by tests/conformance
   python3-dev pybind11-dev python3-pytest  # the fusor Python package (python/) and its tests
 )
-# ONNX Runtime for the Python package's parity tests, from PyPI into Debian's python3 (the one
-# python/CMakeLists.txt builds and tests for). --no-deps keeps apt's NumPy and protobuf in place:
-# importing and running onnxruntime needs NumPy alone (its other requirements serve its tools).
-ORT_VERSION=1.20.1
+# ONNX Runtime (the version deploy/onnxruntime-version pins) for the Python package's parity tests
+# and the peer bench comes from PyPI into Debian's python3 (the one python/CMakeLists.txt builds and
+# tests for), through deploy/install-peers.sh.
+install_peers="$(dirname "$0")/install-peers.sh"
 if [ "${1:-}" = "--fuzz" ]; then
   PACKAGES+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev libomp-14-dev)
 elif [ $# -gt 0 ]; then
@@ -47,12 +47,7 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-ort_installed() {
-  /usr/bin/python3 -c "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '$ORT_VERSION')" \
-    2>/dev/null
-}
-
-if [ ${#missing[@]} -eq 0 ] && ort_installed; then
+if [ ${#missing[@]} -eq 0 ] && "$install_peers" --check; then
   exit 0
 fi
 
@@ -66,8 +61,4 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-if ! ort_installed; then
-  echo "install-deps: installing onnxruntime==$ORT_VERSION for /usr/bin/python3" >&2
-  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps --no-cache-dir \
-    "onnxruntime==$ORT_VERSION"
-fi
+"$install_peers"

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
-# Installs the peer bench's ONNX Runtime (bench/peers/package.json: onnxruntime-node, pinned with
-# package-lock.json) into bench/peers/node_modules. `--ignore-scripts`: the package's install
-# script downloads a GPU build, which fails on CPU-only machines; the CPU binary the bench uses
-# ships inside the package. Idempotent: skips the install when the pinned version is present.
+# Installs ONNX Runtime, the version deploy/onnxruntime-version pins, from PyPI for Debian's
+# /usr/bin/python3 (or FUSOR_PEER_PYTHON): the peer Fusor is measured against (bench/peers:
+# peer_bench's ort_runner.py, profile.py) and the Python package's parity tests' reference
+# (tests/python, bench/python_onnxruntime_parity.py). deploy/install-deps.sh runs it.
+# --no-deps keeps apt's NumPy and protobuf in place: importing and running onnxruntime needs NumPy
+# alone (its other requirements serve its tools). Debian 12's NumPy (1.24) must meet the pinned
+# wheel's own NumPy requirement: check it when the pin moves.
+# Idempotent: when the pinned version imports it exits without touching the network. --check only
+# tells (exit 0: installed, 1: not). Must run as root (or via sudo) when it installs.
 set -euo pipefail
 
-# Node.js (with npm) is on every machine of this kind; Debian's own npm package conflicts with the
-# nodesource nodejs these machines carry, so it is not installed from here.
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "install-peers: Node.js and npm are needed for the peer bench (https://nodejs.org)" >&2
-  exit 1
+version="$(< "$(dirname "$0")/onnxruntime-version")"
+python="${FUSOR_PEER_PYTHON:-/usr/bin/python3}"
+installed() {
+  "$python" -c "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '$version')" \
+    2>/dev/null
+}
+if [ "${1:-}" = "--check" ]; then
+  installed
+  exit
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--check]" >&2
+  exit 2
 fi
-cd "$(dirname "$0")/../bench/peers"
-want=$(node -p "require('./package.json').dependencies['onnxruntime-node']")
-have=$(node -p "try { require('./node_modules/onnxruntime-node/package.json').version } catch (e) { '' }")
-if [ "$have" = "$want" ]; then
+if installed; then
   exit 0
 fi
-npm ci --ignore-scripts --no-audit --no-fund
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+echo "install-peers: installing onnxruntime==$version for $python" >&2
+$SUDO "$python" -m pip install -q --break-system-packages --no-deps --no-cache-dir \
+  "onnxruntime==$version"

@@ -1,6 +1,6 @@
 """GRU models and test data.
 
-Usage: /usr/bin/python3 tools/export_gru_models.py [--ort-runner bench/peers/ort_runner.js]
+Usage: /usr/bin/python3 tools/export_gru_models.py
 
 Writes, from the repository root:
   models/gru_tagger.onnx    a tagger (Embedding 10000x256, torch.nn.GRU(256, 256, 2 layers,
@@ -27,7 +27,7 @@ from onnx.external_data_helper import convert_model_to_external_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "runtime", "data", "gru")
-RUNNER = os.path.join(ROOT, "bench", "peers", "ort_runner.js")
+RUNNER = os.path.join(ROOT, "bench", "peers", "ort_runner.py")
 
 
 class GruTagger(torch.nn.Module):
@@ -117,7 +117,8 @@ def gru_case(name, direction, lbr, bias, initial_h, lens, outputs, seed):
 
 
 def run_ort(case_dir, out_dir):
-    subprocess.run(["node", RUNNER, os.path.join(case_dir, "model.onnx"), case_dir, out_dir, "1"],
+    subprocess.run([sys.executable, RUNNER, os.path.join(case_dir, "model.onnx"), case_dir, out_dir,
+                    "1"],
                    input="quit\n", text=True, check=True, stdout=subprocess.DEVNULL)
 
 
