@@ -3,13 +3,16 @@
 // greedy, default). Tolerance: Compare's default, |got - want| <= 1e-4 * max|want| + 1e-3 * |want|
 // for every element. `bench/peer_bench` runs every shared model the same way. A parity check
 // only sees a network's body when its outputs depend on its input, so each model's outputs for two
-// inputs must differ, with the filled weights and with the runtime's seeded ones (`fusor run`
-// without --weights, RandomLeafValues).
+// inputs must differ: with the filled weights on every bundled CNN (FUSOR_CNN_MODELS), and with
+// the runtime's seeded ones (`fusor run` without --weights, RandomLeafValues) on the models above.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "graph/canonical.h"
 #include "graph/onnx_import.h"
@@ -81,14 +84,6 @@ TEST_P(WeightsParity, UnfusedAndSearchedPlansGiveTheReferenceOutputs) {
   }
 }
 
-TEST_P(WeightsParity, TwoInputsGiveDifferentOutputsWithTheFilledWeights) {
-  auto m = ImportOnnxFileWithWeights(FilledModel(GetParam()));
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto leaves = ModelLeafValues(m->graph, std::move(m->weights), 3);
-  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
-  ExpectOutputsDependOnTheInput(m->graph, *leaves);
-}
-
 TEST_P(WeightsParity, TwoInputsGiveDifferentOutputsWithTheRuntimesSeededWeights) {
   auto g = ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/" + GetParam() + ".onnx");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
@@ -99,6 +94,26 @@ TEST_P(WeightsParity, TwoInputsGiveDifferentOutputsWithTheRuntimesSeededWeights)
 
 INSTANTIATE_TEST_SUITE_P(Filled, WeightsParity,
                          ::testing::Values("squeezenet1_1", "mobilenet_v2", "efficientnet_b0"));
+
+// The bundled CNNs, as tests/search/CMakeLists.txt lists (and fills) them, comma-separated.
+std::vector<std::string> CnnModels() {
+  std::vector<std::string> names;
+  std::stringstream list(FUSOR_CNN_MODELS);
+  for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+  return names;
+}
+
+class FilledCnn : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FilledCnn, TwoInputsGiveDifferentOutputsWithTheFilledWeights) {
+  auto m = ImportOnnxFileWithWeights(FilledModel(GetParam()));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto leaves = ModelLeafValues(m->graph, std::move(m->weights), 3);
+  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
+  ExpectOutputsDependOnTheInput(m->graph, *leaves);
+}
+
+INSTANTIATE_TEST_SUITE_P(Bundled, FilledCnn, ::testing::ValuesIn(CnnModels()));
 
 }  // namespace
 }  // namespace fusor
