@@ -37,11 +37,13 @@ SYMBOLIC_DIMS = {"batch": 2, "seq": 16, "sequence": 16, "time": 16}
 
 
 def filled(model, filled_dir):
-    """The model with its weights filled, made with tools/fill_weights.py when missing."""
+    """The model with its weights filled by tools/fill_weights.py, made again when missing or
+    older than the fill script (a changed fill rule must not leave old weights behind)."""
     out = filled_dir / model.name
-    if not out.exists():
-        subprocess.run([sys.executable, str(ROOT / "tools" / "fill_weights.py"), str(model),
-                        str(out)], check=True, stdout=subprocess.DEVNULL)
+    fill = ROOT / "tools" / "fill_weights.py"
+    if not out.exists() or out.stat().st_mtime < fill.stat().st_mtime:
+        subprocess.run([sys.executable, str(fill), str(model), str(out)], check=True,
+                       stdout=subprocess.DEVNULL)
     return out
 
 

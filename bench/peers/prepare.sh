@@ -4,7 +4,8 @@
 # machine (`fusor tune --save-plan WORK_DIR/NAME.plan.json`, the tuning database
 # WORK_DIR/tuning.db, calibrated once with a generous time limit). Prints the model's
 # peer_bench / group_profile spec, "FILLED.onnx[=PLAN.json][@dim=V,...]" (without the plan when
-# the tune fails, which it reports on stderr). Files already in WORK_DIR are reused.
+# the tune fails, which it reports on stderr). Files already in WORK_DIR are reused (a filled
+# model only while it is newer than tools/fill_weights.py).
 #
 #   bench/peers/prepare.sh WORK_DIR MODEL.onnx
 #
@@ -25,7 +26,8 @@ if [ ! -f "$work/tuning.db" ]; then
 fi
 name="$(basename "$model" .onnx)"
 filled="$work/$name.onnx"
-[ -f "$filled" ] || "$python" "$root/tools/fill_weights.py" "$model" "$filled" >&2 || exit 1
+# Filled again when older than the fill script, so a changed fill rule never leaves old weights.
+[ "$filled" -nt "$root/tools/fill_weights.py" ] || "$python" "$root/tools/fill_weights.py" "$model" "$filled" >&2 || exit 1
 # The PEER_DIMS bindings whose names are symbolic dims of this model's inputs.
 bound="$("$python" - "$filled" "${PEER_DIMS:-batch=1,seq=128}" <<'PY'
 import sys, onnx
