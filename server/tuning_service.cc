@@ -27,7 +27,7 @@
 #include "server/calibration_log.h"
 #include "server/learned_residual.h"
 #include "server/service_metrics.h"
-#include "server/timed_plan_store.h"
+#include "server/timed_database.h"
 
 namespace fusor {
 namespace {
@@ -167,15 +167,19 @@ db::Measurement ToDb(const Measurement& m) {
 
 struct TuningService::State {
   TuningServiceOptions options;
-  MeasurerFactory measurers;             // options.measurers, or real oneDNN runs.
-  const Clock* clock;                    // options.clock, or the steady clock.
-  std::unique_ptr<db::PlanStore> store;  // A TimedPlanStore around the store it was handed.
+  MeasurerFactory measurers;                     // options.measurers, or real oneDNN runs.
+  const Clock* clock;                            // options.clock, or the steady clock.
+  std::unique_ptr<db::TuningDatabase> database;  // The database it was handed.
+  // The database's concerns, each timed (server/timed_database.h).
+  std::unique_ptr<TimedPlanStore> store;
+  std::unique_ptr<TimedCalibrationLog> calibration;
+  std::unique_ptr<TimedMeasurementQueue> queue;
   TargetFingerprint local;
   mutable std::mutex profile_mu;
   HardwareProfile local_profile;  // Guarded by profile_mu.
   // One measurement at a time: two would share the cores and disturb each other's timings.
   std::mutex measure_mu;
-  std::unique_ptr<AgentDispatch> agents;  // Over `store`.
+  std::unique_ptr<AgentDispatch> agents;  // Over `queue`.
   // One residual fit at a time (two tunes may finish together); guards residual_version_logged.
   std::mutex residual_mu;
   // Targets whose stored residual of another cost-model version was logged: once each.
@@ -191,7 +195,7 @@ struct TuningService::State {
                                           const std::string& target_id, bool use_residual,
                                           const EventSink& on_event, v1::Plan* out) {
     if (!use_residual) return std::make_unique<AnalyticalCostModel>(profile);
-    StatusOr<std::optional<UsableResidual>> stored = StoredResidualFor(*store, target_id);
+    StatusOr<std::optional<UsableResidual>> stored = StoredResidualFor(*calibration, target_id);
     if (!stored.ok()) {
       ReportUnusedResidual(target_id, stored.status(), on_event);
       return std::make_unique<AnalyticalCostModel>(profile);
@@ -222,7 +226,7 @@ struct TuningService::State {
                    const std::string& target_id, const std::vector<TimedPlan>& timed) {
     std::vector<db::ResidualSampleRow> rows = ResidualRowsOf(base, g, hash, target_id, timed);
     if (rows.empty()) return;
-    Status kept = store->AppendResidualSamples(rows);
+    Status kept = calibration->AppendResidualSamples(rows);
     if (!kept.ok()) {
       spdlog::warn("tune: graph={} target={} timings not kept for the learned residual: {}",
                    hash.substr(0, 16), target_id, kept.message());
@@ -230,7 +234,7 @@ struct TuningService::State {
     }
     if (!options.learned_residual) return;
     std::lock_guard<std::mutex> lock(residual_mu);
-    StatusOr<int> fresh = NewResidualSamples(*store, target_id, options.residual_refit_every);
+    StatusOr<int> fresh = NewResidualSamples(*calibration, target_id, options.residual_refit_every);
     if (fresh.ok() && *fresh < options.residual_refit_every) return;
     if (!fresh.ok()) {
       spdlog::warn("tune: target={} cannot count new timings: {}", target_id,
@@ -249,7 +253,7 @@ struct TuningService::State {
 
   void RefitResidualLocked(const std::string& target_id, const char* why) {
     StatusOr<db::StoredResidual> fitted =
-        fusor::RefitResidual(*store, target_id, options.residual_max_samples);
+        fusor::RefitResidual(*calibration, target_id, options.residual_max_samples);
     if (fitted.ok()) {
       spdlog::info("residual: target={} refitted ({}) on {} timings", target_id, why,
                    fitted->training_samples);
@@ -306,7 +310,7 @@ struct TuningService::State {
   StatusOr<LoggedSamples> EarlierCalibrations(bool fresh) const {
     int earlier_runs = options.calibration_runs_fitted - 1;
     if (fresh || earlier_runs < 1) return LoggedSamples();
-    return LoadCalibrationLog(*store, {local.Id(), kCostModelVersion, earlier_runs});
+    return LoadCalibrationLog(*calibration, {local.Id(), kCostModelVersion, earlier_runs});
   }
 
   // Measures a calibration benchmark (each ~100 ms, two retries, so most stay stable on a shared
@@ -378,24 +382,27 @@ TuningService::TuningService(std::unique_ptr<State> state) : state_(std::move(st
 TuningService::~TuningService() = default;
 
 StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningServiceOptions& options) {
-  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanStore> store,
-                         db::OpenPlanStore(options.db_location));
-  return Open(std::move(store), options);
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::TuningDatabase> database,
+                         db::OpenTuningDatabase(options.db_location));
+  return Open(std::move(database), options);
 }
 
-StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db::PlanStore> store,
-                                                             const TuningServiceOptions& options) {
+StatusOr<std::unique_ptr<TuningService>> TuningService::Open(
+    std::unique_ptr<db::TuningDatabase> database, const TuningServiceOptions& options) {
   auto state = std::make_unique<State>();
   state->options = options;
   state->measurers = options.measurers ? options.measurers : OneDnnMeasurers();
   state->clock = options.clock != nullptr ? options.clock : &Clock::Real();
-  state->store = std::make_unique<TimedPlanStore>(std::move(store));
+  state->database = std::move(database);
+  state->store = std::make_unique<TimedPlanStore>(*state->database);
+  state->calibration = std::make_unique<TimedCalibrationLog>(*state->database);
+  state->queue = std::make_unique<TimedMeasurementQueue>(*state->database);
   if (!(options.agent_lease_s > 0) || !(options.agent_live_s > 0) || !(options.agent_poll_s >= 0)) {
     return Status::InvalidArgument(
         "agent_lease_s and agent_live_s must be positive and agent_poll_s not negative");
   }
   state->agents = std::make_unique<AgentDispatch>(
-      state->store.get(), state->clock,
+      state->queue.get(), state->clock,
       AgentDispatchOptions{options.agent_lease_s, options.agent_live_s, options.agent_poll_s,
                            options.min_measure_ms});
   FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
@@ -800,7 +807,7 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   std::span<const CalibrationSample> run_samples =
       std::span(result.samples).subspan(earlier.samples.size());
   FUSOR_ASSIGN_OR_RETURN(int64_t run_id,
-                         state_->store->AppendCalibrationRun(RunToAppend(
+                         state_->calibration->AppendCalibrationRun(RunToAppend(
                              state_->local.Id(), kCostModelVersion, run_samples, cv_by_benchmark)));
   // What the fit used: the earlier runs and this one...
   LoggedSamples all = earlier;
