@@ -132,6 +132,22 @@ class TuningService final : public TunerApi {
  private:
   struct State;
   explicit TuningService(std::unique_ptr<State> state);
+
+  // The stages of Tune, in the order it runs them (tuning_service.cc). Each reads what the ones
+  // before it resolved into a Tuning and adds its own part.
+  struct Tuning;
+  StatusOr<Tuning> ImportGraph(const v1::TuneRequest& request, const EventSink& on_event);
+  Status ResolveTarget(const v1::TuneRequest& request, const EventSink& on_event, Tuning& t);
+  Status ChooseWhereToMeasure(const v1::TuneRequest& request, Tuning& t);
+  StatusOr<std::unique_ptr<db::PlanKeyLock>> LockUnlessStored(const v1::TuneRequest& request,
+                                                              const EventSink& on_event,
+                                                              const std::atomic<bool>* cancelled,
+                                                              const Tuning& t);
+  Status SearchForPlan(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
+  Status MeasureOnAgents(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
+  Status MeasureHere(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
+  Status StorePlan(const EventSink& on_event, Tuning& t);
+  void ReplyWithPlan(const EventSink& on_event, const Tuning& t);
   // Answers a Tune from the store when a current plan is stored under key; false when none is.
   // Counts the lookup when it hits, or when count_miss.
   StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);
