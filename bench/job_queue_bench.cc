@@ -1,5 +1,5 @@
 // Measurement-job queue throughput and re-lease time, against a real tuning database (a SQLite
-// file or PostgreSQL), through the PlanStore calls fusord makes for agents:
+// file or PostgreSQL), through the MeasurementQueue calls fusord makes for agents:
 //   (1) jobs/s: --jobs jobs are queued, then --agents threads (each a registered agent) lease and
 //       finish them until none is left; prints jobs per second over the lease-and-finish phase;
 //   (2) re-lease: a job is leased for --lease-ms and never renewed (an agent that died), while
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "db/open_plan_store.h"
-#include "db/plan_store.h"
+#include "db/tuning_database.h"
 
 namespace {
 
@@ -53,7 +53,7 @@ fusor::v1::MeasurementJob Job(int i) {
   return job;
 }
 
-fusor::Status Setup(fusor::db::PlanStore& store, int agents) {
+fusor::Status Setup(fusor::db::TuningDatabase& store, int agents) {
   fusor::v1::HardwareProfile profile;
   profile.mutable_target()->set_id(kTarget);
   profile.set_cost_model_version("bench");
@@ -67,7 +67,7 @@ fusor::Status Setup(fusor::db::PlanStore& store, int agents) {
 }
 
 // Phase 1: seconds to lease and finish `jobs` jobs with `agents` threads.
-fusor::StatusOr<double> DrainSeconds(fusor::db::PlanStore& store, const Options& o) {
+fusor::StatusOr<double> DrainSeconds(fusor::db::TuningDatabase& store, const Options& o) {
   for (int i = 0; i < o.jobs; ++i) FUSOR_RETURN_IF_ERROR(store.EnqueueJob(Job(i)).status());
   fusor::v1::MeasurementResult result;
   result.add_timings()->set_median_ns(1000);
@@ -103,7 +103,7 @@ fusor::StatusOr<double> DrainSeconds(fusor::db::PlanStore& store, const Options&
 }
 
 // Phase 2: ms from a lease that is never renewed to another agent's lease of the job.
-fusor::StatusOr<double> ReleaseMs(fusor::db::PlanStore& store, const Options& o) {
+fusor::StatusOr<double> ReleaseMs(fusor::db::TuningDatabase& store, const Options& o) {
   FUSOR_RETURN_IF_ERROR(store.EnqueueJob(Job(-1)).status());
   const std::string dead = "bench-agent-" + std::to_string(o.agents);
   auto start = Clock::now();
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   app.add_option("--poll-ms", o.poll_ms, "How often the other agent tries to lease");
   app.add_option("--rounds", o.rounds, "Rounds of each phase");
   CLI11_PARSE(app, argc, argv);
-  auto store = fusor::db::OpenPlanStore(o.db);
+  auto store = fusor::db::OpenTuningDatabase(o.db);
   if (!store.ok()) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
     return 1;

@@ -6,6 +6,7 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "db/newest_over_layers.h"
 #include "db/plan_order.h"
 #include "db/staleness.h"
 
@@ -49,25 +50,6 @@ std::optional<size_t> FirstListed(const std::vector<LayerCursor>& cursors) {
     }
   }
   return first;
-}
-
-// What read() returns from every layer, newest first by time_of (the higher layer first on a tie),
-// at most limit items (no limit when negative).
-template <typename Item, typename Read, typename TimeOf>
-StatusOr<std::vector<Item>> NewestOverLayers(const std::vector<std::unique_ptr<PlanStore>>& layers,
-                                             Read read, TimeOf time_of, int64_t limit) {
-  std::vector<Item> items;
-  for (const auto& layer : layers) {
-    FUSOR_ASSIGN_OR_RETURN(std::vector<Item> more, read(*layer));
-    items.insert(items.end(), std::make_move_iterator(more.begin()),
-                 std::make_move_iterator(more.end()));
-  }
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const Item& a, const Item& b) { return time_of(a) > time_of(b); });
-  if (limit >= 0 && items.size() > static_cast<size_t>(limit)) {
-    items.resize(static_cast<size_t>(limit));
-  }
-  return items;
 }
 
 }  // namespace
@@ -265,38 +247,6 @@ StatusOr<std::vector<HistoryEvent>> LayeredPlanStore::History(const HistoryQuery
   return NewestOverLayers<HistoryEvent>(
       layers_, [&](PlanStore& layer) { return layer.History(query); },
       [](const HistoryEvent& e) { return e.at_unix_ms; }, query.limit);
-}
-
-// Calibration log ---------------------------------------------------------------------------------
-
-StatusOr<int64_t> LayeredPlanStore::AppendCalibrationRun(const CalibrationRun& run) {
-  return layers_.front()->AppendCalibrationRun(run);
-}
-
-StatusOr<std::vector<CalibrationRun>> LayeredPlanStore::CalibrationRuns(
-    const CalibrationRunQuery& query) {
-  return NewestOverLayers<CalibrationRun>(
-      layers_, [&](PlanStore& layer) { return layer.CalibrationRuns(query); },
-      [](const CalibrationRun& r) { return r.run_unix_ms; }, query.max_runs);
-}
-
-// Learned residual --------------------------------------------------------------------------------
-
-Status LayeredPlanStore::AppendResidualSamples(std::span<const ResidualSampleRow> rows) {
-  return layers_.front()->AppendResidualSamples(rows);
-}
-
-StatusOr<std::vector<ResidualSampleRow>> LayeredPlanStore::ResidualSamples(
-    const ResidualSampleQuery& query) {
-  return layers_.front()->ResidualSamples(query);
-}
-
-Status LayeredPlanStore::PutResidual(const StoredResidual& residual) {
-  return layers_.front()->PutResidual(residual);
-}
-
-StatusOr<StoredResidual> LayeredPlanStore::GetResidual(std::string_view target_id) {
-  return layers_.front()->GetResidual(target_id);
 }
 
 StatusOr<std::vector<DatabaseStats>> LayeredPlanStore::Stats(

@@ -4,9 +4,9 @@
 // Layers are ordered top first. Reads see the union of all layers, except that a plan whose key is
 // in a higher layer hides the same key below it. Staleness is judged again against the newest
 // calibration of the plan's target found in any layer, so a snapshot cannot serve a plan that a
-// newer calibration elsewhere made stale. Writes (plans, targets, deletes, expiry, calibration
-// runs) go to the top layer only, which fails them if it was opened read-only; lower layers are
-// never written.
+// newer calibration elsewhere made stale. Writes (plans, targets, deletes, expiry) go to the top
+// layer only, which fails them if it was opened read-only; lower layers are never written. The
+// calibration log over the same layers is LayeredCalibrationLog (layered_calibration_log.h).
 //
 // Owns its layers. Safe to use from many threads when the layers are (SqlitePlanStore is).
 #pragma once
@@ -42,18 +42,6 @@ class LayeredPlanStore final : public PlanStore {
   StatusOr<std::vector<HistoryEvent>> History(const HistoryQuery& query) override;
   Status DeletePlan(const PlanKey& key) override;
   StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) override;
-  // Appends to the top layer.
-  StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) override;
-  // The newest runs over all layers (by run time; the higher layer first on a tie). Run ids are
-  // per file: a run is identified by (database, run_id).
-  StatusOr<std::vector<CalibrationRun>> CalibrationRuns(const CalibrationRunQuery& query) override;
-  // The learned residual's log and fits live in the top layer alone: snapshots carry plans, and
-  // sample ids are per file.
-  Status AppendResidualSamples(std::span<const ResidualSampleRow> rows) override;
-  StatusOr<std::vector<ResidualSampleRow>> ResidualSamples(
-      const ResidualSampleQuery& query) override;
-  Status PutResidual(const StoredResidual& residual) override;
-  StatusOr<StoredResidual> GetResidual(std::string_view target_id) override;
   StatusOr<std::vector<DatabaseStats>> Stats(std::string_view current_cost_model_version) override;
   // The top layer's lock: the only layer that is written.
   StatusOr<std::unique_ptr<PlanKeyLock>> LockPlanKey(const PlanKey& key,

@@ -57,17 +57,24 @@ std::string RedactedLocation(std::string_view location) {
   return text;
 }
 
-StatusOr<std::unique_ptr<PlanStore>> OpenPlanStore(std::string_view location,
-                                                   StoreOpenOptions options) {
+StatusOr<std::unique_ptr<TuningDatabase>> OpenTuningDatabase(std::string_view location,
+                                                             StoreOpenOptions options) {
   FUSOR_ASSIGN_OR_RETURN(StoreLocation parsed, ParseStoreLocation(location));
   if (parsed.kind == StoreLocation::Kind::kPostgres) {
     FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<PostgresPlanStore> store,
                            PostgresPlanStore::Open(parsed.target, {options.read_only}));
-    return std::unique_ptr<PlanStore>(std::move(store));
+    return std::unique_ptr<TuningDatabase>(std::move(store));
   }
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<SqlitePlanStore> store,
                          SqlitePlanStore::Open(parsed.target, {options.read_only}));
-  return std::unique_ptr<PlanStore>(std::move(store));
+  return std::unique_ptr<TuningDatabase>(std::move(store));
+}
+
+StatusOr<std::unique_ptr<PlanStore>> OpenPlanStore(std::string_view location,
+                                                   StoreOpenOptions options) {
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<TuningDatabase> database,
+                         OpenTuningDatabase(location, options));
+  return std::unique_ptr<PlanStore>(std::move(database));
 }
 
 }  // namespace fusor::db

@@ -1,5 +1,6 @@
-// OpenPlanStore: the one place a store location becomes a PlanStore, used by fusord (--db and the
-// db_path config key), the CLI's local mode and `fusor db`. A location is
+// OpenTuningDatabase: the one place a store location becomes a tuning database, used by fusord
+// (--db and the db_path config key) and the CLI's local mode; OpenPlanStore opens its plans alone,
+// for `fusor db` and the readers of stored plans. A location is
 //   path.db | sqlite:path            a SQLite file (the embedded default; created when missing)
 //   postgresql://... | postgres://...  a PostgreSQL database (libpq connection URI), shared by
 //                                    fusord replicas
@@ -12,7 +13,7 @@
 #include <string_view>
 
 #include "base/status.h"
-#include "db/plan_store.h"
+#include "db/tuning_database.h"
 
 namespace fusor::db {
 
@@ -33,7 +34,10 @@ struct StoreOpenOptions {
   bool read_only = false;
 };
 
-// Opens (creating and migrating when writable) the store at location.
+// Opens (creating and migrating when writable) the database at location.
+StatusOr<std::unique_ptr<TuningDatabase>> OpenTuningDatabase(std::string_view location,
+                                                             StoreOpenOptions options = {});
+// OpenTuningDatabase, seen as its plans.
 StatusOr<std::unique_ptr<PlanStore>> OpenPlanStore(std::string_view location,
                                                    StoreOpenOptions options = {});
 

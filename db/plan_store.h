@@ -1,14 +1,14 @@
-// PlanStore: the tuning database as the rest of Fusor sees it. It keeps targets (a CPU fingerprint
-// with its latest calibrated hardware profile), graphs (by canonical hash), plans keyed by
-// (graph hash, target, cost-model version, search options), the measurements behind each plan, an
-// append-only tuning history, the append-only calibration log (every micro-benchmark sample
-// of every calibration run, so fits can be rerun over all samples so far), and the learned
-// residual's log (every plan or region a tune timed, with its features) and fitted residual per
-// target. No SQL leaves db/:
-// callers use this interface, and unit tests elsewhere may fake it. SqlitePlanStore (one file),
-// PostgresPlanStore (one PostgreSQL database shared by fusord replicas) and LayeredPlanStore (a
-// writable store over read-only snapshots) implement it; OpenPlanStore (open_plan_store.h) turns
-// a location ("path.db", "sqlite:path", "postgresql://...") into one.
+// PlanStore: the plans of the tuning database as the rest of Fusor sees them. It keeps targets (a
+// CPU fingerprint with its latest calibrated hardware profile), graphs (by canonical hash), plans
+// keyed by (graph hash, target, cost-model version, search options), the measurements behind each
+// plan and an append-only tuning history. The database's other concerns have interfaces of their
+// own: the calibration log and the learned residual's log (calibration_log.h), and the
+// measurement agents' job queue (measurement_queue.h). No SQL leaves db/: callers use these
+// interfaces, and unit tests elsewhere may fake them. SqlitePlanStore (one file) and
+// PostgresPlanStore (one PostgreSQL database shared by fusord replicas) keep every concern
+// (TuningDatabase, tuning_database.h); LayeredPlanStore (a writable store over read-only
+// snapshots) keeps plans; OpenPlanStore (open_plan_store.h) turns a location ("path.db",
+// "sqlite:path", "postgresql://...") into a store.
 //
 // Never serving a wrong plan: plans are always looked up under their target, so a plan tuned on
 // one CPU is never returned for another. A plan is stale when it was scored by a cost model other
@@ -32,7 +32,6 @@
 #include "proto/graph.pb.h"
 #include "proto/plan.pb.h"
 #include "proto/target.pb.h"
-#include "proto/tuner.pb.h"
 
 namespace fusor::db {
 
@@ -69,56 +68,6 @@ struct Measurement {
   int64_t measured_unix_ms = 0;  // 0 when writing: the store uses the plan's created time.
   // The measurement agent that timed it; empty when fusord (or the CLI) timed it itself.
   std::string agent_id;
-};
-
-// A measurement agent: one process on a machine of its target that leases that target's jobs.
-struct AgentRecord {
-  std::string agent_id;
-  std::string target_id;
-  std::string name;  // What the agent calls itself (its host), for people.
-  int64_t registered_unix_ms = 0;
-  int64_t last_seen_unix_ms = 0;  // Its latest call; set by the store.
-};
-
-// The states of a measurement job: queued (no agent holds it), leased (an agent holds it until
-// lease_expires_unix_ms, then it is as good as queued), done (an agent reported), cancelled (the
-// Tune that enqueued it stopped waiting).
-inline constexpr std::string_view kJobQueued = "queued";
-inline constexpr std::string_view kJobLeased = "leased";
-inline constexpr std::string_view kJobDone = "done";
-inline constexpr std::string_view kJobCancelled = "cancelled";
-
-// A measurement job as stored. The store keeps `job` (graph, plans, timing) and `result` as they
-// are given; the job's id and lease fields are filled in when it is read.
-struct MeasurementJobRow {
-  int64_t job_id = 0;
-  std::string target_id;
-  std::string state;     // kJobQueued, ...
-  std::string agent_id;  // The holder while leased; who reported when done.
-  int64_t lease = 0;     // Times leased: a lease is (job_id, agent_id, lease).
-  int64_t lease_expires_unix_ms = 0;
-  int64_t created_unix_ms = 0;
-  int64_t finished_unix_ms = 0;  // When reported or cancelled; 0 before.
-  v1::MeasurementJob job;
-  v1::MeasurementResult result;  // When done.
-};
-
-// What ListAgents and ListJobs return: the rows and the store's clock when it read them, so a
-// reader judges liveness and ages by the same clock the leases run on.
-struct AgentListing {
-  int64_t now_unix_ms = 0;
-  std::vector<AgentRecord> agents;  // Latest heard from first.
-};
-struct JobListing {
-  int64_t now_unix_ms = 0;
-  std::vector<MeasurementJobRow> jobs;  // Oldest first.
-};
-
-// Who holds which lease of a job, as the agent names it when renewing or reporting.
-struct JobLease {
-  int64_t job_id = 0;
-  std::string agent_id;
-  int64_t lease = 0;
 };
 
 // Filters for QueryPlans; every set field must match. Results come newest first (created time),
@@ -171,71 +120,6 @@ struct ExpireRule {
   int64_t created_before_unix_ms = 0;  // Plans created before this time; 0 disables the rule.
   bool stale = false;                  // Plans stale under current_cost_model_version.
   std::string current_cost_model_version;
-};
-
-// One micro-benchmark of a calibration run, as the calibration log keeps it. The features are the
-// JSON object the cost model wrote (costmodel's SampleToJson); db/ stores the text and never reads
-// it, since only the cost model that computed the features can.
-struct CalibrationSampleRow {
-  int64_t sample_id = 0;  // Row id, set when read, so a bad row can be named; ignored on append.
-  std::string benchmark;
-  std::string features_json;
-  double measured_ns = 0;  // Median time.
-  double cv = 0;           // Coefficient of variation of the timing.
-};
-
-// The samples one calibration of one target measured. Features computed by one cost-model version
-// are not comparable with another's, so a run is read back only under its own version.
-struct CalibrationRun {
-  int64_t run_id = 0;  // Set by the store on append (increasing); local to its database file.
-  std::string target_id;
-  std::string cost_model_version;
-  int64_t run_unix_ms = 0;  // When measured; 0 when appending means now.
-  std::vector<CalibrationSampleRow> samples;
-  std::string database;  // Path of the database file the run came from, set when read.
-};
-
-// Which runs CalibrationRuns returns: the newest max_runs of one target under one cost-model
-// version. The cap keeps a long log from making every fit slower.
-struct CalibrationRunQuery {
-  std::string target_id;
-  std::string cost_model_version;
-  int32_t max_runs = 8;
-};
-
-// One timed plan or region of a tune, as the learned residual's log keeps it. features_json is
-// the JSON the cost model wrote (costmodel's ResidualSampleToJson) and features_version the
-// layout of its features (ResidualFeaturesVersion); db/ stores both and never reads the JSON.
-struct ResidualSampleRow {
-  int64_t sample_id = 0;  // Set by the store (increasing); ignored on append.
-  std::string target_id;
-  std::string cost_model_version;
-  std::string graph_hash;  // The graph tuned (a region's too: the graph it was cut from).
-  std::string source;      // What was timed: "plan", or "region Conv+Relu" and the like.
-  std::string features_version;
-  std::string features_json;
-  double measured_ns = 0;        // Median time, finite and > 0.
-  int64_t measured_unix_ms = 0;  // 0 when appending means now.
-};
-
-// Which samples ResidualSamples returns: the newest max_samples of one target under one
-// cost-model version with a sample id above after_sample_id, oldest first.
-struct ResidualSampleQuery {
-  std::string target_id;
-  std::string cost_model_version;
-  int64_t after_sample_id = 0;
-  int32_t max_samples = 4096;
-};
-
-// A target's fitted residual (one per target, replaced by each fit).
-struct StoredResidual {
-  std::string target_id;
-  std::string cost_model_version;  // The cost model it corrects.
-  std::string residual_json;       // costmodel's ResidualToJson; db/ does not read it.
-  int64_t training_samples = 0;
-  int64_t last_sample_id = 0;  // The newest sample the fit saw: later ones are new to it.
-  int64_t fitted_unix_ms = 0;  // 0 when writing means now.
-  std::string database;        // Set when read.
 };
 
 struct TargetStats {
@@ -322,69 +206,9 @@ class PlanStore {
   // Deletes the plans the rule selects, then graphs no plan uses; returns how many plans went.
   virtual StatusOr<int64_t> ExpirePlans(const ExpireRule& rule) = 0;
 
-  // Appends one calibration run to the calibration log in one transaction and returns its run id.
-  // The target must already be stored; the run needs at least one sample, each with a benchmark
-  // name, a finite time > 0 and a finite cv >= 0. Samples are never updated or deleted.
-  virtual StatusOr<int64_t> AppendCalibrationRun(const CalibrationRun& run) = 0;
-  // The newest runs the query selects, newest first, each with its samples in the order appended.
-  // A database older than the calibration log (schema version 1) has none.
-  virtual StatusOr<std::vector<CalibrationRun>> CalibrationRuns(
-      const CalibrationRunQuery& query) = 0;
-
-  // Appends timed plans or regions to the learned residual's log in one transaction. Each row's
-  // target must be stored, and it needs a cost-model version, a features version, features and a
-  // finite time > 0. Rows are never updated or deleted.
-  virtual Status AppendResidualSamples(std::span<const ResidualSampleRow> rows) = 0;
-  // The samples the query selects. A database older than the log (schema version 4) has none.
-  virtual StatusOr<std::vector<ResidualSampleRow>> ResidualSamples(
-      const ResidualSampleQuery& query) = 0;
-  // Stores a target's residual, replacing the one stored; the target must be stored.
-  virtual Status PutResidual(const StoredResidual& residual) = 0;
-  // The residual stored for a target, of whatever cost-model version; NotFound when none.
-  virtual StatusOr<StoredResidual> GetResidual(std::string_view target_id) = 0;
-
   // One entry per database file behind the store.
   virtual StatusOr<std::vector<DatabaseStats>> Stats(
       std::string_view current_cost_model_version) = 0;
-
-  // Measurement agents and their job queue (schema version 3). Times are the store's clock (the
-  // database server's for PostgreSQL), so replicas on hosts whose clocks differ agree on which
-  // lease has expired and which agent is live. The defaults, for stores no fusord serves agents
-  // through (snapshots, layered stores), refuse with Unimplemented.
-
-  // Records an agent (registered and last seen now); an agent id registered again is replaced.
-  virtual Status PutAgent(const AgentRecord& agent);
-  // Marks an agent as heard from now and returns it; NotFound when never registered.
-  virtual StatusOr<AgentRecord> TouchAgent(std::string_view agent_id);
-  // Agents of the target heard from within the last live_ms.
-  virtual StatusOr<int64_t> CountLiveAgents(std::string_view target_id, int64_t live_ms);
-
-  // Queues a job for job.target_id() (a stored target) and returns its id.
-  virtual StatusOr<int64_t> EnqueueJob(const v1::MeasurementJob& job);
-  // Leases the oldest job of the target that is queued or whose lease expired to agent_id for
-  // lease_ms, in one transaction that other leasers skip past (never one job to two agents);
-  // nullopt when there is none. The lease number grows by one with every lease.
-  virtual StatusOr<std::optional<MeasurementJobRow>> LeaseJob(std::string_view target_id,
-                                                              std::string_view agent_id,
-                                                              int64_t lease_ms);
-  // Extends a lease the agent still holds to now + lease_ms and returns the new expiry;
-  // FailedPrecondition naming the job's state and holder when it no longer holds it.
-  virtual StatusOr<int64_t> RenewLease(const JobLease& lease, int64_t lease_ms);
-  // Stores the result of a job the agent still holds (this very lease, expired or not, as long as
-  // no other agent took the job since) and marks it done; FailedPrecondition as RenewLease.
-  virtual Status FinishJob(const JobLease& lease, const v1::MeasurementResult& result);
-  // Cancels a job that is not done (a done job stays done); NotFound when unknown.
-  virtual Status CancelJob(int64_t job_id);
-  // Deletes the jobs that finished (done or cancelled) more than older_than_ms ago and returns
-  // how many; queued and leased jobs stay. InvalidArgument when older_than_ms is negative.
-  virtual StatusOr<int64_t> PruneJobs(int64_t older_than_ms);
-  // The job as stored; NotFound when unknown.
-  virtual StatusOr<MeasurementJobRow> GetJob(int64_t job_id);
-  // Every registered agent, for people and metrics (`fusor agents list`).
-  virtual StatusOr<AgentListing> ListAgents();
-  // The queued and leased jobs, and with include_finished the done and cancelled ones still kept
-  // (PruneJobs), for people and metrics (`fusor jobs list`).
-  virtual StatusOr<JobListing> ListJobs(bool include_finished);
 };
 
 }  // namespace fusor::db

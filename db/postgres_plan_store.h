@@ -1,11 +1,16 @@
-// PostgresPlanStore: the PlanStore over one PostgreSQL database (libpqxx), for build farms where
-// several fusord replicas share one tuning database. Same semantics as SqlitePlanStore: the same
-// schema versions (a 'meta' row holds the version; migration N runs in one transaction under an
-// advisory lock, so replicas starting together migrate once), target keying, staleness
-// (staleness.h, through store_rules.h), listing order and page tokens (plan_order.h), measurements,
-// history, expiry, the calibration log and stats. The tables are documented in
-// postgres_plan_store.cc beside the SQL; text keys use the "C" collation so that listing order is
-// byte order, as in SQLite and plan_order.h.
+// PostgresPlanStore: the tuning database (TuningDatabase: plans, calibration log, measurement
+// queue) over one PostgreSQL database (libpqxx), for build farms where several fusord replicas
+// share one tuning database. Same semantics as SqlitePlanStore: the same schema versions (a 'meta'
+// row holds the version; migration N runs in one transaction under an advisory lock, so replicas
+// starting together migrate once), target keying, staleness (staleness.h, through store_rules.h),
+// listing order and page tokens (plan_order.h), measurements, history, expiry, the calibration log
+// and stats. The tables are documented in postgres_schema.cc beside the SQL; text keys use the "C"
+// collation so that listing order is byte order, as in SQLite and plan_order.h.
+//
+// One concern a file: postgres_connection.cc (the pool and transactions), postgres_schema.cc (the
+// schema and its migration), postgres_plans.cc (PlanStore), postgres_plan_key_lock.cc
+// (LockPlanKey), postgres_calibration_log.cc (CalibrationLog), postgres_job_queue.cc
+// (MeasurementQueue); postgres_sql.h holds what they share.
 //
 // Connections: a small pool, opened on demand. A server that is unreachable or goes away makes the
 // call fail with Unavailable naming the server and database (never the password); the pool is
@@ -26,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "db/plan_store.h"
+#include "db/tuning_database.h"
 
 namespace pqxx {
 class dbtransaction;
@@ -39,7 +44,7 @@ struct PostgresOpenOptions {
   bool read_only = false;
 };
 
-class PostgresPlanStore final : public PlanStore {
+class PostgresPlanStore final : public TuningDatabase {
  public:
   // Connects to the database at uri (a libpq connection URI, postgresql://...), checks it is a
   // Fusor tuning database (or empty) and, when writable, migrates it to kSchemaVersion.
@@ -95,7 +100,7 @@ class PostgresPlanStore final : public PlanStore {
 
  private:
   using Body = std::function<Status(pqxx::dbtransaction&)>;
-  struct Connection;  // A pqxx::connection (postgres_plan_store.cc).
+  struct Connection;  // A pqxx::connection (postgres_sql.h).
 
   PostgresPlanStore(std::string uri, std::string name, PostgresOpenOptions options);
 

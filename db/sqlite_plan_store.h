@@ -1,4 +1,9 @@
-// SqlitePlanStore: the PlanStore over one SQLite file (schema in schema.cc, docs/database.md).
+// SqlitePlanStore: the tuning database (TuningDatabase: plans, calibration log, measurement
+// queue) over one SQLite file (schema in schema.cc, docs/database.md). One concern a file:
+// sqlite_plan_store.cc (opening the file, the connection pool, write transactions),
+// sqlite_plans.cc (PlanStore, and Merge), sqlite_plan_key_lock.cc (LockPlanKey),
+// sqlite_calibration_log.cc (CalibrationLog) and sqlite_job_queue.cc (MeasurementQueue); the rows
+// themselves are tables.cc's.
 //
 // Open checks what the file is before anything else (see PrepareSchema): a damaged or non-SQLite
 // file, a newer schema, a read-only file opened for writing, or a snapshot opened for writing each
@@ -18,9 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "db/plan_store.h"
 #include "db/schema.h"
 #include "db/sqlite_connection.h"
+#include "db/tuning_database.h"
 
 namespace fusor::db {
 
@@ -49,7 +54,7 @@ struct MergeCounts {
   int64_t targets_updated = 0;
 };
 
-class SqlitePlanStore final : public PlanStore {
+class SqlitePlanStore final : public TuningDatabase {
  public:
   // Opens (creating and migrating when writable) the database at path.
   static StatusOr<std::unique_ptr<SqlitePlanStore>> Open(const std::string& path,
@@ -113,7 +118,23 @@ class SqlitePlanStore final : public PlanStore {
   const SchemaInfo& schema() const { return schema_; }
 
  private:
-  class ConnectionLease;
+  // A connection lent to one call; back to the pool when the lease ends.
+  class ConnectionLease {
+   public:
+    ConnectionLease(SqlitePlanStore* store, std::unique_ptr<SqliteConnection> connection)
+        : store_(store), connection_(std::move(connection)) {}
+    ConnectionLease(ConnectionLease&& other) noexcept = default;
+    ConnectionLease& operator=(ConnectionLease&&) = delete;
+    ~ConnectionLease() {
+      if (connection_) store_->ReturnConnection(std::move(connection_));
+    }
+    SqliteConnection& operator*() const { return *connection_; }
+    SqliteConnection* operator->() const { return connection_.get(); }
+
+   private:
+    SqlitePlanStore* store_;
+    std::unique_ptr<SqliteConnection> connection_;
+  };
 
   SqlitePlanStore(std::string path, SqliteOpenOptions options, SchemaInfo schema,
                   std::unique_ptr<SqliteConnection> first);

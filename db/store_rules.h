@@ -1,6 +1,6 @@
-// What every PlanStore backend decides the same way, whatever its SQL: which plans, measurements
-// and calibration runs are accepted, how a graph-hash prefix and a page size are read, how a
-// measurement's samples are summarised and kept as text, and how a stored plan row is judged
+// What every TuningDatabase backend decides the same way, whatever its SQL: which plans,
+// measurements and calibration runs are accepted, how a graph-hash prefix and a page size are read,
+// how a measurement's samples are summarised and kept as text, and how a stored plan row is judged
 // (staleness.h). SqlitePlanStore and PostgresPlanStore both call these, so the two stores cannot
 // drift apart. Pure functions, safe from any thread.
 #pragma once
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "db/plan_store.h"
+#include "db/tuning_database.h"
 #include "proto/plan.pb.h"
 #include "proto/target.pb.h"
 

@@ -12,8 +12,8 @@
 
 #include "base/status.h"
 #include "db/plan_order.h"
-#include "db/plan_store.h"
 #include "db/sqlite_connection.h"
+#include "db/tuning_database.h"
 
 namespace fusor::db::tables {
 

@@ -49,8 +49,9 @@ std::string IdSafe(const std::string& name) {
 // A result an agent reports for a job: an error, or one sane timing per plan.
 }  // namespace
 
-AgentDispatch::AgentDispatch(db::PlanStore* store, const Clock* clock, AgentDispatchOptions options)
-    : store_(store), clock_(clock), options_(options) {
+AgentDispatch::AgentDispatch(db::MeasurementQueue* queue, const Clock* clock,
+                             AgentDispatchOptions options)
+    : queue_(queue), clock_(clock), options_(options) {
   Metrics();  // Registers every family before a scrape can run the callbacks below.
   metrics::Registry& r = metrics::Registry::Default();
   gauges_.push_back(r.AddGaugeCallback(ServiceMetrics::kAgentsLive,
@@ -81,7 +82,7 @@ metrics::GaugeSamples AgentDispatch::LiveAgentSamples() const {
 // Job counts by target and state, and each target's oldest open job's age in seconds.
 std::pair<metrics::GaugeSamples, metrics::GaugeSamples> AgentDispatch::JobSamples() const {
   std::pair<metrics::GaugeSamples, metrics::GaugeSamples> out;
-  StatusOr<db::JobListing> listing = store_->ListJobs(/*include_finished=*/false);
+  StatusOr<db::JobListing> listing = queue_->ListJobs(/*include_finished=*/false);
   if (!listing.ok()) return out;
   std::map<std::pair<std::string, std::string>, int> counts;
   std::map<std::string, int64_t> oldest;
@@ -107,7 +108,7 @@ StatusOr<v1::RegisterAgentResponse> AgentDispatch::Register(const std::string& n
   agent.agent_id = IdSafe(name) + "-" + RandomSuffix();
   agent.target_id = target_id;
   agent.name = name;
-  FUSOR_RETURN_IF_ERROR(store_->PutAgent(agent));
+  FUSOR_RETURN_IF_ERROR(queue_->PutAgent(agent));
   spdlog::info("agent: registered {} for target {}", agent.agent_id, target_id);
   v1::RegisterAgentResponse response;
   response.set_agent_id(agent.agent_id);
@@ -117,11 +118,11 @@ StatusOr<v1::RegisterAgentResponse> AgentDispatch::Register(const std::string& n
 }
 
 StatusOr<int64_t> AgentDispatch::LiveAgents(const std::string& target_id) {
-  return store_->CountLiveAgents(target_id, static_cast<int64_t>(options_.live_s * 1000));
+  return queue_->CountLiveAgents(target_id, static_cast<int64_t>(options_.live_s * 1000));
 }
 
 StatusOr<v1::ListAgentsResponse> AgentDispatch::ListAgents() const {
-  FUSOR_ASSIGN_OR_RETURN(db::AgentListing listing, store_->ListAgents());
+  FUSOR_ASSIGN_OR_RETURN(db::AgentListing listing, queue_->ListAgents());
   v1::ListAgentsResponse response;
   response.set_now_unix_ms(listing.now_unix_ms);
   response.set_live_s(options_.live_s);
@@ -139,7 +140,7 @@ StatusOr<v1::ListAgentsResponse> AgentDispatch::ListAgents() const {
 }
 
 StatusOr<v1::ListMeasurementJobsResponse> AgentDispatch::ListJobs(bool include_finished) const {
-  FUSOR_ASSIGN_OR_RETURN(db::JobListing listing, store_->ListJobs(include_finished));
+  FUSOR_ASSIGN_OR_RETURN(db::JobListing listing, queue_->ListJobs(include_finished));
   v1::ListMeasurementJobsResponse response;
   response.set_now_unix_ms(listing.now_unix_ms);
   for (const db::MeasurementJobRow& j : listing.jobs) {
@@ -170,10 +171,10 @@ StatusOr<v1::LeaseMeasurementJobResponse> AgentDispatch::Lease(
   const double wait_s = std::min(request.wait_s(), options_.poll_s);
   const int64_t until = clock_->NowNs() + static_cast<int64_t>(wait_s * 1e9);
   v1::LeaseMeasurementJobResponse response;
-  FUSOR_ASSIGN_OR_RETURN(db::AgentRecord agent, store_->TouchAgent(request.agent_id()));
+  FUSOR_ASSIGN_OR_RETURN(db::AgentRecord agent, queue_->TouchAgent(request.agent_id()));
   for (;;) {
     FUSOR_ASSIGN_OR_RETURN(std::optional<db::MeasurementJobRow> job,
-                           store_->LeaseJob(agent.target_id, agent.agent_id, LeaseMs()));
+                           queue_->LeaseJob(agent.target_id, agent.agent_id, LeaseMs()));
     if (job) {
       spdlog::info("agent: job {} (graph {}) leased to {} (lease {})", job->job_id,
                    job->job.graph_hash().substr(0, 16), agent.agent_id, job->lease);
@@ -190,10 +191,10 @@ StatusOr<v1::LeaseMeasurementJobResponse> AgentDispatch::Lease(
 
 StatusOr<v1::RenewMeasurementLeaseResponse> AgentDispatch::Renew(
     const v1::RenewMeasurementLeaseRequest& request) {
-  FUSOR_RETURN_IF_ERROR(store_->TouchAgent(request.agent_id()).status());
+  FUSOR_RETURN_IF_ERROR(queue_->TouchAgent(request.agent_id()).status());
   FUSOR_ASSIGN_OR_RETURN(
       int64_t expires,
-      store_->RenewLease({request.job_id(), request.agent_id(), request.lease()}, LeaseMs()));
+      queue_->RenewLease({request.job_id(), request.agent_id(), request.lease()}, LeaseMs()));
   v1::RenewMeasurementLeaseResponse response;
   response.set_lease_expires_unix_ms(expires);
   return response;
@@ -203,12 +204,12 @@ StatusOr<v1::RenewMeasurementLeaseResponse> AgentDispatch::Renew(
 // stored with the job and shown in the Tune result of whoever asked for the tuning.
 StatusOr<v1::ReportMeasurementResponse> AgentDispatch::Report(
     const v1::ReportMeasurementRequest& request) {
-  FUSOR_RETURN_IF_ERROR(store_->TouchAgent(request.agent_id()).status());
-  FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow job, store_->GetJob(request.job_id()));
+  FUSOR_RETURN_IF_ERROR(queue_->TouchAgent(request.agent_id()).status());
+  FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow job, queue_->GetJob(request.job_id()));
   FUSOR_ASSIGN_OR_RETURN(v1::MeasurementResult result,
                          CheckedMeasurementResult(request.result(), job.job));
   FUSOR_RETURN_IF_ERROR(
-      store_->FinishJob({request.job_id(), request.agent_id(), request.lease()}, result));
+      queue_->FinishJob({request.job_id(), request.agent_id(), request.lease()}, result));
   spdlog::info("agent: job {} reported by {}{}", request.job_id(), request.agent_id(),
                result.error().empty() ? "" : ": " + result.error());
   return v1::ReportMeasurementResponse();
@@ -235,13 +236,13 @@ StatusOr<AgentOutcome> AgentDispatch::Measure(
   *job.mutable_graph() = ToProto(g);
   for (const FusionPlan& plan : candidates) PlanToProto(plan, job.add_plans());
   job.set_min_measure_ms(options_.min_measure_ms);
-  FUSOR_ASSIGN_OR_RETURN(int64_t job_id, store_->EnqueueJob(job));
+  FUSOR_ASSIGN_OR_RETURN(int64_t job_id, queue_->EnqueueJob(job));
   spdlog::info("agent: job {} queued: graph={} target={} plans={}", job_id,
                graph_hash.substr(0, 16), target_id, candidates.size());
   progress(fmt::format("measurement job {} queued for the agents of target {}", job_id, target_id));
   // Pruning is housekeeping: a failure is logged and the Tune goes on.
   StatusOr<int64_t> pruned =
-      store_->PruneJobs(static_cast<int64_t>(options_.finished_job_retention_s * 1000));
+      queue_->PruneJobs(static_cast<int64_t>(options_.finished_job_retention_s * 1000));
   if (!pruned.ok()) {
     spdlog::warn("agent: pruning finished jobs: {}", pruned.status().ToString());
   } else if (*pruned > 0) {
@@ -252,7 +253,7 @@ StatusOr<AgentOutcome> AgentDispatch::Measure(
   if (!done.ok() || done->state != db::kJobDone) {
     // Stopped waiting: the job is nobody's any more (an agent holding it is told so when it
     // reports).
-    Status cancel = store_->CancelJob(job_id);
+    Status cancel = queue_->CancelJob(job_id);
     if (!cancel.ok()) spdlog::warn("agent: cancelling job {}: {}", job_id, cancel.ToString());
   }
   if (!done.ok()) return done.status();
@@ -309,7 +310,7 @@ StatusOr<db::MeasurementJobRow> AgentDispatch::WaitForJob(
   const int64_t give_up_unix_ms = WallNowMs() + (deadline_ns - clock_->NowNs()) / 1'000'000;
   std::string announced;
   for (;;) {
-    FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow row, store_->GetJob(job_id));
+    FUSOR_ASSIGN_OR_RETURN(db::MeasurementJobRow row, queue_->GetJob(job_id));
     if (row.state == db::kJobDone || row.state == db::kJobCancelled) return row;
     WaitState state = WaitStateOf(row, give_up_unix_ms);
     if (state.key != announced) {

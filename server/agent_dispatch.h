@@ -1,13 +1,13 @@
 // AgentDispatch: the tuning service's side of measurement agents (`fusor agent`). It registers
-// agents, hands them the jobs of their target from the store's queue (a lease poll waits for a
-// job), renews and takes back their leases, and, for a Tune, queues the candidate plans of a
-// graph as one job and waits for an agent's timings. The queue and the leases live in the
-// PlanStore (db/plan_store.h), so fusord replicas sharing a PostgreSQL database share one queue:
-// an agent polling any replica takes a job any replica queued, and a lease not renewed in time
-// goes to another agent.
+// agents, hands them the jobs of their target from the database's queue (a lease poll waits for
+// a job), renews and takes back their leases, and, for a Tune, queues the candidate plans of a
+// graph as one job and waits for an agent's timings. The queue and the leases live in the tuning
+// database's MeasurementQueue (db/measurement_queue.h), so fusord replicas sharing a PostgreSQL
+// database share one queue: an agent polling any replica takes a job any replica queued, and a
+// lease not renewed in time goes to another agent.
 //
-// Borrows the store and the clock, which must outlive it. Thread-safe: every call may run
-// concurrently (the store serialises what must be).
+// Borrows the queue and the clock, which must outlive it. Thread-safe: every call may run
+// concurrently (the queue serialises what must be).
 #pragma once
 
 #include <atomic>
@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/metrics.h"
+#include "db/measurement_queue.h"
 #include "db/plan_store.h"
 #include "graph/graph.h"
 #include "graph/plan.h"
@@ -52,7 +53,7 @@ struct AgentOutcome {
 
 class AgentDispatch {
  public:
-  AgentDispatch(db::PlanStore* store, const Clock* clock, AgentDispatchOptions options);
+  AgentDispatch(db::MeasurementQueue* queue, const Clock* clock, AgentDispatchOptions options);
 
   // Records an agent of a stored target, calibrated as the profile says; its id is `name` (a
   // host name; "agent" when empty) and a random suffix.
@@ -99,10 +100,10 @@ class AgentDispatch {
   metrics::GaugeSamples LiveAgentSamples() const;
   std::pair<metrics::GaugeSamples, metrics::GaugeSamples> JobSamples() const;
 
-  db::PlanStore* const store_;
+  db::MeasurementQueue* const queue_;
   const Clock* const clock_;
   const AgentDispatchOptions options_;
-  // The agents and queue gauges (service_metrics.h), read from the store at each scrape.
+  // The agents and queue gauges (service_metrics.h), read from the queue at each scrape.
   std::vector<metrics::CallbackRegistration> gauges_;
 };
 

@@ -27,9 +27,9 @@ StatusOr<CalibrationSample> SampleFromRow(const db::CalibrationSampleRow& row,
   return sample;
 }
 
-StatusOr<LoggedSamples> LoadCalibrationLog(db::PlanStore& store,
+StatusOr<LoggedSamples> LoadCalibrationLog(db::CalibrationLog& log,
                                            const db::CalibrationRunQuery& query) {
-  FUSOR_ASSIGN_OR_RETURN(std::vector<db::CalibrationRun> runs, store.CalibrationRuns(query));
+  FUSOR_ASSIGN_OR_RETURN(std::vector<db::CalibrationRun> runs, log.CalibrationRuns(query));
   LoggedSamples logged;
   for (const db::CalibrationRun& run : runs) {
     size_t before = logged.samples.size();

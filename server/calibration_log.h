@@ -5,7 +5,7 @@
 // skipped with a warning naming the row, its benchmark and the database, and counted, so one bad
 // row never makes calibration impossible.
 //
-// Stateless functions; thread-safe when the store is.
+// Stateless functions; thread-safe when the log is.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@
 #include "base/status.h"
 #include "costmodel/fit.h"
 #include "costmodel/hardware_profile.h"
-#include "db/plan_store.h"
+#include "db/calibration_log.h"
 #include "proto/tuner.pb.h"
 
 namespace fusor {
@@ -31,7 +31,7 @@ struct LoggedSamples {
 };
 
 // The usable samples of the runs the query selects.
-StatusOr<LoggedSamples> LoadCalibrationLog(db::PlanStore& store,
+StatusOr<LoggedSamples> LoadCalibrationLog(db::CalibrationLog& log,
                                            const db::CalibrationRunQuery& query);
 
 // One stored row as a sample (benchmark and time from their columns, features from the JSON).

@@ -12,8 +12,8 @@ namespace fusor {
 namespace {
 
 // The stored fit's newest row when it is of this cost model; 0 (every row is new) otherwise.
-StatusOr<int64_t> LastFittedSample(db::PlanStore& store, const std::string& target_id) {
-  StatusOr<db::StoredResidual> stored = store.GetResidual(target_id);
+StatusOr<int64_t> LastFittedSample(db::CalibrationLog& log, const std::string& target_id) {
+  StatusOr<db::StoredResidual> stored = log.GetResidual(target_id);
   if (!stored.ok()) {
     if (stored.status().code() == Status::Code::kNotFound) return int64_t{0};
     return stored.status();
@@ -35,15 +35,15 @@ Status CheckFinite(const ResidualModel& r, const std::string& target_id) {
 
 // True when the stored residual reads back and was fitted on exactly these rows: FitResidual is
 // deterministic, so fitting them again would store the same weights.
-bool StoredFitIsOf(db::PlanStore& store, const std::string& target_id,
+bool StoredFitIsOf(db::CalibrationLog& log, const std::string& target_id,
                    const LoadedResidualSamples& loaded) {
-  StatusOr<db::StoredResidual> stored = store.GetResidual(target_id);
+  StatusOr<db::StoredResidual> stored = log.GetResidual(target_id);
   if (!stored.ok() || stored->cost_model_version != kCostModelVersion ||
       stored->last_sample_id != loaded.last_sample_id ||
       stored->training_samples != static_cast<int64_t>(loaded.samples.size())) {
     return false;
   }
-  StatusOr<std::optional<UsableResidual>> usable = StoredResidualFor(store, target_id);
+  StatusOr<std::optional<UsableResidual>> usable = StoredResidualFor(log, target_id);
   return usable.ok() && usable->has_value();
 }
 
@@ -70,10 +70,10 @@ std::vector<db::ResidualSampleRow> ResidualRowsOf(const AnalyticalCostModel& bas
   return rows;
 }
 
-StatusOr<LoadedResidualSamples> LoadResidualSamples(db::PlanStore& store,
+StatusOr<LoadedResidualSamples> LoadResidualSamples(db::CalibrationLog& log,
                                                     const std::string& target_id, int max_samples) {
   FUSOR_ASSIGN_OR_RETURN(std::vector<db::ResidualSampleRow> rows,
-                         store.ResidualSamples({target_id, kCostModelVersion, 0, max_samples}));
+                         log.ResidualSamples({target_id, kCostModelVersion, 0, max_samples}));
   LoadedResidualSamples loaded;
   std::string other_version;
   for (const db::ResidualSampleRow& row : rows) {
@@ -105,24 +105,24 @@ StatusOr<LoadedResidualSamples> LoadResidualSamples(db::PlanStore& store,
   return loaded;
 }
 
-StatusOr<int> NewResidualSamples(db::PlanStore& store, const std::string& target_id, int cap) {
-  FUSOR_ASSIGN_OR_RETURN(int64_t last, LastFittedSample(store, target_id));
+StatusOr<int> NewResidualSamples(db::CalibrationLog& log, const std::string& target_id, int cap) {
+  FUSOR_ASSIGN_OR_RETURN(int64_t last, LastFittedSample(log, target_id));
   FUSOR_ASSIGN_OR_RETURN(std::vector<db::ResidualSampleRow> rows,
-                         store.ResidualSamples({target_id, kCostModelVersion, last, cap}));
+                         log.ResidualSamples({target_id, kCostModelVersion, last, cap}));
   return static_cast<int>(rows.size());
 }
 
-StatusOr<db::StoredResidual> RefitResidual(db::PlanStore& store, const std::string& target_id,
+StatusOr<db::StoredResidual> RefitResidual(db::CalibrationLog& log, const std::string& target_id,
                                            int max_samples) {
   FUSOR_ASSIGN_OR_RETURN(LoadedResidualSamples loaded,
-                         LoadResidualSamples(store, target_id, max_samples));
+                         LoadResidualSamples(log, target_id, max_samples));
   if (loaded.samples.empty()) {
     return Status::FailedPrecondition(fmt::format(
         "no usable timings of target '{}' under cost model {} to fit its residual on ({} of "
         "another features version, {} unreadable); tune on it first",
         target_id, kCostModelVersion, loaded.other_features, loaded.unreadable));
   }
-  if (StoredFitIsOf(store, target_id, loaded)) return store.GetResidual(target_id);
+  if (StoredFitIsOf(log, target_id, loaded)) return log.GetResidual(target_id);
   FUSOR_ASSIGN_OR_RETURN(ResidualModel fitted, FitResidual(loaded.samples));
   FUSOR_RETURN_IF_ERROR(CheckFinite(fitted, target_id));
   db::StoredResidual stored;
@@ -131,7 +131,7 @@ StatusOr<db::StoredResidual> RefitResidual(db::PlanStore& store, const std::stri
   stored.residual_json = ResidualToJson(fitted).dump();
   stored.training_samples = fitted.training_samples;
   stored.last_sample_id = loaded.last_sample_id;
-  FUSOR_RETURN_IF_ERROR(store.PutResidual(stored));
+  FUSOR_RETURN_IF_ERROR(log.PutResidual(stored));
   spdlog::info(
       "residual: fitted target={} samples={} rms_log_error {:.3f} -> {:.3f} (training set)",
       target_id, fitted.training_samples, fitted.train_rms_log_error_before,
@@ -139,9 +139,9 @@ StatusOr<db::StoredResidual> RefitResidual(db::PlanStore& store, const std::stri
   return stored;
 }
 
-StatusOr<std::optional<UsableResidual>> StoredResidualFor(db::PlanStore& store,
+StatusOr<std::optional<UsableResidual>> StoredResidualFor(db::CalibrationLog& log,
                                                           const std::string& target_id) {
-  StatusOr<db::StoredResidual> stored = store.GetResidual(target_id);
+  StatusOr<db::StoredResidual> stored = log.GetResidual(target_id);
   if (!stored.ok()) {
     if (stored.status().code() == Status::Code::kNotFound) return std::optional<UsableResidual>();
     return stored.status();

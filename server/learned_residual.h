@@ -9,7 +9,7 @@
 // is skipped and counted (one log line per load, with the count), never misread, and so is a row
 // whose JSON does not read back (a warning naming the row and the database).
 //
-// Stateless functions; thread-safe when the store is.
+// Stateless functions; thread-safe when the log is.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include "base/status.h"
 #include "costmodel/cost_model.h"
 #include "costmodel/residual.h"
-#include "db/plan_store.h"
+#include "db/calibration_log.h"
 #include "graph/graph.h"
 #include "search/autotune.h"
 
@@ -41,17 +41,17 @@ struct LoadedResidualSamples {
 };
 
 // The newest `max_samples` rows of the target under the current cost model, as samples.
-StatusOr<LoadedResidualSamples> LoadResidualSamples(db::PlanStore& store,
+StatusOr<LoadedResidualSamples> LoadResidualSamples(db::CalibrationLog& log,
                                                     const std::string& target_id, int max_samples);
 
 // Rows appended for the target under the current cost model since its stored fit (since the
 // first row when none is stored), counted up to `cap`.
-StatusOr<int> NewResidualSamples(db::PlanStore& store, const std::string& target_id, int cap);
+StatusOr<int> NewResidualSamples(db::CalibrationLog& log, const std::string& target_id, int cap);
 
 // Fits the target's residual over its newest `max_samples` rows (FitResidual, deterministic) and
 // stores it. FailedPrecondition when no row is usable; any error leaves the stored residual as it
 // was.
-StatusOr<db::StoredResidual> RefitResidual(db::PlanStore& store, const std::string& target_id,
+StatusOr<db::StoredResidual> RefitResidual(db::CalibrationLog& log, const std::string& target_id,
                                            int max_samples);
 
 // The residual stored for a target, ready to score with.
@@ -63,7 +63,7 @@ struct UsableResidual {
 // The residual a tune on the target uses: nullopt when none is stored; FailedPrecondition when
 // it corrects another cost-model version; Corruption naming the target and the database when it
 // does not read back.
-StatusOr<std::optional<UsableResidual>> StoredResidualFor(db::PlanStore& store,
+StatusOr<std::optional<UsableResidual>> StoredResidualFor(db::CalibrationLog& log,
                                                           const std::string& target_id);
 
 }  // namespace fusor

@@ -27,7 +27,7 @@
 #include "server/calibration_log.h"
 #include "server/learned_residual.h"
 #include "server/service_metrics.h"
-#include "server/timed_plan_store.h"
+#include "server/timed_database.h"
 
 namespace fusor {
 namespace {
@@ -167,15 +167,19 @@ db::Measurement ToDb(const Measurement& m) {
 
 struct TuningService::State {
   TuningServiceOptions options;
-  MeasurerFactory measurers;             // options.measurers, or real oneDNN runs.
-  const Clock* clock;                    // options.clock, or the steady clock.
-  std::unique_ptr<db::PlanStore> store;  // A TimedPlanStore around the store it was handed.
+  MeasurerFactory measurers;                     // options.measurers, or real oneDNN runs.
+  const Clock* clock;                            // options.clock, or the steady clock.
+  std::unique_ptr<db::TuningDatabase> database;  // The database it was handed.
+  // The database's concerns, each timed (server/timed_database.h).
+  std::unique_ptr<TimedPlanStore> store;
+  std::unique_ptr<TimedCalibrationLog> calibration;
+  std::unique_ptr<TimedMeasurementQueue> queue;
   TargetFingerprint local;
   mutable std::mutex profile_mu;
   HardwareProfile local_profile;  // Guarded by profile_mu.
   // One measurement at a time: two would share the cores and disturb each other's timings.
   std::mutex measure_mu;
-  std::unique_ptr<AgentDispatch> agents;  // Over `store`.
+  std::unique_ptr<AgentDispatch> agents;  // Over `queue`.
   // One residual fit at a time (two tunes may finish together); guards residual_version_logged.
   std::mutex residual_mu;
   // Targets whose stored residual of another cost-model version was logged: once each.
@@ -191,7 +195,7 @@ struct TuningService::State {
                                           const std::string& target_id, bool use_residual,
                                           const EventSink& on_event, v1::Plan* out) {
     if (!use_residual) return std::make_unique<AnalyticalCostModel>(profile);
-    StatusOr<std::optional<UsableResidual>> stored = StoredResidualFor(*store, target_id);
+    StatusOr<std::optional<UsableResidual>> stored = StoredResidualFor(*calibration, target_id);
     if (!stored.ok()) {
       ReportUnusedResidual(target_id, stored.status(), on_event);
       return std::make_unique<AnalyticalCostModel>(profile);
@@ -222,7 +226,7 @@ struct TuningService::State {
                    const std::string& target_id, const std::vector<TimedPlan>& timed) {
     std::vector<db::ResidualSampleRow> rows = ResidualRowsOf(base, g, hash, target_id, timed);
     if (rows.empty()) return;
-    Status kept = store->AppendResidualSamples(rows);
+    Status kept = calibration->AppendResidualSamples(rows);
     if (!kept.ok()) {
       spdlog::warn("tune: graph={} target={} timings not kept for the learned residual: {}",
                    hash.substr(0, 16), target_id, kept.message());
@@ -230,7 +234,7 @@ struct TuningService::State {
     }
     if (!options.learned_residual) return;
     std::lock_guard<std::mutex> lock(residual_mu);
-    StatusOr<int> fresh = NewResidualSamples(*store, target_id, options.residual_refit_every);
+    StatusOr<int> fresh = NewResidualSamples(*calibration, target_id, options.residual_refit_every);
     if (fresh.ok() && *fresh < options.residual_refit_every) return;
     if (!fresh.ok()) {
       spdlog::warn("tune: target={} cannot count new timings: {}", target_id,
@@ -249,7 +253,7 @@ struct TuningService::State {
 
   void RefitResidualLocked(const std::string& target_id, const char* why) {
     StatusOr<db::StoredResidual> fitted =
-        fusor::RefitResidual(*store, target_id, options.residual_max_samples);
+        fusor::RefitResidual(*calibration, target_id, options.residual_max_samples);
     if (fitted.ok()) {
       spdlog::info("residual: target={} refitted ({}) on {} timings", target_id, why,
                    fitted->training_samples);
@@ -306,7 +310,7 @@ struct TuningService::State {
   StatusOr<LoggedSamples> EarlierCalibrations(bool fresh) const {
     int earlier_runs = options.calibration_runs_fitted - 1;
     if (fresh || earlier_runs < 1) return LoggedSamples();
-    return LoadCalibrationLog(*store, {local.Id(), kCostModelVersion, earlier_runs});
+    return LoadCalibrationLog(*calibration, {local.Id(), kCostModelVersion, earlier_runs});
   }
 
   // Measures a calibration benchmark (each ~100 ms, two retries, so most stay stable on a shared
@@ -378,24 +382,27 @@ TuningService::TuningService(std::unique_ptr<State> state) : state_(std::move(st
 TuningService::~TuningService() = default;
 
 StatusOr<std::unique_ptr<TuningService>> TuningService::Open(const TuningServiceOptions& options) {
-  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanStore> store,
-                         db::OpenPlanStore(options.db_location));
-  return Open(std::move(store), options);
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::TuningDatabase> database,
+                         db::OpenTuningDatabase(options.db_location));
+  return Open(std::move(database), options);
 }
 
-StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db::PlanStore> store,
-                                                             const TuningServiceOptions& options) {
+StatusOr<std::unique_ptr<TuningService>> TuningService::Open(
+    std::unique_ptr<db::TuningDatabase> database, const TuningServiceOptions& options) {
   auto state = std::make_unique<State>();
   state->options = options;
   state->measurers = options.measurers ? options.measurers : OneDnnMeasurers();
   state->clock = options.clock != nullptr ? options.clock : &Clock::Real();
-  state->store = std::make_unique<TimedPlanStore>(std::move(store));
+  state->database = std::move(database);
+  state->store = std::make_unique<TimedPlanStore>(*state->database);
+  state->calibration = std::make_unique<TimedCalibrationLog>(*state->database);
+  state->queue = std::make_unique<TimedMeasurementQueue>(*state->database);
   if (!(options.agent_lease_s > 0) || !(options.agent_live_s > 0) || !(options.agent_poll_s >= 0)) {
     return Status::InvalidArgument(
         "agent_lease_s and agent_live_s must be positive and agent_poll_s not negative");
   }
   state->agents = std::make_unique<AgentDispatch>(
-      state->store.get(), state->clock,
+      state->queue.get(), state->clock,
       AgentDispatchOptions{options.agent_lease_s, options.agent_live_s, options.agent_poll_s,
                            options.min_measure_ms});
   FUSOR_ASSIGN_OR_RETURN(state->local, DetectTarget(OneDnnIsa(), OneDnnVersion()));
@@ -434,6 +441,30 @@ StatusOr<std::unique_ptr<TuningService>> TuningService::Open(std::unique_ptr<db:
 
 std::string TuningService::local_target_id() const { return state_->local.Id(); }
 
+// One Tune as its stages resolve it: what each stage reads of the ones before it.
+struct TuningService::Tuning {
+  double limit_s = 0;       // The Tune's time limit...
+  int64_t deadline_ns = 0;  // ...as a deadline on the service's clock.
+  Graph graph;              // Validated, constants folded, canonical.
+  std::string hash;         // CanonicalHash(graph).
+  std::string target_id;
+  bool local = false;  // The target is this CPU.
+  HardwareProfile profile;
+  SearchOptions search;
+  int budget = 0;                 // Measurements asked for.
+  bool on_agents = false;         // Timed on a live agent of the target...
+  bool measure_here = false;      // ...or here...
+  std::string unmeasured_reason;  // ...or not at all, and why.
+  bool use_residual = false;
+  db::PlanKey key;
+  std::unique_ptr<CostModel> model;  // What the search and the choice of plan score with.
+  FusionPlan plan;                   // Searched, then chosen by the measurements.
+  std::vector<db::Measurement> measurements;
+  std::string measured_by;       // The agent that timed the plan; "" for this CPU or none.
+  std::vector<TimedPlan> timed;  // The stable timings of a measurement here.
+  v1::Plan out;                  // The plan as stored, filled in stage by stage.
+};
+
 StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSink& on_event,
                                           bool count_miss) {
   auto cached = state_->store->GetPlan(key, kCostModelVersion);
@@ -455,93 +486,129 @@ StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSin
   return true;
 }
 
-// The tuning pipeline, in order: validate, cache, search, measure (own CPU only), store.
+// The tuning pipeline, one stage a function, in the order they run.
 Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_event,
                            const std::atomic<bool>* cancelled) {
-  auto is_cancelled = [&] { return cancelled && cancelled->load(); };
-  // One deadline bounds the whole call: the search, the wait for an agent and the measuring.
-  const double limit = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
-                                                            : state_->options.default_time_limit_s;
-  const int64_t deadline_ns = state_->clock->NowNs() + static_cast<int64_t>(limit * 1e9);
+  FUSOR_ASSIGN_OR_RETURN(Tuning t, ImportGraph(request, on_event));
+  FUSOR_RETURN_IF_ERROR(ResolveTarget(request, on_event, t));
+  FUSOR_RETURN_IF_ERROR(ChooseWhereToMeasure(request, t));
+  FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanKeyLock> key_lock,
+                         LockUnlessStored(request, on_event, cancelled, t));
+  if (key_lock == nullptr) return Status::Ok();  // Answered with the stored plan.
+  FUSOR_RETURN_IF_ERROR(SearchForPlan(on_event, cancelled, t));
+  FUSOR_RETURN_IF_ERROR(MeasureOnAgents(on_event, cancelled, t));
+  FUSOR_RETURN_IF_ERROR(MeasureHere(on_event, cancelled, t));
+  if (cancelled != nullptr && cancelled->load()) return Status::Cancelled("tuning was cancelled");
+  FUSOR_RETURN_IF_ERROR(StorePlan(on_event, t));
+  state_->KeepTimings(AnalyticalCostModel(t.profile), t.graph, t.hash, t.target_id, t.timed);
+  ReplyWithPlan(on_event, t);
+  return Status::Ok();
+}
+
+// Validates the untrusted graph, folds nodes over constants as the tools do, canonicalises and
+// hashes it, and starts the Tune's one deadline: it bounds the search, the wait for an agent and
+// the measuring.
+StatusOr<TuningService::Tuning> TuningService::ImportGraph(const v1::TuneRequest& request,
+                                                           const EventSink& on_event) {
+  Tuning t;
+  t.limit_s = request.options().time_limit_s() > 0 ? request.options().time_limit_s()
+                                                   : state_->options.default_time_limit_s;
+  t.deadline_ns = state_->clock->NowNs() + static_cast<int64_t>(t.limit_s * 1e9);
   on_event(Progress("validate", 0.0, "checking the graph"));
   auto parsed = FromProto(request.graph(), state_->options.limits);
   if (!parsed.ok())
     return parsed.status().WithContext("graph '" + request.graph().model_name() + "'");
   // A client that did not fold nodes over constants gets the graph, and hash, the tools make.
   FUSOR_RETURN_IF_ERROR(FoldNodesOverConstants(&*parsed));
-  Graph g = Canonicalize(*parsed);
-  if (g.num_nodes() == 0) {
+  t.graph = Canonicalize(*parsed);
+  if (t.graph.num_nodes() == 0) {
     return Status::InvalidArgument("graph '" + request.graph().model_name() +
                                    "' has no nodes once constants are folded (its outputs are "
                                    "constants or inputs): there is nothing to tune; run it as is");
   }
-  std::string hash = CanonicalHash(g);
-  std::string target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();
-  FUSOR_ASSIGN_OR_RETURN(HardwareProfile profile, state_->ProfileOf(target_id));
-  bool local = target_id == state_->local.Id();
-  FUSOR_ASSIGN_OR_RETURN(SearchOptions search, SearchOptionsOf(request.options(), state_->options));
-  int budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
-                                                      : state_->options.default_measure_budget;
-  // This CPU is calibrated before a Tune measures on it (measure_uncalibrated aside), or before
-  // any Tune when the service calibrates on first use.
+  t.hash = CanonicalHash(t.graph);
+  return t;
+}
+
+// The target's calibrated profile and the search options. This CPU is calibrated before a Tune
+// measures on it (measure_uncalibrated aside), or before any Tune when the service calibrates on
+// first use.
+Status TuningService::ResolveTarget(const v1::TuneRequest& request, const EventSink& on_event,
+                                    Tuning& t) {
+  t.target_id = request.target_id().empty() ? state_->local.Id() : request.target_id();
+  FUSOR_ASSIGN_OR_RETURN(t.profile, state_->ProfileOf(t.target_id));
+  t.local = t.target_id == state_->local.Id();
+  FUSOR_ASSIGN_OR_RETURN(t.search, SearchOptionsOf(request.options(), state_->options));
+  t.budget = request.options().measure_budget() > 0 ? request.options().measure_budget()
+                                                    : state_->options.default_measure_budget;
   const bool calibrate_first =
-      state_->options.auto_calibrate || (budget > 0 && !state_->options.measure_uncalibrated);
-  if (local && profile.calibrated_unix_ms == 0 && calibrate_first) {
+      state_->options.auto_calibrate || (t.budget > 0 && !state_->options.measure_uncalibrated);
+  if (t.local && t.profile.calibrated_unix_ms == 0 && calibrate_first) {
     on_event(Progress("calibrate", 0.02, "calibrating this CPU once (oneDNN micro-benchmarks)"));
     FUSOR_RETURN_IF_ERROR(Calibrate({}).status().WithContext("calibrating this CPU"));
-    profile = state_->LocalProfile();
+    t.profile = state_->LocalProfile();
   }
-  // Where the plans are timed: on a live agent of the target (any target but this CPU, and this
-  // CPU too with measure_on_agents), else here for this CPU, else nowhere (the prediction).
-  bool on_agents = false;
-  if (budget > 0 && (!local || state_->options.measure_on_agents)) {
-    FUSOR_ASSIGN_OR_RETURN(int64_t live, state_->agents->LiveAgents(target_id));
-    on_agents = live > 0;
-  }
-  const bool measure_here = local && budget > 0 && !on_agents;
-  std::string unmeasured_reason;
-  if (!local && budget > 0 && !on_agents) {
-    unmeasured_reason = "no live measurement agent of target " + target_id +
-                        " (run `fusor agent` on a machine of it); the plan is the cost model's "
-                        "prediction";
-  }
-  // A plan scored by the analytical model alone is kept apart from one the residual helped pick.
-  const bool use_residual = state_->options.learned_residual && !request.options().no_residual();
-  std::string options_text = search.CanonicalText() + ";measure_budget=" +
-                             std::to_string(measure_here || on_agents ? budget : 0) +
-                             (use_residual ? ";residual=on" : "");
-  db::PlanKey key{hash, target_id, kCostModelVersion, options_text};
+  return Status::Ok();
+}
 
-  // One cache lookup is counted per Tune: a hit at once, else what is found once the key's lock is
-  // held.
-  if (!request.force()) {
-    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event, /*count_miss=*/false));
-    if (served) return Status::Ok();
+// Where the plans are timed: on a live agent of the target (any target but this CPU, and this CPU
+// too with measure_on_agents), else here for this CPU, else nowhere (the prediction). The plan key
+// says so, and whether the learned residual scores: a plan scored by the analytical model alone
+// is kept apart from one the residual helped pick.
+Status TuningService::ChooseWhereToMeasure(const v1::TuneRequest& request, Tuning& t) {
+  if (t.budget > 0 && (!t.local || state_->options.measure_on_agents)) {
+    FUSOR_ASSIGN_OR_RETURN(int64_t live, state_->agents->LiveAgents(t.target_id));
+    t.on_agents = live > 0;
   }
-  // Processes sharing the store tune one key once: one arriving while another tunes it waits
-  // here, then finds the plan the other stored.
+  t.measure_here = t.local && t.budget > 0 && !t.on_agents;
+  if (!t.local && t.budget > 0 && !t.on_agents) {
+    t.unmeasured_reason = "no live measurement agent of target " + t.target_id +
+                          " (run `fusor agent` on a machine of it); the plan is the cost "
+                          "model's prediction";
+  }
+  t.use_residual = state_->options.learned_residual && !request.options().no_residual();
+  std::string options_text = t.search.CanonicalText() + ";measure_budget=" +
+                             std::to_string(t.measure_here || t.on_agents ? t.budget : 0) +
+                             (t.use_residual ? ";residual=on" : "");
+  t.key = {t.hash, t.target_id, kCostModelVersion, options_text};
+  return Status::Ok();
+}
+
+// Answers from the store when a current plan is stored under the key (unless the request forces a
+// new tune) and returns null; otherwise returns the key's lock, held while this Tune searches.
+// Processes sharing the store tune one key once: one arriving while another tunes it waits for
+// the lock, then finds the plan the other stored. One cache lookup is counted per Tune: a hit at
+// once, else what is found once the lock is held.
+StatusOr<std::unique_ptr<db::PlanKeyLock>> TuningService::LockUnlessStored(
+    const v1::TuneRequest& request, const EventSink& on_event, const std::atomic<bool>* cancelled,
+    const Tuning& t) {
+  if (!request.force()) {
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(t.key, on_event, /*count_miss=*/false));
+    if (served) return std::unique_ptr<db::PlanKeyLock>();
+  }
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanKeyLock> key_lock,
-                         state_->store->LockPlanKey(key, cancelled));
+                         state_->store->LockPlanKey(t.key, cancelled));
   if (!request.force()) {
-    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(key, on_event, /*count_miss=*/true));
-    if (served) return Status::Ok();
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(t.key, on_event, /*count_miss=*/true));
+    if (served) return std::unique_ptr<db::PlanKeyLock>();
   }
+  return key_lock;
+}
 
-  v1::Plan out;
-  const AnalyticalCostModel base(profile);
-  std::unique_ptr<CostModel> scoring =
-      state_->ScoringModel(profile, target_id, use_residual, on_event, &out);
-  const CostModel& model = *scoring;
-  on_event(Progress("search", 0.1, std::string(AlgorithmName(search.algorithm)) + " search"));
+// Searches with the scoring model until the Tune's deadline or cancellation, keeping the plan it
+// has then.
+Status TuningService::SearchForPlan(const EventSink& on_event, const std::atomic<bool>* cancelled,
+                                    Tuning& t) {
+  t.model = state_->ScoringModel(t.profile, t.target_id, t.use_residual, on_event, &t.out);
+  on_event(Progress("search", 0.1, std::string(AlgorithmName(t.search.algorithm)) + " search"));
   const int64_t search_start_ns = state_->clock->NowNs();
-  // The search stops at the Tune's deadline with the plan it has, and at cancellation.
   SearchStop stop;
   stop.cancelled = cancelled;
   stop.clock = state_->clock;
-  stop.deadline_ns = deadline_ns;
-  StatusOr<SearchResult> search_result = SearchPlan(g, model, search, stop);
+  stop.deadline_ns = t.deadline_ns;
+  StatusOr<SearchResult> search_result = SearchPlan(t.graph, *t.model, t.search, stop);
   Metrics()
-      .search_seconds.With({std::string(AlgorithmName(search.algorithm))})
+      .search_seconds.With({std::string(AlgorithmName(t.search.algorithm))})
       .Observe(static_cast<double>(state_->clock->NowNs() - search_start_ns) / 1e9);
   FUSOR_ASSIGN_OR_RETURN(SearchResult searched, std::move(search_result));
   const SearchStats& st = searched.stats;
@@ -549,7 +616,7 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
       "search: graph={} algorithm={} nodes={} groups={} candidates={} candidates_ms={:.1f} "
       "search_ms={:.1f} merges={} recomputes={} regions={} optimal_gain_ns={:.0f} "
       "stopped_early={}",
-      hash.substr(0, 16), AlgorithmName(search.algorithm), g.num_nodes(),
+      t.hash.substr(0, 16), AlgorithmName(t.search.algorithm), t.graph.num_nodes(),
       searched.plan.groups.size(), st.candidates, st.candidates_ms, st.search_ms, st.merges,
       st.recomputes, st.regions_optimized, st.optimal_gain_ns, st.stopped_early);
   on_event(Progress("search", 0.25,
@@ -557,100 +624,121 @@ Status TuningService::Tune(const v1::TuneRequest& request, const EventSink& on_e
                         std::to_string(st.candidates) + " candidates in " +
                         std::to_string(static_cast<int>(st.search_ms)) + " ms" +
                         (st.stopped_early ? " (stopped at the time limit)" : "")));
-  if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
-  FusionPlan plan = searched.plan;
-  std::vector<db::Measurement> measurements;
-  std::string measured_by;
-  if (on_agents) {
-    on_event(Progress("measure", 0.3, "measuring on an agent of target " + target_id));
+  if (cancelled != nullptr && cancelled->load()) return Status::Cancelled("tuning was cancelled");
+  t.plan = std::move(searched.plan);
+  return Status::Ok();
+}
+
+// Has an agent of the target time the searched plan and its alternatives, and takes the plan the
+// measurement protocol chooses from its timings. A Tune that no agent measured (or that had no
+// agent to ask) says why here.
+Status TuningService::MeasureOnAgents(const EventSink& on_event, const std::atomic<bool>* cancelled,
+                                      Tuning& t) {
+  if (t.on_agents) {
+    on_event(Progress("measure", 0.3, "measuring on an agent of target " + t.target_id));
     const std::vector<FusionPlan> candidates =
-        AgentDispatch::Candidates(g, plan, budget, search.max_group_nodes);
+        AgentDispatch::Candidates(t.graph, t.plan, t.budget, t.search.max_group_nodes);
     FUSOR_ASSIGN_OR_RETURN(
         AgentOutcome outcome,
         state_->agents->Measure(
-            g, hash, target_id, candidates, PredictedTimes(model, g, candidates), stop.deadline_ns,
-            cancelled, [&](const std::string& d) { on_event(Progress("measure", 0.5, d)); }));
+            t.graph, t.hash, t.target_id, candidates, PredictedTimes(*t.model, t.graph, candidates),
+            t.deadline_ns, cancelled,
+            [&](const std::string& d) { on_event(Progress("measure", 0.5, d)); }));
     if (outcome.measured) {
-      plan = outcome.plan;
-      out.set_measured_ns(outcome.measured_ns);
-      out.set_unfused_measured_ns(outcome.unfused_measured_ns);
-      measurements.push_back(outcome.measurement);
-      measured_by = outcome.agent_id;
-      *out.mutable_confidence() =
-          ConfidenceProto(outcome.confidence, profile.calibrated_unix_ms == 0, measured_by);
+      t.plan = outcome.plan;
+      t.out.set_measured_ns(outcome.measured_ns);
+      t.out.set_unfused_measured_ns(outcome.unfused_measured_ns);
+      t.measurements.push_back(outcome.measurement);
+      t.measured_by = outcome.agent_id;
+      *t.out.mutable_confidence() =
+          ConfidenceProto(outcome.confidence, t.profile.calibrated_unix_ms == 0, t.measured_by);
     } else {
-      unmeasured_reason = outcome.unmeasured_reason;
+      t.unmeasured_reason = outcome.unmeasured_reason;
     }
   }
-  if (!unmeasured_reason.empty()) on_event(Progress("measure", 0.9, unmeasured_reason));
-  std::vector<TimedPlan> timed;
-  const double measure_s = static_cast<double>(deadline_ns - state_->clock->NowNs()) / 1e9;
-  if (measure_here && measure_s <= 0) {
-    unmeasured_reason = fmt::format(
+  if (!t.unmeasured_reason.empty()) on_event(Progress("measure", 0.9, t.unmeasured_reason));
+  return Status::Ok();
+}
+
+// Times the searched plan and its alternatives on this CPU (Autotune, the measurement protocol)
+// within what is left of the deadline, one measurement at a time, and takes the plan it chooses.
+Status TuningService::MeasureHere(const EventSink& on_event, const std::atomic<bool>* cancelled,
+                                  Tuning& t) {
+  if (!t.measure_here) return Status::Ok();
+  const double measure_s = static_cast<double>(t.deadline_ns - state_->clock->NowNs()) / 1e9;
+  if (measure_s <= 0) {
+    t.unmeasured_reason = fmt::format(
         "the Tune's time limit of {} s was spent before measuring; the plan is the cost model's "
         "prediction",
-        limit);
-    on_event(Progress("measure", 0.9, unmeasured_reason));
+        t.limit_s);
+    on_event(Progress("measure", 0.9, t.unmeasured_reason));
+    return Status::Ok();
   }
-  if (measure_here && measure_s > 0) {
-    on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
-    std::lock_guard<std::mutex> lock(state_->measure_mu);
-    // Waiting for the lock and for a quiet host comes out of the same deadline; the whole plans
-    // are still timed once after it (Autotune), which takes a few runs of the model.
-    auto left_ms = [&] { return (deadline_ns - state_->clock->NowNs()) / 1'000'000; };
-    if (state_->options.calibration_quiet_wait_ms > 0) {
-      SettleHost(static_cast<int>(std::clamp<int64_t>(left_ms() / 2, 0, kSettleHostMaxMs)), "tune");
-    }
-    std::unique_ptr<Measurer> measurer = state_->measurers(
-        TimingPolicy::kTune,
-        state_->MeasurerOptions(TimingPolicy::kTune, state_->options.min_measure_ms));
-    AutotuneOptions autotune;
-    autotune.measure_budget = budget + 2;
-    autotune.time_limit_s = std::max<double>(0, static_cast<double>(left_ms()) / 1000);
-    ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
-    auto tuned = Autotune(
-        g, model, profile.target, plan, measurer.get(), autotune,
-        [&](double f, const std::string& d) { on_event(Progress("measure", 0.3 + 0.6 * f, d)); },
-        cancelled);
-    if (!tuned.ok()) return tuned.status();
-    plan = tuned->plan;
-    out.set_measured_ns(static_cast<double>(tuned->measured.median_ns));
-    out.set_unfused_measured_ns(static_cast<double>(tuned->unfused_measured.median_ns));
-    measurements.push_back(ToDb(tuned->measured));
-    *out.mutable_confidence() =
-        ConfidenceProto(tuned->confidence, profile.calibrated_unix_ms == 0, "");
-    timed = std::move(tuned->timed);
+  on_event(Progress("measure", 0.3, "measuring alternatives on this CPU"));
+  std::lock_guard<std::mutex> lock(state_->measure_mu);
+  // Waiting for the lock and for a quiet host comes out of the same deadline; the whole plans
+  // are still timed once after it (Autotune), which takes a few runs of the model.
+  auto left_ms = [&] { return (t.deadline_ns - state_->clock->NowNs()) / 1'000'000; };
+  if (state_->options.calibration_quiet_wait_ms > 0) {
+    SettleHost(static_cast<int>(std::clamp<int64_t>(left_ms() / 2, 0, kSettleHostMaxMs)), "tune");
   }
-  if (is_cancelled()) return Status::Cancelled("tuning was cancelled");
+  std::unique_ptr<Measurer> measurer = state_->measurers(
+      TimingPolicy::kTune,
+      state_->MeasurerOptions(TimingPolicy::kTune, state_->options.min_measure_ms));
+  AutotuneOptions autotune;
+  autotune.measure_budget = t.budget + 2;
+  autotune.time_limit_s = std::max<double>(0, static_cast<double>(left_ms()) / 1000);
+  ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
+  FUSOR_ASSIGN_OR_RETURN(
+      AutotuneResult tuned,
+      Autotune(
+          t.graph, *t.model, t.profile.target, t.plan, measurer.get(), autotune,
+          [&](double f, const std::string& d) { on_event(Progress("measure", 0.3 + 0.6 * f, d)); },
+          cancelled));
+  t.plan = tuned.plan;
+  t.out.set_measured_ns(static_cast<double>(tuned.measured.median_ns));
+  t.out.set_unfused_measured_ns(static_cast<double>(tuned.unfused_measured.median_ns));
+  t.measurements.push_back(ToDb(tuned.measured));
+  *t.out.mutable_confidence() =
+      ConfidenceProto(tuned.confidence, t.profile.calibrated_unix_ms == 0, "");
+  t.timed = std::move(tuned.timed);
+  return Status::Ok();
+}
 
+// Completes the plan's record (groups, predictions, key) and stores it with its graph and
+// measurements.
+Status TuningService::StorePlan(const EventSink& on_event, Tuning& t) {
   on_event(Progress("store", 0.95, "storing the plan"));
-  PlanCost cost = model.Cost(g, plan);
-  PlanToProto(plan, &out);
-  FillGroupPredictions(cost, &out);
-  FillMaterialized(g, plan, &out);
-  out.set_graph_hash(hash);
-  out.set_target_id(target_id);
-  out.set_cost_model_version(kCostModelVersion);
-  out.set_search_options(options_text);
-  out.set_predicted_ns(cost.total.total_ns);
-  out.set_unfused_predicted_ns(model.Cost(g, UnfusedPlan(g)).total.total_ns);
-  out.set_peak_memory_bytes(cost.peak_activation_bytes);
-  out.set_created_unix_ms(NowMs());
-  FUSOR_RETURN_IF_ERROR(state_->store->PutPlan(out, ToProto(g), measurements));
+  const CostModel& model = *t.model;
+  PlanCost cost = model.Cost(t.graph, t.plan);
+  PlanToProto(t.plan, &t.out);
+  FillGroupPredictions(cost, &t.out);
+  FillMaterialized(t.graph, t.plan, &t.out);
+  t.out.set_graph_hash(t.hash);
+  t.out.set_target_id(t.target_id);
+  t.out.set_cost_model_version(kCostModelVersion);
+  t.out.set_search_options(t.key.search_options);
+  t.out.set_predicted_ns(cost.total.total_ns);
+  t.out.set_unfused_predicted_ns(model.Cost(t.graph, UnfusedPlan(t.graph)).total.total_ns);
+  t.out.set_peak_memory_bytes(cost.peak_activation_bytes);
+  t.out.set_created_unix_ms(NowMs());
+  FUSOR_RETURN_IF_ERROR(state_->store->PutPlan(t.out, ToProto(t.graph), t.measurements));
   spdlog::info(
       "tune: graph={} target={} groups={} predicted={:.3f}ms measured={:.3f}ms "
       "residual_training_samples={}{}",
-      hash.substr(0, 16), target_id, out.groups_size(), out.predicted_ns() / 1e6,
-      out.measured_ns() / 1e6, out.residual_training_samples(),
-      measured_by.empty() ? "" : " agent=" + measured_by);
-  state_->KeepTimings(base, g, hash, target_id, timed);
-  v1::TuneEvent e;
-  *e.mutable_result()->mutable_plan() = out;
-  e.mutable_result()->set_cache_hit(false);
-  e.mutable_result()->set_measured_by(measured_by);
-  e.mutable_result()->set_unmeasured_reason(unmeasured_reason);
-  on_event(e);
+      t.hash.substr(0, 16), t.target_id, t.out.groups_size(), t.out.predicted_ns() / 1e6,
+      t.out.measured_ns() / 1e6, t.out.residual_training_samples(),
+      t.measured_by.empty() ? "" : " agent=" + t.measured_by);
   return Status::Ok();
+}
+
+void TuningService::ReplyWithPlan(const EventSink& on_event, const Tuning& t) {
+  v1::TuneEvent e;
+  *e.mutable_result()->mutable_plan() = t.out;
+  e.mutable_result()->set_cache_hit(false);
+  e.mutable_result()->set_measured_by(t.measured_by);
+  e.mutable_result()->set_unmeasured_reason(t.unmeasured_reason);
+  on_event(e);
 }
 
 StatusOr<v1::GetPlanResponse> TuningService::GetPlan(const v1::GetPlanRequest& request) {
@@ -800,7 +888,7 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
   std::span<const CalibrationSample> run_samples =
       std::span(result.samples).subspan(earlier.samples.size());
   FUSOR_ASSIGN_OR_RETURN(int64_t run_id,
-                         state_->store->AppendCalibrationRun(RunToAppend(
+                         state_->calibration->AppendCalibrationRun(RunToAppend(
                              state_->local.Id(), kCostModelVersion, run_samples, cv_by_benchmark)));
   // What the fit used: the earlier runs and this one...
   LoggedSamples all = earlier;

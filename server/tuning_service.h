@@ -8,9 +8,10 @@
 // detected at Open and calibrated on demand. Calibrate appends its samples to the database's
 // calibration log and fits over them and the samples of earlier runs (server/calibration_log.h).
 //
-// Owns the store it is handed (any db::PlanStore; Open(options) opens the one options name). Tune
-// takes the store's lock on the plan key before searching, so replicas sharing a PostgreSQL store
-// search an identical request once. Thread-safe: Tune calls may run concurrently (each measurement
+// Owns the tuning database it is handed (db::TuningDatabase: its plans, calibration log and
+// measurement queue; Open(options) opens the one options name). Tune takes the store's lock on
+// the plan key before searching, so replicas sharing a PostgreSQL store search an identical
+// request once. Thread-safe: Tune calls may run concurrently (each measurement
 // runs under a lock, since two measurements at once on one CPU would disturb each other).
 #pragma once
 
@@ -20,7 +21,7 @@
 
 #include "base/clock.h"
 #include "costmodel/hardware_profile.h"
-#include "db/plan_store.h"
+#include "db/tuning_database.h"
 #include "graph/validate.h"
 #include "runtime/measurer_factory.h"
 #include "runtime/timing_policy.h"
@@ -94,10 +95,10 @@ struct TuningServiceOptions {
 
 class TuningService final : public TunerApi {
  public:
-  // Opens the store at options.db_location (db::OpenPlanStore) and the service over it.
+  // Opens the database at options.db_location (db::OpenTuningDatabase) and the service over it.
   static StatusOr<std::unique_ptr<TuningService>> Open(const TuningServiceOptions& options);
-  // The service over a store it is handed (options.db_location only names it in logs).
-  static StatusOr<std::unique_ptr<TuningService>> Open(std::unique_ptr<db::PlanStore> store,
+  // The service over a database it is handed (options.db_location only names it in logs).
+  static StatusOr<std::unique_ptr<TuningService>> Open(std::unique_ptr<db::TuningDatabase> database,
                                                        const TuningServiceOptions& options);
   ~TuningService() override;
 
@@ -131,6 +132,22 @@ class TuningService final : public TunerApi {
  private:
   struct State;
   explicit TuningService(std::unique_ptr<State> state);
+
+  // The stages of Tune, in the order it runs them (tuning_service.cc). Each reads what the ones
+  // before it resolved into a Tuning and adds its own part.
+  struct Tuning;
+  StatusOr<Tuning> ImportGraph(const v1::TuneRequest& request, const EventSink& on_event);
+  Status ResolveTarget(const v1::TuneRequest& request, const EventSink& on_event, Tuning& t);
+  Status ChooseWhereToMeasure(const v1::TuneRequest& request, Tuning& t);
+  StatusOr<std::unique_ptr<db::PlanKeyLock>> LockUnlessStored(const v1::TuneRequest& request,
+                                                              const EventSink& on_event,
+                                                              const std::atomic<bool>* cancelled,
+                                                              const Tuning& t);
+  Status SearchForPlan(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
+  Status MeasureOnAgents(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
+  Status MeasureHere(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
+  Status StorePlan(const EventSink& on_event, Tuning& t);
+  void ReplyWithPlan(const EventSink& on_event, const Tuning& t);
   // Answers a Tune from the store when a current plan is stored under key; false when none is.
   // Counts the lookup when it hits, or when count_miss.
   StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);

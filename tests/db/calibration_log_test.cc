@@ -1,11 +1,11 @@
 // The calibration log on real SQLite files: a read-only file reads the log but cannot append, and a
-// layered store merges the layers' runs and appends to the top one. What every backend does with
+// layered log merges the layers' runs and appends to the top one. What every backend does with
 // the log (round trips, selection, the cap, refusals, stats) is in plan_store_contract_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "db/layered_plan_store.h"
+#include "db/layered_calibration_log.h"
 #include "db/sqlite_plan_store.h"
 #include "tests/db/test_db.h"
 
@@ -55,10 +55,10 @@ TEST_F(CalibrationLogTest, LayersMergeNewestFirstAndAppendsGoToTheTop) {
   lower.reset();
   Append(*store_, SampleRun("target-a", "cm1", 3, kCalibrated + 20));
   store_.reset();
-  std::vector<std::unique_ptr<PlanStore>> layers;
+  std::vector<std::unique_ptr<CalibrationLog>> layers;
   layers.push_back(testing::OpenWritable(dir_.File("tuning.db")));
   layers.push_back(testing::OpenReadOnly(dir_.File("lower.db")));
-  LayeredPlanStore layered(std::move(layers));
+  LayeredCalibrationLog layered(std::move(layers));
 
   std::vector<CalibrationRun> runs = Runs(layered, "target-a", "cm1", 2);
   ASSERT_EQ(runs.size(), 2u);

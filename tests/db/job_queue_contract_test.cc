@@ -1,4 +1,4 @@
-// The PlanStore contract for measurement agents and their job queue, run against every backend
+// The MeasurementQueue contract (agents and their job queue), run against every backend
 // (plan_store_contract.h): agents live while heard from, one lease per job at a time (also with
 // leasers racing), an expired lease taken by another agent and refused to the first, results
 // kept with the agent that measured, cancellation, and what is refused.
@@ -48,7 +48,7 @@ v1::MeasurementResult Result(std::initializer_list<double> medians) {
 // Long enough for a lease of 1 ms to have expired on any clock the store reads.
 void LetShortLeasesExpire() { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
 
-std::optional<MeasurementJobRow> Lease(PlanStore& store, const std::string& agent,
+std::optional<MeasurementJobRow> Lease(MeasurementQueue& store, const std::string& agent,
                                        int64_t lease_ms = kLongLeaseMs,
                                        const std::string& target = "target-a") {
   auto leased = store.LeaseJob(target, agent, lease_ms);
@@ -56,7 +56,7 @@ std::optional<MeasurementJobRow> Lease(PlanStore& store, const std::string& agen
   return leased.ok() ? *leased : std::nullopt;
 }
 
-int64_t Enqueue(PlanStore& store, const v1::MeasurementJob& job = Job()) {
+int64_t Enqueue(MeasurementQueue& store, const v1::MeasurementJob& job = Job()) {
   StatusOr<int64_t> id = store.EnqueueJob(job);
   EXPECT_TRUE(id.ok()) << id.status().ToString();
   return id.ok() ? *id : -1;

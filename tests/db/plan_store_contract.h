@@ -1,7 +1,8 @@
-// The PlanStore contract tests (plan_store_contract_test.cc) run against every backend: each test
-// binary instantiates them with the backends it has (INSTANTIATE_TEST_SUITE_P over
-// StoreBackendFactory values). A backend gives a fresh empty store per test, reopens it, names it
-// as StoredPlan::database does, and answers raw SQL for checks the interface cannot make.
+// The TuningDatabase contract tests (plan_store_contract_test.cc, job_queue_contract_test.cc) run
+// against every backend: each test binary instantiates them with the backends it has
+// (INSTANTIATE_TEST_SUITE_P over StoreBackendFactory values). A backend gives a fresh empty store
+// per test, reopens it, names it as StoredPlan::database does, and answers raw SQL for checks the
+// interface cannot make.
 // Single-threaded, owned by one test.
 #pragma once
 
@@ -12,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "db/plan_store.h"
+#include "db/tuning_database.h"
 #include "tests/db/test_db.h"
 
 namespace fusor::db::testing {
@@ -22,7 +23,7 @@ class StoreBackend {
   virtual ~StoreBackend() = default;
   // Opens the backend's store (created and migrated on first open); null with a test failure on
   // error.
-  virtual std::unique_ptr<PlanStore> Open() = 0;
+  virtual std::unique_ptr<TuningDatabase> Open() = 0;
   // How StoredPlan::database and DatabaseStats::path name the store.
   virtual std::string Name() const = 0;
   // The first column of the first row of sql as text, or "error: ...".
@@ -71,7 +72,7 @@ class PlanStoreContract : public ::testing::TestWithParam<testing::StoreBackendF
   std::string RawQuery(const std::string& sql) const { return backend_->RawQuery(sql); }
 
   std::unique_ptr<testing::StoreBackend> backend_;
-  std::unique_ptr<PlanStore> store_;
+  std::unique_ptr<TuningDatabase> store_;
 };
 
 // PlanStoreContract with agents a1 and a2 of target-a registered, for the job queue's contract

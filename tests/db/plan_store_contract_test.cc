@@ -1,4 +1,4 @@
-// The PlanStore contract, run against every backend (plan_store_contract.h): round trips, the
+// The TuningDatabase contract, run against every backend (plan_store_contract.h): round trips, the
 // unique key, target isolation, staleness, filters and pagination, measurements, delete and
 // expiry, stats, the plan-key lock between two stores on one database, the calibration log.
 #include "tests/db/plan_store_contract.h"
@@ -404,7 +404,7 @@ TEST_P(PlanStoreContract, StatsCountWhatIsStored) {
 }
 
 TEST_P(PlanStoreContract, PlanKeyLockMakesASecondStoreOnTheDatabaseWaitForTheFirst) {
-  std::unique_ptr<PlanStore> other = backend_->Open();  // As a second fusord would open it.
+  std::unique_ptr<TuningDatabase> other = backend_->Open();  // As a second fusord would open it.
   ASSERT_NE(other, nullptr);
   PlanKey key{GraphHash(1), "target-a", "cm1", ""};
   StatusOr<std::unique_ptr<PlanKeyLock>> held = store_->LockPlanKey(key, nullptr);
@@ -540,7 +540,7 @@ ResidualSampleRow ResidualRow(const std::string& target, const std::string& cmv,
 
 std::vector<ResidualSampleRow> One(ResidualSampleRow row) { return {std::move(row)}; }
 
-std::vector<ResidualSampleRow> ResidualRows(PlanStore& store, const std::string& target,
+std::vector<ResidualSampleRow> ResidualRows(CalibrationLog& store, const std::string& target,
                                             const std::string& cmv, int64_t after = 0,
                                             int32_t max = 4096) {
   StatusOr<std::vector<ResidualSampleRow>> rows = store.ResidualSamples({target, cmv, after, max});

@@ -40,7 +40,7 @@ std::unique_ptr<PostgresPlanStore> OpenPostgres(const std::string& uri) {
 
 class PostgresDatabaseBackend final : public StoreBackend {
  public:
-  std::unique_ptr<PlanStore> Open() override {
+  std::unique_ptr<TuningDatabase> Open() override {
     if (uri_.empty()) {
       StatusOr<std::string> uri = FreshDatabase();
       EXPECT_TRUE(uri.ok()) << uri.status().ToString();

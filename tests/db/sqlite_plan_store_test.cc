@@ -14,7 +14,7 @@ namespace {
 
 class SqliteFileBackend final : public StoreBackend {
  public:
-  std::unique_ptr<PlanStore> Open() override { return OpenWritable(path()); }
+  std::unique_ptr<TuningDatabase> Open() override { return OpenWritable(path()); }
   std::string Name() const override { return path(); }
   std::string RawQuery(const std::string& sql) const override {
     return testing::RawQuery(path(), sql);

@@ -93,13 +93,13 @@ v1::Plan Plan(const PlanSpec& spec) {
   return plan;
 }
 
-int64_t Append(PlanStore& store, const CalibrationRun& run) {
+int64_t Append(CalibrationLog& store, const CalibrationRun& run) {
   StatusOr<int64_t> id = store.AppendCalibrationRun(run);
   EXPECT_TRUE(id.ok()) << id.status().ToString();
   return id.ok() ? *id : -1;
 }
 
-std::vector<CalibrationRun> Runs(PlanStore& store, const std::string& target,
+std::vector<CalibrationRun> Runs(CalibrationLog& store, const std::string& target,
                                  const std::string& cmv, int32_t max_runs) {
   StatusOr<std::vector<CalibrationRun>> runs = store.CalibrationRuns({target, cmv, max_runs});
   EXPECT_TRUE(runs.ok()) << runs.status().ToString();

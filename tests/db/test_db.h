@@ -61,9 +61,9 @@ CalibrationRun SampleRun(const std::string& target_id, const std::string& cost_m
                          int samples, int64_t run_unix_ms = 0);
 
 // Appends a run, recording a test failure on error; returns its run id (-1 on error).
-int64_t Append(PlanStore& store, const CalibrationRun& run);
+int64_t Append(CalibrationLog& store, const CalibrationRun& run);
 // The newest max_runs runs of target under cmv, recording a test failure on error.
-std::vector<CalibrationRun> Runs(PlanStore& store, const std::string& target,
+std::vector<CalibrationRun> Runs(CalibrationLog& store, const std::string& target,
                                  const std::string& cmv, int32_t max_runs = 8);
 
 // Opens a writable store, failing the test (and returning null) on error.

@@ -1,19 +1,23 @@
-// TimedPlanStore: a PlanStore that forwards every call to another and observes how long each
-// took in fusor_db_operation_duration_seconds{operation} (server/service_metrics.h), so the
-// tuning database's latency is measured in one place whatever store is behind it.
+// TimedPlanStore, TimedCalibrationLog and TimedMeasurementQueue: each forwards every call of its
+// interface to the tuning database's and observes how long each took in
+// fusor_db_operation_duration_seconds{operation} (server/service_metrics.h), so the database's
+// latency is measured in one place whatever store is behind it.
 //
-// Owns the store it wraps. Thread-safe when the wrapped store is.
+// Each wraps an interface it does not own, which must outlive it. Thread-safe when the wrapped
+// interface is.
 #pragma once
 
 #include <memory>
 
+#include "db/calibration_log.h"
+#include "db/measurement_queue.h"
 #include "db/plan_store.h"
 
 namespace fusor {
 
 class TimedPlanStore final : public db::PlanStore {
  public:
-  explicit TimedPlanStore(std::unique_ptr<db::PlanStore> store);
+  explicit TimedPlanStore(db::PlanStore& store);
 
   Status PutTarget(const v1::HardwareProfile& profile) override;
   StatusOr<v1::HardwareProfile> GetTarget(std::string_view target_id) override;
@@ -30,6 +34,20 @@ class TimedPlanStore final : public db::PlanStore {
   StatusOr<std::vector<db::HistoryEvent>> History(const db::HistoryQuery& query) override;
   Status DeletePlan(const db::PlanKey& key) override;
   StatusOr<int64_t> ExpirePlans(const db::ExpireRule& rule) override;
+  StatusOr<std::vector<db::DatabaseStats>> Stats(
+      std::string_view current_cost_model_version) override;
+  // Forwarded untimed: it waits for another replica's tune, not for the database.
+  StatusOr<std::unique_ptr<db::PlanKeyLock>> LockPlanKey(
+      const db::PlanKey& key, const std::atomic<bool>* cancelled) override;
+
+ private:
+  db::PlanStore& store_;
+};
+
+class TimedCalibrationLog final : public db::CalibrationLog {
+ public:
+  explicit TimedCalibrationLog(db::CalibrationLog& log);
+
   StatusOr<int64_t> AppendCalibrationRun(const db::CalibrationRun& run) override;
   StatusOr<std::vector<db::CalibrationRun>> CalibrationRuns(
       const db::CalibrationRunQuery& query) override;
@@ -38,11 +56,15 @@ class TimedPlanStore final : public db::PlanStore {
       const db::ResidualSampleQuery& query) override;
   Status PutResidual(const db::StoredResidual& residual) override;
   StatusOr<db::StoredResidual> GetResidual(std::string_view target_id) override;
-  StatusOr<std::vector<db::DatabaseStats>> Stats(
-      std::string_view current_cost_model_version) override;
-  // Forwarded untimed: it waits for another replica's tune, not for the database.
-  StatusOr<std::unique_ptr<db::PlanKeyLock>> LockPlanKey(
-      const db::PlanKey& key, const std::atomic<bool>* cancelled) override;
+
+ private:
+  db::CalibrationLog& log_;
+};
+
+class TimedMeasurementQueue final : public db::MeasurementQueue {
+ public:
+  explicit TimedMeasurementQueue(db::MeasurementQueue& queue);
+
   Status PutAgent(const db::AgentRecord& agent) override;
   StatusOr<db::AgentRecord> TouchAgent(std::string_view agent_id) override;
   StatusOr<int64_t> CountLiveAgents(std::string_view target_id, int64_t live_ms) override;
@@ -59,7 +81,7 @@ class TimedPlanStore final : public db::PlanStore {
   StatusOr<db::JobListing> ListJobs(bool include_finished) override;
 
  private:
-  const std::unique_ptr<db::PlanStore> store_;
+  db::MeasurementQueue& queue_;
 };
 
 }  // namespace fusor
