@@ -1,4 +1,7 @@
 // How our fused loop (runtime/fused_loop.h) evaluates a group, as counts the cost model prices.
+// The walk reads the group's loop program (lowering/loop_program.h), the record the runtime
+// compiles: each step's operands, the maps and runs they are read through and how each is read;
+// it holds no list of ops of its own.
 // The loop pulls each tile of an output through the expression: a node is evaluated at the
 // elements its consumer asks for, so a value upstream of a Gather, or of a broadcast whose span
 // per tile is long, is evaluated once per element of the consumer's index space, not once per
