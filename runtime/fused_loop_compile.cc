@@ -87,6 +87,7 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
                                                          {"Erf", UnaryOp::kErf},
                                                          {"HardSigmoid", UnaryOp::kHardSigmoid},
                                                          {"HardSwish", UnaryOp::kHardSwish},
+                                                         {"Shrink", UnaryOp::kShrink},
                                                          {"Clip", UnaryOp::kClip}};
   Value::Unary u;
   if (n.op_type == "Cast") {
@@ -111,8 +112,9 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
                                  " has no fused-loop kernel");
   }
   u.op = kernel->second;
-  u.a = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
-  u.b = static_cast<float>(FloatAttrOrDefault(n, "beta"));
+  const bool shrink = n.op_type == "Shrink";
+  u.a = static_cast<float>(FloatAttrOrDefault(n, shrink ? "lambd" : "alpha"));
+  u.b = static_cast<float>(FloatAttrOrDefault(n, shrink ? "bias" : "beta"));
   if (n.op_type == "Clip") {
     FUSOR_ASSIGN_OR_RETURN(auto bounds, ClipBounds(g, n, known));
     u.a = bounds.first;
