@@ -12,7 +12,6 @@
 #include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
-#include "lowering/loop_lowering.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 

@@ -84,7 +84,8 @@ struct LoopEvaluation {
 // the loop's team (1 for a group that runs serially); `l1d_bytes` a core's L1 data cache.
 LoopEvaluation EvaluateLoop(const Graph& g, const GroupLowering& lowering, int threads,
                             int64_t l1d_bytes = int64_t{32} << 10);
-// The same for `group` lowered with `leaving` materialized (LowerGroup).
+// The same for `group` lowered with `leaving` materialized (LowerGroup); a group the lowering
+// runs as no loop of ours has no program, and nothing is counted.
 LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
                             const std::vector<TensorId>& leaving, int threads,
                             int64_t l1d_bytes = int64_t{32} << 10);
