@@ -1,9 +1,9 @@
 // GroupLowering: what one fusion group of a plan becomes on the oneDNN backend, as one plain-data
 // record decided once from the graph. The runtime builds the kernel the record names (and the
 // alternative it names, timed against it when the executor is created); the cost model prices the
-// record's form. The finer decisions stay in the headers this record gathers: a fused loop's
-// chains and streaming (loop_lowering.h, gathered per loop in a LoopProgram, loop_program.h), the
-// primitive-chain and row-reduction forms
+// record's form, and both read the group's loops from the loop programs it holds
+// (loop_program.h). The finer decisions stay in the headers this record gathers: a fused loop's
+// chains and streaming (loop_lowering.h), the primitive-chain and row-reduction forms
 // (kernel_form.h), the RNN primitive (rnn_form.h), in-place concats (concat_in_place.h), serial
 // groups (threading.h).
 //
