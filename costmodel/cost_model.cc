@@ -12,7 +12,6 @@
 #include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
-#include "lowering/loop_lowering.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 
@@ -237,10 +236,10 @@ void AddRecurrentSteps(const Graph& g, const FusionGroup& group, const Residency
 // The same when a value's one reader in the group is a view (or unit-dim transpose) that hands it
 // on, through more of them, to a loop output: the output's buffer reaches the value through the
 // views and the value is computed into it (FusedLoop::RunTile), unless its kind fills a buffer of
-// its own (FillsOwnBuffer, lowering/loop_lowering.h).
+// its own (LoopStep::owns_buffer, lowering/loop_program.h).
 bool ComputedIntoOutput(const Graph& g, const FusionGroup& group, TensorId t,
                         const std::vector<TensorId>& materialized, const LoopEvaluation& loop) {
-  if (FillsOwnBuffer(LoopValueKindOf(g, g.node(g.tensor(t).producer)))) return false;
+  if (loop.own_buffers.count(t)) return false;
   auto in_group = [&](NodeId c) {
     return std::binary_search(group.nodes.begin(), group.nodes.end(), c);
   };
@@ -663,7 +662,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const bool serial = lowering.serial;
   std::optional<LoopEvaluation> loop;
   if (RunsThroughLoop(lowering)) {
-    loop = EvaluateLoop(g, group, materialized, serial ? 1 : target.cores, target.l1d_bytes);
+    loop = EvaluateLoop(g, lowering, serial ? 1 : target.cores, target.l1d_bytes);
     f.indexed_elements = loop->indexed_elements;
     f.remapped_elements = loop->remapped_elements;
     f.strided_elements = loop->strided_elements;

@@ -1,4 +1,7 @@
 // How our fused loop (runtime/fused_loop.h) evaluates a group, as counts the cost model prices.
+// The walk reads the group's loop program (lowering/loop_program.h), the record the runtime
+// compiles: each step's operands, the maps and runs they are read through and how each is read;
+// it holds no list of ops of its own.
 // The loop pulls each tile of an output through the expression: a node is evaluated at the
 // elements its consumer asks for, so a value upstream of a Gather, or of a broadcast whose span
 // per tile is long, is evaluated once per element of the consumer's index space, not once per
@@ -36,6 +39,7 @@
 
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/group_lowering.h"
 
 namespace fusor {
 
@@ -53,6 +57,9 @@ struct LoopEvaluation {
   // Kernel calls per run of a streamed broadcast operand or of a Concat's inputs: short calls
   // that copy or combine one run (a 7x7 plane of a squeeze-and-excite scale is 49 elements).
   double run_calls = 0;
+  // Values whose kind fills a buffer of their own (LoopStep::owns_buffer): a loop output reaching
+  // one through views is a copy of that buffer.
+  std::unordered_set<TensorId> own_buffers;
   // Values the loop hands on without a tile of their own (views, transposes of unit dims): their
   // consumers read their input's tile.
   std::unordered_set<TensorId> passed_through;
@@ -72,8 +79,13 @@ struct LoopEvaluation {
   bool streams = false;
 };
 
-// `leaving` are the group's values that are written to memory (the loop's roots); `threads` the
-// loop's team (1 for a group that runs serially); `l1d_bytes` a core's L1 data cache.
+// The loops of a group's lowering (GroupLowering::loop, or a reduction's prologue and epilogue),
+// walked step by step as their programs read each operand (lowering/loop_program.h); `threads`
+// the loop's team (1 for a group that runs serially); `l1d_bytes` a core's L1 data cache.
+LoopEvaluation EvaluateLoop(const Graph& g, const GroupLowering& lowering, int threads,
+                            int64_t l1d_bytes = int64_t{32} << 10);
+// The same for `group` lowered with `leaving` materialized (LowerGroup); a group the lowering
+// runs as no loop of ours has no program, and nothing is counted.
 LoopEvaluation EvaluateLoop(const Graph& g, const FusionGroup& group,
                             const std::vector<TensorId>& leaving, int threads,
                             int64_t l1d_bytes = int64_t{32} << 10);

@@ -560,6 +560,7 @@ const std::unordered_map<std::string_view, OpInfo>& Table() {
       {"Sigmoid", Unary(PerElement(2, 1))},
       {"HardSigmoid", Unary(PerElement(4, 0))},
       {"HardSwish", Unary(PerElement(5, 0))},
+      {"Shrink", Unary(PerElement(3, 0))},
       {"Clip",
        {OpClass::kElementwise, PerElement(2, 0), CheckFirstInput, Traffic::kFull, true, 1,
         Arity::kUnary}},

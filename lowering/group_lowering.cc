@@ -1,5 +1,7 @@
 #include "lowering/group_lowering.h"
 
+#include <algorithm>
+
 #include "graph/op_registry.h"
 #include "lowering/concat_in_place.h"
 #include "lowering/kernel_form.h"
@@ -104,6 +106,31 @@ bool HasResidualSumForm(const Graph& g, NodeId anchor, const std::vector<NodeId>
          SameAfterLeadingOnes(operand.dims, out);
 }
 
+namespace {
+
+// A reduction's loops: its prologue, written into the reduction's input (a row reduction reads
+// it tile by tile instead, with no output), and its epilogue writing the group's last value; and
+// the prologue's pulls over the reduction's input, rows of a softmax's last dim or one row per
+// reduced element.
+void LowerReductionLoops(const Graph& g, GroupLowering* r) {
+  const Node& n = g.node(r->center);
+  const TensorId in = n.inputs[0];
+  const int64_t elements = g.tensor(in).num_elements();
+  const int64_t rows = n.op_type == "Softmax"
+                           ? elements / std::max<int64_t>(1, g.tensor(in).dims.back())
+                           : g.tensor(n.outputs[0]).num_elements();
+  r->prologue_pulls = RowReductionPulls(rows, elements / std::max<int64_t>(rows, 1));
+  if (!r->before.empty()) {
+    const bool row = r->form == KernelForm::kRowReduction;
+    r->prologue = LowerLoopProgram(g, r->before, row ? std::vector<TensorId>{} : std::vector{in});
+  }
+  if (!r->after.empty()) {
+    r->loop = LowerLoopProgram(g, r->after, {g.node(r->after.back()).outputs[0]});
+  }
+}
+
+}  // namespace
+
 GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
                          const std::vector<TensorId>& materialized,
                          std::optional<RnnImplementation> rnn) {
@@ -152,6 +179,7 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
       r.primitives = 1;
       r.loops = r.before.empty() ? 0 : 1;
     }
+    LowerReductionLoops(g, &r);
   } else if (ConcatRunsInPlace(g, group)) {
     split_around(group.nodes[0]);
     r.form = KernelForm::kInPlaceConcat;
@@ -163,6 +191,7 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
     r.form = KernelForm::kFusedLoop;
     r.after = group.nodes;
     r.loops = 1;
+    r.loop = LowerLoopProgram(g, group.nodes, materialized);
     if (HasPrimitiveChainForm(g, group.nodes, materialized)) {
       r.alternative = KernelAlternative::kPrimitiveChain;
     }

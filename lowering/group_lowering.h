@@ -1,7 +1,8 @@
 // GroupLowering: what one fusion group of a plan becomes on the oneDNN backend, as one plain-data
 // record decided once from the graph. The runtime builds the kernel the record names (and the
 // alternative it names, timed against it when the executor is created); the cost model prices the
-// record's form. The finer decisions stay in the headers this record gathers: a fused loop's
+// record's form, and both read the group's loops from the loop programs it holds
+// (loop_program.h). The finer decisions stay in the headers this record gathers: a fused loop's
 // chains and streaming (loop_lowering.h), the primitive-chain and row-reduction forms
 // (kernel_form.h), the RNN primitive (rnn_form.h), in-place concats (concat_in_place.h), serial
 // groups (threading.h).
@@ -19,6 +20,7 @@
 
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/loop_program.h"
 #include "lowering/rnn_form.h"
 
 namespace fusor {
@@ -67,6 +69,14 @@ struct GroupLowering {
   // row reduction with an epilogue runs it as a second loop; a oneDNN reduction with a prologue
   // runs the prologue as a loop into scratch first).
   int primitives = 0, loops = 0;
+  // The loops of the group as the runtime builds them and the cost model prices them
+  // (loop_program.h): kFusedLoop's loop; a reduction's prologue (`before`, into the reduction's
+  // input) and its epilogue (`after`, a loop of its own in a row reduction, oneDNN post-ops where
+  // they take it after a reduction primitive). Empty where the group has none.
+  LoopProgram prologue, loop;
+  // A reduction's pulls of its prologue over the reduction's input (RowReductionPulls): a block
+  // of rows per pull when rows are shorter than a tile, else a chunk of a row. 0 without one.
+  int64_t prologue_pulls = 0;
 };
 
 // Whether `anchor` (a Conv) followed by `chain` takes its first post-op, a per-element Add of a

@@ -38,6 +38,7 @@
 #include "base/status.h"
 #include "graph/graph.h"
 #include "lowering/loop_lowering.h"
+#include "lowering/loop_program.h"
 #include "lowering/threading.h"
 #include "runtime/host_tensor.h"
 #include "runtime/loop_simd.h"
@@ -56,9 +57,14 @@ class FusedLoop {
   // EvalRange (reduction prologues) keep the default.
   enum class Tiles : uint8_t { kDefault, kLongerWhenStreaming };
 
-  // Compiles a loop computing `outputs` (each produced by one of `nodes`, ascending node ids).
-  // Tensors read by `nodes` but produced elsewhere are leaves. `known` returns the values of
+  // Compiles the loop `program` names (lowering/loop_program.h: a group's GroupLowering holds
+  // it): each step's operands read through the step's maps, its kernel's parameters from its
+  // node. Tensors the steps read but do not compute are leaves. `known` returns the values of
   // weights and constants, for parameters decoded once (clip bounds, pad values); may return null.
+  static StatusOr<std::unique_ptr<FusedLoop>> Build(const Graph& g, const LoopProgram& program,
+                                                    const Lookup& known,
+                                                    Tiles tiles = Tiles::kDefault);
+  // The same for the program of `nodes` (ascending node ids) writing `outputs`.
   static StatusOr<std::unique_ptr<FusedLoop>> Build(const Graph& g,
                                                     const std::vector<NodeId>& nodes,
                                                     const std::vector<TensorId>& outputs,
@@ -72,9 +78,6 @@ class FusedLoop {
   // Whether Run walks longer tiles, as the lowering decides (LoopLowering::streams): every value
   // the loop computes is chained or written straight into an output, its operands read in place.
   bool streams() const { return streams_; }
-  // Value t of the loop as compiled, in the lowering's terms (its kind and chain marks), to check
-  // the compiled loop against the lowering's record (chain_head and chain_source are not kept).
-  LoopValue Lowered(TensorId t) const;
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
   // Memory of a leaf (read) or an output (written), stored as float for floating-point tensors and
@@ -89,10 +92,13 @@ class FusedLoop {
   // threads would: the tile buffers the walk takes once the values kept whole are kept (none when
   // the loop streams), and which values each thread keeps whole (hoisted). Tests compare it with
   // the cost model's account of the loop. Writes the outputs, as Run does.
+  // `evaluated`: the elements each computed value is evaluated at over the counted walk (values
+  // kept whole were evaluated before it), as the cost model counts them (LoopEvaluation).
   struct Observation {
     int64_t tiles = 0;
     int64_t tile_buffers = 0;
     std::vector<TensorId> hoisted;
+    std::unordered_map<TensorId, int64_t> evaluated;
   };
   Observation Observe(int threads) const;
 
@@ -106,7 +112,7 @@ class FusedLoop {
 
  private:
   FusedLoop() = default;
-  Status AddNode(const Graph& g, const Node& n, const Lookup& known);
+  Status AddStep(const Graph& g, const LoopStep& step, const Lookup& known);
   void RunOutputs(const std::vector<TensorId>& outs, int64_t total) const;
   // The outputs in passes: those with as many elements share one walk over the same tiles.
   std::vector<std::vector<TensorId>> Passes() const;

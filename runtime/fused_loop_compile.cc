@@ -1,6 +1,7 @@
-// Compiling a fused loop (runtime/fused_loop.h): each node of the group becomes a value of its
-// kind (fused_loop_internal.h), with the affine maps through which it reads its inputs, and the
-// lowering's single-pass chains are taken into the values.
+// Compiling a fused loop (runtime/fused_loop.h) from its program (lowering/loop_program.h): each
+// step becomes a value of its kind (fused_loop_internal.h) reading the step's operands through the
+// step's maps, with the kernel parameters of its node (the unary op, clip bounds, a Concat's parts,
+// pads, resize tables); the program's single-pass chains are taken into the values.
 #include <algorithm>
 #include <iterator>
 #include <optional>
@@ -9,7 +10,7 @@
 
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
-#include "lowering/loop_lowering.h"
+#include "lowering/loop_program.h"
 #include "runtime/affine_map.h"
 #include "runtime/fused_loop.h"
 #include "runtime/fused_loop_internal.h"
@@ -41,8 +42,10 @@ bool ReadsInStep(const Value& v, int slot) {
 // Takes the single-pass chains of the lowering (lowering/loop_lowering.h) into the compiled values:
 // each head gets its values from the first to itself. A chain the compiled values cannot run is
 // an error naming the value: the lowering and the compiler disagree.
-Status TakeChains(const Graph& g, const LoopLowering& lowered, LoopValues* values) {
-  for (const auto& [t, lv] : lowered.values) {
+Status TakeChains(const Graph& g, const LoopProgram& program, LoopValues* values) {
+  for (const LoopStep& step : program.steps) {
+    const TensorId t = step.tensor;
+    const LoopValue& lv = step.value;
     if (lv.chain_head == kNoId) continue;
     Value& v = *values->at(t);
     if (!Chains(v) || !ReadsInStep(v, lv.chain_input) || !ReadsInStep(v, lv.saved_input)) {
@@ -53,7 +56,9 @@ Status TakeChains(const Graph& g, const LoopLowering& lowered, LoopValues* value
     v.saved_input = lv.saved_input;
     v.in_chain = lv.chained;
   }
-  for (const auto& [t, lv] : lowered.values) {
+  for (const LoopStep& step : program.steps) {
+    const TensorId t = step.tensor;
+    const LoopValue& lv = step.value;
     if (lv.chain_head != t) continue;
     Value& head = *values->at(t);
     for (const Value* w = &head;; w = values->at(w->inputs[w->chain_input]).get()) {
@@ -82,9 +87,8 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
                                                          {"Erf", UnaryOp::kErf},
                                                          {"HardSigmoid", UnaryOp::kHardSigmoid},
                                                          {"HardSwish", UnaryOp::kHardSwish},
+                                                         {"Shrink", UnaryOp::kShrink},
                                                          {"Clip", UnaryOp::kClip}};
-  v->inputs = {n.inputs[0]};
-  v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
   Value::Unary u;
   if (n.op_type == "Cast") {
     const DType to = g.tensor(n.outputs[0]).dtype;
@@ -108,8 +112,9 @@ Status CompileUnary(const Graph& g, const Node& n, const FusedLoop::Lookup& know
                                  " has no fused-loop kernel");
   }
   u.op = kernel->second;
-  u.a = static_cast<float>(FloatAttrOrDefault(n, "alpha"));
-  u.b = static_cast<float>(FloatAttrOrDefault(n, "beta"));
+  const bool shrink = n.op_type == "Shrink";
+  u.a = static_cast<float>(FloatAttrOrDefault(n, shrink ? "lambd" : "alpha"));
+  u.b = static_cast<float>(FloatAttrOrDefault(n, shrink ? "bias" : "beta"));
   if (n.op_type == "Clip") {
     FUSOR_ASSIGN_OR_RETURN(auto bounds, ClipBounds(g, n, known));
     u.a = bounds.first;
@@ -130,8 +135,6 @@ Status CompileBinary(const Graph& g, const Node& n, Value* v) {
     v->kind = Value::Unary{*exponent == 2.0   ? UnaryOp::kSquare
                            : *exponent == 0.5 ? UnaryOp::kSqrt
                                               : UnaryOp::kCopy};
-    v->inputs = {n.inputs[0]};
-    v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
     return Status::Ok();
   }
   Value::Binary b;
@@ -144,28 +147,6 @@ Status CompileBinary(const Graph& g, const Node& n, Value* v) {
   } else {
     v->kind = b;
   }
-  for (TensorId in : n.inputs) {
-    v->inputs.push_back(in);
-    v->maps.push_back(BroadcastMap(g.tensor(in).dims, v->dims));
-  }
-  return Status::Ok();
-}
-
-Status CompileBatchNorm(const Graph& g, const Node& n, Value* v) {
-  v->kind = Value::BatchNorm{static_cast<float>(FloatAttrOrDefault(n, "epsilon"))};
-  v->inputs = {n.inputs.begin(), n.inputs.begin() + 5};
-  v->maps = {BroadcastMap(g.tensor(n.inputs[0]).dims, v->dims)};
-  for (size_t j = 1; j < 5; ++j) v->maps.push_back(CoordMap(v->dims.size(), 1));
-  return Status::Ok();
-}
-
-// Transpose, Slice, Split, Expand and a Gather of one index: one input read through the map the
-// lowering gives (MappedReadOf).
-Status CompileMapped(const Graph& g, const Node& n, size_t output, Value* v) {
-  FUSOR_ASSIGN_OR_RETURN(Affine m, MappedReadOf(g, n, output));
-  v->kind = Value::Mapped{};
-  v->inputs = {n.inputs[0]};
-  v->maps = {std::move(m)};
   return Status::Ok();
 }
 
@@ -178,11 +159,6 @@ Status CompileConcat(const Graph& g, const Node& n, Value* v) {
   int64_t offset = 0;
   for (TensorId in : n.inputs) {
     const Shape& d = g.tensor(in).dims;
-    Affine m;
-    m.coef = RowMajorStrides(d);
-    m.base = -offset * m.coef[axis];
-    v->inputs.push_back(in);
-    v->maps.push_back(m);
     c.offsets.push_back(offset);
     c.lens.push_back(d[axis]);
     offset += d[axis];
@@ -191,26 +167,14 @@ Status CompileConcat(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
-Status CompileGather(const Graph& g, const Node& n, Value* v) {
+Status CompileGather(const Graph& g, const LoopStep& step, Value* v) {
+  const Node& n = g.node(step.node);
   const Shape& data = g.tensor(n.inputs[0]).dims;
-  const Shape& ind = g.tensor(n.inputs[1]).dims;
   int64_t axis = NormalizeAxis(n.GetInt("axis", 0), data.size());
   if (data[axis] > (int64_t{1} << 24)) {
     return Status::Unimplemented(NodeLabel(n) + ": gathered axis longer than 2^24");
   }
-  std::vector<int64_t> ds = RowMajorStrides(data), is = RowMajorStrides(ind);
-  int64_t ri = static_cast<int64_t>(ind.size());
-  Affine base, pos;
-  base.coef.assign(v->dims.size(), 0);
-  pos.coef.assign(v->dims.size(), 0);
-  for (int64_t d = 0; d < static_cast<int64_t>(v->dims.size()); ++d) {
-    if (d < axis) base.coef[d] = ds[d];
-    if (d >= axis && d < axis + ri) pos.coef[d] = is[d - axis];
-    if (d >= axis + ri) base.coef[d] = ds[d - ri + 1];
-  }
-  v->kind = Value::Gather{data[axis], ds[axis], GatherCopiesBlocks(g, n)};
-  v->inputs = {n.inputs[0], n.inputs[1]};
-  v->maps = {base, pos};
+  v->kind = Value::Gather{data[axis], RowMajorStrides(data)[axis], step.copies_blocks};
   return Status::Ok();
 }
 
@@ -225,7 +189,6 @@ Status CompilePad(const Graph& g, const Node& n, const FusedLoop::Lookup& known,
   FUSOR_ASSIGN_OR_RETURN(PadParams p, PadOf(g, n, known));
   Value::Pad pad;
   pad.mode = p.mode;
-  v->inputs = {n.inputs[0]};
   if (p.pads_input != kNoId) {
     pad.pads_slot = static_cast<int>(v->inputs.size());
     v->inputs.push_back(p.pads_input);
@@ -245,7 +208,6 @@ Status CompilePad(const Graph& g, const Node& n, const FusedLoop::Lookup& known,
 Status CompileResize(const Graph& g, const Node& n, Value* v) {
   FUSOR_ASSIGN_OR_RETURN(ResizeParams p, ResizeOf(g, n));
   Value::Resize resize;
-  v->inputs = {n.inputs[0]};
   resize.in_dims = p.in;
   resize.coords = CoordMaps(v->dims.size());
   for (size_t d = 0; d < p.out.size(); ++d) {
@@ -264,8 +226,6 @@ Status CompileResize(const Graph& g, const Node& n, Value* v) {
 }
 
 Status CompileTrilu(const Graph& g, const Node& n, Value* v) {
-  v->inputs = {n.inputs[0]};
-  v->maps = {BroadcastMap(v->dims, v->dims)};
   size_t r = v->dims.size();
   Value::Trilu trilu;
   trilu.row = CoordMap(r, r - 2);
@@ -279,10 +239,18 @@ Status CompileTrilu(const Graph& g, const Node& n, Value* v) {
   return Status::Ok();
 }
 
-// Compiles n's value as the kind the lowering names (LoopValueKindOf, lowering/loop_lowering.h).
-Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoop::Lookup& known,
+// Compiles step's value as the kind the program names: its operands and maps as the program
+// gives them, its kernel's parameters from its node.
+Status CompileValue(const Graph& g, const LoopStep& step, const FusedLoop::Lookup& known,
                     Value* v) {
-  switch (LoopValueKindOf(g, n)) {
+  FUSOR_RETURN_IF_ERROR(step.unbuildable);
+  for (const LoopOperand& o : step.operands) {
+    v->inputs.push_back(o.tensor);
+    v->maps.push_back(o.map);
+    v->reads.push_back(o.read);
+  }
+  const Node& n = g.node(step.node);
+  switch (step.value.kind) {
     case LoopValueKind::kUnary:
       // A Pow by a constant 2, 0.5 or 1 (UnaryPowExponent) compiles as a binary value that
       // CompileBinary turns unary.
@@ -292,17 +260,18 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
     case LoopValueKind::kWhere:
       return CompileBinary(g, n, v);
     case LoopValueKind::kBatchNorm:
-      return CompileBatchNorm(g, n, v);
+      v->kind = Value::BatchNorm{static_cast<float>(FloatAttrOrDefault(n, "epsilon"))};
+      return Status::Ok();
     case LoopValueKind::kView:
       v->kind = Value::View{};
-      v->inputs = {n.inputs[0]};
       return Status::Ok();
     case LoopValueKind::kMapped:
-      return CompileMapped(g, n, output, v);
+      v->kind = Value::Mapped{};
+      return Status::Ok();
     case LoopValueKind::kConcat:
       return CompileConcat(g, n, v);
     case LoopValueKind::kGather:
-      return CompileGather(g, n, v);
+      return CompileGather(g, step, v);
     case LoopValueKind::kPad:
       return CompilePad(g, n, known, v);
     case LoopValueKind::kTrilu:
@@ -319,19 +288,18 @@ Status CompileValue(const Graph& g, const Node& n, size_t output, const FusedLoo
 
 FusedLoop::~FusedLoop() = default;
 
-Status FusedLoop::AddNode(const Graph& g, const Node& n, const Lookup& known) {
-  for (size_t o = 0; o < n.outputs.size(); ++o) {
-    const Tensor& t = g.tensor(n.outputs[o]);
-    if (!IsSupportedDType(t.dtype)) {
-      return Status::Unimplemented(NodeLabel(n) + ": output dtype " +
-                                   std::string(DTypeName(t.dtype)) + " is not supported");
-    }
-    auto v = std::make_unique<Value>();
-    v->dims = t.dims;
-    v->is_int = !IsFloatingPoint(t.dtype);
-    FUSOR_RETURN_IF_ERROR(CompileValue(g, n, o, known, v.get()));
-    values_[n.outputs[o]] = std::move(v);
+Status FusedLoop::AddStep(const Graph& g, const LoopStep& step, const Lookup& known) {
+  const Tensor& t = g.tensor(step.tensor);
+  if (!IsSupportedDType(t.dtype)) {
+    return Status::Unimplemented(NodeLabel(g.node(step.node)) + ": output dtype " +
+                                 std::string(DTypeName(t.dtype)) + " is not supported");
   }
+  auto v = std::make_unique<Value>();
+  v->tensor = step.tensor;
+  v->dims = t.dims;
+  v->is_int = !IsFloatingPoint(t.dtype);
+  FUSOR_RETURN_IF_ERROR(CompileValue(g, step, known, v.get()));
+  values_[step.tensor] = std::move(v);
   return Status::Ok();
 }
 
@@ -339,9 +307,16 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
                                                       const std::vector<NodeId>& nodes,
                                                       const std::vector<TensorId>& outputs,
                                                       const Lookup& known, Tiles tiles) {
+  return Build(g, LowerLoopProgram(g, nodes, outputs), known, tiles);
+}
+
+StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g, const LoopProgram& program,
+                                                      const Lookup& known, Tiles tiles) {
   std::unique_ptr<FusedLoop> loop(new FusedLoop());
-  loop->outputs_ = outputs;
-  for (NodeId id : nodes) FUSOR_RETURN_IF_ERROR(loop->AddNode(g, g.node(id), known));
+  loop->outputs_ = program.outputs;
+  for (const LoopStep& step : program.steps) {
+    FUSOR_RETURN_IF_ERROR(loop->AddStep(g, step, known));
+  }
   // Leaves are the tensors the compiled values read, not every node input: parameters decoded at
   // Build (Clip bounds, pads, Resize scales) are not bound or read as the loop runs.
   std::vector<TensorId> read;
@@ -353,12 +328,13 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
     if (in == kNoId || loop->values_.count(in)) continue;
     const Tensor& t = g.tensor(in);
     auto v = std::make_unique<Value>();
+    v->tensor = in;
     v->dims = t.dims;
     v->is_int = !IsFloatingPoint(t.dtype);
     loop->values_[in] = std::move(v);
     loop->leaves_.push_back(in);
   }
-  for (TensorId t : outputs) {
+  for (TensorId t : program.outputs) {
     if (!loop->values_.count(t) || loop->values_.at(t)->Is<Value::Leaf>()) {
       return Status::InvalidArgument("fused loop output '" + g.tensor(t).name +
                                      "' is not computed by the loop's nodes");
@@ -370,9 +346,8 @@ StatusOr<std::unique_ptr<FusedLoop>> FusedLoop::Build(const Graph& g,
       if (in != kNoId) ++loop->values_.at(in)->uses;
     }
   }
-  const LoopLowering lowered = LowerLoop(g, nodes, outputs);
-  FUSOR_RETURN_IF_ERROR(TakeChains(g, lowered, &loop->values_));
-  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && lowered.streams;
+  FUSOR_RETURN_IF_ERROR(TakeChains(g, program, &loop->values_));
+  loop->streams_ = tiles == Tiles::kLongerWhenStreaming && program.streams;
   return loop;
 }
 
@@ -380,22 +355,6 @@ int FusedLoop::chained_values() const {
   int n = 0;
   for (const auto& [t, v] : values_) n += v->in_chain ? 1 : 0;
   return n;
-}
-
-LoopValue FusedLoop::Lowered(TensorId t) const {
-  LoopValue out;
-  const Value& v = *values_.at(t);
-  static constexpr LoopValueKind kKinds[] = {
-      LoopValueKind::kOther,  LoopValueKind::kUnary,     LoopValueKind::kBinary,
-      LoopValueKind::kWhere,  LoopValueKind::kBatchNorm, LoopValueKind::kView,
-      LoopValueKind::kMapped, LoopValueKind::kConcat,    LoopValueKind::kGather,
-      LoopValueKind::kPad,    LoopValueKind::kTrilu,     LoopValueKind::kResize};
-  static_assert(std::size(kKinds) == std::variant_size_v<Value::Kind>);
-  out.kind = kKinds[v.kind.index()];
-  out.chain_input = v.chain_input;
-  out.saved_input = v.saved_input;
-  out.chained = v.in_chain;
-  return out;
 }
 
 }  // namespace fusor

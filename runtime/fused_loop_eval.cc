@@ -349,19 +349,17 @@ float* OutputTile(const LoopValues& values, const Value& v, size_t j, const floa
   return s->Floats(idx.n);
 }
 
-// Input j of v for a contiguous range read run by run, when its map steps by 0 or 1 along the
-// runs (a broadcast), as BroadcastReadOf (lowering/loop_lowering.h) says: a float leaf (or views of
-// one) in place; a computed value evaluated whole once per scratch (once per thread and run) and
-// kept, or over the span of its elements the range reads. Returns the elements and sets `first` to
-// the flat index of the first; nullptr when the input is not read this way.
+// Input j of v for a contiguous range read run by run, when the loop's program streams it
+// (OperandRead::kStreamed, lowering/loop_program.h), as BroadcastReadOf (lowering/loop_lowering.h)
+// says at this range: a float leaf (or views of one) in place; a computed value evaluated whole
+// once per scratch (once per thread and run) and kept, or over the span of its elements the range
+// reads. Returns the elements and sets `first` to the flat index of the first; nullptr when the
+// input is not read this way.
 const float* StreamedOperand(const LoopValues& values, const Value& v, size_t j,
                              const IndexSet& idx, LoopScratch* s, int64_t* first) {
   const Affine& m = v.maps[j];
-  if (idx.list != nullptr || m.identity || m.scalar || v.dims.empty()) return nullptr;
-  int64_t step = RunStep(m, v.dims);
-  if (step != 0 && step != 1) return nullptr;
+  if (idx.list != nullptr || v.reads[j] != OperandRead::kStreamed) return nullptr;
   const Value* u = ThroughViews(values, v.inputs[j]);
-  if (u->is_int) return nullptr;
   *first = 0;
   if (const auto* leaf = std::get_if<Value::Leaf>(&u->kind)) {
     return static_cast<const float*>(leaf->data);
@@ -473,6 +471,7 @@ const float* EvalChain(const LoopValues& values, const Value& head, const IndexS
   const int k = static_cast<int>(head.chain.size());
   const Value& first = *head.chain[0];
   const size_t src_j = head.chain_source;
+  for (int i = 0; i + 1 < k; ++i) s->Count(head.chain[i]->tensor, idx.n);
   const float* src = EvalInput(values, first, src_j, idx, s);
   loop_simd::ChainOp ops[kMaxChain];
   ChainInput sides[kMaxChain];
@@ -583,6 +582,7 @@ struct EvalKind {
 const float* Eval(const LoopValues& values, TensorId t, const IndexSet& idx, LoopScratch* s,
                   float* into) {
   if (const float* hit = s->Find(t, idx.token)) return hit;
+  s->Count(t, idx.n);
   const Value& v = *values.at(t);
   const float* out = std::visit(EvalKind{values, v, idx, s, into}, v.kind);
   s->Put(t, idx.token, out);
@@ -681,9 +681,13 @@ FusedLoop::Observation FusedLoop::Observe(int threads) const {
     // The first tile once more before counting: the values a thread keeps whole are kept then.
     if (tiles > 0) RunTile(pass, total, 0, tile, &s);
     const int64_t before = s.floats_taken();
+    s.StartCounting();
     for (int64_t i = 0; i < tiles; ++i) RunTile(pass, total, i * tile, tile, &s);
     seen.tiles += tiles;
     seen.tile_buffers += s.floats_taken() - before;
+    for (const auto& [t, n] : s.evaluated()) {
+      if (!values_.at(t)->Is<Value::Leaf>()) seen.evaluated[t] += n;
+    }
   }
   seen.hoisted = s.hoisted();
   return seen;

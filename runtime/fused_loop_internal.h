@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "lowering/loop_program.h"
 #include "runtime/affine_map.h"
 #include "runtime/fused_loop.h"
 #include "runtime/loop_simd.h"
@@ -112,10 +113,12 @@ struct FusedLoop::Value {
                             Pad, Trilu, Resize>;
 
   Kind kind;  // A Leaf until compiled.
+  TensorId tensor = kNoId;
   Shape dims;
   bool is_int = false;
   std::vector<TensorId> inputs;
-  std::vector<Affine> maps;  // One per input, from this value's index space (not for a View).
+  std::vector<Affine> maps;  // Per operand of the program's step, from this value's index space.
+  std::vector<OperandRead> reads;  // Per operand of the step: how it is read (loop_program.h).
   int uses = 0;         // Reads of this value by the loop's nodes (an input listed twice counts 2).
   bool output = false;  // Written out by the loop (or read by EvalRange's callers).
   // Single-pass chains (see TakeChains): the input this value continues the chain through, and
@@ -170,6 +173,16 @@ class LoopScratch {
     hoisted_.emplace_back(t, std::vector<float>(p, p + n));
     return hoisted_.back().second.data();
   }
+  // While counting (FusedLoop::Observe): the elements each value is evaluated at, memo hits not
+  // counted, a chain's values each over the chain's range.
+  void StartCounting() {
+    counting_ = true;
+    evaluated_.clear();
+  }
+  void Count(TensorId t, int64_t n) {
+    if (counting_) evaluated_[t] += n;
+  }
+  const std::unordered_map<TensorId, int64_t>& evaluated() const { return evaluated_; }
   // Float buffers taken over the scratch's life, and the values kept whole: what
   // FusedLoop::Observe reports.
   int64_t floats_taken() const { return floats_taken_; }
@@ -208,6 +221,8 @@ class LoopScratch {
   std::vector<Memo> memo_;
   int next_token_ = 0;
   int64_t floats_taken_ = 0;
+  bool counting_ = false;
+  std::unordered_map<TensorId, int64_t> evaluated_;
   std::vector<std::pair<TensorId, std::vector<float>>> hoisted_;
 };
 

@@ -19,11 +19,11 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
     case KernelForm::kAnchorPrimitive:
       return BuildAnchorKernel(ctx, r.center, r.after);
     case KernelForm::kRowReduction:
-      return BuildRowReductionKernel(ctx, r.before, r.center, r.after);
+      return BuildRowReductionKernel(ctx, r);
     case KernelForm::kReductionPrimitive:
       return BuildReductionPrimitiveKernel(ctx, r.before, r.center, r.after);
     case KernelForm::kFusedLoop:
-      return BuildLoopKernel(ctx, r.after);
+      return BuildLoopKernel(ctx, r.loop);
     case KernelForm::kResampling:
       return BuildResamplingKernel(ctx, r.center);
     case KernelForm::kInstanceNorm:

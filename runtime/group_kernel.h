@@ -34,6 +34,7 @@
 
 #include "base/status.h"
 #include "graph/graph.h"
+#include "lowering/group_lowering.h"
 #include "runtime/fused_loop.h"
 
 namespace fusor {
@@ -104,11 +105,10 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(
     const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
     const std::vector<NodeId>& epilogue);
 // A fused row reduction (trailing-axis Reduce*, GlobalAveragePool, last-axis Softmax) evaluating
-// the prologue inside the reduction; Unimplemented for other reductions.
+// the prologue inside the reduction; Unimplemented for other reductions. The prologue and epilogue
+// loops are the record's programs (GroupLowering::prologue, loop).
 StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelContext& ctx,
-                                                               const std::vector<NodeId>& prologue,
-                                                               NodeId reduction,
-                                                               const std::vector<NodeId>& epilogue);
+                                                               const GroupLowering& record);
 // oneDNN's linear resampling primitive for a Resize node (lowering/kernel_form.h RunsAsResampling),
 // reading and writing plain layouts.
 StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext& ctx, NodeId id);
@@ -120,8 +120,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildInstanceNormKernel(const KernelConte
 // (lowering/concat_in_place.h): it runs nothing; Bind checks that every input is at its slice.
 StatusOr<std::unique_ptr<GroupKernel>> BuildInPlaceConcatKernel(const KernelContext& ctx,
                                                                 NodeId concat);
+// Our fused loop as its program names it (GroupLowering::loop).
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
-                                                       const std::vector<NodeId>& nodes);
+                                                       const LoopProgram& program);
 // An eltwise or binary primitive with post-ops for a chain of elementwise/broadcast nodes, or
 // Unimplemented when the chain has no such form.
 StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelContext& ctx,

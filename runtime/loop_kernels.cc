@@ -249,17 +249,22 @@ class RowReductionKernel : public GroupKernel {
 }  // namespace
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildLoopKernel(const KernelContext& ctx,
-                                                       const std::vector<NodeId>& nodes) {
-  FUSOR_ASSIGN_OR_RETURN(auto loop, FusedLoop::Build(*ctx.g, nodes, ctx.outputs, ctx.known,
+                                                       const LoopProgram& program) {
+  FUSOR_ASSIGN_OR_RETURN(auto loop, FusedLoop::Build(*ctx.g, program, ctx.known,
                                                      FusedLoop::Tiles::kLongerWhenStreaming));
+  std::vector<NodeId> nodes;
+  for (const LoopStep& step : program.steps) {
+    if (nodes.empty() || nodes.back() != step.node) nodes.push_back(step.node);
+  }
   return std::unique_ptr<GroupKernel>(new LoopKernel(std::move(loop), NodeList(*ctx.g, nodes)));
 }
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(
-    const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
-    const std::vector<NodeId>& epilogue) {
+StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelContext& ctx,
+                                                               const GroupLowering& record) {
   const Graph& g = *ctx.g;
-  const Node& r = g.node(reduction);
+  const std::vector<NodeId>& prologue = record.before;
+  const std::vector<NodeId>& epilogue = record.after;
+  const Node& r = g.node(record.center);
   RowReduction form = RowReductionOf(g, r);
   if (form.len == 0) return Status::Unimplemented(NodeLabel(r) + ": no fused row form");
   const int64_t len = form.len;
@@ -267,15 +272,15 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(
   TensorId final_output = epilogue.empty() ? output : g.node(epilogue.back()).outputs[0];
   std::unique_ptr<FusedLoop> pro;
   if (!prologue.empty()) {
-    FUSOR_ASSIGN_OR_RETURN(pro, FusedLoop::Build(g, prologue, {}, ctx.known));
+    FUSOR_ASSIGN_OR_RETURN(pro, FusedLoop::Build(g, record.prologue, ctx.known));
   }
   std::unique_ptr<FusedLoop> epi;
   if (!epilogue.empty()) {
-    FUSOR_ASSIGN_OR_RETURN(epi, FusedLoop::Build(g, epilogue, {final_output}, ctx.known));
+    FUSOR_ASSIGN_OR_RETURN(epi, FusedLoop::Build(g, record.loop, ctx.known));
   }
   int64_t rows = g.tensor(input).num_elements() / len;
   std::vector<NodeId> all = prologue;
-  all.push_back(reduction);
+  all.push_back(record.center);
   all.insert(all.end(), epilogue.begin(), epilogue.end());
   return std::unique_ptr<GroupKernel>(new RowReductionKernel(std::move(pro), std::move(epi), input,
                                                              output, final_output, form.op, rows,

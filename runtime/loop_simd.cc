@@ -40,6 +40,9 @@ FUSOR_INLINE T UnaryValue(UnaryOp op, float a, float b, T x) {
       return Min(Max(a * x + b, zero), one);
     case UnaryOp::kHardSwish:
       return x * Min(Max(x * (1.0f / 6) + 0.5f, zero), one);
+    case UnaryOp::kShrink:  // a = lambd, b = bias.
+      return Select<T>(x < zero - Splat<T>(a), x + Splat<T>(b),
+                       Select<T>(x > Splat<T>(a), x - Splat<T>(b), zero));
     case UnaryOp::kClip:
       return Min(Max(x, Splat<T>(a)), Splat<T>(b));
     case UnaryOp::kSquare:
@@ -77,6 +80,7 @@ FUSOR_VECTOR_CLONES void Unary(UnaryOp op, float a, float b, const float* x, flo
     FUSOR_UNARY_CASE(kErf)
     FUSOR_UNARY_CASE(kHardSigmoid)
     FUSOR_UNARY_CASE(kHardSwish)
+    FUSOR_UNARY_CASE(kShrink)
     FUSOR_UNARY_CASE(kClip)
     FUSOR_UNARY_CASE(kTrunc)
     FUSOR_UNARY_CASE(kBool)
@@ -192,6 +196,7 @@ FUSOR_INLINE void UnaryEach(const ChainOp& op, V* a) {
     FUSOR_UNARY_EACH(kErf)
     FUSOR_UNARY_EACH(kHardSigmoid)
     FUSOR_UNARY_EACH(kHardSwish)
+    FUSOR_UNARY_EACH(kShrink)
     FUSOR_UNARY_EACH(kClip)
     FUSOR_UNARY_EACH(kSquare)
 #undef FUSOR_UNARY_EACH

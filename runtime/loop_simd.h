@@ -21,6 +21,7 @@ enum class UnaryOp : uint8_t {
   kErf,
   kHardSigmoid,
   kHardSwish,
+  kShrink,
   kClip,
   kTrunc,
   kBool,

@@ -424,14 +424,56 @@ TEST(EvaluateLoop, AChainsSourceReadOnlyByTheChainStreamsAsTheRuntimesLoopDoes) 
   }
 }
 
+// Each value of `program` that the runtime evaluates per tile is evaluated at as many elements as
+// the model counts (LoopEvaluation::evaluated against FusedLoop::Observation::evaluated). Not
+// compared: values kept whole or evaluated once per thread (evaluated before the observed walk),
+// and views of leaves (the model prices the leaf's reads, the view only hands them on). A value
+// several steps read, and what it reads, may be counted once per reader where the runtime shares
+// one evaluation (two readers asking for the same piece of a run share the piece's memo): at least
+// the runtime's count there. Returns how many values were compared.
+int ExpectEvaluatedAsTheRuntimeDoes(const Graph& g, const LoopProgram& program,
+                                    const LoopEvaluation& model, const FusedLoop::Observation& seen,
+                                    const std::string& where) {
+  // Values several steps read, and what they read (counted as often as they are).
+  std::unordered_map<TensorId, int> readers;
+  for (const LoopStep& step : program.steps) {
+    for (const LoopOperand& o : step.operands) ++readers[o.tensor];
+  }
+  std::unordered_set<TensorId> shared;
+  for (auto it = program.steps.rbegin(); it != program.steps.rend(); ++it) {
+    if (readers[it->tensor] < 2 && !shared.count(it->tensor)) continue;
+    shared.insert(it->tensor);
+    for (const LoopOperand& o : it->operands) shared.insert(o.tensor);
+  }
+  int compared = 0;
+  for (const LoopStep& step : program.steps) {
+    const TensorId t = step.tensor;
+    if (model.hoisted.count(t) || program.evaluated_once.count(t)) continue;
+    if (step.value.kind == LoopValueKind::kView && !step.operands[0].computed) continue;
+    const auto it = seen.evaluated.find(t);
+    const double runtime = it == seen.evaluated.end() ? 0.0 : static_cast<double>(it->second);
+    const std::string value = where + " value '" + g.tensor(t).name + "'";
+    if (shared.count(t)) {
+      EXPECT_GE(model.evaluated.at(t), runtime) << value;
+    } else {
+      EXPECT_EQ(model.evaluated.at(t), runtime) << value;
+    }
+    ++compared;
+  }
+  return compared;
+}
+
 // The loop the model prices is the loop the runtime runs: over every plain loop group of the
-// bundled models under several plans, each loop the runtime builds is run on two threads' tiles
-// and observed. A loop the model prices as streaming takes no tile buffer, every loop walks as
-// many tiles as the model pulls and keeps whole the values the model evaluates once per thread.
+// bundled models under several plans, the runtime builds each group's loop from its record's
+// program (GroupLowering::loop) and runs it on two threads' tiles, observed. A loop the model
+// prices as streaming takes no tile buffer, every loop walks as many tiles as the model pulls and
+// keeps whole the values the model evaluates once per thread, and every value is evaluated at as
+// many elements as the model counts (a chain's first value read again from registers is not
+// asked for again).
 // (Some loops take no buffer without streaming: a lone Transpose or Slice writes straight into
 // its output, yet walks default tiles, as the model prices it.)
 TEST(EvaluateLoop, PricesTheTilesBuffersAndHoistsOfTheLoopTheRuntimeRuns) {
-  int streams = 0, buffered = 0, hoists = 0;
+  int streams = 0, buffered = 0, hoists = 0, values = 0;
   for (const std::string& name : testing::BundledModels()) {
     auto g = testing::ImportBundledModel(name);
     ASSERT_TRUE(g.ok()) << name << ": " << g.status().ToString();
@@ -441,20 +483,22 @@ TEST(EvaluateLoop, PricesTheTilesBuffersAndHoistsOfTheLoopTheRuntimeRuns) {
       const auto materialized = AllMaterializedOutputs(*g, plan);
       for (size_t i = 0; i < plan.groups.size(); ++i) {
         const FusionGroup& group = plan.groups[i];
-        if (!testing::PlainLoop(*g, group)) continue;
-        auto loop = FusedLoop::Build(*g, group.nodes, materialized[i], known,
-                                     FusedLoop::Tiles::kLongerWhenStreaming);
+        const GroupLowering record = LowerGroup(*g, group, materialized[i]);
+        if (record.form != KernelForm::kFusedLoop) continue;
+        auto loop =
+            FusedLoop::Build(*g, record.loop, known, FusedLoop::Tiles::kLongerWhenStreaming);
         if (!loop.ok() && loop.status().code() == Status::Code::kUnimplemented) continue;
         ASSERT_TRUE(loop.ok()) << loop.status().ToString();
         auto memory = BindZeros(*g, loop->get());
         const FusedLoop::Observation seen = (*loop)->Observe(2);
-        const LoopEvaluation model = EvaluateLoop(*g, group, materialized[i], 2);
+        const LoopEvaluation model = EvaluateLoop(*g, record, 2);
         const std::string where = name + " " + testing::GroupText(*g, group);
         if (model.streams) {
           EXPECT_EQ(seen.tile_buffers, 0)
               << where << ": priced as streaming, took buffers over " << seen.tiles << " tiles";
         }
         EXPECT_DOUBLE_EQ(model.pulls, static_cast<double>(seen.tiles)) << where;
+        values += ExpectEvaluatedAsTheRuntimeDoes(*g, record.loop, model, seen, where);
         EXPECT_EQ(model.hoisted,
                   std::unordered_set<TensorId>(seen.hoisted.begin(), seen.hoisted.end()))
             << where;
@@ -466,6 +510,7 @@ TEST(EvaluateLoop, PricesTheTilesBuffersAndHoistsOfTheLoopTheRuntimeRuns) {
   EXPECT_GT(streams, 1000);
   EXPECT_GT(buffered, 300);
   EXPECT_GT(hoists, 10);
+  EXPECT_GT(values, 5000);
 }
 
 }  // namespace

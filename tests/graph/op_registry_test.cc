@@ -211,7 +211,7 @@ TEST(OpRegistry, EveryOpOfTheIssueIsKnown) {
 // index outside the axis (ONNX leaves it undefined; the runtime clamps it, as the reference does).
 TEST(OpFacts, UnaryElementwiseOpsAreTheRegisteredOnesOfOneDataInput) {
   for (const char* op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf",
-                         "HardSigmoid", "HardSwish", "Clip", "Cast"}) {
+                         "HardSigmoid", "HardSwish", "Shrink", "Clip", "Cast"}) {
     EXPECT_TRUE(IsUnaryElementwise(op)) << op;
     EXPECT_FALSE(IsBinaryArithmetic(op)) << op;
   }
