@@ -134,8 +134,7 @@ StatusOr<RemotePage> RemoteQuery(const QueryOptions& o) {
 }
 
 void PrintPlans(const db::PlanPage& page, const QueryOptions& o, bool statuses_known) {
-  const bool json = o.db.json;
-  if (json) {
+  if (o.db.json) {
     ordered_json plans = ordered_json::array();
     for (const db::StoredPlan& s : page.plans) {
       ordered_json plan = PlanSummaryJson(s);
