@@ -38,6 +38,7 @@ struct QueryOptions {
   std::string model, target, graph, since, until, page_token;
   double min_speedup = 0;
   bool current = false;
+  bool wide = false;
   int limit = db::PlanQuery::kDefaultPageSize;
 };
 
@@ -56,20 +57,44 @@ db::PlanQuery ToPlanQuery(const QueryOptions& o) {
   return q;
 }
 
-void PrintPlanTable(const std::vector<db::StoredPlan>& plans, bool statuses_known) {
-  TextTable table({"GRAPH", "MODEL", "TARGET", "COST MODEL", "OPTIONS", "PREDICTED", "MEASURED",
-                   "SPEED-UP", "CREATED", "STATUS"});
+std::string StatusText(const db::StoredPlan& s, bool statuses_known) {
+  if (!statuses_known) return "unknown";
+  return s.stale ? "stale" : "current";
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Fits kTextColumns: ids cut to 12 characters, the creation time as an age, the model name cut to
+// what is left. --wide adds the cost model and search options and prints ids and times whole.
+void PrintPlanTable(const std::vector<db::StoredPlan>& plans, bool statuses_known, bool wide) {
+  std::vector<std::string> header = {"GRAPH",    "MODEL",    "TARGET",  "PREDICTED",
+                                     "MEASURED", "SPEED-UP", "CREATED", "STATUS"};
+  if (wide) header.insert(header.begin() + 3, {"COST MODEL", "OPTIONS"});
+  TextTable table(header);
+  const int64_t now = NowUnixMs();
   for (const db::StoredPlan& s : plans) {
     const v1::Plan& p = s.plan;
-    table.Add({p.graph_hash().substr(0, 12), statuses_known ? s.model_name : "?",
-               p.target_id().substr(0, 12), p.cost_model_version(),
-               p.search_options().empty() ? "-" : p.search_options(),
-               DurationText(p.predicted_ns()), DurationText(p.measured_ns()), SpeedUpText(p),
-               LocalIsoTime(p.created_unix_ms()),
-               !statuses_known ? "unknown"
-               : s.stale       ? "stale"
-                               : "current"});
+    std::vector<std::string> row = {
+        wide ? p.graph_hash() : p.graph_hash().substr(0, 12),
+        statuses_known ? s.model_name : "?",
+        wide ? p.target_id() : p.target_id().substr(0, 12),
+        DurationText(p.predicted_ns()),
+        DurationText(p.measured_ns()),
+        SpeedUpText(p),
+        wide ? LocalIsoTime(p.created_unix_ms()) : AgoText(p.created_unix_ms(), now),
+        StatusText(s, statuses_known)};
+    if (wide) {
+      row.insert(row.begin() + 3,
+                 {p.cost_model_version(), p.search_options().empty() ? "-" : p.search_options()});
+    }
+    table.Add(std::move(row));
   }
+  for (size_t column : {3, 4, 5}) table.AlignRight(column + (wide ? 2 : 0));
+  if (!wide) table.FitTo(kTextColumns, 1);
   table.Print(std::cout);
 }
 
@@ -108,8 +133,8 @@ StatusOr<RemotePage> RemoteQuery(const QueryOptions& o) {
   return remote;
 }
 
-void PrintPlans(const db::PlanPage& page, bool json, bool statuses_known) {
-  if (json) {
+void PrintPlans(const db::PlanPage& page, const QueryOptions& o, bool statuses_known) {
+  if (o.db.json) {
     ordered_json plans = ordered_json::array();
     for (const db::StoredPlan& s : page.plans) {
       ordered_json plan = PlanSummaryJson(s);
@@ -124,7 +149,7 @@ void PrintPlans(const db::PlanPage& page, bool json, bool statuses_known) {
     std::cout << "no plans match\n";
     return;
   }
-  PrintPlanTable(page.plans, statuses_known);
+  PrintPlanTable(page.plans, statuses_known, o.wide);
   if (!page.next_page_token.empty()) {
     std::cout << "more: --page-token " << page.next_page_token << "\n";
   }
@@ -144,14 +169,14 @@ int RunQuery(const QueryOptions& o) {
   if (o.remote.remote()) {
     StatusOr<RemotePage> remote = RemoteQuery(o);
     if (!remote.ok()) return Fail("query", remote.status());
-    PrintPlans(remote->page, o.db.json, remote->statuses_known);
+    PrintPlans(remote->page, o, remote->statuses_known);
     return kExitOk;
   }
   StatusOr<std::unique_ptr<db::PlanStore>> store = OpenForReading(o.db);
   if (!store.ok()) return Fail("query", store.status());
   StatusOr<db::PlanPage> page = (*store)->QueryPlans(ToPlanQuery(o));
   if (!page.ok()) return Fail("query", page.status());
-  PrintPlans(*page, o.db.json, /*statuses_known=*/true);
+  PrintPlans(*page, o, /*statuses_known=*/true);
   return kExitOk;
 }
 
@@ -171,6 +196,8 @@ void AddQuery(CLI::App& db, int* exit_code) {
   query->add_option("--min-speedup", o->min_speedup, "Only plans at least this much faster")
       ->check(CLI::NonNegativeNumber);
   query->add_flag("--current", o->current, "Leave out stale plans");
+  query->add_flag("--wide", o->wide,
+                  "Every column whole: full ids, ISO 8601 times, cost model and search options");
   query->add_option("--limit", o->limit, "Plans per page")
       ->check(CLI::Range(1, static_cast<int>(db::PlanQuery::kMaxPageSize)));
   query->add_option("--page-token", o->page_token, "Continue after a previous page");

@@ -2,7 +2,9 @@
 
 #include "client/proto_json.h"
 
-#include <cstdio>
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -28,6 +30,7 @@ struct PlanFlags {
   std::string target;
   bool json = false;
   bool dot = false;
+  bool wide = false;
   std::string svg;
 };
 
@@ -67,34 +70,34 @@ StatusOr<Loaded> Load(const PlanFlags& f) {
   return l;
 }
 
-void PrintTable(const Loaded& l) {
-  std::printf("plan for %s on target %s%s\n", l.graph.model_name.c_str(),
-              l.proto.target_id().c_str(),
-              l.stale ? " (STALE: older cost model or calibration; retune)" : "");
-  // compute + memory + launch + other = predicted; `plan explain` itemises "other".
-  std::printf("%5s  %-9s %12s %12s %12s %12s %12s  %s\n", "group", "kind", "predicted", "compute",
-              "memory", "launch", "other", "ops (* = recomputed copy)");
+std::string Us(double ns) { return fmt::format("{:.1f}", ns / 1e3); }
+
+// The groups in the TermColumns (client/plan_explain.h), which add up to each group's predicted
+// time; the ops cut to fit kTextColumns unless `wide`.
+void PrintTable(const Loaded& l, bool wide) {
+  std::cout << "plan for " << l.graph.model_name << " on target " << l.proto.target_id()
+            << (l.stale ? " (STALE: older cost model or calibration; retune)" : "") << "\n";
+  TextTable table({"group", "kind", "predicted", "compute", "memory", "launch", "other",
+                   "ops (* = recomputed copy)"});
   for (int i = 0; i < l.proto.groups_size(); ++i) {
-    const auto& pg = l.proto.groups(i);
-    const auto& t = pg.predicted();
-    std::string ops = GroupOps(l.graph, l.plan.groups[i]);
-    if (ops.size() > 70) ops = ops.substr(0, 67) + "...";
+    const v1::CostTerms& t = l.proto.groups(i).predicted();
     const double other = t.total_ns() - t.compute_ns() - t.memory_ns() - t.launch_ns();
-    std::printf("%5d  %-9s %9.1f us %9.1f us %9.1f us %9.1f us %9.1f us  %s\n", i,
-                std::string(GroupKindName(l.plan.groups[i].kind)).c_str(), t.total_ns() / 1e3,
-                t.compute_ns() / 1e3, t.memory_ns() / 1e3, t.launch_ns() / 1e3, other / 1e3,
-                ops.c_str());
+    table.Add({std::to_string(i), std::string(GroupKindName(l.plan.groups[i].kind)),
+               Us(t.total_ns()), Us(t.compute_ns()), Us(t.memory_ns()), Us(t.launch_ns()),
+               Us(other), GroupOps(l.graph, l.plan.groups[i])});
   }
-  std::printf(
-      "other: the compute-memory overlap (negative), handoffs, tiles, chains, spills, reorders "
-      "and the learned residual; `fusor plan explain` lists each\n");
-  std::printf("total: predicted %s (unfused %s)", DurationText(l.proto.predicted_ns()).c_str(),
-              DurationText(l.proto.unfused_predicted_ns()).c_str());
+  for (size_t column : {0, 2, 3, 4, 5, 6}) table.AlignRight(column);
+  if (!wide) table.FitTo(kTextColumns, 7);
+  std::cout << "times in us; predicted = compute + memory + launch + other\n";
+  table.Print(std::cout);
+  std::cout << OtherColumnText() << "; `fusor plan explain` lists each term\n";
+  std::cout << "total: predicted " << DurationText(l.proto.predicted_ns()) << " (unfused "
+            << DurationText(l.proto.unfused_predicted_ns()) << ")";
   if (l.proto.measured_ns() > 0) {
-    std::printf(", measured %s (unfused %s)", DurationText(l.proto.measured_ns()).c_str(),
-                DurationText(l.proto.unfused_measured_ns()).c_str());
+    std::cout << ", measured " << DurationText(l.proto.measured_ns()) << " (unfused "
+              << DurationText(l.proto.unfused_measured_ns()) << ")";
   }
-  std::printf("\n");
+  std::cout << "\n";
 }
 
 // Graphviz: one cluster per group, edges between nodes; recomputed copies are dashed.
@@ -150,7 +153,7 @@ int RunShow(const PlanFlags& f) {
   } else if (f.dot) {
     std::cout << ToDot(*l);
   } else {
-    PrintTable(*l);
+    PrintTable(*l, f.wide);
   }
   if (!f.svg.empty()) {
     Status s = RenderSvg(ToDot(*l), f.svg);
@@ -195,7 +198,7 @@ int RunExplain(const PlanFlags& f) {
     std::cout << out.dump(2) << "\n";
   } else {
     std::cout << "chosen with " << CostModelText(version, training) << "\n";
-    std::cout << ExplainTable(groups, l->profile.calibrated_unix_ms != 0);
+    std::cout << ExplainTable(groups, l->profile.calibrated_unix_ms != 0, f.wide);
   }
   return kExitOk;
 }
@@ -219,12 +222,15 @@ void AddPlanCommands(CLI::App& app, int* exit_code) {
       AddVerb(plan, "show", "The stored plan of a model: groups and predicted terms", show);
   show_cmd->add_flag("--json", show->json, "Print the plan proto as JSON");
   show_cmd->add_flag("--dot", show->dot, "Print Graphviz source, one cluster per group");
+  show_cmd->add_flag("--wide", show->wide, "Print every group's ops whole");
   show_cmd->add_option("--svg", show->svg, "Render the plan to an SVG file (needs graphviz)");
   show_cmd->callback([show, exit_code] { *exit_code = RunShow(*show); });
   auto explain = std::make_shared<PlanFlags>();
   auto* explain_cmd = AddVerb(
       plan, "explain", "Each group's predicted time and the cost terms it adds up to", explain);
   explain_cmd->add_flag("--json", explain->json, "Print the groups and their terms as JSON");
+  explain_cmd->add_flag("--wide", explain->wide,
+                        "Every named term in a column of its own, and the ops whole");
   explain_cmd->callback([explain, exit_code] { *exit_code = RunExplain(*explain); });
 }
 

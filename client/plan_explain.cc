@@ -1,15 +1,17 @@
 #include "client/plan_explain.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <sstream>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "client/text_format.h"
 
 #include "graph/op_registry.h"
 #include "lowering/unfused_ops.h"
 
 namespace fusor {
 namespace {
-
-constexpr size_t kOpsShown = 50;
 
 // The term whose contribution to the time dropped the most from `alone` to `fused`.
 std::string Decided(const CostTerms& alone, const CostTerms& fused) {
@@ -21,12 +23,22 @@ std::string Decided(const CostTerms& alone, const CostTerms& fused) {
   return std::string(before[best].name);
 }
 
-std::string Row(const char* format_text, const std::vector<double>& us) {
-  std::string out;
-  char buf[32];
-  for (double v : us) {
-    std::snprintf(buf, sizeof buf, format_text, v);
-    out += buf;
+std::string Us(double ns) { return fmt::format("{:.2f}", ns / 1e3); }
+
+// The group's time in the table's columns: every named term (wide), or the TermColumns' sums.
+std::vector<std::pair<std::string, double>> Columns(const CostTerms& t, bool wide) {
+  std::vector<std::pair<std::string, double>> out;
+  const std::vector<NamedTerm> named = NamedTerms(t);
+  if (wide) {
+    for (const NamedTerm& term : named) out.emplace_back(term.name, term.ns);
+    return out;
+  }
+  for (const TermColumn& column : TermColumns()) {
+    double ns = 0;
+    for (const NamedTerm& term : named) {
+      ns += std::count(column.terms.begin(), column.terms.end(), term.name) ? term.ns : 0;
+    }
+    out.emplace_back(column.name, ns);
   }
   return out;
 }
@@ -64,39 +76,62 @@ std::vector<ExplainedGroup> ExplainPlan(const Graph& g, const FusionPlan& plan,
   return out;
 }
 
-std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated) {
-  std::string out =
-      std::string("each group's predicted time is the sum of its terms (us; overlap ") +
-      "is subtracted; profile " + (calibrated ? "calibrated" : "UNCALIBRATED defaults") +
-      ")\nalone: its ops each in a group of its own; decided: the term fusing "
-      "saved the most\n";
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%5s %-9s %9s |", "group", "kind", "time");
-  out += buf;
-  for (const NamedTerm& t : NamedTerms(CostTerms{})) {
-    std::snprintf(buf, sizeof buf, " %8s", std::string(t.name).c_str());
-    out += buf;
+const std::vector<TermColumn>& TermColumns() {
+  static const auto* columns = new std::vector<TermColumn>{
+      {"compute", {"compute", "index", "chains"}},
+      {"memory", {"memory", "handoff", "tiles"}},
+      {"launch", {"launch"}},
+      {"other", {"overlap", "spill", "reorder", "learned"}},
+  };
+  return *columns;
+}
+
+std::string ColumnText(const TermColumn& column) {
+  std::string text = std::string(column.name) + " =";
+  for (std::string_view term : column.terms) {
+    text += std::string(text.back() == '=' ? " " : " + ") + std::string(term);
+    if (term == "overlap") text += " (negative)";
   }
-  std::snprintf(buf, sizeof buf, " | %9s %-8s %s\n", "alone", "decided", "ops");
-  out += buf;
+  return text;
+}
+
+std::string OtherColumnText() { return ColumnText(TermColumns().back()); }
+
+std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated, bool wide) {
+  std::string out = std::string("each group's time (us) is the sum of its terms; profile ") +
+                    (calibrated ? "calibrated" : "UNCALIBRATED defaults") + "\n";
+  if (wide) {
+    out += "overlap is subtracted\n";
+  } else {
+    out += ColumnText(TermColumns()[0]) + "; " + ColumnText(TermColumns()[1]) + "\n" +
+           OtherColumnText() + "; --wide shows every term\n";
+  }
+  out += "alone: its ops each in a group of its own; decided: the term fusing saved the most\n";
+  std::vector<std::string> header = {"group", "kind", "time", "|"};
+  const size_t terms = Columns(CostTerms{}, wide).size();
+  for (const auto& [name, ns] : Columns(CostTerms{}, wide)) header.push_back(name);
+  for (const char* h : {"|", "alone", "decided", "ops"}) header.push_back(h);
+  TextTable table(header);
   double total = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     const ExplainedGroup& e = groups[i];
-    std::vector<double> us;
-    for (const NamedTerm& t : NamedTerms(e.fused)) us.push_back(t.ns / 1e3);
-    std::string ops = e.ops.size() > kOpsShown ? e.ops.substr(0, kOpsShown - 3) + "..." : e.ops;
-    std::snprintf(buf, sizeof buf, "%5zu %-9s %9.2f |", i, e.kind.c_str(), e.fused.total_ns / 1e3);
-    out += buf + Row(" %8.2f", us);
-    if (e.alone) {
-      std::snprintf(buf, sizeof buf, " | %9.2f %-8s ", e.alone->total_ns / 1e3, e.decided.c_str());
-    } else {
-      std::snprintf(buf, sizeof buf, " | %9s %-8s ", "-", "-");
-    }
-    out += buf + ops + "\n";
+    std::vector<std::string> row = {std::to_string(i), e.kind, Us(e.fused.total_ns), "|"};
+    for (const auto& [name, ns] : Columns(e.fused, wide)) row.push_back(Us(ns));
+    row.push_back("|");
+    row.push_back(e.alone ? Us(e.alone->total_ns) : "-");
+    row.push_back(e.alone ? e.decided : "-");
+    row.push_back(e.ops);
+    table.Add(std::move(row));
     total += e.fused.total_ns;
   }
-  std::snprintf(buf, sizeof buf, "total %.2f us over %zu groups\n", total / 1e3, groups.size());
-  return out + buf;
+  for (size_t c = 0; c < header.size() - 2; ++c) {
+    if (c != 1 && c != 3 && c != 4 + terms) table.AlignRight(c);
+  }
+  if (!wide) table.FitTo(kTextColumns, header.size() - 1);
+  std::ostringstream text;
+  table.Print(text);
+  return out + text.str() +
+         fmt::format("total {:.2f} us over {} groups\n", total / 1e3, groups.size());
 }
 
 nlohmann::json ExplainJson(const std::vector<ExplainedGroup>& groups) {

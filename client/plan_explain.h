@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "costmodel/cost_model.h"
@@ -37,8 +38,24 @@ struct ExplainedGroup {
 std::vector<ExplainedGroup> ExplainPlan(const Graph& g, const FusionPlan& plan,
                                         const CostModel& model);
 
-// The table `fusor plan explain` prints (times in us), one row per group.
-std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated);
+// The columns `plan show` and `plan explain` print without --wide, each the sum of some named
+// terms (NamedTerms), so that together they add up to a group's time: compute (compute, index,
+// chains: CostTerms::compute_ns), memory (memory, handoff, tiles: CostTerms::memory_ns), launch,
+// and other (overlap, spill, reorder, learned).
+struct TermColumn {
+  std::string_view name;
+  std::vector<std::string_view> terms;
+};
+const std::vector<TermColumn>& TermColumns();
+// "memory = memory + handoff + tiles": what a column adds up.
+std::string ColumnText(const TermColumn& column);
+// "other = overlap (negative) + spill + reorder + learned".
+std::string OtherColumnText();
+
+// The table `fusor plan explain` prints (times in us), one row per group: the TermColumns, in
+// kTextColumns (client/text_format.h), or with `wide` every named term.
+std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated,
+                         bool wide = false);
 
 // The same as JSON: {"groups": [{"group", "kind", "ops", "total_ns", "terms_ns": {name: ns},
 // "alone_ns", "decided"}], "total_ns"}.

@@ -13,6 +13,7 @@
 
 #include "accuracy/validation_run.h"
 #include "base/input_file.h"
+#include "client/calibration_summary.h"
 #include "client/connection.h"
 #include "client/exit_codes.h"
 #include "client/progress_display.h"
@@ -21,17 +22,15 @@
 #include "costmodel/validation.h"
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
-#include "server/calibration_log.h"
 
 namespace fusor {
 namespace {
 
 void PrintProfile(const HardwareProfile& p) {
-  std::printf("target %s: %s, %s, %d cores, L1d %lld KiB, L2 %lld KiB, L3 %lld KiB, oneDNN %s\n",
-              p.target.Id().c_str(), p.target.cpu_model.c_str(), p.target.isa.c_str(),
-              p.target.cores, static_cast<long long>(p.target.l1d_bytes >> 10),
-              static_cast<long long>(p.target.l2_bytes >> 10),
-              static_cast<long long>(p.target.l3_bytes >> 10), p.target.onednn_version.c_str());
+  std::cout << WrapText(fmt::format("target {}: {}, {}, {} cores, L1d {}, L2 {}, L3 {}, oneDNN {}",
+                                    p.target.Id(), p.target.cpu_model, p.target.isa, p.target.cores,
+                                    ByteString(p.target.l1d_bytes), ByteString(p.target.l2_bytes),
+                                    ByteString(p.target.l3_bytes), p.target.onednn_version));
   TextTable table({"PARAMETER", "VALUE", "FIT ERROR", "SAMPLES"});
   for (const auto& [name, f] : p.Parameters()) {
     table.Add({name, fmt::format("{:.4g}", f->value), fmt::format("{:.1f}%", 100 * f->rel_error),
@@ -45,6 +44,7 @@ struct CalibrateFlags {
   double time_limit_s = 0;
   bool json = false;
   bool fresh = false;
+  bool list_noisy = false;
   std::string out;
   std::string samples;
 };
@@ -99,40 +99,6 @@ Status WriteFittedSamples(const v1::CalibrateResponse& r, const std::string& pat
   return Status::Ok();
 }
 
-std::string FitSummary(const v1::CalibrateResponse& r) {
-  std::string text = "fit over " + std::to_string(r.samples_used()) + " samples from " +
-                     std::to_string(r.runs_used()) + " calibration runs (" +
-                     std::to_string(r.run_samples()) + " measured now, run " +
-                     std::to_string(r.run_id()) + ")";
-  if (r.samples_skipped() > 0) {
-    text += "; " + std::to_string(r.samples_skipped()) +
-            " stored samples were unreadable and skipped (see the tuner's log)";
-  }
-  if (r.slow_timings() > 0) {
-    char line[200];
-    std::snprintf(line, sizeof(line),
-                  "; %d timings left out, each over %.2fx its benchmark's quickest in those runs "
-                  "(the host slow for part of a run)",
-                  r.slow_timings(), kSlowCalibrationRun);
-    text += line;
-  }
-  for (const v1::SlowCalibrationRun& slow : r.slow_runs()) {
-    char line[240];
-    std::snprintf(line, sizeof(line),
-                  "\nleft out of the fit: run %lld%s, %.2fx slower than the quickest run (a slow "
-                  "state of the host; if the machine itself got slower, calibrate with --fresh)",
-                  static_cast<long long>(slow.run_id()),
-                  slow.run_id() == r.run_id() ? " (this one)" : "", slow.slowdown());
-    text += line;
-  }
-  if (r.unstable_size() > 0) {
-    text += "\n" + std::to_string(r.unstable_size()) +
-            " benchmarks stayed too noisy to fit (another process busy?):";
-    for (const auto& name : r.unstable()) text += " " + name;
-  }
-  return text;
-}
-
 int RunCalibrate(const CalibrateFlags& f) {
   auto api = Connect(f.connection);
   if (!api.ok()) return ReportError("calibrate", api.status());
@@ -145,7 +111,7 @@ int RunCalibrate(const CalibrateFlags& f) {
   if (!response.ok()) return ReportError("calibrate", response.status());
   auto profile = ProfileFromProto(response->profile());
   if (!profile.ok()) return ReportError("calibrate", profile.status());
-  std::cerr << FitSummary(*response) << "\n";
+  std::cerr << CalibrationSummary(*response, f.list_noisy);
   if (!f.out.empty()) {
     std::ofstream(f.out) << ProfileToJson(*profile).dump(2) << "\n";
     std::cerr << "wrote " << f.out << "\n";
@@ -364,6 +330,8 @@ void AddTargetCommands(CLI::App& app, int* exit_code) {
   AddConnectionOptions(cal_cmd, &cal->connection);
   cal_cmd->add_option("--time-limit", cal->time_limit_s, "Seconds (0: the tuner's default, 60)");
   cal_cmd->add_flag("--json", cal->json, "Print the profile as JSON");
+  cal_cmd->add_flag("--list-noisy", cal->list_noisy,
+                    "Name every benchmark too noisy to fit, not only their count per family");
   cal_cmd->add_option("--out", cal->out, "Also write the profile JSON to this file");
   cal_cmd->add_flag("--fresh", cal->fresh,
                     "Fit over this run's samples only; earlier runs stay in the calibration log");

@@ -8,20 +8,59 @@
 
 namespace fusor {
 
-void TextTable::Print(std::ostream& out, std::string_view indent) const {
+std::string CutText(std::string_view text, size_t width) {
+  if (text.size() <= width) return std::string(text);
+  if (width <= 3) return std::string(text.substr(0, width));
+  return std::string(text.substr(0, width - 3)) + "...";
+}
+
+std::string WrapText(std::string_view text, size_t width) {
+  std::string out, line;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line = " ";  // With the space below, a continuation starts with two.
+    }
+    line += (line.empty() ? "" : " ") + std::string(word);
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
+std::vector<size_t> TextTable::Widths(size_t indent) const {
   std::vector<size_t> widths(rows_.front().size(), 0);
   for (const auto& row : rows_) {
     for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
       widths[i] = std::max(widths[i], row[i].size());
     }
   }
+  if (!fit_ || fit_->column >= widths.size()) return widths;
+  // A line is its cells at their column's width, two spaces between columns.
+  size_t line = indent + 2 * (widths.size() - 1);
+  for (size_t w : widths) line += w;
+  size_t& cut = widths[fit_->column];
+  if (line > fit_->width)
+    cut = std::max(rows_.front()[fit_->column].size(), cut - std::min(cut, line - fit_->width));
+  return widths;
+}
+
+void TextTable::Print(std::ostream& out, std::string_view indent) const {
+  const std::vector<size_t> widths = Widths(indent.size());
   for (const auto& row : rows_) {
     std::string line(indent);
     for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size() && i < widths.size()) {
-        line += std::string(widths[i] - row[i].size() + 2, ' ');
-      }
+      const std::string cell = i < widths.size() ? CutText(row[i], widths[i]) : row[i];
+      const size_t pad = i < widths.size() ? widths[i] - cell.size() : 0;
+      const bool right = std::count(right_.begin(), right_.end(), i) > 0;
+      const bool last = i + 1 == row.size();
+      if (right) line += std::string(pad, ' ');
+      line += cell;
+      if (!last && !right) line += std::string(pad, ' ');
+      if (!last) line += "  ";
     }
     out << line << "\n";
   }

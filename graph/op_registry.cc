@@ -624,6 +624,160 @@ int64_t OutputBytes(const Graph& g, const Node& n) {
   return bytes;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The reference interpreter's ops
+
+// The dtypes a reference kernel may write: float only, or integers too (the runtime computes in
+// float32 and int64).
+enum class ReferenceOutputs : uint8_t { kFloatOnly, kAnyDType };
+constexpr ReferenceOutputs kFloatOnly = ReferenceOutputs::kFloatOnly;
+constexpr ReferenceOutputs kAnyDType = ReferenceOutputs::kAnyDType;
+
+const std::unordered_map<std::string_view, ReferenceOutputs>& ReferenceKernels() {
+  static const auto* table = new std::unordered_map<std::string_view, ReferenceOutputs>{
+      {"Abs", kFloatOnly},
+      {"Acos", kFloatOnly},
+      {"Acosh", kFloatOnly},
+      {"Add", kAnyDType},
+      {"And", kAnyDType},
+      {"ArgMax", kAnyDType},
+      {"ArgMin", kAnyDType},
+      {"Asin", kFloatOnly},
+      {"Asinh", kFloatOnly},
+      {"Atan", kFloatOnly},
+      {"Atanh", kFloatOnly},
+      {"AveragePool", kFloatOnly},
+      {"BatchNormalization", kFloatOnly},
+      {"BitShift", kAnyDType},
+      {"BlackmanWindow", kAnyDType},
+      {"Cast", kAnyDType},
+      {"Ceil", kFloatOnly},
+      {"Celu", kFloatOnly},
+      {"Clip", kAnyDType},
+      {"Compress", kAnyDType},
+      {"Concat", kAnyDType},
+      {"Conv", kFloatOnly},
+      {"ConvInteger", kAnyDType},
+      {"ConvTranspose", kFloatOnly},
+      {"Cos", kFloatOnly},
+      {"Cosh", kFloatOnly},
+      {"CumSum", kAnyDType},
+      {"DFT", kFloatOnly},
+      {"DepthToSpace", kAnyDType},
+      {"DequantizeLinear", kFloatOnly},
+      {"Det", kFloatOnly},
+      {"Div", kAnyDType},
+      {"Dropout", kAnyDType},
+      {"DynamicQuantizeLinear", kAnyDType},
+      {"Einsum", kFloatOnly},
+      {"Elu", kFloatOnly},
+      {"Equal", kAnyDType},
+      {"Erf", kFloatOnly},
+      {"Exp", kFloatOnly},
+      {"Expand", kAnyDType},
+      {"EyeLike", kAnyDType},
+      {"Flatten", kAnyDType},
+      {"Floor", kFloatOnly},
+      {"GRU", kFloatOnly},
+      {"Gather", kAnyDType},
+      {"GatherElements", kAnyDType},
+      {"GatherND", kAnyDType},
+      {"Gemm", kFloatOnly},
+      {"GlobalAveragePool", kFloatOnly},
+      {"GlobalMaxPool", kFloatOnly},
+      {"Greater", kAnyDType},
+      {"GreaterOrEqual", kAnyDType},
+      {"GridSample", kFloatOnly},
+      {"HammingWindow", kAnyDType},
+      {"HannWindow", kAnyDType},
+      {"HardSigmoid", kFloatOnly},
+      {"HardSwish", kFloatOnly},
+      {"Hardmax", kFloatOnly},
+      {"InstanceNormalization", kFloatOnly},
+      {"IsInf", kAnyDType},
+      {"IsNaN", kAnyDType},
+      {"LRN", kFloatOnly},
+      {"LSTM", kFloatOnly},
+      {"LayerNormalization", kFloatOnly},
+      {"LeakyRelu", kFloatOnly},
+      {"Less", kAnyDType},
+      {"LessOrEqual", kAnyDType},
+      {"Log", kFloatOnly},
+      {"LogSoftmax", kFloatOnly},
+      {"MatMul", kFloatOnly},
+      {"MatMulInteger", kAnyDType},
+      {"Max", kAnyDType},
+      {"MaxPool", kAnyDType},
+      {"MaxUnpool", kFloatOnly},
+      {"MeanVarianceNormalization", kFloatOnly},
+      {"MelWeightMatrix", kFloatOnly},
+      {"Min", kAnyDType},
+      {"Mod", kAnyDType},
+      {"Mul", kAnyDType},
+      {"Neg", kFloatOnly},
+      {"NegativeLogLikelihoodLoss", kFloatOnly},
+      {"NonZero", kAnyDType},
+      {"Not", kAnyDType},
+      {"OneHot", kAnyDType},
+      {"Or", kAnyDType},
+      {"PRelu", kFloatOnly},
+      {"Pad", kAnyDType},
+      {"Pow", kAnyDType},
+      {"QLinearConv", kAnyDType},
+      {"QLinearMatMul", kAnyDType},
+      {"QuantizeLinear", kAnyDType},
+      {"RNN", kFloatOnly},
+      {"Reciprocal", kFloatOnly},
+      {"ReduceL1", kFloatOnly},
+      {"ReduceL2", kFloatOnly},
+      {"ReduceLogSum", kFloatOnly},
+      {"ReduceLogSumExp", kFloatOnly},
+      {"ReduceMax", kFloatOnly},
+      {"ReduceMean", kFloatOnly},
+      {"ReduceMin", kFloatOnly},
+      {"ReduceProd", kFloatOnly},
+      {"ReduceSum", kFloatOnly},
+      {"ReduceSumSquare", kFloatOnly},
+      {"Relu", kFloatOnly},
+      {"Reshape", kAnyDType},
+      {"Resize", kAnyDType},
+      {"ReverseSequence", kAnyDType},
+      {"RoiAlign", kFloatOnly},
+      {"Round", kFloatOnly},
+      {"ScatterElements", kAnyDType},
+      {"ScatterND", kAnyDType},
+      {"Selu", kFloatOnly},
+      {"Shrink", kFloatOnly},
+      {"Sigmoid", kFloatOnly},
+      {"Sign", kFloatOnly},
+      {"Sin", kFloatOnly},
+      {"Sinh", kFloatOnly},
+      {"Slice", kAnyDType},
+      {"Softmax", kFloatOnly},
+      {"SoftmaxCrossEntropyLoss", kFloatOnly},
+      {"Softplus", kFloatOnly},
+      {"Softsign", kFloatOnly},
+      {"SpaceToDepth", kAnyDType},
+      {"Split", kAnyDType},
+      {"Sqrt", kFloatOnly},
+      {"Squeeze", kAnyDType},
+      {"Sub", kAnyDType},
+      {"Tan", kFloatOnly},
+      {"Tanh", kFloatOnly},
+      {"TfIdfVectorizer", kFloatOnly},
+      {"ThresholdedRelu", kFloatOnly},
+      {"Tile", kAnyDType},
+      {"TopK", kAnyDType},
+      {"Transpose", kAnyDType},
+      {"Trilu", kAnyDType},
+      {"Unique", kAnyDType},
+      {"Unsqueeze", kAnyDType},
+      {"Where", kAnyDType},
+      {"Xor", kAnyDType},
+  };
+  return *table;
+}
+
 }  // namespace
 
 std::string_view OpClassName(OpClass c) {
@@ -669,6 +823,23 @@ bool IsUnaryElementwise(std::string_view op_type) {
 bool IsBinaryArithmetic(std::string_view op_type) {
   auto it = Table().find(op_type);
   return it != Table().end() && it->second.arity == Arity::kBinary;
+}
+
+bool HasReferenceKernel(std::string_view domain, std::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  return ReferenceKernels().count(op_type) > 0;
+}
+
+bool ReferenceKernelWritesIntegers(std::string_view op_type) {
+  auto it = ReferenceKernels().find(op_type);
+  return it != ReferenceKernels().end() && it->second == ReferenceOutputs::kAnyDType;
+}
+
+std::vector<std::string_view> ReferenceKernelOps() {
+  std::vector<std::string_view> ops;
+  for (const auto& [name, outputs] : ReferenceKernels()) ops.push_back(name);
+  std::sort(ops.begin(), ops.end());
+  return ops;
 }
 
 std::optional<double> UnaryPowExponent(const Graph& g, const Node& n) {

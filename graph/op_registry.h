@@ -47,6 +47,18 @@ bool IsKnownOp(std::string_view domain, std::string_view op_type);
 // Every op_type the registry knows, sorted.
 std::vector<std::string_view> KnownOps();
 
+// The ops the reference interpreter (runtime/reference.h) has a kernel for, in the default
+// domain: every op Fusor can run at all, fused or not, a superset of KnownOps. The interpreter
+// refuses any other op by name. tests/conformance/reference_registry_test.cc runs ONNX's cases of
+// each op against the kernels, so an op listed here without a kernel, or given a kernel without
+// being listed, fails it.
+bool HasReferenceKernel(std::string_view domain, std::string_view op_type);
+// Every op with a reference kernel, sorted.
+std::vector<std::string_view> ReferenceKernelOps();
+// The op's reference kernel may write integer outputs (computed in int64); the kernels of the other
+// ops compute in float only, and the interpreter refuses such a node with an integer output.
+bool ReferenceKernelWritesIntegers(std::string_view op_type);
+
 // Views (Reshape, Flatten, Squeeze, Unsqueeze): the output is the input's elements in the same
 // order under another shape, so no bytes move and a kernel reads the input in place.
 bool IsViewOp(std::string_view op_type);

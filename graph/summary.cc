@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/host_memory.h"
 #include "graph/canonical.h"
 
 namespace fusor {
@@ -116,10 +117,9 @@ std::string SummaryToText(const GraphSummary& s) {
   for (const auto& [name, type] : s.outputs) out += "output          " + name + "  " + type + "\n";
   out += "FLOPs           " + Human(s.flops, "FLOP") + " (+ " +
          Human(s.transcendentals, "transcendental") + ")\n";
-  out += "bytes (unfused) " + Human(static_cast<double>(s.bytes_read), "B") + " read, " +
-         Human(static_cast<double>(s.bytes_written), "B") + " written\n";
-  out += "weights         " + Human(static_cast<double>(s.weight_bytes), "B") +
-         " (dims only; data not needed)\n";
+  out += "bytes (unfused) " + ByteString(s.bytes_read) + " read, " + ByteString(s.bytes_written) +
+         " written\n";
+  out += "weights         " + ByteString(s.weight_bytes) + " (dims only; data not needed)\n";
   std::string unfused = UnfusedOpsText(s.unfused_per_op);
   if (!unfused.empty())
     out += "unfused         " + unfused + " (reference fallback unless marked)\n";

@@ -1792,6 +1792,11 @@ void RunMelWeightMatrix(const Node& n, const Lookup& in, HostTensor* out) {
 // ---------------------------------------------------------------------------------------------
 // Dispatch
 
+// What the dispatch below returns for an op it has no kernel for (RunReferenceKernel).
+Status NoKernel(const Node& n) {
+  return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+}
+
 bool IsUnary(const std::string& op) {
   static const char* kOps[] = {
       "Sqrt",      "Erf",      "Exp",        "Log",   "Tanh", "Relu",    "Clip",
@@ -1852,7 +1857,7 @@ Status RunInjective(const Graph& g, const Node& n, const Lookup& in, TensorValue
     }
     return Status::Ok();
   }
-  return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+  return NoKernel(n);
 }
 
 // NegativeLogLikelihoodLoss of log-probabilities `logp` [N, C, D...] at `target` [N, D...] with
@@ -1940,7 +1945,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   const std::string& op = n.op_type;
   auto opt = [&](size_t i) { return n.input(i) == kNoId ? nullptr : in(n.inputs[i]); };
   if (opt(0) == nullptr) {  // Every op below reads a first input; one without it is unknown here.
-    return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+    return NoKernel(n);
   }
   const HostTensor& x = *in(n.inputs[0]);
   if (IsUnary(op)) return RunUnary(g, n, in, x, out);
@@ -2002,7 +2007,7 @@ Status RunCompute(const Graph& g, const Node& n, const Lookup& in, HostTensor* o
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") {
     return RunPool(g, n, x, out);
   }
-  return Status::Unimplemented(NodeLabel(n) + ": op is not supported by the runtime");
+  return NoKernel(n);
 }
 
 bool IsInjectiveOp(const std::string& op) {
@@ -2061,52 +2066,7 @@ Status CheckDropout(const Graph& g, const Node& n) {
 }
 
 Status CheckFloatOnly(const Graph& g, const Node& n) {
-  static const char* kIntOk[] = {"Add",
-                                 "Sub",
-                                 "Mul",
-                                 "Div",
-                                 "Pow",
-                                 "Min",
-                                 "Max",
-                                 "Cast",
-                                 "Where",
-                                 "Equal",
-                                 "Less",
-                                 "Greater",
-                                 "And",
-                                 "Or",
-                                 "Not",
-                                 "Xor",
-                                 "LessOrEqual",
-                                 "GreaterOrEqual",
-                                 "Mod",
-                                 "ArgMax",
-                                 "ArgMin",
-                                 "Dropout",
-                                 "IsNaN",
-                                 "IsInf",
-                                 "Clip",
-                                 "EyeLike",
-                                 "TopK",
-                                 "CumSum",
-                                 "OneHot",
-                                 "Compress",
-                                 "HannWindow",
-                                 "HammingWindow",
-                                 "BlackmanWindow",
-                                 "BitShift",
-                                 "QuantizeLinear",
-                                 "DynamicQuantizeLinear",
-                                 "MatMulInteger",
-                                 "QLinearMatMul",
-                                 "ConvInteger",
-                                 "QLinearConv",
-                                 "MaxPool",
-                                 "Unique",
-                                 "NonZero"};
-  bool int_ok =
-      IsInjectiveOp(n.op_type) || std::any_of(std::begin(kIntOk), std::end(kIntOk),
-                                              [&](const char* o) { return n.op_type == o; });
+  const bool int_ok = ReferenceKernelWritesIntegers(n.op_type);
   for (TensorId t : n.outputs) {
     if (!IsSupportedDType(g.tensor(t).dtype)) {
       return Status::Unimplemented(NodeLabel(n) + ": output dtype " +
@@ -2120,84 +2080,11 @@ Status CheckFloatOnly(const Graph& g, const Node& n) {
   return Status::Ok();
 }
 
-bool IsComputeOp(const std::string& op) {
-  static const char* kOps[] = {"Cast",
-                               "Not",
-                               "Where",
-                               "BatchNormalization",
-                               "MatMul",
-                               "Gemm",
-                               "Conv",
-                               "ConvTranspose",
-                               "ReduceMean",
-                               "ReduceSum",
-                               "ReduceMax",
-                               "ReduceMin",
-                               "ReduceProd",
-                               "ReduceL1",
-                               "ReduceL2",
-                               "ReduceSumSquare",
-                               "ReduceLogSum",
-                               "ReduceLogSumExp",
-                               "Mod",
-                               "ArgMax",
-                               "ArgMin",
-                               "LogSoftmax",
-                               "Hardmax",
-                               "Dropout",
-                               "IsNaN",
-                               "IsInf",
-                               "NegativeLogLikelihoodLoss",
-                               "SoftmaxCrossEntropyLoss",
-                               "Softmax",
-                               "LayerNormalization",
-                               "InstanceNormalization",
-                               "MaxPool",
-                               "AveragePool",
-                               "GlobalAveragePool",
-                               "LSTM",
-                               "GRU",
-                               "RNN",
-                               "EyeLike",
-                               "GlobalMaxPool",
-                               "MeanVarianceNormalization",
-                               "LRN",
-                               "Det",
-                               "TopK",
-                               "CumSum",
-                               "GridSample",
-                               "TfIdfVectorizer",
-                               "DFT",
-                               "RoiAlign",
-                               "MaxUnpool",
-                               "OneHot",
-                               "Compress",
-                               "HannWindow",
-                               "HammingWindow",
-                               "BlackmanWindow",
-                               "BitShift",
-                               "QuantizeLinear",
-                               "DequantizeLinear",
-                               "DynamicQuantizeLinear",
-                               "MatMulInteger",
-                               "QLinearMatMul",
-                               "ConvInteger",
-                               "QLinearConv",
-                               "Einsum",
-                               "Unique",
-                               "NonZero",
-                               "MelWeightMatrix"};
-  return IsUnary(op) || Binary(op, false) ||
-         std::any_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op == o; });
-}
-
 }  // namespace
 
 Status CheckReferenceKernel(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
-  bool known = (n.domain.empty() || n.domain == "ai.onnx") &&
-               (IsInjectiveOp(n.op_type) || IsComputeOp(n.op_type));
-  if (!known) {
+  if (!HasReferenceKernel(n.domain, n.op_type)) {
     return Status::Unimplemented(NodeLabel(n) + ": Fusor has no implementation of op '" +
                                  (n.domain.empty() ? "" : n.domain + ".") + n.op_type +
                                  "' (neither a lowering nor a reference kernel); the model "
@@ -2255,6 +2142,11 @@ Status RunReferenceNode(const Graph& g, NodeId id, TensorValues* values) {
     }
   }
   FUSOR_RETURN_IF_ERROR(CheckReferenceKernel(g, id));
+  return RunReferenceKernel(g, id, values);
+}
+
+Status RunReferenceKernel(const Graph& g, NodeId id, TensorValues* values) {
+  const Node& n = g.node(id);
   Lookup in = [values](TensorId t) -> const HostTensor* {
     auto it = values->find(t);
     return it == values->end() ? nullptr : &it->second;

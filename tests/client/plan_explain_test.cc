@@ -2,9 +2,11 @@
 // terms add up to its predicted time, in the data and in the printed table, and conv and matmul
 // groups show their compute.
 #include "client/plan_explain.h"
+#include "client/text_format.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -49,6 +51,37 @@ std::vector<std::vector<double>> TableRows(const std::string& table) {
   return rows;
 }
 
+void ExpectEveryLineFits(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) EXPECT_LE(line.size(), kTextColumns) << line;
+}
+
+// The named terms a default column adds up.
+double ColumnSum(const CostTerms& t, std::string_view column) {
+  double sum = 0;
+  for (const TermColumn& c : TermColumns()) {
+    if (c.name != column) continue;
+    for (const NamedTerm& term : NamedTerms(t)) {
+      sum += std::count(c.terms.begin(), c.terms.end(), term.name) ? term.ns : 0;
+    }
+  }
+  return sum;
+}
+
+// `plan show` prints compute, memory and launch from the plan and "other" as the rest, naming
+// the rest by TermColumns: each named term belongs to exactly one column.
+TEST(PlanExplain, EveryNamedTermIsInExactlyOneDefaultColumn) {
+  for (const NamedTerm& term : NamedTerms(CostTerms{})) {
+    int in = 0;
+    for (const TermColumn& c : TermColumns()) {
+      in += static_cast<int>(std::count(c.terms.begin(), c.terms.end(), term.name));
+    }
+    EXPECT_EQ(in, 1) << term.name;
+  }
+  EXPECT_EQ(OtherColumnText(), "other = overlap (negative) + spill + reorder + learned");
+}
+
 class PlanExplain : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PlanExplain, TermsAddUpToEachGroupsTimeAndAnchorsShowTheirCompute) {
@@ -80,14 +113,26 @@ TEST_P(PlanExplain, TermsAddUpToEachGroupsTimeAndAnchorsShowTheirCompute) {
   EXPECT_GT(anchors, 0);
   EXPECT_GT(fused, 0);
 
-  // The printed table: each row's terms add up to its time, to the rounding of 0.01 us a column.
-  std::vector<std::vector<double>> rows = TableRows(ExplainTable(groups, false));
-  ASSERT_EQ(rows.size(), groups.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 1 + NamedTerms(CostTerms{}).size()) << "row " << i;
-    double sum = 0;
-    for (size_t k = 1; k < rows[i].size(); ++k) sum += rows[i][k];
-    EXPECT_NEAR(sum, rows[i][0], 0.005 * rows[i].size()) << "row " << i;
+  // The printed tables: each row's terms add up to its time, to the rounding of 0.01 us a column;
+  // without --wide in the TermColumns and in kTextColumns, with it every named term.
+  for (bool wide : {false, true}) {
+    const std::string table = ExplainTable(groups, false, wide);
+    std::vector<std::vector<double>> rows = TableRows(table);
+    ASSERT_EQ(rows.size(), groups.size());
+    const size_t columns = wide ? NamedTerms(CostTerms{}).size() : TermColumns().size();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ASSERT_EQ(rows[i].size(), 1 + columns) << "row " << i << " wide " << wide;
+      double sum = 0;
+      for (size_t k = 1; k < rows[i].size(); ++k) sum += rows[i][k];
+      EXPECT_NEAR(sum, rows[i][0], 0.005 * rows[i].size()) << "row " << i << " wide " << wide;
+    }
+    if (!wide) ExpectEveryLineFits(table);
+  }
+  // The default columns are the cost model's own sums, as `plan show` prints them from the plan.
+  for (const ExplainedGroup& e : groups) {
+    EXPECT_NEAR(ColumnSum(e.fused, "compute"), e.fused.compute_ns, 1e-6 * e.fused.total_ns + 1e-9);
+    EXPECT_NEAR(ColumnSum(e.fused, "memory"), e.fused.memory_ns, 1e-6 * e.fused.total_ns + 1e-9);
+    EXPECT_NEAR(ColumnSum(e.fused, "launch"), e.fused.launch_ns, 1e-9);
   }
   nlohmann::json j = ExplainJson(groups);
   ASSERT_EQ(j["groups"].size(), groups.size());

@@ -35,6 +35,54 @@ TEST(TextFormat, TableColumnsLineUpUnderTheirHeaders) {
             "  a-much-longer-id  2\n");
 }
 
+TEST(TextFormat, NumbersAlignedRightLineUpOnTheirLastDigit) {
+  TextTable t({"GROUP", "TIME"});
+  t.AlignRight(1);
+  t.Add({"0", "1.50"});
+  t.Add({"1", "123.25"});
+  std::ostringstream out;
+  t.Print(out);
+  EXPECT_EQ(out.str(),
+            "GROUP    TIME\n"
+            "0        1.50\n"
+            "1      123.25\n");
+}
+
+TEST(TextFormat, ATableFittedToAWidthCutsItsFitColumnAndMarksTheCut) {
+  TextTable t({"GRAPH", "MODEL", "STATUS"});
+  t.Add({"abc", std::string(200, 'm'), "current"});
+  t.Add({"def", "short", "stale"});
+  t.FitTo(40, 1);
+  std::ostringstream out;
+  t.Print(out);
+  std::istringstream lines(out.str());
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_LE(line.size(), 40u) << line;
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+  EXPECT_NE(out.str().find("m...  current"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("short"), std::string::npos) << out.str();
+  EXPECT_EQ(CutText("abcdef", 6), "abcdef");
+  EXPECT_EQ(CutText("abcdefg", 6), "abc...");
+}
+
+TEST(TextFormat, ATableThatFitsIsNotCut) {
+  TextTable t({"A", "B"});
+  t.Add({"x", "a-long-cell"});
+  t.FitTo(100, 1);
+  std::ostringstream out;
+  t.Print(out);
+  EXPECT_EQ(out.str(), "A  B\nx  a-long-cell\n");
+}
+
+TEST(TextFormat, LongTextWrapsAtSpacesWithIndentedContinuations) {
+  EXPECT_EQ(WrapText("aaa bbb ccc", 7), "aaa bbb\n  ccc\n");
+  EXPECT_EQ(WrapText("short", 100), "short\n");
+}
+
 TEST(TextFormat, NeverIsADashAndTimesCarryTheirUtcOffset) {
   EXPECT_EQ(LocalIsoTime(0), "-");
   std::string t = LocalIsoTime(1'764'000'000'000);

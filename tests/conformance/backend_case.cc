@@ -259,6 +259,24 @@ CaseOutcome RunBackendCase(const std::string& dir) {
   }
 }
 
+StatusOr<LoadedCase> LoadBackendCase(const std::string& dir) {
+  FUSOR_ASSIGN_OR_RETURN(CaseData data, ReadCaseData(dir));
+  std::map<std::string, TensorData> fixed;
+  StatusOr<ImportedModel> model = Import(dir, &data, fixed);
+  // As RunBackendCase does: an input the import says to fix is fixed to its value.
+  for (const TensorData* fix = nullptr;
+       !model.ok() && (fix = InputToFix(model.status().message(), data)) != nullptr &&
+       !fixed.count(fix->name);) {
+    fixed[fix->name] = *fix;
+    model = Import(dir, &data, fixed);
+  }
+  if (!model.ok()) return model.status();
+  LoadedCase loaded;
+  FUSOR_ASSIGN_OR_RETURN(loaded.leaves, Leaves(model->graph, std::move(model->weights), data));
+  loaded.graph = std::move(model->graph);
+  return loaded;
+}
+
 std::string OutcomeText(const CaseOutcome& o) {
   static const char* kVerdicts[] = {"pass", "refused", "wrong", "crash"};
   std::string text = kVerdicts[static_cast<int>(o.verdict)];

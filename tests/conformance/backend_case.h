@@ -8,6 +8,10 @@
 
 #include <string>
 
+#include "base/status.h"
+#include "graph/graph.h"
+#include "runtime/host_tensor.h"
+
 namespace fusor::conformance {
 
 enum class Verdict { kPass, kRefused, kWrong, kCrash };
@@ -22,6 +26,14 @@ struct CaseOutcome {
 
 // Runs the case in directory `dir`.
 CaseOutcome RunBackendCase(const std::string& dir);
+
+// A case imported as RunBackendCase imports it (its inputs' shapes bound, an input the import asks
+// for fixed at import), with the values of every leaf: for tests that run its nodes one by one.
+struct LoadedCase {
+  Graph graph;
+  TensorValues leaves;
+};
+StatusOr<LoadedCase> LoadBackendCase(const std::string& dir);
 
 // "pass", "refused <category>", "wrong <category>", "crash <category>": the expectation file's
 // form of an outcome.
