@@ -35,8 +35,9 @@ PACKAGES=(
 # python/CMakeLists.txt builds and tests for). --no-deps keeps apt's NumPy and protobuf in place:
 # importing and running onnxruntime needs NumPy alone (its other requirements serve its tools).
 ORT_VERSION=1.20.1
-# oneDNN: Debian 12 ships 2.6 only, so the version deploy/onednn.env pins is built from source into
-# a versioned prefix of its own, where CMakeLists.txt looks for it (docs/decisions.md, "oneDNN 3.7").
+# oneDNN: Debian 12 ships 2.6 only, so the version deploy/onednn.env pins is built from source
+# into a versioned prefix of its own, where CMakeLists.txt looks for it (docs/decisions.md,
+# "oneDNN 3.7.2").
 # Only what Fusor runs is built: the CPU engine on GNU OpenMP (g++'s, which Fusor uses too), the
 # inference primitives it creates, and the experimental ukernel (brgemm) API; no graph API, tests,
 # examples or docs. The stamp records the source checksum and these options: a change rebuilds.
