@@ -96,10 +96,10 @@ memory Reordered(const dnnl::engine& eng, dnnl::stream& s, memory from, const me
 
 dnnl::primitive_attr Attr(const Activation& a, const Pair* dw_of = nullptr) {
   dnnl::post_ops po;
-  po.append_eltwise(1.0f, a.alg, a.alpha, a.beta);
+  po.append_eltwise(a.alg, a.alpha, a.beta);
   if (dw_of != nullptr) {
-    po.append_dw(Dt::f32, Dt::f32, Dt::f32, 3, dw_of->stride, 1, 0, {});
-    po.append_eltwise(1.0f, a.alg, a.alpha, a.beta);
+    po.append_dw(Dt::f32, Dt::f32, Dt::f32, 3, dw_of->stride, 1);
+    po.append_eltwise(a.alg, a.alpha, a.beta);
   }
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
@@ -109,10 +109,8 @@ dnnl::primitive_attr Attr(const Activation& a, const Pair* dw_of = nullptr) {
 ConvPd Conv(const dnnl::engine& eng, const memory::desc& src, const memory::desc& wei,
             const memory::desc& bias, const memory::desc& dst, int64_t stride, int64_t pad,
             const dnnl::primitive_attr& attr) {
-  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
-                                    algorithm::convolution_direct, src, wei, bias, dst,
-                                    {stride, stride}, {pad, pad}, {pad, pad});
-  return ConvPd(d, attr, eng);
+  return ConvPd(eng, dnnl::prop_kind::forward_inference, algorithm::convolution_direct, src, wei,
+                bias, dst, {stride, stride}, {pad, pad}, {pad, pad}, attr);
 }
 
 // The pair's data in plain layouts, shared by every way of running it.
@@ -130,7 +128,7 @@ struct Run {
 // Reads `m` back as plain NCHW floats.
 std::function<std::vector<float>()> PlainCopy(const dnnl::engine& eng, dnnl::stream& s, memory m) {
   return [&eng, &s, m]() mutable {
-    memory plain({m.get_desc().dims(), Dt::f32, Tag::nchw}, eng);
+    memory plain({m.get_desc().get_dims(), Dt::f32, Tag::nchw}, eng);
     dnnl::reorder(m, plain).execute(s, m, plain);
     s.wait();
     const float* f = static_cast<const float*>(plain.get_data_handle());

@@ -73,8 +73,8 @@ void Probe(const dnnl::engine& eng, dnnl::stream& s, const Shape3& c) {
   memory y_copy(y_md, eng), y_view(y_md, eng);
   Fill(a_src, 1);
   Fill(b_src, 2);
-  dnnl::matmul::primitive_desc plain_pd(dnnl::matmul::desc(a_plain, b_plain, y_md), eng);
-  dnnl::matmul::primitive_desc view_pd(dnnl::matmul::desc(a_view, b_view, y_md), eng);
+  dnnl::matmul::primitive_desc plain_pd(eng, a_plain, b_plain, y_md);
+  dnnl::matmul::primitive_desc view_pd(eng, a_view, b_view, y_md);
   dnnl::matmul plain(plain_pd), view(view_pd);
   dnnl::reorder a_reorder(a_src, a_copy), b_reorder(b_src, b_copy);
   auto copy_then_plain = [&] {

@@ -7,6 +7,6 @@
 namespace fusor {
 
 std::string OneDnnIsa();      // "avx2", "avx512_core", ... as oneDNN's effective CPU ISA.
-std::string OneDnnVersion();  // "2.6.3".
+std::string OneDnnVersion();  // "3.7.2".
 
 }  // namespace fusor

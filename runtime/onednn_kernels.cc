@@ -454,7 +454,7 @@ std::optional<dnnl::primitive_attr> MakeAttr(const std::vector<std::vector<PostO
         continue;
       }
       if (!p.binary) {
-        po.append_eltwise(1.0f, p.alg, p.alpha, p.beta);
+        po.append_eltwise(p.alg, p.alpha, p.beta);
         continue;
       }
       auto dims = view(p.operand_dims);
@@ -522,9 +522,8 @@ int IsaRank(const dnnl::primitive_desc_base& pd) {
 
 // Dense NHWC (channels stride 1, no blocking) of a 4-D tensor.
 bool IsChannelsLast(const memory::desc& md) {
-  const auto& b = md.data.format_desc.blocking;
-  return md.data.ndims == 4 && md.data.format_kind == dnnl_blocked && b.inner_nblks == 0 &&
-         b.strides[1] == 1 && md.data.dims[1] > 1;
+  return md.get_ndims() == 4 && md.get_format_kind() == memory::format_kind::blocked &&
+         md.get_inner_nblks() == 0 && md.get_strides()[1] == 1 && md.get_dims()[1] > 1;
 }
 
 // Tries post-op prefixes from longest to shortest; `make` returns a primitive descriptor or throws.
@@ -676,9 +675,9 @@ ConvSpec::Make WindowedPrimitive(algorithm alg, const Window& w, const dnnl::eng
   return [alg, dw, engine](const memory::desc& src, const memory::desc& wei,
                            const memory::desc& bias, const memory::desc& dst,
                            const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-    typename Primitive::desc d(dnnl::prop_kind::forward_inference, alg, src, wei, bias, dst,
-                               dw.strides, dw.dilates, dw.pad_l, dw.pad_r);
-    return typename Primitive::primitive_desc(d, attr, engine);
+    return typename Primitive::primitive_desc(engine, dnnl::prop_kind::forward_inference, alg, src,
+                                              wei, bias, dst, dw.strides, dw.dilates, dw.pad_l,
+                                              dw.pad_r, attr);
   };
 }
 
@@ -961,13 +960,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
     if (bk) b_values = bk->f;
   }
   auto ops = TranslateChain(g, chain, n.outputs[0], ctx.known);
-  memory::desc b_any = bk ? memory::desc(b_md.dims(), Dt::f32, memory::format_tag::any) : b_md;
+  memory::desc b_any = bk ? memory::desc(b_md.get_dims(), Dt::f32, memory::format_tag::any) : b_md;
   using Pd = dnnl::matmul::primitive_desc;
   std::function<Pd(const dnnl::primitive_attr&)> make = [&](const dnnl::primitive_attr& attr) {
-    dnnl::matmul::desc d = bias_md.data.ndims > 0 && bias_tensor == kNoId
-                               ? dnnl::matmul::desc(a_md, b_any, bias_md, dst_md)
-                               : dnnl::matmul::desc(a_md, b_any, dst_md);
-    return Pd(d, attr, *ctx.engine);
+    return bias_md.get_ndims() > 0 && bias_tensor == kNoId
+               ? Pd(*ctx.engine, a_md, b_any, bias_md, dst_md, attr)
+               : Pd(*ctx.engine, a_md, b_any, dst_md, attr);
   };
   if (bias_tensor != kNoId) {
     // A computed C joins the chain as the first binary add.
@@ -996,7 +994,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
   } else {
     main.args.push_back({DNNL_ARG_WEIGHTS, TensorArg(n.inputs[1], b_md)});
   }
-  if (bias_md.data.ndims > 0 && bias_tensor == kNoId) {
+  if (bias_md.get_ndims() > 0 && bias_tensor == kNoId) {
     main.args.push_back(
         {DNNL_ARG_BIAS, OwnedArg(k->AddOwned(bias_md, std::move(bias_values)), bias_md)});
   }
@@ -1042,9 +1040,9 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
     DnnlWindow dw = ToDnnl(w);
     memory::dims ker(w.kernel.begin(), w.kernel.end());
     r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-      dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, r.src, r.dst,
-                                       dw.strides, ker, dw.dilates, dw.pad_l, dw.pad_r);
-      return dnnl::pooling_v2_forward::primitive_desc(d, attr, eng);
+      return dnnl::pooling_forward::primitive_desc(eng, dnnl::prop_kind::forward_inference, alg,
+                                                   r.src, r.dst, dw.strides, ker, dw.dilates,
+                                                   dw.pad_l, dw.pad_r, attr);
     };
     return r;
   }
@@ -1060,9 +1058,9 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
     r.src = r.dst = PlainLayout(s);
     r.dst_dims = s;
     r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-      dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference,
-                                       algorithm::softmax_accurate, r.src, r.dst, axis);
-      return dnnl::softmax_v2_forward::primitive_desc(d, attr, eng);
+      return dnnl::softmax_forward::primitive_desc(eng, dnnl::prop_kind::forward_inference,
+                                                   algorithm::softmax_accurate, r.src, r.dst, axis,
+                                                   attr);
     };
     return r;
   }
@@ -1084,9 +1082,8 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
     }
     r.extra_md.assign(r.extra.size(), PlainLayout({len}));
     r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-      dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, r.src, eps,
-                                                flags);
-      return dnnl::layer_normalization_forward::primitive_desc(d, attr, eng);
+      return dnnl::layer_normalization_forward::primitive_desc(
+          eng, dnnl::prop_kind::forward_inference, r.src, r.dst, eps, flags, attr);
     };
     return r;
   }
@@ -1107,8 +1104,7 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
   r.src = PlainLayout(xd);
   r.dst = PlainLayout(r.dst_dims);
   r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-    dnnl::reduction::desc d(alg, r.src, r.dst, 0.0f, 0.0f);
-    return dnnl::reduction::primitive_desc(d, attr, eng);
+    return dnnl::reduction::primitive_desc(eng, alg, r.src, r.dst, 0.0f, 0.0f, attr);
   };
   return r;
 }
@@ -1124,19 +1120,17 @@ DstView ReductionView(const Shape& onnx_out, const Shape& dst_dims) {
   };
 }
 
-dnnl::pooling_v2_forward::primitive_desc BlockedPoolingDesc(const KernelContext& ctx, const Node& n,
-                                                            const Window& w,
-                                                            const memory::desc& src,
-                                                            const Shape& yd) {
+dnnl::pooling_forward::primitive_desc BlockedPoolingDesc(const KernelContext& ctx, const Node& n,
+                                                         const Window& w, const memory::desc& src,
+                                                         const Shape& yd) {
   algorithm alg = n.op_type == "MaxPool"             ? algorithm::pooling_max
                   : n.GetInt("count_include_pad", 0) ? algorithm::pooling_avg_include_padding
                                                      : algorithm::pooling_avg_exclude_padding;
   DnnlWindow dw = ToDnnl(w);
   memory::desc dst(Dims(yd), Dt::f32, memory::format_tag::any);
-  dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst, dw.strides,
-                                   memory::dims(w.kernel.begin(), w.kernel.end()), dw.dilates,
-                                   dw.pad_l, dw.pad_r);
-  return dnnl::pooling_v2_forward::primitive_desc(d, *ctx.engine);
+  return dnnl::pooling_forward::primitive_desc(
+      *ctx.engine, dnnl::prop_kind::forward_inference, alg, src, dst, dw.strides,
+      memory::dims(w.kernel.begin(), w.kernel.end()), dw.dilates, dw.pad_l, dw.pad_r);
 }
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& ctx,
@@ -1151,7 +1145,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   }
   const Shape& xd = g.tensor(n.inputs[0]).dims;
   const Shape& yd = g.tensor(n.outputs[0]).dims;
-  dnnl::pooling_v2_forward::primitive_desc pd;
+  dnnl::pooling_forward::primitive_desc pd;
   try {
     // The stored layout when oneDNN pools it in JIT code, else the channel-blocked one.
     const memory::desc* kept = prologue.empty() ? ctx.Stored(n.inputs[0]) : nullptr;
@@ -1168,7 +1162,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   auto k = std::make_unique<StepKernel>(ctx, n.op_type + " (" + ImplName(pd) + ")");
   StoredLayout stored = StoredOutsideTail(ctx, epilogue);
   Step main;
-  main.prim = dnnl::pooling_v2_forward(pd);
+  main.prim = dnnl::pooling_forward(pd);
   if (prologue.empty()) {
     main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], PlainLayout(xd),
                                                 pd.src_desc(), *ctx.engine, stored)});
@@ -1291,9 +1285,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildResamplingKernel(const KernelContext
   try {
     memory::desc src = PlainLayout(g.tensor(n.inputs[0]).dims);
     memory::desc dst = PlainLayout(g.tensor(n.outputs[0]).dims);
-    dnnl::resampling_forward::desc d(dnnl::prop_kind::forward_inference,
-                                     algorithm::resampling_linear, src, dst);
-    dnnl::resampling_forward::primitive_desc pd(d, UserScratchpadAttr(), *ctx.engine);
+    dnnl::resampling_forward::primitive_desc pd(*ctx.engine, dnnl::prop_kind::forward_inference,
+                                                algorithm::resampling_linear, src, dst,
+                                                UserScratchpadAttr());
     auto k = std::make_unique<StepKernel>(ctx, "resampling (" + ImplName(pd) + ")");
     Step main;
     main.prim = dnnl::primitive(pd);
@@ -1323,9 +1317,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildInstanceNormKernel(const KernelConte
     // channel for one image, but on a plain layout it runs a C++ kernel 30x slower.
     memory::desc rows = PlainLayout({planes, len});
     const float eps = static_cast<float>(FloatAttrOrDefault(n, "epsilon"));
-    dnnl::layer_normalization_forward::desc nd(dnnl::prop_kind::forward_inference, rows, eps,
-                                               dnnl::normalization_flags::none);
-    dnnl::layer_normalization_forward::primitive_desc npd(nd, UserScratchpadAttr(), *ctx.engine);
+    dnnl::layer_normalization_forward::primitive_desc npd(
+        *ctx.engine, dnnl::prop_kind::forward_inference, rows, rows, eps,
+        dnnl::normalization_flags::none, UserScratchpadAttr());
     // Then the per-channel scale and shift in place: a binary multiply broadcasting the scale
     // over [image, channel, plane], with the shift as a binary add post-op.
     memory::desc planes_md = PlainLayout({xd[0], xd[1], len});
@@ -1334,8 +1328,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildInstanceNormKernel(const KernelConte
     shift.append_binary(algorithm::binary_add, per_channel);
     dnnl::primitive_attr affine_attr = UserScratchpadAttr();
     affine_attr.set_post_ops(shift);
-    dnnl::binary::desc ad(algorithm::binary_mul, planes_md, per_channel, planes_md);
-    dnnl::binary::primitive_desc apd(ad, affine_attr, *ctx.engine);
+    dnnl::binary::primitive_desc apd(*ctx.engine, algorithm::binary_mul, planes_md, per_channel,
+                                     planes_md, affine_attr);
     auto k = std::make_unique<StepKernel>(
         ctx, "instance norm (" + ImplName(npd) + " + " + ImplName(apd) + ")");
     Step norm;
@@ -1401,9 +1395,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
       memory::desc md = PlainLayout(yd);
       dnnl::engine eng = *ctx.engine;
       make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-        dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, head.alg, md, head.alpha,
-                                      head.beta);
-        return dnnl::eltwise_forward::primitive_desc(d, attr, eng);
+        return dnnl::eltwise_forward::primitive_desc(eng, dnnl::prop_kind::forward_inference,
+                                                     head.alg, md, md, head.alpha, head.beta, attr);
       };
       main.args.push_back({DNNL_ARG_SRC, TensorArg(first.inputs[0], md)});
       what = "eltwise";
@@ -1417,8 +1410,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
       dnnl::engine eng = *ctx.engine;
       algorithm alg = head.alg;
       make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
-        dnnl::binary::desc d(alg, s0, s1, dst);
-        return dnnl::binary::primitive_desc(d, attr, eng);
+        return dnnl::binary::primitive_desc(eng, alg, s0, s1, dst, attr);
       };
       main.args.push_back({DNNL_ARG_SRC_0, TensorArg(first.inputs[0], s0)});
       main.args.push_back({DNNL_ARG_SRC_1, TensorArg(head.operand, s1)});

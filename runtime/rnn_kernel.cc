@@ -90,22 +90,19 @@ class RnnKernel : public GroupKernel {
     try {
       switch (p_.cell) {
         case RnnCell::kLstm:
-          pd_ = dnnl::lstm_forward::primitive_desc(
-              dnnl::lstm_forward::desc(prop, dir, src_layer, src_iter, src_iter, w_layer, w_iter,
-                                       bias, dst_layer, dst_iter, dst_iter),
-              UserScratchpadAttr(), engine_);
+          pd_ = dnnl::lstm_forward::primitive_desc(engine_, prop, dir, src_layer, src_iter,
+                                                   src_iter, w_layer, w_iter, bias, dst_layer,
+                                                   dst_iter, dst_iter, UserScratchpadAttr());
           break;
         case RnnCell::kGru:
-          pd_ = dnnl::gru_forward::primitive_desc(
-              dnnl::gru_forward::desc(prop, dir, src_layer, src_iter, w_layer, w_iter, bias,
-                                      dst_layer, dst_iter),
-              UserScratchpadAttr(), engine_);
+          pd_ = dnnl::gru_forward::primitive_desc(engine_, prop, dir, src_layer, src_iter, w_layer,
+                                                  w_iter, bias, dst_layer, dst_iter,
+                                                  UserScratchpadAttr());
           break;
         case RnnCell::kLbrGru:
-          pd_ = dnnl::lbr_gru_forward::primitive_desc(
-              dnnl::lbr_gru_forward::desc(prop, dir, src_layer, src_iter, w_layer, w_iter, bias,
-                                          dst_layer, dst_iter),
-              UserScratchpadAttr(), engine_);
+          pd_ = dnnl::lbr_gru_forward::primitive_desc(engine_, prop, dir, src_layer, src_iter,
+                                                      w_layer, w_iter, bias, dst_layer, dst_iter,
+                                                      UserScratchpadAttr());
           break;
       }
     } catch (const dnnl::error& e) {

@@ -263,8 +263,7 @@ class RnnLoopKernel : public GroupKernel {
     const memory::desc dst({rows, cols}, memory::data_type::f32, tag::ab);
     const dnnl::primitive_attr attr = UserScratchpadAttr();
     try {
-      pd_ =
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, bias, dst), attr, engine_);
+      pd_ = dnnl::matmul::primitive_desc(engine_, src, weights, bias, dst, attr);
     } catch (const dnnl::error& e) {
       return Status::Unimplemented(NodeLabel(n) + ": " + n.op_type +
                                    " input projection that oneDNN's matmul refuses (" + e.what() +
