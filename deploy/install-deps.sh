@@ -71,7 +71,7 @@ onednn_installed() {
 }
 
 # Downloads, verifies, builds (all cores) and installs oneDNN, then writes the stamp last, so an
-# interrupted run builds again. 3.7.2 takes about 16 minutes on 2 cores.
+# interrupted run builds again. 3.7.2 takes about 15 minutes on 2 idle cores.
 install_onednn() {
   local work
   work=$(mktemp -d)
