@@ -27,7 +27,8 @@ fi
 name="$(basename "$model" .onnx)"
 filled="$work/$name.onnx"
 # Filled again when older than the fill script, so a changed fill rule never leaves old weights.
-[ "$filled" -nt "$root/tools/fill_weights.py" ] || "$python" "$root/tools/fill_weights.py" "$model" "$filled" >&2 || exit 1
+fill="$root/tools/fill_weights.py"
+[ "$filled" -nt "$fill" ] || "$python" "$fill" "$model" "$filled" >&2 || exit 1
 # The PEER_DIMS bindings whose names are symbolic dims of this model's inputs.
 bound="$("$python" - "$filled" "${PEER_DIMS:-batch=1,seq=128}" <<'PY'
 import sys, onnx
