@@ -12,6 +12,7 @@
 #include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
+#include "lowering/plan_legality.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 
@@ -49,32 +50,38 @@ double EvaluatedElements(const Graph& g, const LoopEvaluation* loop, TensorId t)
   return static_cast<double>(g.tensor(t).num_elements());
 }
 
+// Whether node `i` of `nodes` is the Mul of a gated pair (lowering/plan_legality.h) whose gate
+// comes just before it: in a oneDNN primitive the pair is one eltwise, so one post-op.
+bool EndsGatedPair(const Graph& g, const std::vector<NodeId>& nodes, size_t i) {
+  return i > 0 && GatedPairOf(g, g.node(nodes[i - 1]), g.node(nodes[i])) != GatedPair::kNone;
+}
+
 // A node's FLOPs once per element it is evaluated at (a fused loop may evaluate it more often
 // than it has elements, or not at all).
-// Transcendentals run in oneDNN's JIT kernels (`jit`) or in our loops.
-// `chain_head`: the group runs as oneDNN's eltwise / binary primitive with post-ops, whose leading
-// x * Sigmoid(x) pair is one eltwise_swish (measured 1.5x the time of eltwise_logistic on an
-// AVX-512 EPYC, so it is priced on its own). Any other Sigmoid oneDNN runs is eltwise_logistic, a
-// class of its own too: on an AVX2 EPYC it took 1.5x Exp's time (262K elements: 78 against 51 us),
-// and pricing it at the rate shared with Exp put 12 of EfficientNet's Sigmoid+Mul decisions the
-// wrong way round.
+// Transcendentals run in oneDNN's JIT kernels (`jit`) or in our loops. In oneDNN, x * Sigmoid(x)
+// is one eltwise_swish (a primitive of its own or a post-op), measured 1.5x the time of
+// eltwise_logistic on an AVX-512 EPYC, so it is priced on its own. Any other Sigmoid oneDNN runs
+// is eltwise_logistic, a class of its own too: on an AVX2 EPYC it took 1.5x Exp's time (262K
+// elements: 78 against 51 us), and pricing it at the rate shared with Exp put 12 of
+// EfficientNet's Sigmoid+Mul decisions the wrong way round.
 void AddCompute(const Graph& g, const FusionGroup& group, const LoopEvaluation* loop, bool jit,
-                bool chain_head, GroupFeatures* f) {
+                GroupFeatures* f) {
   ComputeClass transcendental =
       jit ? ComputeClass::kJitTranscendental : ComputeClass::kTranscendental;
-  bool swish = chain_head && group.nodes.size() > 1 &&
-               IsSwish(g, g.node(group.nodes[0]), g.node(group.nodes[1]));
-  for (NodeId id : group.nodes) {
+  for (size_t i = 0; i < group.nodes.size(); ++i) {
+    const NodeId id = group.nodes[i];
     const Node& n = g.node(id);
     OpCost cost = CostOfNode(g, n);
     double own = static_cast<double>(g.tensor(n.outputs[0]).num_elements());
     double scale = own > 0 ? EvaluatedElements(g, loop, n.outputs[0]) / own : 1.0;
     f->flops[static_cast<int>(ClassOfFlops(g, n, ClassifyNode(g, n)))] += cost.flops * scale;
-    ComputeClass c = n.op_type == "Erf"                   ? ComputeClass::kErf
-                     : swish && id == group.nodes.front() ? ComputeClass::kJitSwish
-                     : jit && n.op_type == "Sigmoid"      ? ComputeClass::kJitSigmoid
-                     : RunsOnOneDnnRnn(g, n)              ? ComputeClass::kJitTranscendental
-                                                          : transcendental;
+    const bool swish = jit && i + 1 < group.nodes.size() &&
+                       GatedPairOf(g, n, g.node(group.nodes[i + 1])) == GatedPair::kSwish;
+    ComputeClass c = n.op_type == "Erf"              ? ComputeClass::kErf
+                     : swish                         ? ComputeClass::kJitSwish
+                     : jit && n.op_type == "Sigmoid" ? ComputeClass::kJitSigmoid
+                     : RunsOnOneDnnRnn(g, n)         ? ComputeClass::kJitTranscendental
+                                                     : transcendental;
     f->flops[static_cast<int>(c)] += cost.transcendentals * scale;
   }
 }
@@ -107,9 +114,11 @@ int PostOps(const Graph& g, const FusionGroup& group, const GroupLowering& lower
                      lowering.form == KernelForm::kReductionPrimitive;
   if (!takes || group.kind == GroupKind::kSingle) return 0;
   int n = 0;
-  for (NodeId id : lowering.after) {
-    const Node& node = g.node(id);
-    if (ClassifyNode(g, node) == OpClass::kReduction) continue;
+  for (size_t i = 0; i < lowering.after.size(); ++i) {
+    const Node& node = g.node(lowering.after[i]);
+    if (ClassifyNode(g, node) == OpClass::kReduction || EndsGatedPair(g, lowering.after, i)) {
+      continue;
+    }
     // BatchNormalization is a per-channel scale and shift: two binary post-ops.
     n += node.op_type == "BatchNormalization" ? 2 : 1;
   }
@@ -476,8 +485,10 @@ GroupFeatures ChainPrimitiveFeatures(const Graph& g, const FusionGroup& group,
                                      const Residency& residency, double threads) {
   GroupFeatures f;
   f.kernels = 1;
-  f.post_ops = static_cast<double>(group.nodes.size()) - 1;
-  AddCompute(g, group, nullptr, /*jit=*/true, /*chain_head=*/true, &f);
+  for (size_t i = 1; i < group.nodes.size(); ++i) {
+    if (!EndsGatedPair(g, group.nodes, i)) ++f.post_ops;  // The head is the primitive itself.
+  }
+  AddCompute(g, group, nullptr, /*jit=*/true, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   f.threads = threads;
   f.forks = threads > 1 ? 1 : 0;
@@ -673,7 +684,7 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   }
   const LoopEvaluation* lp = loop ? &*loop : nullptr;
   const Residency residency(target, leaf_footprint);
-  AddCompute(g, group, lp, jit, /*chain_head=*/false, &f);
+  AddCompute(g, group, lp, jit, &f);
   AddMemory(g, group, inputs, materialized, residency, &f);
   AddTileTraffic(g, group, materialized, lp, &f);
   AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);

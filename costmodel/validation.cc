@@ -34,7 +34,11 @@ std::vector<std::pair<std::string, FusionPlan>> Alternatives(const Graph& r) {
   for (NodeId id = 0; id < static_cast<NodeId>(r.num_nodes()); ++id) all.push_back(id);
   auto kind = InferGroupKind(r, all);
   if (!kind.ok()) return out;
-  out.emplace_back("fused", FusionPlan{{FusionGroup{*kind, all, {}}}});
+  // A prefix of a group may leave a value its group read inside (a conv's output that the Mul of
+  // its x * Sigmoid(x) reads): one primitive cannot write it, so the prefix is no region.
+  FusionPlan fused{{FusionGroup{*kind, all, {}}}};
+  if (!CheckPlan(r, fused).ok()) return out;
+  out.emplace_back("fused", std::move(fused));
   out.emplace_back("unfused", UnfusedPlan(r));
   // Two-op regions have no split other than "unfused".
   for (size_t cut = 1; all.size() > 2 && cut < all.size(); ++cut) {

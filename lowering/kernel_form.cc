@@ -53,14 +53,6 @@ bool JitBinarySource(const Shape& operand, const Shape& out) {
 
 }  // namespace
 
-bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul) {
-  if (sigmoid.op_type != "Sigmoid" || mul.op_type != "Mul" || mul.inputs.size() != 2) return false;
-  TensorId x = sigmoid.inputs[0], s = sigmoid.outputs[0];
-  bool reads =
-      (mul.inputs[0] == x && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == x);
-  return reads && g.tensor(s).consumers.size() == 1 && !g.IsGraphOutput(s);
-}
-
 bool RunsAsRowReduction(const Graph& g, const FusionGroup& group) {
   for (size_t i = 0; i < group.nodes.size(); ++i) {
     const Node& n = g.node(group.nodes[i]);
@@ -87,15 +79,16 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
   }
   const Node& head = g.node(nodes[0]);
   if (!IsPostOp(g, head) || head.op_type == "BatchNormalization") return false;
-  // HardSigmoid is eltwise_linear then eltwise_clip_v2: an eltwise primitive with a post-op of its
-  // own, which oneDNN 2.6's JIT eltwise kernel does not take (see below).
-  if (head.op_type == "HardSigmoid") return false;
+  const bool gated = nodes.size() > 1 && GatedPairOf(g, head, g.node(nodes[1])) != GatedPair::kNone;
+  // A HardSigmoid alone is eltwise_linear then eltwise_clip_v2: an eltwise primitive with a
+  // post-op of its own, which oneDNN's JIT eltwise kernel does not take (see below); gated, it is
+  // one eltwise_hardswish.
+  if (head.op_type == "HardSigmoid" && !gated) return false;
   if (head.outputs.size() != 1 || head.inputs.empty()) return false;
   const Shape& out = g.tensor(head.outputs[0]).dims;
   if (g.tensor(head.inputs[0]).dims != out) return false;
-  bool swish = nodes.size() > 1 && IsSwish(g, head, g.node(nodes[1]));
-  size_t first = swish ? 2 : 1;
-  if (!swish && head.inputs.size() == 2 && head.op_type != "Pow" &&
+  size_t first = gated ? 2 : 1;
+  if (!gated && head.inputs.size() == 2 && head.op_type != "Pow" &&
       (head.inputs[0] == head.inputs[1] || ProducedInside(g, nodes, head.inputs[1]) ||
        !JitBinarySource(g.tensor(head.inputs[1]).dims, out))) {
     return false;
@@ -118,7 +111,7 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
            (either || (n.op_type == "Div" && IsScalarConstant(g, n.inputs[1])));
   };
   bool eltwise_head =
-      swish || head.inputs.size() == 1 || head.op_type == "Clip" || scalar_operand(head);
+      gated || head.inputs.size() == 1 || head.op_type == "Clip" || scalar_operand(head);
   if (eltwise_head && !chain.empty()) {
     if (!affine(head)) return false;
     for (NodeId id : chain) {

@@ -12,10 +12,6 @@
 
 namespace fusor {
 
-// Whether `sigmoid`, `mul` compute x * Sigmoid(x) (SiLU / swish, EfficientNet's activation) with
-// the sigmoid read by nothing else: oneDNN runs the pair as one eltwise_swish, which reads x once.
-bool IsSwish(const Graph& g, const Node& sigmoid, const Node& mul);
-
 // Whether elementwise `nodes` (ascending) writing `materialized` also have the form of one oneDNN
 // eltwise or binary primitive with post-ops, which the runtime times against our fused loop and
 // keeps when faster: one output, the last node's; a head node (an eltwise op, x * Sigmoid(x), or a

@@ -44,6 +44,21 @@ bool IsPostOp(const Graph& g, const Node& n) {
   return false;
 }
 
+GatedPair GatedPairOf(const Graph& g, const Node& gate, const Node& mul) {
+  if (!gate.domain.empty() || !mul.domain.empty() || mul.op_type != "Mul" ||
+      mul.inputs.size() != 2 || gate.inputs.size() != 1 || gate.outputs.size() != 1) {
+    return GatedPair::kNone;
+  }
+  GatedPair kind = gate.op_type == "Sigmoid"       ? GatedPair::kSwish
+                   : gate.op_type == "HardSigmoid" ? GatedPair::kHardSwish
+                                                   : GatedPair::kNone;
+  TensorId x = gate.inputs[0], s = gate.outputs[0];
+  bool reads =
+      (mul.inputs[0] == x && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == x);
+  if (!reads || g.tensor(s).consumers.size() != 1 || g.IsGraphOutput(s)) return GatedPair::kNone;
+  return kind;
+}
+
 namespace {
 
 // Inputs of a node that no node of the group produces.
@@ -69,6 +84,9 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
     }
     TensorId running = g.node(cur).outputs[0];
     bool commutative = n.op_type == "Add" || n.op_type == "Mul";
+    // The Mul of a gated pair also reads the value before its gate: the pair is one post-op.
+    TensorId gated =
+        GatedPairOf(g, g.node(cur), n) != GatedPair::kNone ? g.node(cur).inputs[0] : kNoId;
     int slots = 0;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       TensorId in = n.inputs[i];
@@ -78,6 +96,8 @@ Status CheckChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
           return Status::InvalidArgument(NodeRef(g, id) + " reads the chain value as operand " +
                                          std::to_string(i) + " of a non-commutative op");
         }
+      } else if (in == gated) {
+        continue;
       } else if (ProducedInside(g, group, in)) {
         return Status::InvalidArgument(NodeRef(g, id) +
                                        " reads a second value computed inside the group");

@@ -37,13 +37,22 @@
 
 namespace fusor {
 
-// Ops that oneDNN 2.6 expresses as eltwise / binary post-ops on a primitive's destination: the
-// chain nodes an anchor group may take.
+// Ops that oneDNN expresses as eltwise / binary post-ops on a primitive's destination: the chain
+// nodes an anchor group may take.
 bool IsPostOp(const Graph& g, const Node& n);
 
+// A gate and the Mul after it computing x * Gate(x), the gate's output read by nothing else:
+// x * Sigmoid(x) (SiLU, swish: EfficientNet's activation) and x * HardSigmoid(x) (hard swish
+// written out: MobileNetV3's activation as torch exports it). oneDNN runs the pair as one eltwise
+// (eltwise_swish; eltwise_hardswish with the HardSigmoid's alpha and beta), which reads x once,
+// and a post-op chain takes it as one post-op, so the Mul may read x besides the chain value.
+enum class GatedPair { kNone, kSwish, kHardSwish };
+GatedPair GatedPairOf(const Graph& g, const Node& gate, const Node& mul);
+
 // Whether `chain` (nodes of `group` after `head`) is a post-op chain as anchor groups take: each
-// node a post-op reading the running value, its other inputs from outside the group, the value's
-// shape kept. InvalidArgument names the node that breaks it.
+// node a post-op reading the running value, its other inputs from outside the group (or, for the
+// Mul of a gated pair, the gate's input), the value's shape kept. InvalidArgument names the node
+// that breaks it.
 Status CheckPostOpChain(const Graph& g, const std::vector<NodeId>& group, NodeId head,
                         const std::vector<NodeId>& chain);
 

@@ -11,6 +11,7 @@
 #include "graph/plan.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
+#include "lowering/plan_legality.h"
 #include "runtime/group_kernel.h"
 #include "runtime/onednn_info.h"
 #include "runtime/op_params.h"
@@ -99,7 +100,11 @@ std::optional<std::vector<PostOp>> UnaryPostOps(const Graph& g, const Node& n,
   if (op == "Exp") return std::vector<PostOp>{Eltwise(algorithm::eltwise_exp)};
   if (op == "Log") return std::vector<PostOp>{Eltwise(algorithm::eltwise_log)};
   if (op == "Sqrt") return std::vector<PostOp>{Eltwise(algorithm::eltwise_sqrt)};
-  if (op == "HardSwish") return std::vector<PostOp>{Eltwise(algorithm::eltwise_hardswish)};
+  // ONNX fixes HardSwish at x * max(0, min(1, x / 6 + 1 / 2)); oneDNN 3 reads both from alpha,
+  // beta.
+  if (op == "HardSwish") {
+    return std::vector<PostOp>{Eltwise(algorithm::eltwise_hardswish, 1.0f / 6, 0.5f)};
+  }
   if (op == "HardSigmoid") {
     return std::vector<PostOp>{Eltwise(algorithm::eltwise_linear, alpha, beta),
                                Eltwise(algorithm::eltwise_clip_v2, 0, 1)};
@@ -244,17 +249,40 @@ bool AppendPostOps(std::vector<std::vector<PostOp>>* chain, std::vector<PostOp> 
   return true;
 }
 
-// Post-ops for the longest prefix of `chain` (starting from value v) that has a post-op form.
+// The one eltwise of a gated pair (lowering/plan_legality.h): x * Sigmoid(x) is eltwise_swish
+// (alpha 1), x * HardSigmoid(x) is eltwise_hardswish, x * max(0, min(1, alpha * x + beta)), with
+// the HardSigmoid's alpha and beta.
+PostOp GatePostOp(const Node& gate, GatedPair pair) {
+  if (pair == GatedPair::kSwish) return Eltwise(algorithm::eltwise_swish, 1);
+  return Eltwise(algorithm::eltwise_hardswish,
+                 static_cast<float>(FloatAttrOrDefault(gate, "alpha")),
+                 static_cast<float>(FloatAttrOrDefault(gate, "beta")));
+}
+
+// Post-ops for the longest prefix of `chain` (starting from value v) that has a post-op form, one
+// entry per node: a gated pair's gate holds its eltwise and its Mul none.
 std::vector<std::vector<PostOp>> TranslateChain(const Graph& g, const std::vector<NodeId>& chain,
                                                 TensorId v, const FusedLoop::Lookup& known) {
   std::vector<std::vector<PostOp>> out;
-  for (NodeId id : chain) {
-    auto ops = PostOpsFor(g, g.node(id), v, known);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Node& n = g.node(chain[i]);
+    GatedPair pair =
+        i + 1 < chain.size() ? GatedPairOf(g, n, g.node(chain[i + 1])) : GatedPair::kNone;
+    std::optional<std::vector<PostOp>> ops;
+    if (pair != GatedPair::kNone && n.inputs[0] == v &&
+        g.tensor(n.outputs[0]).dtype == DType::kFloat32) {
+      ops = std::vector<PostOp>{GatePostOp(n, pair)};
+    } else {
+      ops = PostOpsFor(g, n, v, known);
+      pair = GatedPair::kNone;
+    }
     if (!ops) break;
     std::vector<std::vector<PostOp>> trial = out;
     if (!AppendPostOps(&trial, std::move(*ops))) break;
+    if (pair != GatedPair::kNone) trial.emplace_back();  // The pair's Mul.
     out = std::move(trial);
-    v = g.node(id).outputs[0];
+    if (pair != GatedPair::kNone) ++i;
+    v = g.node(chain[i]).outputs[0];
   }
   return out;
 }
@@ -1364,18 +1392,19 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildChainPrimitiveKernel(const KernelCon
     if (g.node(nodes[i]).outputs.size() != 1) return no_form;
   }
   const Shape& yd = g.tensor(final_out).dims;
-  // A leading Sigmoid+Mul pair is one swish eltwise; the chain then continues after the Mul.
-  bool swish = nodes.size() > 1 && IsSwish(g, first, g.node(nodes[1]));
-  std::vector<NodeId> rest(nodes.begin() + (swish ? 2 : 1), nodes.end());
-  TensorId head_out = g.node(nodes[swish ? 1 : 0]).outputs[0];
+  // A leading gated pair is one eltwise; the chain then continues after its Mul.
+  GatedPair pair = nodes.size() > 1 ? GatedPairOf(g, first, g.node(nodes[1])) : GatedPair::kNone;
+  const bool gated = pair != GatedPair::kNone;
+  std::vector<NodeId> rest(nodes.begin() + (gated ? 2 : 1), nodes.end());
+  TensorId head_out = g.node(nodes[gated ? 1 : 0]).outputs[0];
   try {
     Step main;
     std::function<dnnl::primitive_desc(const dnnl::primitive_attr&)> make;
     std::vector<std::vector<PostOp>> ops;
     std::string what;
-    auto first_ops = swish ? std::optional<std::vector<PostOp>>(
-                                 std::vector<PostOp>{Eltwise(algorithm::eltwise_swish, 1)})
-                           : PostOpsFor(g, first, first.inputs[0], ctx.known);
+    auto first_ops =
+        gated ? std::optional<std::vector<PostOp>>(std::vector<PostOp>{GatePostOp(first, pair)})
+              : PostOpsFor(g, first, first.inputs[0], ctx.known);
     bool binary_first = first_ops && !first_ops->empty() && (*first_ops)[0].binary;
     if (first_ops && !first_ops->empty() && !binary_first && g.tensor(first.inputs[0]).dims == yd &&
         g.tensor(first.inputs[0]).dtype == DType::kFloat32) {

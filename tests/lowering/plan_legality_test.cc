@@ -118,6 +118,45 @@ TEST(Plan, MaxFusionMakesConvPostOpChains) {
             (std::vector<TensorId>{g.FindTensor("w2").value(), g.FindTensor("a").value()}));
 }
 
+// conv -> Sigmoid / HardSigmoid gate (-> a second gate) -> Mul(conv, gate) -> Relu: SiLU or hard
+// swish written out, or (gated twice) a product that is no gated pair.
+Graph GatedConv(const std::string& gate, bool twice = false) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4, 8, 8});
+  TensorId c = b.Act("c", {1, 4, 8, 8}), s = b.Act("s", {1, 4, 8, 8});
+  TensorId y = b.Act("y", {1, 4, 8, 8}), r = b.Act("r", {1, 4, 8, 8});
+  b.Op("Conv", {x, b.Weight("w", {4, 4, 3, 3})}, {c}, {Ints("pads", {1, 1, 1, 1})});
+  b.Op(gate, {c}, {s});
+  if (twice) {
+    TensorId s2 = b.Act("s2", {1, 4, 8, 8});
+    b.Op(gate, {s}, {s2});
+    s = s2;
+  }
+  b.Op("Mul", {c, s}, {y});
+  b.Op("Relu", {y}, {r});
+  b.Output(r);
+  return b.Build();
+}
+
+// A gated pair is one post-op, so an anchor group takes it; a Mul of the conv by anything else
+// computed in the group still breaks the chain.
+TEST(Plan, AGatedPairContinuesAnAnchorsPostOpChain) {
+  for (std::string gate : {"Sigmoid", "HardSigmoid"}) {
+    SCOPED_TRACE(gate);
+    Graph g = GatedConv(gate);
+    EXPECT_EQ(GatedPairOf(g, g.node(1), g.node(2)),
+              gate == "Sigmoid" ? GatedPair::kSwish : GatedPair::kHardSwish);
+    FusionGroup all{GroupKind::kAnchor, {0, 1, 2, 3}, {}};
+    EXPECT_TRUE(CheckGroup(g, all).ok()) << CheckGroup(g, all).ToString();
+    EXPECT_EQ(InferGroupKind(g, all.nodes).value(), GroupKind::kAnchor);
+    Graph twice = GatedConv(gate, /*twice=*/true);
+    EXPECT_EQ(GatedPairOf(twice, twice.node(2), twice.node(3)), GatedPair::kNone);
+    Status s = CheckGroup(twice, {GroupKind::kAnchor, {0, 1, 2, 3, 4}, {}});
+    EXPECT_NE(s.message().find("reads a second value computed inside the group"), std::string::npos)
+        << s.ToString();
+  }
+}
+
 TEST(Plan, IllegalGroupsAreExplained) {
   Graph g = ResidualBlock();
   // Two anchors in one group.

@@ -876,6 +876,47 @@ TEST(LoopKernel, SigmoidTimesInputIsOneSwishPrimitive) {
   }
 }
 
+// A gated pair after a Conv is one post-op: x * Sigmoid(x) eltwise_swish, x * HardSigmoid(x)
+// eltwise_hardswish with the HardSigmoid's alpha and beta (ONNX's defaults and others), and a
+// HardSwish node eltwise_hardswish at ONNX's fixed 1/6 and 1/2 (oneDNN 3 reads both from alpha and
+// beta: left at 0 it computes 0). A Relu after the pair continues the chain.
+TEST(AnchorKernel, GatedPairsAndHardSwishAfterAConvAreOnePostOpEach) {
+  struct Case {
+    std::string gate;
+    std::vector<Attribute> attrs;
+  };
+  for (const Case& gc : std::vector<Case>{{"Sigmoid", {}},
+                                          {"HardSigmoid", {}},
+                                          {"HardSigmoid", {{"alpha", 0.25}, {"beta", 0.4}}},
+                                          {"HardSwish", {}}}) {
+    for (bool gate_first : {true, false}) {
+      SCOPED_TRACE(gc.gate + (gate_first ? ", gate first" : ", gate second"));
+      IrBuilder b;
+      TensorId x = b.Input("x", {1, 8, 9, 9});
+      TensorId c = b.Act("c", {1, 16, 9, 9}), s = b.Act("s", {1, 16, 9, 9});
+      TensorId y = b.Act("y", {1, 16, 9, 9}), r = b.Act("r", {1, 16, 9, 9});
+      b.Op("Conv", {x, b.Weight("w", {16, 8, 3, 3}), b.Weight("bias", {16})}, {c},
+           {Ints("pads", {1, 1, 1, 1})});
+      b.Op(gc.gate, {c}, {s}, gc.attrs);
+      const bool pair = gc.gate != "HardSwish";
+      if (pair) b.Op("Mul", {gate_first ? s : c, gate_first ? c : s}, {y});
+      b.Op("LeakyRelu", {pair ? y : s}, {r}, {{"alpha", 0.1}});
+      b.Output(r);
+      Graph g = b.Build();
+      std::vector<NodeId> nodes(g.num_nodes());
+      for (size_t i = 0; i < nodes.size(); ++i) nodes[i] = static_cast<NodeId>(i);
+      ASSERT_TRUE(CheckGroup(g, {GroupKind::kAnchor, nodes, {}}).ok());
+      std::string described;
+      ExpectMatchesReference(g, OneGroup(GroupKind::kAnchor, nodes), ChainBackend::kFusedLoop,
+                             &described);
+      const std::string all = std::to_string(nodes.size() - 1);
+      EXPECT_NE(described.find(all + "/" + all + " chain nodes as post-ops"), std::string::npos)
+          << described;
+      if (!pair) break;
+    }
+  }
+}
+
 TEST(AnchorKernel, GroupedStridedConvTransposeFoldsBatchNormAndTakesReluAndResidual) {
   IrBuilder b;
   TensorId x = b.Input("x", {2, 16, 5, 5});

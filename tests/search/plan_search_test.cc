@@ -233,6 +233,28 @@ TEST(Rules, AnchorsTakeTheirChainAndReductionsTakeNoPrologue) {
   EXPECT_GE(fused_relus, 10);
 }
 
+// A conv's SiLU (x * Sigmoid(x)) or hard swish (x * HardSigmoid(x)) reads the conv's output twice;
+// the rules plan, like TVM's FuseOps, still puts the pair behind its conv: every such pair of
+// EfficientNet-B0 (49) and MobileNetV3-Small (18 after convs) lands in its conv's group.
+TEST(Rules, AConvsGatedActivationJoinsItsGroup) {
+  for (const auto& [model, pairs] : std::vector<std::pair<std::string, int>>{
+           {"efficientnet_b0", 49}, {"mobilenet_v3_small", 18}}) {
+    SCOPED_TRACE(model);
+    Graph g = Load(model);
+    FusionPlan plan = RulesPlan(g, 64);
+    ASSERT_TRUE(CheckPlan(g, plan).ok());
+    int joined = 0;
+    for (const auto& group : plan.groups) {
+      if (g.node(group.nodes[0]).op_type != "Conv") continue;
+      for (size_t i = 1; i + 1 < group.nodes.size(); ++i) {
+        joined +=
+            GatedPairOf(g, g.node(group.nodes[i]), g.node(group.nodes[i + 1])) != GatedPair::kNone;
+      }
+    }
+    EXPECT_EQ(joined, pairs);
+  }
+}
+
 // A clock that moves 1 ms every time it is read: the search's deadline passes after a known
 // number of checks, wherever the machine is slow or fast.
 class TickingClock : public Clock {
