@@ -24,7 +24,7 @@
 #include "search/autotune.h"
 #include "search/plan_search.h"
 #include "server/agent_dispatch.h"
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 #include "server/learned_residual.h"
 #include "server/service_metrics.h"
 #include "server/timed_database.h"

@@ -6,7 +6,8 @@
 // (server/agent_dispatch.h) when one is live, and stores the plan with its measurements.
 // RegisterTarget / ListTargets / Calibrate manage hardware profiles; the service's own CPU is
 // detected at Open and calibrated on demand. Calibrate appends its samples to the database's
-// calibration log and fits over them and the samples of earlier runs (server/calibration_log.h).
+// calibration log and fits over them and the samples of earlier runs it keeps
+// (server/calibration_fit_samples.h).
 //
 // Owns the tuning database it is handed (db::TuningDatabase: its plans, calibration log and
 // measurement queue; Open(options) opens the one options name). Tune takes the store's lock on

@@ -1,7 +1,7 @@
 // The service's side of the calibration log on a real SQLite file, without measuring: samples go
 // in as a run and come back as the same CalibrationSamples; a stored row whose features do not read
 // back is skipped, counted and logged naming its benchmark; other cost-model versions are not read.
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
