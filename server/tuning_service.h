@@ -149,6 +149,17 @@ class TuningService final : public TunerApi {
   Status MeasureHere(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
   Status StorePlan(const EventSink& on_event, Tuning& t);
   void ReplyWithPlan(const EventSink& on_event, const Tuning& t);
+
+  // The stages of Calibrate, in the order it runs them (tuning_service.cc), each adding its part
+  // to one Calibration.
+  struct Calibration;
+  StatusOr<Calibration> ReadCalibrationRequest(const v1::CalibrateRequest& request);
+  Status MeasureSuite(const std::atomic<bool>* cancelled, Calibration& c);
+  Status AppendRun(Calibration& c);
+  Status FitWithoutSlowRuns(Calibration& c);
+  Status StoreProfile(const v1::CalibrateRequest& request, Calibration& c);
+  void LogCalibration(const Calibration& c);
+
   // Answers a Tune from the store when a current plan is stored under key; false when none is.
   // Counts the lookup when it hits, or when count_miss.
   StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);
