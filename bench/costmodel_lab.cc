@@ -48,7 +48,7 @@
 #include "runtime/onednn_info.h"
 #include "runtime/timing_policy.h"
 #include "search/plan_search.h"
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 
 namespace fusor {
 namespace {

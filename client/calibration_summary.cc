@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "client/text_format.h"
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 
 namespace fusor {
 namespace {

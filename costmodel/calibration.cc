@@ -450,39 +450,54 @@ std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& targ
   return s;
 }
 
-StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& suite,
-                                      const HardwareProfile& start, const MeasureFn& measure,
-                                      const ProgressFn& progress,
-                                      const std::vector<CalibrationSample>& previous,
-                                      const MeasureFn& measure_onednn_chain) {
-  CalibrationResult result;
-  auto measure_of = [&](const CalibrationBenchmark& b) -> const MeasureFn& {
+namespace {
+
+using Timings = std::vector<std::optional<MeasuredTime>>;
+
+// The suite's measurer, with the measure of each benchmark: oneDNN's primitive chain for the
+// benchmarks held to it, the plain one for the rest.
+struct SuiteMeasure {
+  const std::vector<CalibrationBenchmark>& suite;
+  const MeasureFn& measure;
+  const MeasureFn& measure_onednn_chain;
+  const ProgressFn& progress;
+
+  const MeasureFn& Of(const CalibrationBenchmark& b) const {
     return b.onednn_chain ? measure_onednn_chain : measure;
-  };
-  std::vector<std::optional<MeasuredTime>> times(suite.size());
-  for (size_t i = 0; i < suite.size(); ++i) {
-    const CalibrationBenchmark& b = suite[i];
-    if (!measure_of(b)) continue;
-    if (progress) progress(i, suite.size(), b.name);
-    auto m = measure_of(b)(b.graph, b.plan);
-    if (!m.ok()) return m.status().WithContext("calibration benchmark '" + b.name + "'");
-    times[i] = *m;
   }
-  // A slow state of the host can outlast the measurer's wait for a quiet one; the benchmarks that
-  // move data between cores (handoffs) then fit constants several times too slow, and a stretch
-  // that covers most of the suite fitted the loops' transcendental rate at 3.6 G/s instead of 6.
-  // Time those again, in up to kRetimePasses passes after the suite (slow states last seconds),
-  // keeping the quickest timing; one taken in a quiet state settles the benchmark. A failure (the
-  // time limit) ends the retiming and keeps what was timed.
+};
+
+// Each benchmark timed once, in suite order; a benchmark without a measure is left untimed.
+StatusOr<Timings> TimeSuite(const SuiteMeasure& m) {
+  Timings times(m.suite.size());
+  for (size_t i = 0; i < m.suite.size(); ++i) {
+    const CalibrationBenchmark& b = m.suite[i];
+    if (!m.Of(b)) continue;
+    if (m.progress) m.progress(i, m.suite.size(), b.name);
+    auto t = m.Of(b)(b.graph, b.plan);
+    if (!t.ok()) return t.status().WithContext("calibration benchmark '" + b.name + "'");
+    times[i] = *t;
+  }
+  return times;
+}
+
+// A slow state of the host can outlast the measurer's wait for a quiet one; the benchmarks that
+// move data between cores (handoffs) then fit constants several times too slow, and a stretch
+// that covers most of the suite fitted the loops' transcendental rate at 3.6 G/s instead of 6.
+// Time those again, in up to kRetimePasses passes after the suite (slow states last seconds),
+// keeping the quickest timing; one taken in a quiet state settles the benchmark. A failure (the
+// time limit) ends the retiming and keeps what was timed. Names the benchmarks still disturbed.
+void RetimeDisturbed(const SuiteMeasure& m, Timings& times, CalibrationResult& result) {
   constexpr int kRetimePasses = 3;
+  const size_t n = m.suite.size();
   bool out_of_time = false;
   for (int pass = 0; pass < kRetimePasses && !out_of_time; ++pass) {
-    for (size_t i = 0; i < suite.size() && !out_of_time; ++i) {
+    for (size_t i = 0; i < n && !out_of_time; ++i) {
       if (!times[i] || !times[i]->disturbed || times[i]->unstable) continue;
-      const CalibrationBenchmark& b = suite[i];
-      if (progress) progress(suite.size(), suite.size(), "again: " + b.name);
+      const CalibrationBenchmark& b = m.suite[i];
+      if (m.progress) m.progress(n, n, "again: " + b.name);
       ++result.retimed_disturbed;
-      auto again = measure_of(b)(b.graph, b.plan);
+      auto again = m.Of(b)(b.graph, b.plan);
       out_of_time = !again.ok();
       if (out_of_time || again->unstable) continue;
       const bool quiet = !again->disturbed;
@@ -490,9 +505,16 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
       if (quiet) times[i]->disturbed = false;
     }
   }
-  for (size_t i = 0; i < suite.size(); ++i) {
-    if (times[i] && times[i]->disturbed) result.disturbed.push_back(suite[i].name);
+  for (size_t i = 0; i < n; ++i) {
+    if (times[i] && times[i]->disturbed) result.disturbed.push_back(m.suite[i].name);
   }
+}
+
+// `previous` and a sample of each stable timing, with the features of the kernels that ran; an
+// unstable timing is named and left out.
+void KeepStableSamples(const std::vector<CalibrationBenchmark>& suite, const Timings& times,
+                       const TargetFingerprint& target,
+                       const std::vector<CalibrationSample>& previous, CalibrationResult& result) {
   result.samples = previous;
   for (size_t i = 0; i < suite.size(); ++i) {
     const CalibrationBenchmark& b = suite[i];
@@ -503,14 +525,35 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
       result.unstable.push_back(b.name + " (cv " + std::to_string(m.cv) + ")");
       continue;
     }
-    result.samples.push_back({b.name, FeaturesOf(b, start.target, m.primitive_chain), m.median_ns});
+    result.samples.push_back({b.name, FeaturesOf(b, target, m.primitive_chain), m.median_ns});
   }
-  if (progress) progress(suite.size(), suite.size(), "fit");
+}
+
+// The profile fitted from `start` over the samples, stamped now and with this cost model, and
+// checked to be plausible.
+Status FitProfileOverSamples(const HardwareProfile& start, CalibrationResult& result) {
   result.profile = start;
   FUSOR_ASSIGN_OR_RETURN(result.report, FitProfile(result.samples, &result.profile));
   result.profile.calibrated_unix_ms = NowMs();
   result.profile.cost_model_version = kCostModelVersion;
-  FUSOR_RETURN_IF_ERROR(CheckPlausible(result.profile).WithContext("fitted profile"));
+  return CheckPlausible(result.profile).WithContext("fitted profile");
+}
+
+}  // namespace
+
+// The calibration, one stage a function, in the order they run.
+StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& suite,
+                                      const HardwareProfile& start, const MeasureFn& measure,
+                                      const ProgressFn& progress,
+                                      const std::vector<CalibrationSample>& previous,
+                                      const MeasureFn& measure_onednn_chain) {
+  const SuiteMeasure m{suite, measure, measure_onednn_chain, progress};
+  CalibrationResult result;
+  FUSOR_ASSIGN_OR_RETURN(Timings times, TimeSuite(m));
+  RetimeDisturbed(m, times, result);
+  KeepStableSamples(suite, times, start.target, previous, result);
+  if (progress) progress(suite.size(), suite.size(), "fit");
+  FUSOR_RETURN_IF_ERROR(FitProfileOverSamples(start, result));
   return result;
 }
 

@@ -24,7 +24,7 @@
 #include "search/autotune.h"
 #include "search/plan_search.h"
 #include "server/agent_dispatch.h"
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 #include "server/learned_residual.h"
 #include "server/service_metrics.h"
 #include "server/timed_database.h"
@@ -862,91 +862,141 @@ StatusOr<v1::ListTargetsResponse> TuningService::ListTargets(const v1::ListTarge
   return response;
 }
 
-// Measures the suite, appends this run to the calibration log, and fits over this run and the
-// target's latest earlier runs under this cost model (unless fresh).
+// One Calibrate as its stages resolve it: what each stage reads of the ones before it.
+struct TuningService::Calibration {
+  LoggedSamples earlier;  // The target's stored runs the fit starts from (none when fresh).
+  double limit_s = 0;     // The time the suite may take.
+  std::map<std::string, double> cv_by_benchmark;
+  CalibrationResult result;  // Measured and fitted over `earlier` and this run...
+  std::span<const CalibrationSample> run_samples;  // ...whose samples these are,
+  int64_t run_id = 0;                              // appended to the log as this run.
+  FitSamples chosen;  // What the fit used: all but slow runs and slow timings.
+  v1::CalibrateResponse response;
+};
+
+// The calibration pipeline, one stage a function, in the order they run: measures the suite,
+// appends this run to the calibration log, and fits over this run and the target's latest earlier
+// runs under this cost model (unless fresh).
 StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequest& request,
                                                          const std::atomic<bool>* cancelled) {
   std::lock_guard<std::mutex> lock(state_->measure_mu);
-  FUSOR_ASSIGN_OR_RETURN(LoggedSamples earlier, state_->EarlierCalibrations(request.fresh()));
+  FUSOR_ASSIGN_OR_RETURN(Calibration c, ReadCalibrationRequest(request));
+  FUSOR_RETURN_IF_ERROR(MeasureSuite(cancelled, c));
+  FUSOR_RETURN_IF_ERROR(AppendRun(c));
+  FUSOR_RETURN_IF_ERROR(FitWithoutSlowRuns(c));
+  FUSOR_RETURN_IF_ERROR(StoreProfile(request, c));
+  LogCalibration(c);
+  return std::move(c.response);
+}
+
+// The earlier runs to fit over and the time limit, checked against the service's bound.
+StatusOr<TuningService::Calibration> TuningService::ReadCalibrationRequest(
+    const v1::CalibrateRequest& request) {
+  Calibration c;
+  FUSOR_ASSIGN_OR_RETURN(c.earlier, state_->EarlierCalibrations(request.fresh()));
   if (!(request.time_limit_s() >= 0) ||
       request.time_limit_s() > state_->options.max_calibration_time_limit_s) {
     return Status::InvalidArgument(
         fmt::format("time_limit_s {} is not in [0, {}] (0: the server's default)",
                     request.time_limit_s(), state_->options.max_calibration_time_limit_s));
   }
-  double limit = request.time_limit_s() > 0 ? request.time_limit_s()
-                                            : state_->options.calibration_time_limit_s;
-  std::map<std::string, double> cv_by_benchmark;
+  c.limit_s = request.time_limit_s() > 0 ? request.time_limit_s()
+                                         : state_->options.calibration_time_limit_s;
+  return c;
+}
+
+// Times the suite on this CPU and fits over it and the earlier runs; nothing is stored when
+// cancelled.
+Status TuningService::MeasureSuite(const std::atomic<bool>* cancelled, Calibration& c) {
   // A process can start with the host in a slow state and stay in it while it keeps the cores
   // busy (runtime/measurer.h, CrossCoreRatio): give it a few seconds to leave it first.
   if (state_->options.calibration_quiet_wait_ms > 0) SettleHost(kSettleHostMaxMs, "calibrate");
-  FUSOR_ASSIGN_OR_RETURN(CalibrationResult result,
-                         state_->MeasureAndFit(limit, earlier, &cv_by_benchmark, cancelled));
+  FUSOR_ASSIGN_OR_RETURN(
+      c.result, state_->MeasureAndFit(c.limit_s, c.earlier, &c.cv_by_benchmark, cancelled));
   if (cancelled != nullptr && cancelled->load()) {
     return Status::Cancelled("calibration was cancelled; nothing was stored");
   }
-  std::span<const CalibrationSample> run_samples =
-      std::span(result.samples).subspan(earlier.samples.size());
-  FUSOR_ASSIGN_OR_RETURN(int64_t run_id,
-                         state_->calibration->AppendCalibrationRun(RunToAppend(
-                             state_->local.Id(), kCostModelVersion, run_samples, cv_by_benchmark)));
-  // What the fit used: the earlier runs and this one...
-  LoggedSamples all = earlier;
-  for (const CalibrationSample& s : run_samples) {
+  return Status::Ok();
+}
+
+// Appends this run's samples to the calibration log, whatever the fit leaves out: later fits
+// compare runs again.
+Status TuningService::AppendRun(Calibration& c) {
+  c.run_samples = std::span(c.result.samples).subspan(c.earlier.samples.size());
+  FUSOR_ASSIGN_OR_RETURN(
+      c.run_id, state_->calibration->AppendCalibrationRun(RunToAppend(
+                    state_->local.Id(), kCostModelVersion, c.run_samples, c.cv_by_benchmark)));
+  return Status::Ok();
+}
+
+// What the fit uses: the earlier runs and this one, less a run much slower than the quickest (this
+// one or an earlier one), and then any timing much slower than its benchmark's quickest; if that
+// leaves anything out, the profile is fitted again, from the defaults as MeasureAndFit does.
+Status TuningService::FitWithoutSlowRuns(Calibration& c) {
+  LoggedSamples all = c.earlier;
+  for (const CalibrationSample& s : c.run_samples) {
     all.samples.push_back(s);
-    all.run_ids.push_back(run_id);
+    all.run_ids.push_back(c.run_id);
   }
-  all.runs += run_samples.empty() ? 0 : 1;
-  // ...less a run much slower than the quickest (this one or an earlier one), and then any timing
-  // much slower than its benchmark's quickest; if that leaves anything out, the profile is fitted
-  // again, from the defaults as MeasureAndFit does.
-  FitSamples chosen = ChooseFitSamples(all, run_id);
+  all.runs += c.run_samples.empty() ? 0 : 1;
+  c.chosen = ChooseFitSamples(all, c.run_id);
   std::string compared;
-  for (const RunSlowdown& r : chosen.compared) {
+  for (const RunSlowdown& r : c.chosen.compared) {
     compared += fmt::format(" run {} {:.2f}x", r.run_id, r.slowdown);
   }
   if (!compared.empty()) {
     spdlog::info("calibrate: runs against the quickest (median benchmark):{}", compared);
   }
-  const std::vector<RunSlowdown>& slow = chosen.slow;
-  const std::vector<std::string>& slow_timings = chosen.slow_timings;
-  const LoggedSamples& used = chosen.used;
-  if (used.samples.size() < all.samples.size()) {
+  if (c.chosen.used.samples.size() < all.samples.size()) {
     HardwareProfile refit;
     refit.target = state_->local;
-    FUSOR_ASSIGN_OR_RETURN(result.report, FitProfile(used.samples, &refit));
-    refit.calibrated_unix_ms = result.profile.calibrated_unix_ms;
+    FUSOR_ASSIGN_OR_RETURN(c.result.report, FitProfile(c.chosen.used.samples, &refit));
+    refit.calibrated_unix_ms = c.result.profile.calibrated_unix_ms;
     refit.cost_model_version = kCostModelVersion;
     FUSOR_RETURN_IF_ERROR(CheckPlausible(refit).WithContext("profile fitted without slow timings"));
-    result.profile = refit;
+    c.result.profile = refit;
   }
-  for (const RunSlowdown& r : slow) {
+  for (const RunSlowdown& r : c.chosen.slow) {
     spdlog::warn(
         "calibrate: run {}{} timed the suite {:.2f}x slower than the quickest run loaded (its "
         "median benchmark): a slow state of a shared host, or a slower machine since (then "
         "calibrate with --fresh). Left out of the fit",
-        r.run_id, r.run_id == run_id ? " (this calibration)" : "", r.slowdown);
+        r.run_id, r.run_id == c.run_id ? " (this calibration)" : "", r.slowdown);
   }
+  const std::vector<std::string>& slow_timings = c.chosen.slow_timings;
   if (!slow_timings.empty()) {
     spdlog::info(
         "calibrate: {} timings left out of the fit, each over {:.2f}x its benchmark's quickest in "
         "the runs loaded (first: {})",
         slow_timings.size(), kSlowCalibrationRun, slow_timings.front());
   }
-  v1::CalibrateResponse response =
-      CalibrateResponseOf(result, used, run_samples.size(), run_id, slow,
-                          static_cast<int>(slow_timings.size()), request.include_samples());
-  FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(response.profile()));
+  return Status::Ok();
+}
+
+// Stores the fitted profile as this CPU's target, serves it from now on, and fits the target's
+// learned residual again under it.
+Status TuningService::StoreProfile(const v1::CalibrateRequest& request, Calibration& c) {
+  c.response = CalibrateResponseOf(c.result, c.chosen.used, c.run_samples.size(), c.run_id,
+                                   c.chosen.slow, static_cast<int>(c.chosen.slow_timings.size()),
+                                   request.include_samples());
+  FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(c.response.profile()));
   {
     std::lock_guard<std::mutex> plock(state_->profile_mu);
-    state_->local_profile = result.profile;
+    state_->local_profile = c.result.profile;
   }
   state_->RefitResidual(state_->local.Id(), "calibrate");
+  return Status::Ok();
+}
+
+// One line for the fit, and what the suite could not time well.
+void TuningService::LogCalibration(const Calibration& c) {
+  const CalibrationResult& result = c.result;
   spdlog::info(
       "calibrate: target={} run={} fitted {} samples from {} runs ({} from this run, {} stored "
       "samples skipped) rms_error={:.3f} skipped_unstable={}",
-      state_->local.Id(), run_id, response.samples_used(), response.runs_used(), run_samples.size(),
-      earlier.skipped, result.report.rms_rel_error, result.skipped_unstable);
+      state_->local.Id(), c.run_id, c.response.samples_used(), c.response.runs_used(),
+      c.run_samples.size(), c.earlier.skipped, result.report.rms_rel_error,
+      result.skipped_unstable);
   for (const auto& name : result.unstable)
     spdlog::info("calibrate: unstable, not fitted: {}", name);
   if (result.retimed_disturbed > 0) {
@@ -967,9 +1017,8 @@ StatusOr<v1::CalibrateResponse> TuningService::Calibrate(const v1::CalibrateRequ
         "calibrate: {} of {} benchmarks were timed in a slow state of the host even when timed "
         "again ({}); their constants may be slow. Run `fusor calibrate` on a quiet host: the fit "
         "averages over the stored runs",
-        result.disturbed.size(), run_samples.size() + result.unstable.size(), names);
+        result.disturbed.size(), c.run_samples.size() + result.unstable.size(), names);
   }
-  return response;
 }
 
 }  // namespace fusor

@@ -6,7 +6,8 @@
 // (server/agent_dispatch.h) when one is live, and stores the plan with its measurements.
 // RegisterTarget / ListTargets / Calibrate manage hardware profiles; the service's own CPU is
 // detected at Open and calibrated on demand. Calibrate appends its samples to the database's
-// calibration log and fits over them and the samples of earlier runs (server/calibration_log.h).
+// calibration log and fits over them and the samples of earlier runs it keeps
+// (server/calibration_fit_samples.h).
 //
 // Owns the tuning database it is handed (db::TuningDatabase: its plans, calibration log and
 // measurement queue; Open(options) opens the one options name). Tune takes the store's lock on
@@ -148,6 +149,17 @@ class TuningService final : public TunerApi {
   Status MeasureHere(const EventSink& on_event, const std::atomic<bool>* cancelled, Tuning& t);
   Status StorePlan(const EventSink& on_event, Tuning& t);
   void ReplyWithPlan(const EventSink& on_event, const Tuning& t);
+
+  // The stages of Calibrate, in the order it runs them (tuning_service.cc), each adding its part
+  // to one Calibration.
+  struct Calibration;
+  StatusOr<Calibration> ReadCalibrationRequest(const v1::CalibrateRequest& request);
+  Status MeasureSuite(const std::atomic<bool>* cancelled, Calibration& c);
+  Status AppendRun(Calibration& c);
+  Status FitWithoutSlowRuns(Calibration& c);
+  Status StoreProfile(const v1::CalibrateRequest& request, Calibration& c);
+  void LogCalibration(const Calibration& c);
+
   // Answers a Tune from the store when a current plan is stored under key; false when none is.
   // Counts the lookup when it hits, or when count_miss.
   StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);

@@ -631,44 +631,6 @@ TEST(AnalyticalCostModel, SwishAndLogisticSigmoidsArePricedApartFromOtherTransce
   EXPECT_EQ(exp.or_else[0].flops[static_cast<int>(ComputeClass::kJitSigmoid)], 0);
 }
 
-// oneDNN 2.6 broadcasts binary operands per tensor, per channel (dim 1) or not at all in its JIT
-// kernels; a [768] bias over [1,128,768] (dim 2) is no primitive chain, a [1,128,1] divisor is.
-TEST(HasPrimitiveChainForm, OnlyBroadcastsOneDnnRunsInJit) {
-  IrBuilder b;
-  TensorId x = b.Input("x", {1, 128, 768}), d = b.Input("d", {1, 128, 1});
-  TensorId w = b.Weight("w", {768});
-  TensorId q = b.Act("q", {1, 128, 768}), y = b.Act("y", {1, 128, 768});
-  b.Op("Div", {x, d}, {q});
-  b.Op("Mul", {q, w}, {y});
-  b.Output(y);
-  Graph g = b.Build();
-  EXPECT_TRUE(HasPrimitiveChainForm(g, {0}, {q}));
-  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}, {y}));
-}
-
-// oneDNN 2.6's eltwise primitive takes no post-ops, and a binary node with a scalar constant is
-// an eltwise head: BERT's GELU tail Add(e, 1) -> Mul(x, .) -> Mul(., 0.5) has no primitive form
-// from its head, Mul(x, .) -> Mul(., 0.5) has (a binary head), and Add(e, 1) -> Mul(., 0.5) too
-// (the runtime merges the two affine maps into one eltwise_linear).
-TEST(HasPrimitiveChainForm, AnEltwiseHeadTakesOnlyAffineMapsItMerges) {
-  IrBuilder b;
-  const Shape dims = {1, 128, 3072};
-  TensorId e = b.Input("e", dims), x = b.Input("x", dims);
-  TensorId a = b.Act("a", dims), m = b.Act("m", dims), y = b.Act("y", dims);
-  TensorId h = b.Act("h", dims);
-  b.Op("Add", {e, b.FloatScalar("one", 1)}, {a});
-  b.Op("Mul", {x, a}, {m});
-  b.Op("Mul", {m, b.FloatScalar("half", 0.5)}, {y});
-  b.Op("Mul", {a, b.FloatScalar("third", 0.3)}, {h});
-  b.Output(y);
-  b.Output(h);
-  Graph g = b.Build();
-  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1}, {m}));
-  EXPECT_FALSE(HasPrimitiveChainForm(g, {0, 1, 2}, {y}));
-  EXPECT_TRUE(HasPrimitiveChainForm(g, {1, 2}, {y}));
-  EXPECT_TRUE(HasPrimitiveChainForm(g, {0, 3}, {h}));
-}
-
 // Small groups run on one thread (lowering/threading.h): priced on one core with no team to wake.
 TEST(AnalyticalCostModel, ASmallGroupRunsSeriallyOnOneCore) {
   auto relu = [](int64_t n) {
@@ -696,21 +658,6 @@ TEST(AnalyticalCostModel, ASmallGroupRunsSeriallyOnOneCore) {
   CostTerms one = EvaluateFeatures(fs, p), both = EvaluateFeatures(on_team, p);
   EXPECT_DOUBLE_EQ(one.compute_ns, 2 * both.compute_ns);
   EXPECT_DOUBLE_EQ(one.memory_ns, 2 * both.memory_ns);
-}
-
-// A view moves nothing inside a group, but alone it is a copy of its output: a large one runs on
-// the team, a small one serially.
-TEST(AnalyticalCostModel, AViewAloneRunsInParallelWhenItsCopyIsLarge) {
-  auto reshape = [](int64_t n) {
-    IrBuilder b;
-    TensorId x = b.Input("x", {n, 768}), y = b.Act("y", {n, 1, 768});
-    b.Op("Reshape", {x, b.IntConstant("shape", {n, 1, 768})}, {y});
-    b.Output(y);
-    return b.Build();
-  };
-  Graph small = reshape(4), large = reshape(128);
-  EXPECT_TRUE(RunsSerially(small, UnfusedPlan(small).groups[0]));
-  EXPECT_FALSE(RunsSerially(large, UnfusedPlan(large).groups[0]));
 }
 
 }  // namespace

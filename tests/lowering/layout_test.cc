@@ -7,11 +7,15 @@
 #include <string>
 
 #include "tests/graph/ir_builder.h"
+#include "tests/lowering/concat_module.h"
 #include "tests/lowering/residual_block.h"
 
 namespace fusor {
 namespace {
 
+using testing::BuildConcatModule;
+using testing::ConcatModule;
+using testing::Extra;
 using testing::Ints;
 using testing::IrBuilder;
 using testing::MakeResidualBlock;
@@ -119,6 +123,50 @@ TEST(BlockedLayout, AStemConvWhoseChainReachesAConcatWritesBlocked) {
   EXPECT_TRUE(KeptBlocked(g, cat, 16));
   EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32"), 16, true));
   EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32b"), 16, true));
+}
+
+// oneDNN pools a kept tensor in the layout it is stored in: a pooling of a channels-last stem's
+// output writes channels-last, and the conv reading it runs so although its channels share a block.
+TEST(BlockedLayout, APoolingKeepsTheLayoutOfItsInput) {
+  IrBuilder b;
+  TensorId c1 = b.Act("c1", {1, 32, 8, 8}), p = b.Act("p", {1, 32, 4, 4});
+  TensorId y = b.Act("y", {1, 32, 4, 4});
+  b.Op("Conv", {b.Input("stem", {1, 3, 8, 8}), b.Weight("w1", {32, 3, 1, 1})}, {c1});
+  b.Op("MaxPool", {c1}, {p}, {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
+  b.Op("Conv", {p, b.Weight("w2", {32, 32, 1, 1})}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  EXPECT_TRUE(StoredChannelsLast(g, c1, 16, true));
+  EXPECT_TRUE(StoredChannelsLast(g, p, 16, true));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(2), 16, true));
+  EXPECT_FALSE(StoredChannelsLast(g, p, 16, false));
+}
+
+TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
+  auto kept = [](int64_t n, int64_t cx, int64_t b_channels, Extra extra, int64_t block) {
+    ConcatModule m;
+    BuildConcatModule(&m, n, cx, b_channels, extra);
+    const Graph& g = m.b.Linked();
+    const bool all = AllPartsKept(m, block);
+    // Never some parts blocked and others not: the Concat reads and writes one layout.
+    EXPECT_EQ(KeptBlocked(g, m.a, block), all);
+    EXPECT_EQ(KeptBlocked(g, m.c, block), all);
+    return all;
+  };
+  EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 16));
+  EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 8));
+  EXPECT_FALSE(kept(2, 16, 32, Extra::kNone, 16));  // Channels of two images: strided slices.
+  EXPECT_FALSE(kept(1, 16, 8, Extra::kNone, 16));   // 8 channels are half a block of 16,
+  EXPECT_TRUE(kept(1, 16, 8, Extra::kNone, 8));     // a whole block of 8.
+  EXPECT_FALSE(kept(1, 16, 32, Extra::kFlattenOfTheWhole, 16));
+  EXPECT_FALSE(kept(1, 16, 32, Extra::kSecondConcatOfAPart, 16));
+  EXPECT_FALSE(kept(1, 16, 32, Extra::kConcatOfTheWhole, 16));
+  // A conv on a 24-channel plain input runs channels-last where convs are brgemm ones, so at 16
+  // the rule keeps its output out of a blocked Concat on every host; blocks of 8 have no such
+  // convs. A 3-channel stem writes blocked.
+  EXPECT_FALSE(kept(1, 24, 32, Extra::kNone, 16));
+  EXPECT_TRUE(kept(1, 24, 32, Extra::kNone, 8));
+  EXPECT_TRUE(kept(1, 3, 32, Extra::kNone, 16));
 }
 
 }  // namespace

@@ -118,6 +118,39 @@ TEST(Plan, MaxFusionMakesConvPostOpChains) {
             (std::vector<TensorId>{g.FindTensor("w2").value(), g.FindTensor("a").value()}));
 }
 
+// x * Sigmoid(x) and x * HardSigmoid(x), either way round, are gated pairs when nothing else reads
+// the gate; the gate read again, a product with another tensor or another gate op is not.
+TEST(GatedPairOf, OnlyXTimesItsOwnGateReadByNothingElse) {
+  IrBuilder b;
+  const Shape dims = {1, 8, 4, 4};
+  TensorId x = b.Input("x", dims), z = b.Input("z", dims);
+  TensorId s = b.Act("s", dims), m = b.Act("m", dims), m2 = b.Act("m2", dims);
+  TensorId s2 = b.Act("s2", dims), o = b.Act("o", dims), again = b.Act("again", dims);
+  TensorId s3 = b.Act("s3", dims), m3 = b.Act("m3", dims);
+  TensorId h = b.Act("h", dims), mh = b.Act("mh", dims), t = b.Act("t", dims),
+           mt = b.Act("mt", dims);
+  b.Op("Sigmoid", {x}, {s});      // 0
+  b.Op("Mul", {s, x}, {m});       // 1
+  b.Op("Sigmoid", {x}, {s2});     // 2
+  b.Op("Mul", {x, s2}, {m2});     // 3
+  b.Op("Neg", {s2}, {again});     // 4: a second reader of s2.
+  b.Op("Sigmoid", {x}, {s3});     // 5
+  b.Op("Mul", {z, s3}, {m3});     // 6: z, not x.
+  b.Op("Relu", {m}, {o});         // 7
+  b.Op("HardSigmoid", {x}, {h});  // 8
+  b.Op("Mul", {x, h}, {mh});      // 9
+  b.Op("Tanh", {x}, {t});         // 10
+  b.Op("Mul", {x, t}, {mt});      // 11: tanh is no gate oneDNN fuses.
+  for (TensorId out : {o, m2, again, m3, mh, mt}) b.Output(out);
+  Graph g = b.Build();
+  EXPECT_EQ(GatedPairOf(g, g.node(0), g.node(1)), GatedPair::kSwish);
+  EXPECT_EQ(GatedPairOf(g, g.node(2), g.node(3)), GatedPair::kNone);
+  EXPECT_EQ(GatedPairOf(g, g.node(5), g.node(6)), GatedPair::kNone);
+  EXPECT_EQ(GatedPairOf(g, g.node(1), g.node(0)), GatedPair::kNone);
+  EXPECT_EQ(GatedPairOf(g, g.node(8), g.node(9)), GatedPair::kHardSwish);
+  EXPECT_EQ(GatedPairOf(g, g.node(10), g.node(11)), GatedPair::kNone);
+}
+
 // conv -> Sigmoid / HardSigmoid gate (-> a second gate) -> Mul(conv, gate) -> Relu: SiLU or hard
 // swish written out, or (gated twice) a product that is no gated pair.
 Graph GatedConv(const std::string& gate, bool twice = false) {

@@ -17,10 +17,15 @@
 #include "runtime/executor.h"
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"
+#include "tests/lowering/concat_module.h"
 #include "tests/runtime/expect_plan_matches.h"
 
 namespace fusor {
 namespace {
+
+using testing::BuildConcatModule;
+using testing::ConcatModule;
+using testing::Extra;
 
 const std::vector<int64_t> kPads = {1, 1, 1, 1};
 
@@ -248,69 +253,9 @@ TEST(InPlaceConcat, OfTwoConcatsReadingOneTensorOnlyTheFirstHoldsIt) {
   ExpectMatchesReference(g, plan, "two concats");
 }
 
-// A Fire / Inception-like module over whole channel blocks: x[n,cx,8,8] -> Conv cx->16 + Relu -> a,
-// x -> Conv cx->`b_channels` -> b; Concat(a, b) -> c -> Relu -> r ->
-// Conv -> y; `extra` adds a reader that changes the rule.
-enum class Extra { kNone, kFlattenOfTheWhole, kSecondConcatOfAPart, kConcatOfTheWhole };
-struct Module {
-  GraphBuilder b;
-  TensorId a = kNoId, b_out = kNoId, c = kNoId, r = kNoId;
-};
-void BuildModule(Module* m, int64_t n, int64_t cx, int64_t b_channels, Extra extra) {
-  GraphBuilder& b = m->b;
-  TensorId x = b.Input({n, cx, 8, 8});
-  TensorId conv1 = b.Op("Conv", {x, b.Weight({16, cx, 3, 3})}, {n, 16, 8, 8}, {{"pads", kPads}});
-  m->a = b.Op("Relu", {conv1}, {n, 16, 8, 8});
-  m->b_out = b.Op("Conv", {x, b.Weight({b_channels, cx, 1, 1})}, {n, b_channels, 8, 8});
-  const int64_t whole = 16 + b_channels;
-  m->c = b.Op("Concat", {m->a, m->b_out}, {n, whole, 8, 8}, {Axis(1)});
-  m->r = b.Op("Relu", {m->c}, {n, whole, 8, 8});
-  b.Output(b.Op("Conv", {m->r, b.Weight({16, whole, 1, 1})}, {n, 16, 8, 8}));
-  if (extra == Extra::kFlattenOfTheWhole) {
-    b.Output(b.Op("Flatten", {m->c}, {n, whole * 64}, {{"axis", int64_t{1}}}));
-  } else if (extra == Extra::kSecondConcatOfAPart) {
-    b.Output(b.Op("Concat", {m->r, m->a}, {n, whole + 16, 8, 8}, {Axis(1)}));
-  } else if (extra == Extra::kConcatOfTheWhole) {
-    b.Output(b.Op("Concat", {m->c, m->r}, {n, 2 * whole, 8, 8}, {Axis(1)}));
-  }
-}
-
-// Whether the parts and the whole are all kept channel-blocked at `block`.
-bool AllKept(Module& m, int64_t block) {
-  const Graph& g = m.b.Linked();
-  return KeptBlocked(g, m.a, block) && KeptBlocked(g, m.b_out, block) && KeptBlocked(g, m.c, block);
-}
-
-TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
-  auto kept = [](int64_t n, int64_t cx, int64_t b_channels, Extra extra, int64_t block) {
-    Module m;
-    BuildModule(&m, n, cx, b_channels, extra);
-    const Graph& g = m.b.Linked();
-    const bool all = AllKept(m, block);
-    // Never some parts blocked and others not: the Concat reads and writes one layout.
-    EXPECT_EQ(KeptBlocked(g, m.a, block), all);
-    EXPECT_EQ(KeptBlocked(g, m.c, block), all);
-    return all;
-  };
-  EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 16));
-  EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 8));
-  EXPECT_FALSE(kept(2, 16, 32, Extra::kNone, 16));  // Channels of two images: strided slices.
-  EXPECT_FALSE(kept(1, 16, 8, Extra::kNone, 16));   // 8 channels are half a block of 16,
-  EXPECT_TRUE(kept(1, 16, 8, Extra::kNone, 8));     // a whole block of 8.
-  EXPECT_FALSE(kept(1, 16, 32, Extra::kFlattenOfTheWhole, 16));
-  EXPECT_FALSE(kept(1, 16, 32, Extra::kSecondConcatOfAPart, 16));
-  EXPECT_FALSE(kept(1, 16, 32, Extra::kConcatOfTheWhole, 16));
-  // A conv on a 24-channel plain input runs channels-last where convs are brgemm ones, so at 16
-  // the rule keeps its output out of a blocked Concat on every host; blocks of 8 have no such
-  // convs. A 3-channel stem writes blocked.
-  EXPECT_FALSE(kept(1, 24, 32, Extra::kNone, 16));
-  EXPECT_TRUE(kept(1, 24, 32, Extra::kNone, 8));
-  EXPECT_TRUE(kept(1, 3, 32, Extra::kNone, 16));
-}
-
 TEST(InPlaceConcat, ABlockedConcatMatchesTheReferenceWithoutReorders) {
-  Module m;
-  BuildModule(&m, 1, 16, 32, Extra::kNone);
+  ConcatModule m;
+  BuildConcatModule(&m, 1, 16, 32, Extra::kNone);
   const Graph& g = m.b.Linked();
   // [conv1, relu] [conv2] [concat] [relu] [conv]
   const FusionPlan plan = PlanOf(g, {{0, 1}, {2}, {3}, {4}, {5}});
@@ -340,10 +285,10 @@ TEST(InPlaceConcat, APartItsProducerWrotePlainIsReorderedInItsSlice) {
   // channels) arrives blocked, part b (32) plain; afterwards the whole is blocked.
   const int64_t block = ChannelBlockForIsa(OneDnnIsa());
   if (block == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
-  Module m;
-  BuildModule(&m, 1, 16, 32, Extra::kNone);
+  ConcatModule m;
+  BuildConcatModule(&m, 1, 16, 32, Extra::kNone);
   const Graph& g = m.b.Linked();
-  ASSERT_TRUE(AllKept(m, block));
+  ASSERT_TRUE(AllPartsKept(m, block));
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const auto tag =

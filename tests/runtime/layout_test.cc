@@ -90,23 +90,6 @@ TEST(BlockedLayout, AStemConvRunsWithoutReordersAndMatchesTheReference) {
   ExpectMatches(g, UnfusedPlan(g), {c1, r1, c2});
 }
 
-// oneDNN pools a kept tensor in the layout it is stored in: a pooling of a channels-last stem's
-// output writes channels-last, and the conv reading it runs so although its channels share a block.
-TEST(BlockedLayout, APoolingKeepsTheLayoutOfItsInput) {
-  IrBuilder b;
-  TensorId c1 = b.Act("c1", {1, 32, 8, 8}), p = b.Act("p", {1, 32, 4, 4});
-  TensorId y = b.Act("y", {1, 32, 4, 4});
-  b.Op("Conv", {b.Input("stem", {1, 3, 8, 8}), b.Weight("w1", {32, 3, 1, 1})}, {c1});
-  b.Op("MaxPool", {c1}, {p}, {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
-  b.Op("Conv", {p, b.Weight("w2", {32, 32, 1, 1})}, {y});
-  b.Output(y);
-  Graph g = b.Build();
-  EXPECT_TRUE(StoredChannelsLast(g, c1, 16, true));
-  EXPECT_TRUE(StoredChannelsLast(g, p, 16, true));
-  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(2), 16, true));
-  EXPECT_FALSE(StoredChannelsLast(g, p, 16, false));
-}
-
 // [Conv a, Relu] [Conv b, Add, Relu] [Conv c] [Mul].
 FusionPlan ResidualPlan() {
   return FusionPlan{

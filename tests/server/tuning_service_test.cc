@@ -18,7 +18,7 @@
 #include "graph/plan.h"
 #include "lowering/plan_legality.h"
 #include "runtime/measurer_factory.h"
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 #include "tests/graph/ir_builder.h"
 
 namespace fusor {
@@ -401,7 +401,8 @@ TEST_F(TuningServiceTest, CalibrationFitsOverEveryRunSoFar) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(second->runs_used(), 2);  // The corrupt run gave nothing usable.
   // Short timings on a shared host: some may be over 1.35x their benchmark's quickest, and are
-  // left out (how many depends on the machine; calibration_log_test checks the rule on fixed data).
+  // left out (how many depends on the machine; calibration_fit_samples_test checks the rule on
+  // fixed data).
   EXPECT_EQ(second->samples_used() + second->slow_timings(),
             first->run_samples() + second->run_samples());
   EXPECT_EQ(second->samples_skipped(), 1);

@@ -1,4 +1,4 @@
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // The service's side of the calibration log on a real SQLite file, without measuring: samples go
 // in as a run and come back as the same CalibrationSamples; a stored row whose features do not read
 // back is skipped, counted and logged naming its benchmark; other cost-model versions are not read.
-#include "server/calibration_log.h"
+#include "server/calibration_fit_samples.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -33,7 +33,7 @@ CalibrationSample Sample(const std::string& name, double ns, double scale) {
   return s;
 }
 
-class CalibrationLogTest : public ::testing::Test {
+class CalibrationFitSamplesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/fusor_calibration_log_XXXXXX";
@@ -64,7 +64,7 @@ class CalibrationLogTest : public ::testing::Test {
   std::unique_ptr<db::SqlitePlanStore> store_;
 };
 
-TEST_F(CalibrationLogTest, SamplesRoundTripThroughTheLog) {
+TEST_F(CalibrationFitSamplesTest, SamplesRoundTripThroughTheLog) {
   std::vector<CalibrationSample> first = {Sample("stream_relu_16KiB", 1200, 1),
                                           Sample("matmul_64x64x64", 5300, 2)};
   int64_t run1 =
@@ -85,7 +85,7 @@ TEST_F(CalibrationLogTest, SamplesRoundTripThroughTheLog) {
   EXPECT_EQ(runs->at(1).samples[0].cv, 0);
 }
 
-TEST_F(CalibrationLogTest, ACorruptRowIsSkippedCountedAndLoggedByName) {
+TEST_F(CalibrationFitSamplesTest, ACorruptRowIsSkippedCountedAndLoggedByName) {
   db::CalibrationRun run =
       RunToAppend(kTarget, kCostModelVersion, {{Sample("stream_relu_16KiB", 1200, 1)}}, {});
   run.samples.push_back({0, "broken_json", "{\"flops\": [1, 2", 100, 0});
@@ -111,7 +111,7 @@ TEST_F(CalibrationLogTest, ACorruptRowIsSkippedCountedAndLoggedByName) {
   EXPECT_NE(log.str().find("tuning.db"), std::string::npos) << log.str();
 }
 
-TEST_F(CalibrationLogTest, SampleFromRowNamesTheRowAndBenchmark) {
+TEST_F(CalibrationFitSamplesTest, SampleFromRowNamesTheRowAndBenchmark) {
   StatusOr<CalibrationSample> bad = SampleFromRow({42, "conv3x3_c64_56", "{", 10, 0}, "x.db");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
@@ -120,13 +120,13 @@ TEST_F(CalibrationLogTest, SampleFromRowNamesTheRowAndBenchmark) {
       << bad.status().message();
 }
 
-TEST_F(CalibrationLogTest, OtherCostModelVersionsAreNotRead) {
+TEST_F(CalibrationFitSamplesTest, OtherCostModelVersionsAreNotRead) {
   Append(RunToAppend(kTarget, "analytical-0", {{Sample("stream_relu_16KiB", 1200, 1)}}, {}));
   EXPECT_TRUE(Load().samples.empty());
   EXPECT_EQ(Load("analytical-0").samples.size(), 1u);
 }
 
-TEST_F(CalibrationLogTest, AFittedSampleCarriesTheProfilesPrediction) {
+TEST_F(CalibrationFitSamplesTest, AFittedSampleCarriesTheProfilesPrediction) {
   HardwareProfile profile;
   CalibrationSample s = Sample("matmul_64x64x64", 5300, 2);
   v1::FittedSample fitted = FittedSampleOf(s, 7, profile);
@@ -142,7 +142,7 @@ TEST_F(CalibrationLogTest, AFittedSampleCarriesTheProfilesPrediction) {
 // than the quickest (a whole calibration in a slow state of the host) stands out, one with a few
 // noisy benchmarks does not, and a run sharing too few benchmarks is not compared. Read back from
 // the log, as the service compares them.
-TEST_F(CalibrationLogTest, RunsAreComparedByTheirMedianBenchmark) {
+TEST_F(CalibrationFitSamplesTest, RunsAreComparedByTheirMedianBenchmark) {
   auto run = [](double scale, int benchmarks, int noisy) {
     std::vector<CalibrationSample> samples;
     for (int b = 0; b < benchmarks; ++b) {

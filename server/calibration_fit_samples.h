@@ -1,9 +1,11 @@
-// The calibration log as the tuning service uses it: a calibration's new samples become a
-// db::CalibrationRun to append, and a target's stored runs become CalibrationSamples again for the
-// next fit (fits are rerun over all samples so far, see costmodel/fit.h). The features of a stored
-// sample are the JSON the cost model wrote (SampleToJson); a row whose features do not read back is
-// skipped with a warning naming the row, its benchmark and the database, and counted, so one bad
-// row never makes calibration impossible.
+// The samples a calibration fits over, and their way into and out of the database's calibration
+// log (db/calibration_log.h, which stores rows and never reads their features): a calibration's
+// new samples become a db::CalibrationRun to append, a target's stored runs become
+// CalibrationSamples again for the next fit (fits are rerun over all samples so far, see
+// costmodel/fit.h), and of those the fit keeps all but slow runs and slow timings
+// (ChooseFitSamples). The features of a stored sample are the JSON the cost model wrote
+// (SampleToJson); a row whose features do not read back is skipped with a warning naming the row,
+// its benchmark and the database, and counted, so one bad row never makes calibration impossible.
 //
 // Stateless functions; thread-safe when the log is.
 #pragma once
