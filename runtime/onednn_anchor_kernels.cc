@@ -67,6 +67,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   std::vector<float> weights = w->f, bias = b ? b->f : std::vector<float>(oc, 0.0f);
   TensorId start = n.outputs[0];
   std::vector<float> scale, shift;
+  size_t folded = 0;
   if (!chain.empty() && g.node(chain[0]).op_type == "BatchNormalization" &&
       g.node(chain[0]).inputs[0] == start &&
       BatchNormAffine(g, g.node(chain[0]), ctx.known, &scale, &shift)) {
@@ -75,6 +76,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
     for (int64_t o = 0; o < oc; ++o) bias[o] = bias[o] * scale[o] + shift[o];
     start = g.node(chain[0]).outputs[0];
     chain.erase(chain.begin());
+    folded = 1;
   }
   memory::desc src_md(Dims(xd), Dt::f32, memory::format_tag::any);
   memory::desc wei_any(Dims(spec.weight_dims), Dt::f32, memory::format_tag::any);
@@ -154,6 +156,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   }
   auto k = std::make_unique<StepKernel>(
       ctx, spec.name + " (" + ImplName(pd) + ")" + PostOpNote(done, chain.size()));
+  k->SetPostOpNodes(folded + done);
   StoredLayout stored = StoredOutsideTail(ctx, Tail(chain, done));
   std::optional<Arg> sum_from;
   if (residual != kNoId) {
@@ -352,6 +355,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
   auto k = std::make_unique<StepKernel>(ctx, std::string(gemm ? "gemm" : "matmul") + " (" +
                                                  ImplName(pd) + ")" +
                                                  PostOpNote(chain_done, chain.size()));
+  k->SetPostOpNodes(chain_done);
   Step main;
   main.prim = dnnl::matmul(pd);
   main.args.push_back({DNNL_ARG_SRC, TensorArg(n.inputs[0], a_md)});

@@ -141,12 +141,34 @@ dnnl::pooling_forward::primitive_desc BlockedPoolingDesc(const KernelContext& ct
       memory::dims(w.kernel.begin(), w.kernel.end()), dw.dilates, dw.pad_l, dw.pad_r);
 }
 
+// The record's prologue loop (GroupLowering::prologue) writing the primitive's input, plain, to
+// `into` in scratch.
+Status AddPrologueLoop(const KernelContext& ctx, StepKernel* k, const GroupLowering& record,
+                       const Arg& into) {
+  Step pro;
+  FUSOR_ASSIGN_OR_RETURN(pro.loop, FusedLoop::Build(*ctx.g, record.prologue, ctx.known));
+  for (TensorId t : pro.loop->leaves()) pro.loop_args.push_back({t, TensorArg(t, {})});
+  pro.loop_args.push_back({ctx.g->node(record.center).inputs[0], into});
+  k->steps().push_back(std::move(pro));
+  k->AddNote(", prologue loop into scratch");
+  return Status::Ok();
+}
+
+// The layout the record reorders a prologue's output into for the pooling (lowering/reorders.h):
+// channels-last where the tensor is stored so, else channel-blocked.
+memory::desc PrologueOutputLayout(const GroupLowering& record, TensorId t, const Shape& dims) {
+  for (const LayoutReorder& r : record.reorders) {
+    if (r.tensor == t && r.kind == ReorderKind::kIn && r.transposed) return ChannelsLast(dims);
+  }
+  return ChannelBlocked(dims);
+}
+
 StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& ctx,
-                                                           const std::vector<NodeId>& prologue,
-                                                           NodeId id,
-                                                           const std::vector<NodeId>& epilogue) {
+                                                           const GroupLowering& record) {
   const Graph& g = *ctx.g;
-  const Node& n = g.node(id);
+  const Node& n = g.node(record.center);
+  const std::vector<NodeId>& epilogue = record.after;
+  const bool prologue = !record.before.empty();
   FUSOR_ASSIGN_OR_RETURN(Window w, PoolWindow(g, n));
   if (n.outputs.size() > 1 && n.outputs[1] != kNoId) {
     return Status::Unimplemented(NodeLabel(n) + ": MaxPool indices output is not supported");
@@ -155,13 +177,13 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   const Shape& yd = g.tensor(n.outputs[0]).dims;
   dnnl::pooling_forward::primitive_desc pd;
   try {
-    // The stored layout when oneDNN pools it in JIT code, else the channel-blocked one.
-    const memory::desc* kept = prologue.empty() ? ctx.Stored(n.inputs[0]) : nullptr;
-    if (kept) {
-      try {
-        pd = BlockedPoolingDesc(ctx, n, w, *kept, yd);
-      } catch (const dnnl::error&) {
-      }
+    // The stored layout (or the one the record reorders the prologue's output into) when oneDNN
+    // pools it in JIT code, else the channel-blocked one.
+    const memory::desc* kept = prologue ? nullptr : ctx.Stored(n.inputs[0]);
+    const memory::desc want = kept ? *kept : PrologueOutputLayout(record, n.inputs[0], xd);
+    try {
+      pd = BlockedPoolingDesc(ctx, n, w, want, yd);
+    } catch (const dnnl::error&) {
     }
     if (!pd || IsReference(pd)) pd = BlockedPoolingDesc(ctx, n, w, ChannelBlocked(xd), yd);
   } catch (const dnnl::error& e) {
@@ -171,21 +193,16 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
   StoredLayout stored = StoredOutsideTail(ctx, epilogue);
   Step main;
   main.prim = dnnl::pooling_forward(pd);
-  if (prologue.empty()) {
+  if (!prologue) {
     main.args.push_back({DNNL_ARG_SRC, SourceIn(k.get(), n.inputs[0], PlainLayout(xd),
                                                 pd.src_desc(), *ctx.engine, stored)});
   } else {
     // The prologue loop writes the pooling's input (plain) to scratch, reordered from there.
-    Step pro;
-    FUSOR_ASSIGN_OR_RETURN(pro.loop, FusedLoop::Build(g, prologue, {n.inputs[0]}, ctx.known));
     Arg plain_src = ScratchArg(k->AddScratch(PlainLayout(xd)), PlainLayout(xd));
-    for (TensorId t : pro.loop->leaves()) pro.loop_args.push_back({t, TensorArg(t, {})});
-    pro.loop_args.push_back({n.inputs[0], plain_src});
-    k->steps().push_back(std::move(pro));
-    k->AddNote(", prologue loop into scratch");
+    FUSOR_RETURN_IF_ERROR(AddPrologueLoop(ctx, k.get(), record, plain_src));
     Arg blocked_src = ScratchArg(k->AddScratch(pd.src_desc()), pd.src_desc());
     AddReorder(k.get(), plain_src, blocked_src, *ctx.engine);
-    k->AddNote(", reorder in");
+    k->NoteReorder(n.inputs[0], ReorderKind::kIn, plain_src.md, blocked_src.md);
     main.args.push_back({DNNL_ARG_SRC, blocked_src});
   }
   AddScratchpad(k.get(), &main, pd);
@@ -195,14 +212,13 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildBlockedPooling(const KernelContext& 
 }
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& ctx,
-                                                          const std::vector<NodeId>& prologue,
-                                                          NodeId id,
-                                                          const std::vector<NodeId>& epilogue) {
+                                                          const GroupLowering& record) {
   const Graph& g = *ctx.g;
-  const Node& n = g.node(id);
+  const Node& n = g.node(record.center);
+  const std::vector<NodeId>& epilogue = record.after;
   FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n));
   if (PoolingRunsBlocked(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
-    auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
+    auto blocked = BuildBlockedPooling(ctx, record);
     if (blocked.ok()) return blocked;
   }
   auto ops = TranslateChain(g, epilogue, n.outputs[0], ctx.known);
@@ -213,25 +229,21 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   // Plain pooling with only a reference kernel runs blocked after all, where its channels fit
   // nChw8c (PoolingRunsBlocked at block 8).
   if (IsReference(pd) && PoolingRunsBlocked(g, n, /*block=*/8)) {
-    auto blocked = BuildBlockedPooling(ctx, prologue, id, epilogue);
+    auto blocked = BuildBlockedPooling(ctx, record);
     if (blocked.ok()) return blocked;
   }
   auto k = std::make_unique<StepKernel>(
       ctx, n.op_type + " (" + ImplName(pd) + ")" + PostOpNote(done, epilogue.size()));
+  k->SetPostOpNodes(done);
   Step main;
   main.prim = dnnl::primitive(pd);
-  if (prologue.empty()) {
+  if (record.before.empty()) {
     main.args.push_back({DNNL_ARG_SRC, TensorArg(n.inputs[0], r.src)});
   } else {
     // The prologue loop writes the reduction's input to scratch; the primitive reads it there.
-    Step pro;
-    FUSOR_ASSIGN_OR_RETURN(pro.loop, FusedLoop::Build(g, prologue, {n.inputs[0]}, ctx.known));
-    int64_t at = k->AddScratch(r.src);
-    for (TensorId t : pro.loop->leaves()) pro.loop_args.push_back({t, TensorArg(t, {})});
-    pro.loop_args.push_back({n.inputs[0], ScratchArg(at, r.src)});
-    k->steps().push_back(std::move(pro));
-    main.args.push_back({DNNL_ARG_SRC, ScratchArg(at, r.src)});
-    k->AddNote(", prologue loop into scratch");
+    Arg src = ScratchArg(k->AddScratch(r.src), r.src);
+    FUSOR_RETURN_IF_ERROR(AddPrologueLoop(ctx, k.get(), record, src));
+    main.args.push_back({DNNL_ARG_SRC, src});
   }
   for (size_t i = 0; i < r.extra.size(); ++i) {
     main.args.push_back({r.extra[i].first, TensorArg(r.extra[i].second, r.extra_md[i])});
@@ -258,13 +270,12 @@ using onednn::Step;
 using onednn::StepKernel;
 using onednn::TensorArg;
 
-StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(
-    const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
-    const std::vector<NodeId>& epilogue) {
+StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(const KernelContext& ctx,
+                                                                     const GroupLowering& record) {
   try {
-    return BuildDnnlReduction(ctx, prologue, reduction, epilogue);
+    return BuildDnnlReduction(ctx, record);
   } catch (const dnnl::error& e) {
-    return Status::Internal(NodeLabel(ctx.g->node(reduction)) + ": oneDNN: " + e.what());
+    return Status::Internal(NodeLabel(ctx.g->node(record.center)) + ": oneDNN: " + e.what());
   }
 }
 

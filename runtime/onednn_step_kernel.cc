@@ -2,6 +2,9 @@
 // and the layouts and attributes every kernel uses (runtime/group_kernel.h).
 #include "runtime/onednn_step_kernel.h"
 
+#include <functional>
+#include <numeric>
+
 #include "lowering/layout.h"
 #include "runtime/onednn_info.h"
 
@@ -19,6 +22,11 @@ dnnl::memory::desc ChannelBlocked(const Shape& dims) {
   return dnnl::memory::desc(
       dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32,
       wide ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c);
+}
+
+dnnl::memory::desc ChannelsLast(const Shape& dims) {
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()),
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
 }
 
 dnnl::primitive_attr UserScratchpadAttr() {
@@ -41,6 +49,12 @@ Status NoBufferFor(const Graph& g, NodeId id, TensorId t) {
 }
 
 namespace onednn {
+
+void StepKernel::NoteReorder(TensorId t, ReorderKind kind, const memory::desc& from,
+                             const memory::desc& to) {
+  reorders_.push_back({t, kind, IsChannelsLast(from) || IsChannelsLast(to)});
+  AddNote(", reorder " + std::string(ReorderKindName(kind)));
+}
 
 Arg TensorArg(TensorId t, const memory::desc& md) {
   Arg a;
@@ -104,13 +118,13 @@ void AddPostOpArgs(StepKernel* k, Step* step, const std::vector<std::vector<Post
         if (kept) k->ClaimNative(p.operand);
         if (!p.owned.empty()) {
           step->args.push_back({key, OwnedArg(k->AddOwned(md, p.owned, plain), md)});
-        } else if (md == from) {
+        } else if (SameBytes(md, from)) {
           step->args.push_back({key, TensorArg(p.operand, md)});
         } else {
           // A per-element operand is read in the primitive's blocked dst layout: reorder it first.
           Arg to = ScratchArg(k->AddScratch(md), md);
           AddReorder(k, TensorArg(p.operand, from), to, engine);
-          k->AddNote(", reorder operand");
+          k->NoteReorder(p.operand, ReorderKind::kOperand, from, md);
           step->args.push_back({key, to});
         }
       }
@@ -132,6 +146,31 @@ int IsaRank(const dnnl::primitive_desc_base& pd) {
   return 0;
 }
 
+bool SameBytes(const memory::desc& a, const memory::desc& b) {
+  if (a == b) return true;
+  const auto blocked = memory::format_kind::blocked;
+  if (a.get_format_kind() != blocked || b.get_format_kind() != blocked ||
+      a.get_dims() != b.get_dims() || a.get_data_type() != b.get_data_type() ||
+      a.get_size() != b.get_size()) {
+    return false;
+  }
+  const memory::dims dims = a.get_dims();
+  // Dense and unpadded, a tensor with one dim longer than 1 is stored in that dim's order.
+  const int64_t elements =
+      std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
+  const bool dense =
+      a.get_size() == elements * static_cast<int64_t>(memory::data_type_size(a.get_data_type()));
+  if (dense && std::count_if(dims.begin(), dims.end(), [](int64_t d) { return d > 1; }) <= 1) {
+    return true;
+  }
+  if (a.get_inner_nblks() != 0 || b.get_inner_nblks() != 0) return false;
+  const memory::dims sa = a.get_strides(), sb = b.get_strides();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] > 1 && sa[i] != sb[i]) return false;
+  }
+  return true;
+}
+
 bool IsChannelsLast(const memory::desc& md) {
   return md.get_ndims() == 4 && md.get_format_kind() == memory::format_kind::blocked &&
          md.get_inner_nblks() == 0 && md.get_strides()[1] == 1 && md.get_dims()[1] > 1;
@@ -148,10 +187,10 @@ Arg SourceIn(StepKernel* k, TensorId t, const memory::desc& plain, const memory:
   const memory::desc* kept = stored(t);
   memory::desc from = kept ? *kept : plain;
   if (kept) k->ClaimNative(t);
-  if (want == from) return TensorArg(t, from);
+  if (SameBytes(want, from)) return TensorArg(t, want);
   Arg to = ScratchArg(k->AddScratch(want), want);
   AddReorder(k, TensorArg(t, from), to, engine);
-  k->AddNote(", reorder in");
+  k->NoteReorder(t, ReorderKind::kIn, from, want);
   return to;
 }
 
@@ -171,7 +210,7 @@ Status FinishAnchor(const KernelContext& ctx, StepKernel* k, Step main, const me
   memory::desc plain = PlainLayout(out_dims);
   bool stays_blocked = done == chain.size() && dst_md != plain &&
                        dst_md.get_size() == plain.get_size() && ctx.KeepsBlocked(final_out);
-  bool reorder_out = !stays_blocked && dst_md != plain;
+  bool reorder_out = !stays_blocked && !SameBytes(dst_md, plain);
   Arg dst = reorder_out ? ScratchArg(k->AddScratch(dst_md), dst_md) : TensorArg(final_out, dst_md);
   if (sum_from) {
     AddReorder(k, *sum_from, dst, *ctx.engine);
@@ -185,7 +224,7 @@ Status FinishAnchor(const KernelContext& ctx, StepKernel* k, Step main, const me
   }
   if (reorder_out) {
     AddReorder(k, dst, TensorArg(final_out, plain), *ctx.engine);
-    k->AddNote(", reorder out");
+    k->NoteReorder(final_out, ReorderKind::kOut, dst_md, plain);
   }
   return AddTailLoop(ctx, k, Tail(chain, done), ChainValue(g, start, chain, done), final_out);
 }

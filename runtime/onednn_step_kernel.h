@@ -66,6 +66,12 @@ class StepKernel : public GroupKernel {
   }
   std::vector<Step>& steps() { return steps_; }
   void AddNote(const std::string& note) { label_ += note; }
+  // Records a reorder of `t` from layout `from` to `to` (a transpose when either is
+  // channels-last), and notes it in the label.
+  void NoteReorder(TensorId t, ReorderKind kind, const memory::desc& from, const memory::desc& to);
+  std::vector<LayoutReorder> Reorders() const override { return reorders_; }
+  void SetPostOpNodes(size_t n) { post_op_nodes_ = n; }
+  size_t PostOpNodes() const override { return post_op_nodes_; }
   void ClaimNative(TensorId t) {
     if (std::find(native_.begin(), native_.end(), t) == native_.end()) native_.push_back(t);
   }
@@ -144,6 +150,8 @@ class StepKernel : public GroupKernel {
   std::vector<Owned> owned_;
   std::vector<TensorId> native_;
   std::vector<std::pair<TensorId, memory::desc>> blocked_out_;
+  std::vector<LayoutReorder> reorders_;
+  size_t post_op_nodes_ = 0;
   int64_t scratch_ = 0;
 };
 
@@ -177,6 +185,11 @@ bool IsReference(const dnnl::primitive_desc_base& pd);
 // The vector width class of an implementation, read from its name ("jit_1x1:avx2" -> 2,
 // "brgconv:avx512_core" -> 3): 0 for reference and unnamed ISAs.
 int IsaRank(const dnnl::primitive_desc_base& pd);
+
+// Whether `a` and `b` put every element at the same byte, so a buffer in one is read as the other
+// without a reorder: equal; dense and unpadded over one dim longer than 1 (NCHW, NHWC and nChw16c
+// of a one-pixel image); or both unblocked with the same strides over every dim longer than 1.
+bool SameBytes(const memory::desc& a, const memory::desc& b);
 
 // Dense NHWC (channels stride 1, no blocking) of a 4-D tensor.
 bool IsChannelsLast(const memory::desc& md);
