@@ -158,8 +158,8 @@ bool SameBytes(const memory::desc& a, const memory::desc& b) {
   // Dense and unpadded, a tensor with one dim longer than 1 is stored in that dim's order.
   const int64_t elements =
       std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
-  const bool dense =
-      a.get_size() == elements * static_cast<int64_t>(memory::data_type_size(a.get_data_type()));
+  const bool dense = static_cast<int64_t>(a.get_size()) ==
+                     elements * static_cast<int64_t>(memory::data_type_size(a.get_data_type()));
   if (dense && std::count_if(dims.begin(), dims.end(), [](int64_t d) { return d > 1; }) <= 1) {
     return true;
   }
