@@ -3,9 +3,11 @@
 // cost model runs with the default hardware profile, so the output depends only on the code and
 // the models. For each model, the unfused, max-fusion and greedy plans: each group's predicted
 // time (every bit, %a) and, for each loop group, the fused loop's chained values and whether it
-// streams.
+// streams. `--isa` prices on a target of that oneDNN ISA name ("avx2", "avx512_core_bf16"), so
+// that the layout rules (blocked tensors, reorders) take part; by default the target has none.
 //
-//   lowering_dump [--dim NAME=N]... [MODEL.onnx...]     (default: every model in models/)
+//   lowering_dump [--isa NAME] [--dim NAME=N]... [MODEL.onnx...]   (default: every model in
+//   models/)
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -51,10 +53,12 @@ void PrintPlan(const Graph& g, const CostModel& model, const char* name, const F
   }
 }
 
-Status Dump(const std::string& path, ImportOptions options) {
+Status Dump(const std::string& path, ImportOptions options, const std::string& isa) {
   StatusOr<Graph> g = ImportOnnxFileWithDimsItHas(path, std::move(options));
   if (!g.ok()) return g.status();
-  AnalyticalCostModel model{HardwareProfile{}};
+  HardwareProfile profile;
+  profile.target.isa = isa;
+  AnalyticalCostModel model{profile};
   PrintPlan(*g, model, "unfused", UnfusedPlan(*g));
   PrintPlan(*g, model, "max-fusion", MaxFusionPlan(*g));
   SearchOptions so;
@@ -72,9 +76,12 @@ int main(int argc, char** argv) {
   ImportOptions options = WithConstantFolding({});
   options.dims = {{"batch", 1}, {"seq", 128}};
   std::vector<std::string> paths;
+  std::string isa;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--dim" && i + 1 < argc) {
+    if (arg == "--isa" && i + 1 < argc) {
+      isa = argv[++i];
+    } else if (arg == "--dim" && i + 1 < argc) {
       Status s = ParseDimBinding(argv[++i], &options);
       if (!s.ok()) return std::fprintf(stderr, "%s\n", s.message().c_str()), 2;
     } else {
@@ -89,7 +96,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& path : paths) {
     std::printf("%s\n", std::filesystem::path(path).stem().c_str());
-    Status s = Dump(path, options);
+    Status s = Dump(path, options, isa);
     if (!s.ok()) std::printf("  error: %s\n", s.message().c_str());
     std::fflush(stdout);
   }

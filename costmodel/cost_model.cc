@@ -11,7 +11,6 @@
 #include "graph/op_registry.h"
 #include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
-#include "lowering/layout.h"
 #include "lowering/plan_legality.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
@@ -107,20 +106,13 @@ double GroupReadBytes(const Graph& g, const FusionGroup& group, TensorId t) {
   return std::min(bytes, static_cast<double>(g.tensor(t).bytes()));
 }
 
-// Post-ops of a oneDNN primitive: the nodes after its anchor or reduction (an epilogue's further
-// reductions are not post-ops; a kSingle group has none).
-int PostOps(const Graph& g, const FusionGroup& group, const GroupLowering& lowering) {
-  const bool takes = lowering.form == KernelForm::kAnchorPrimitive ||
-                     lowering.form == KernelForm::kReductionPrimitive;
-  if (!takes || group.kind == GroupKind::kSingle) return 0;
+// The post-ops the record runs: a BatchNormalization is a per-channel scale and shift, two
+// binary post-ops; a gated pair is one eltwise.
+int PostOps(const Graph& g, const GroupLowering& lowering) {
   int n = 0;
-  for (size_t i = 0; i < lowering.after.size(); ++i) {
-    const Node& node = g.node(lowering.after[i]);
-    if (ClassifyNode(g, node) == OpClass::kReduction || EndsGatedPair(g, lowering.after, i)) {
-      continue;
-    }
-    // BatchNormalization is a per-channel scale and shift: two binary post-ops.
-    n += node.op_type == "BatchNormalization" ? 2 : 1;
+  for (size_t i = 0; i < lowering.post_ops.size(); ++i) {
+    if (EndsGatedPair(g, lowering.post_ops, i)) continue;  // Its gate's post-op covers it.
+    n += g.node(lowering.post_ops[i]).op_type == "BatchNormalization" ? 2 : 1;
   }
   return n;
 }
@@ -382,100 +374,13 @@ void AddHandoffs(const Graph& g, const FusionGroup& group, const std::vector<Ten
   }
 }
 
-void AddReorder(const Graph& g, TensorId t, GroupFeatures* f, bool transposed = false) {
-  f->kernels += 1;
-  (transposed ? f->transposed_bytes : f->reorder_bytes) += static_cast<double>(g.tensor(t).bytes());
-}
-
-// Reorders between plain and oneDNN's channel-blocked layout, each a kernel over the tensor. The
-// runtime keeps some tensors blocked between groups (lowering/layout.h) and the rest plain:
-//   - a Conv / ConvTranspose (more than one output pixel) or a 4-D pooling whose channels divide
-//     by 8 runs on blocked data: it reorders a plain input in (not a stem conv, which reads it
-//     as it is: StemConvReadsPlain), a plain output out, and a plain per-element binary post-op
-//     operand of a Conv;
-//   - any other group reads a plain copy of each blocked tensor it reads and writes a blocked
-//     output through a plain copy, except a loop of flat elementwise nodes over blocked tensors
-//     only, which runs on them as they are.
-// Where the conv runs channels-last, or a kept tensor is stored so (lowering/layout.h), the reorder
-// to or from plain is a transpose (`transposed_bytes`).
-void AddReorders(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
-                 const std::vector<TensorId>& materialized, int64_t block, bool brgemm,
-                 GroupFeatures* f) {
-  auto stored_nhwc = [&](TensorId t) { return StoredChannelsLast(g, t, block, brgemm); };
-  // The group's anchor or reduction: the first node, or the one after a reduction's prologue.
-  NodeId primary = group.nodes.front();
-  for (NodeId id : group.nodes) {
-    OpClass c = ClassifyNode(g, g.node(id));
-    if (c == OpClass::kAnchor || c == OpClass::kReduction) {
-      primary = id;
-      break;
-    }
+// The record's reorders, each a kernel over its tensor (lowering/reorders.h).
+void AddReorders(const Graph& g, const GroupLowering& lowering, GroupFeatures* f) {
+  for (const LayoutReorder& r : lowering.reorders) {
+    f->kernels += 1;
+    (r.transposed ? f->transposed_bytes : f->reorder_bytes) +=
+        static_cast<double>(g.tensor(r.tensor).bytes());
   }
-  const Node& head = g.node(primary);
-  // On a 1x1 image the blocked layout is the plain one: oneDNN picks it and nothing is reordered
-  // (EfficientNet's squeeze-and-excite convs).
-  const Shape& out = g.tensor(head.outputs[0]).dims;
-  bool one_pixel =
-      out.size() > 2 && std::all_of(out.begin() + 2, out.end(), [](int64_t d) { return d == 1; });
-  bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") && !one_pixel;
-  bool pooling = PoolingRunsBlocked(g, head, block);
-  bool prologue = primary != group.nodes.front();
-  if (!conv && !pooling) {
-    if (RunsFlatOnBlocked(g, group, inputs, materialized, block)) return;
-    for (TensorId t : inputs) {
-      if (KeptBlocked(g, t, block)) AddReorder(g, t, f, stored_nhwc(t));
-    }
-    for (TensorId t : materialized) {
-      if (KeptBlocked(g, t, block)) AddReorder(g, t, f);
-    }
-    return;
-  }
-  TensorId src = head.inputs[0];
-  const bool transposed = conv && ConvRunsChannelsLast(g, head, block, brgemm);
-  if (prologue) {
-    // The prologue loop reads plain copies and writes the pooling's input plain to scratch.
-    for (TensorId t : inputs) {
-      if (KeptBlocked(g, t, block)) AddReorder(g, t, f, stored_nhwc(t));
-    }
-    AddReorder(g, src, f);
-  } else if (!KeptBlocked(g, src, block) && !StemConvReadsPlain(g, head, block)) {
-    AddReorder(g, src, f, transposed);
-  }
-  for (TensorId t : materialized) {
-    if (!KeptBlocked(g, t, block)) AddReorder(g, t, f, transposed);
-  }
-  if (!conv) return;
-  for (size_t i = 1; i < group.nodes.size(); ++i) {
-    for (TensorId t : g.node(group.nodes[i]).inputs) {
-      if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
-      if (group.nodes[i] < primary) continue;
-      if (g.tensor(t).dims == g.tensor(head.outputs[0]).dims && !KeptBlocked(g, t, block)) {
-        AddReorder(g, t, f, transposed);
-      }
-    }
-  }
-}
-
-// Parallel regions our row reduction does not enter, of the one per loop kernel counted: its
-// reduction over few elements, and its epilogue loop over one tile (LayerNorm's per-row
-// Add+Sqrt of 128 values runs on the calling thread).
-double RowReductionForksSaved(const Graph& g, const FusionGroup& group,
-                              const GroupLowering& lowering) {
-  if (group.kind != GroupKind::kReduction || lowering.form != KernelForm::kRowReduction) return 0;
-  for (NodeId id : group.nodes) {
-    const Node& n = g.node(id);
-    if (ClassifyNode(g, n) != OpClass::kReduction) continue;
-    const int64_t len = RowReductionOf(g, n).len;
-    if (len <= 0) return 0;
-    const int64_t rows = g.tensor(n.inputs[0]).num_elements() / len;
-    double saved = RowReductionForks(rows, len) ? 0 : 1;
-    if (!lowering.after.empty()) {  // The epilogue loop.
-      const Tensor& out = g.tensor(g.node(group.nodes.back()).outputs[0]);
-      saved += out.num_elements() <= kLoopTileElements ? 1 : 0;
-    }
-    return saved;
-  }
-  return 0;
 }
 
 // The same elementwise group as one oneDNN eltwise / binary primitive with post-ops.
@@ -662,14 +567,15 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   // A group of views alone (Reshape, Flatten, ...) is a copy: the runtime gives every group's
   // output a buffer of its own (an input of an in-place Concat is stored in the Concat's).
   GroupFeatures f;
-  const GroupLowering lowering = LowerGroup(g, group, materialized);
+  const GroupLowering lowering =
+      LowerGroup(g, group, inputs, materialized, LayoutTargetForIsa(target.isa));
   // Its producers wrote every input into its slice of the output, priced with them: nothing runs.
   if (lowering.form == KernelForm::kInPlaceConcat) return f;
   f.kernels = lowering.primitives;
   f.loop_kernels = lowering.loops;
   // Arithmetic all inside oneDNN's JIT kernels, none in a loop of ours.
   const bool jit = lowering.primitives > 0 && lowering.loops == 0;
-  f.post_ops = PostOps(g, group, lowering);
+  f.post_ops = PostOps(g, lowering);
   const bool serial = lowering.serial;
   std::optional<LoopEvaluation> loop;
   if (RunsThroughLoop(lowering)) {
@@ -690,10 +596,9 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   AddOutputCopies(g, group, materialized, lp, target, serial ? 1 : target.cores, &f);
   AddHandoffs(g, group, inputs, materialized, residency, target, serial, &f);
   AddSpill(g, group, target, &f);
-  const int64_t block = ChannelBlockForIsa(target.isa);
-  AddReorders(g, group, inputs, materialized, block, BrgemmConvsForIsa(target.isa), &f);
+  AddReorders(g, lowering, &f);
   f.threads = serial ? 1 : target.cores;
-  f.forks = serial ? 0 : f.kernels + f.loop_kernels - RowReductionForksSaved(g, group, lowering);
+  f.forks = lowering.parallel_regions;
   AddRecurrentSteps(g, group, residency, &f);
   if (lowering.alternative == KernelAlternative::kPrimitiveChain) {
     GroupFeatures chain =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "graph/node_attrs.h"
 #include "graph/op_registry.h"
 #include "lowering/concat_in_place.h"
 #include "lowering/kernel_form.h"
@@ -129,11 +130,38 @@ void LowerReductionLoops(const Graph& g, GroupLowering* r) {
   }
 }
 
-}  // namespace
+// The nodes after an anchor or reduction primitive that run as its post-ops.
+std::vector<NodeId> PostOpNodes(const Graph& g, const FusionGroup& group, const GroupLowering& r) {
+  const bool takes =
+      r.form == KernelForm::kAnchorPrimitive || r.form == KernelForm::kReductionPrimitive;
+  if (!takes || group.kind == GroupKind::kSingle) return {};
+  std::vector<NodeId> out;
+  for (NodeId id : r.after) {
+    if (ClassifyNode(g, g.node(id)) != OpClass::kReduction) out.push_back(id);
+  }
+  return out;
+}
 
-GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
-                         const std::vector<TensorId>& materialized,
-                         std::optional<RnnImplementation> rnn) {
+// Parallel regions our row reduction does not enter, of the one per loop counted: its reduction
+// over few elements, and its epilogue loop over one tile (LayerNorm's per-row Add+Sqrt of 128
+// values runs on the calling thread).
+int RowReductionRegionsSaved(const Graph& g, const FusionGroup& group, const GroupLowering& r) {
+  if (group.kind != GroupKind::kReduction || r.form != KernelForm::kRowReduction) return 0;
+  const Node& n = g.node(r.center);
+  const int64_t len = RowReductionOf(g, n).len;
+  if (len <= 0) return 0;
+  const int64_t rows = g.tensor(n.inputs[0]).num_elements() / len;
+  int saved = RowReductionForks(rows, len) ? 0 : 1;
+  if (!r.after.empty()) {  // The epilogue loop.
+    const Tensor& out = g.tensor(g.node(group.nodes.back()).outputs[0]);
+    saved += out.num_elements() <= kLoopTileElements ? 1 : 0;
+  }
+  return saved;
+}
+
+GroupLowering LowerForm(const Graph& g, const FusionGroup& group,
+                        const std::vector<TensorId>& materialized,
+                        std::optional<RnnImplementation> rnn) {
   GroupLowering r;
   r.serial = RunsSerially(g, group, rnn);
   const Node& first = g.node(group.nodes[0]);
@@ -197,6 +225,30 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
     }
   }
   return r;
+}
+
+}  // namespace
+
+GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
+                         const std::vector<TensorId>& inputs,
+                         const std::vector<TensorId>& materialized, const LayoutTarget& target,
+                         std::optional<RnnImplementation> rnn) {
+  GroupLowering r = LowerForm(g, group, materialized, rnn);
+  // Its producers wrote every input into its slice of the output: nothing runs.
+  if (r.form == KernelForm::kInPlaceConcat) return r;
+  r.reorders = LowerReorders(g, group, inputs, materialized, target);
+  r.post_ops = PostOpNodes(g, group, r);
+  if (!r.serial) {
+    r.parallel_regions = r.primitives + r.loops + static_cast<int>(r.reorders.size()) -
+                         RowReductionRegionsSaved(g, group, r);
+  }
+  return r;
+}
+
+GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
+                         const std::vector<TensorId>& materialized,
+                         std::optional<RnnImplementation> rnn) {
+  return LowerGroup(g, group, {}, materialized, LayoutTarget{}, rnn);
 }
 
 }  // namespace fusor

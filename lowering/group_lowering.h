@@ -8,7 +8,8 @@
 // groups (threading.h).
 //
 // tests/lowering checks, for every group of every bundled model under several plans, that the
-// runtime builds the form and the alternative the record names.
+// runtime builds the form and the alternative the record names; tests/runtime/group_record_test
+// that it builds the reorders and post-ops the record lists.
 //
 // Plain data; LowerGroup is a pure function of the graph and its arguments, thread-safe.
 #pragma once
@@ -21,6 +22,7 @@
 #include "graph/graph.h"
 #include "graph/plan.h"
 #include "lowering/loop_program.h"
+#include "lowering/reorders.h"
 #include "lowering/rnn_form.h"
 
 namespace fusor {
@@ -77,15 +79,31 @@ struct GroupLowering {
   // A reduction's pulls of its prologue over the reduction's input (RowReductionPulls): a block
   // of rows per pull when rows are shorter than a tile, else a chunk of a row. 0 without one.
   int64_t prologue_pulls = 0;
+  // The reorders between plain and blocked layouts the group runs (reorders.h), each a oneDNN
+  // kernel over its tensor. Empty when lowered without a layout target.
+  std::vector<LayoutReorder> reorders;
+  // The chain nodes after an anchor or a reduction primitive that run as its oneDNN post-ops (a
+  // BatchNormalization after a conv among them, folded into its weights); none in a kSingle group.
+  std::vector<NodeId> post_ops;
+  // Thread teams the group wakes per run: one per primitive, loop and reorder, less the regions
+  // our row reduction does not enter (RowReductionForks; an epilogue loop over one tile); 0 when
+  // it runs serially.
+  int parallel_regions = 0;
 };
 
 // Whether `anchor` (a Conv) followed by `chain` takes its first post-op, a per-element Add of a
 // computed tensor (after a BatchNormalization the conv folds), as oneDNN's sum post-op.
 bool HasResidualSumForm(const Graph& g, NodeId anchor, const std::vector<NodeId>& chain);
 
-// The record for `group` of a plan, whose outputs are `materialized` (AllMaterializedOutputs).
-// `rnn` forces the recurrent kernel of an LSTM / GRU group (benchmarks comparing them); unset, the
+// The record for `group` of a plan, reading `inputs` from other groups (AllGroupInputs) and whose
+// outputs are `materialized` (AllMaterializedOutputs), on a target of layout `target`. `rnn`
+// forces the recurrent kernel of an LSTM / GRU group (benchmarks comparing them); unset, the
 // lowering's choice.
+GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
+                         const std::vector<TensorId>& inputs,
+                         const std::vector<TensorId>& materialized, const LayoutTarget& target,
+                         std::optional<RnnImplementation> rnn = std::nullopt);
+// The same with every tensor plain (no layout target): no reorders.
 GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
                          const std::vector<TensorId>& materialized,
                          std::optional<RnnImplementation> rnn = std::nullopt);

@@ -233,13 +233,18 @@ bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm) 
 
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
-                       const std::vector<TensorId>& materialized, int64_t block) {
+                       const std::vector<TensorId>& materialized, int64_t block, bool brgemm) {
   if (group.kind != GroupKind::kLoop && group.kind != GroupKind::kSingle) return false;
   for (NodeId id : group.nodes) {
     if (!IsFlatElementwise(g, g.node(id))) return false;
   }
+  int channels_last = -1;  // The form of the inputs so far; -1 before the first.
   for (TensorId t : inputs) {
-    if (NumElements(g.tensor(t).dims) > 1 && !KeptBlocked(g, t, block)) return false;
+    if (NumElements(g.tensor(t).dims) <= 1) continue;
+    if (!KeptBlocked(g, t, block)) return false;
+    const int form = StoredChannelsLast(g, t, block, brgemm) ? 1 : 0;
+    if (channels_last >= 0 && form != channels_last) return false;
+    channels_last = form;
   }
   return std::all_of(materialized.begin(), materialized.end(),
                      [&](TensorId t) { return KeptBlocked(g, t, block); });

@@ -79,10 +79,11 @@ bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block);
 // tensors (oneDNN pools in the layout its input is stored in).
 bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm);
 
-// A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, and every
-// non-scalar tensor it reads from outside and every tensor it writes kept blocked.
+// A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, every
+// non-scalar tensor it reads from outside and every tensor it writes kept blocked, and the ones it
+// reads all stored in one form (all channels-last, or none: StoredChannelsLast).
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
-                       const std::vector<TensorId>& materialized, int64_t block);
+                       const std::vector<TensorId>& materialized, int64_t block, bool brgemm);
 
 }  // namespace fusor

@@ -62,8 +62,9 @@ std::string GroupLabel(const Graph& g, const FusionGroup& group) {
 const dnnl::memory::desc* FlatBlockedLayout(const Graph& g, const StoredLayouts& stored,
                                             const FusionGroup& group,
                                             const std::vector<TensorId>& inputs,
-                                            const std::vector<TensorId>& outputs, int64_t block) {
-  if (!RunsFlatOnBlocked(g, group, inputs, outputs, block)) return nullptr;
+                                            const std::vector<TensorId>& outputs,
+                                            const LayoutTarget& layout) {
+  if (!RunsFlatOnBlocked(g, group, inputs, outputs, layout.block, layout.brgemm)) return nullptr;
   const dnnl::memory::desc* common = nullptr;
   for (TensorId t : inputs) {
     if (NumElements(g.tensor(t).dims) == 1) continue;
@@ -132,6 +133,7 @@ Status Executor::Compile(const FusionPlan& plan) {
   auto all_inputs = AllGroupInputs(g, plan);
   auto all_outputs = AllMaterializedOutputs(g, plan);
   const int64_t block = options_.keep_blocked ? ChannelBlockForIsa(OneDnnIsa()) : 0;
+  const LayoutTarget layout{block, BrgemmConvsForIsa(OneDnnIsa())};
   KernelContext ctx;
   ctx.g = &graph_;
   ctx.engine = &dnnl_->engine;
@@ -152,7 +154,8 @@ Status Executor::Compile(const FusionPlan& plan) {
     Group group;
     group.group = fg;
     group.label = GroupLabel(g, fg);
-    group.lowering = LowerGroup(g, fg, all_outputs[i], options_.rnn_implementation);
+    group.lowering =
+        LowerGroup(g, fg, all_inputs[i], all_outputs[i], layout, options_.rnn_implementation);
     // Kernels are built with the thread count they will run with: some oneDNN primitives fix
     // their work split when created.
     UseThreads(group);
@@ -167,12 +170,14 @@ Status Executor::Compile(const FusionPlan& plan) {
     // A loop of flat elementwise nodes over tensors in one blocked layout runs on them unchanged
     // and writes that layout; other kernels get plain copies of blocked inputs they cannot read.
     if (const auto* common =
-            FlatBlockedLayout(g, dnnl_->stored, fg, all_inputs[i], all_outputs[i], block)) {
+            FlatBlockedLayout(g, dnnl_->stored, fg, all_inputs[i], all_outputs[i], layout)) {
       for (TensorId t : all_outputs[i]) dnnl_->stored[t] = *common;
     } else {
-      group.kernel = AdaptToStoredLayouts(ctx, std::move(group.kernel), all_inputs[i]);
+      group.kernel =
+          AdaptToStoredLayouts(ctx, std::move(group.kernel), group.lowering, all_inputs[i]);
       if (group.alternative) {
-        group.alternative = AdaptToStoredLayouts(ctx, std::move(group.alternative), all_inputs[i]);
+        group.alternative =
+            AdaptToStoredLayouts(ctx, std::move(group.alternative), group.lowering, all_inputs[i]);
       }
       for (const auto& [t, md] : group.kernel->BlockedOutputs()) dnnl_->stored[t] = md;
     }
@@ -387,6 +392,10 @@ size_t Executor::num_groups() const { return groups_.size(); }
 bool Executor::RunsPrimitiveChain(size_t index) const {
   return groups_[index].running == KernelAlternative::kPrimitiveChain;
 }
+
+const GroupLowering& Executor::GroupRecord(size_t index) const { return groups_[index].lowering; }
+
+const GroupKernel& Executor::RunningKernel(size_t index) const { return *groups_[index].kernel; }
 
 std::string Executor::DescribeGroup(size_t index) const {
   return groups_[index].label + ": " + groups_[index].kernel->Describe();

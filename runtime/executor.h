@@ -95,6 +95,10 @@ class Executor {
   // Whether an elementwise group runs as oneDNN's eltwise / binary primitive with post-ops (kept
   // over our fused loop, ChainBackend), not as our loop.
   bool RunsPrimitiveChain(size_t index) const;
+  // The record group `index` was built from, and the kernel it runs (whose reorders and post-ops
+  // tests compare with the record's).
+  const GroupLowering& GroupRecord(size_t index) const;
+  const GroupKernel& RunningKernel(size_t index) const;
 
   // The value of a materialized tensor (any graph output) after a run.
   StatusOr<HostTensor> Read(TensorId t) const;

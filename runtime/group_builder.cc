@@ -21,7 +21,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
     case KernelForm::kRowReduction:
       return BuildRowReductionKernel(ctx, r);
     case KernelForm::kReductionPrimitive:
-      return BuildReductionPrimitiveKernel(ctx, r.before, r.center, r.after);
+      return BuildReductionPrimitiveKernel(ctx, r);
     case KernelForm::kFusedLoop:
       return BuildLoopKernel(ctx, r.loop);
     case KernelForm::kResampling:

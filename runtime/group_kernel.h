@@ -57,6 +57,12 @@ class GroupKernel {
   // Outputs the kernel writes in a blocked layout (only ones KernelContext::keeps_blocked allows);
   // every other output is plain.
   virtual std::vector<std::pair<TensorId, dnnl::memory::desc>> BlockedOutputs() const { return {}; }
+  // The reorders between layouts the kernel runs, as its group's record lists the ones it should
+  // (GroupLowering::reorders; the cost model prices those).
+  virtual std::vector<LayoutReorder> Reorders() const { return {}; }
+  // The chain nodes after its anchor or reduction the kernel runs as oneDNN post-ops (a
+  // BatchNormalization folded into a conv's weights among them): GroupLowering::post_ops.
+  virtual size_t PostOpNodes() const { return 0; }
 };
 
 // Row-major float32 layout of `dims` (a scalar as [1]): how tensors are stored unless kept blocked.
@@ -64,6 +70,8 @@ dnnl::memory::desc PlainLayout(const Shape& dims);
 // oneDNN's channel-blocked layout of 4-D `dims` for this CPU: nChw16c on AVX-512 when the
 // channels divide by 16, else nChw8c.
 dnnl::memory::desc ChannelBlocked(const Shape& dims);
+// Dense NHWC of 4-D `dims`: how a tensor written by a conv that runs channels-last is kept.
+dnnl::memory::desc ChannelsLast(const Shape& dims);
 
 // Primitive attributes with a user scratchpad: every kernel hands each primitive a slice of the
 // group's scratch (the executor's arena) rather than letting oneDNN allocate per call.
@@ -99,11 +107,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildAnchorKernel(const KernelContext& ct
 StatusOr<std::unique_ptr<GroupKernel>> BuildResidualSumKernel(const KernelContext& ctx,
                                                               NodeId anchor,
                                                               const std::vector<NodeId>& chain);
-// A oneDNN reduction, pooling or softmax primitive, the prologue (if any) run first as our loop
-// into scratch and the epilogue as post-ops where oneDNN takes them.
-StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(
-    const KernelContext& ctx, const std::vector<NodeId>& prologue, NodeId reduction,
-    const std::vector<NodeId>& epilogue);
+// A oneDNN reduction, pooling or softmax primitive (the record's `center`), the record's prologue
+// program (if any) run first as our loop into scratch and the epilogue (`after`) as post-ops
+// where oneDNN takes them; a blocked pooling after a prologue reads its input in the layout the
+// record reorders it into.
+StatusOr<std::unique_ptr<GroupKernel>> BuildReductionPrimitiveKernel(const KernelContext& ctx,
+                                                                     const GroupLowering& record);
 // A fused row reduction (trailing-axis Reduce*, GlobalAveragePool, last-axis Softmax) evaluating
 // the prologue inside the reduction; Unimplemented for other reductions. The prologue and epilogue
 // loops are the record's programs (GroupLowering::prologue, loop).

@@ -127,7 +127,7 @@ class RowReductionKernel : public GroupKernel {
  public:
   RowReductionKernel(std::unique_ptr<FusedLoop> prologue, std::unique_ptr<FusedLoop> epilogue,
                      TensorId input, TensorId output, TensorId final_output, RowOp op, int64_t rows,
-                     int64_t len, std::string label)
+                     int64_t len, int64_t rows_per_pull, std::string label)
       : prologue_(std::move(prologue)),
         epilogue_(std::move(epilogue)),
         input_(input),
@@ -136,6 +136,7 @@ class RowReductionKernel : public GroupKernel {
         op_(op),
         rows_(rows),
         len_(len),
+        rows_per_pull_(rows_per_pull),
         label_(std::move(label)) {}
 
   Status Bind(const TensorBuffer& tensor, void*) override {
@@ -170,9 +171,9 @@ class RowReductionKernel : public GroupKernel {
   }
 
  private:
-  // Pulls through the prologue: a block of short rows, or a chunk of a long one
-  // (lowering/threading.h).
-  int64_t RowsPerBlock() const { return RowReductionRowsPerPull(len_); }
+  // Pulls through the prologue: a block of short rows, or a chunk of a long one (the record's
+  // prologue_pulls).
+  int64_t RowsPerBlock() const { return rows_per_pull_; }
 
   // This thread's share of the row blocks, with its own scratch (and row buffer for softmax).
   // Called inside a parallel region, the blocks are split across the team; outside one, the
@@ -240,11 +241,25 @@ class RowReductionKernel : public GroupKernel {
   std::unique_ptr<FusedLoop> prologue_, epilogue_;
   TensorId input_, output_, final_;
   RowOp op_;
-  int64_t rows_, len_;
+  int64_t rows_, len_, rows_per_pull_;
   std::string label_;
   const float* in_ = nullptr;
   float* out_ = nullptr;
 };
+
+// Rows per pull of a row reduction over `rows` rows of `len` making the record's `pulls`: whole
+// rows spread over the pulls, or one row (pulled chunk by chunk) per block when there are as many
+// pulls as rows or more. More rows than one pull holds would overrun the prologue's tile.
+StatusOr<int64_t> RowsPerPull(const Node& n, int64_t pulls, int64_t rows, int64_t len) {
+  const int64_t per = pulls >= rows ? 1 : (rows + std::max<int64_t>(pulls, 1) - 1) / pulls;
+  if (pulls <= 0 || (per > 1 && per * len > kRowReductionPullElements)) {
+    return Status::Internal(NodeLabel(n) + ": the record's " + std::to_string(pulls) +
+                            " prologue pulls do not fit " + std::to_string(rows) + " rows of " +
+                            std::to_string(len) + " in pulls of at most " +
+                            std::to_string(kRowReductionPullElements) + " elements");
+  }
+  return per;
+}
 
 }  // namespace
 
@@ -279,12 +294,13 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildRowReductionKernel(const KernelConte
     FUSOR_ASSIGN_OR_RETURN(epi, FusedLoop::Build(g, record.loop, ctx.known));
   }
   int64_t rows = g.tensor(input).num_elements() / len;
+  FUSOR_ASSIGN_OR_RETURN(int64_t rows_per_pull, RowsPerPull(r, record.prologue_pulls, rows, len));
   std::vector<NodeId> all = prologue;
   all.push_back(record.center);
   all.insert(all.end(), epilogue.begin(), epilogue.end());
   return std::unique_ptr<GroupKernel>(new RowReductionKernel(std::move(pro), std::move(epi), input,
                                                              output, final_output, form.op, rows,
-                                                             len, NodeList(g, all)));
+                                                             len, rows_per_pull, NodeList(g, all)));
 }
 
 }  // namespace fusor

@@ -8,12 +8,14 @@
 #include "graph/op_registry.h"
 #include "graph/plan.h"
 #include "graph/plan_json.h"
+#include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/layout.h"
 #include "lowering/loop_lowering.h"
 #include "lowering/plan_legality.h"
 #include "runtime/executor.h"
 #include "runtime/fused_loop.h"
+#include "runtime/group_kernel.h"
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
@@ -160,6 +162,38 @@ TEST(ReductionKernel, VariancePrologueFusedIntoRowReduction) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kReduction, {0, 1, 2, 3, 4}),
                          ChainBackend::kFusedLoop, &described);
   EXPECT_NE(described.find("fused row reduction"), std::string::npos) << described;
+}
+
+// The row reduction pulls its prologue as its record says (GroupLowering::prologue_pulls); a
+// record whose pulls would put more rows in one pull than a tile holds is refused, naming them.
+TEST(ReductionKernel, ARowReductionPullsAsItsRecordSaysAndRefusesPullsThatOverrunATile) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {8, 1024});
+  TensorId d = b.Act("d", {8, 1024}), m = b.Act("m", {8, 1});
+  b.Op("Mul", {x, b.FloatScalar("k", 0.5)}, {d});
+  b.Op("ReduceMean", {d}, {m}, {Ints("axes", {-1})});
+  b.Output(m);
+  Graph g = b.Build();
+  const FusionGroup group{GroupKind::kReduction, {0, 1}, {}};
+  GroupLowering record = LowerGroup(g, group, {m});
+  ASSERT_EQ(record.form, KernelForm::kRowReduction);
+  EXPECT_EQ(record.prologue_pulls, 2);  // Four rows of 1024 a pull.
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  KernelContext ctx;
+  ctx.g = &g;
+  ctx.engine = &engine;
+  ctx.stream = &stream;
+  ctx.known = [](TensorId) -> const HostTensor* { return nullptr; };
+  ctx.outputs = {m};
+  EXPECT_TRUE(BuildRowReductionKernel(ctx, record).ok());
+  record.prologue_pulls = 1;  // Eight rows of 1024 in one pull: twice a tile.
+  auto overrun = BuildRowReductionKernel(ctx, record);
+  ASSERT_FALSE(overrun.ok());
+  EXPECT_NE(overrun.status().message().find("1 prologue pulls do not fit 8 rows of 1024"),
+            std::string::npos)
+      << overrun.status().message();
+  ExpectMatchesReference(g, FusionPlan{{group}});
 }
 
 TEST(ReductionKernel, SoftmaxWithPrologueAndPoolingWithEpilogue) {

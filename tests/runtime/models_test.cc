@@ -83,9 +83,13 @@ TEST(ImportedModel, ConvTransposeResizePadMatchTheReference) {
   ExpectPlanMatches(*g, *leaves, *want, max, ChainBackend::kAuto, "max fusion");
 }
 
+// mobilenet_v3_small and googlenet: outputs a plain-writing group stores blocked or channels-last
+// (the layout adapter's kBlockedOut), a flat Add of inputs in two forms, one-pixel convs reading
+// and writing in place (SameBytes).
 INSTANTIATE_TEST_SUITE_P(Bundled, ModelsTest,
                          ::testing::Values("resnet18", "mobilenet_v2", "squeezenet1_1",
-                                           "efficientnet_b0", "bert_base_encoder"));
+                                           "efficientnet_b0", "bert_base_encoder",
+                                           "mobilenet_v3_small", "googlenet"));
 
 }  // namespace
 }  // namespace fusor

@@ -1,0 +1,129 @@
+#include "lowering/reorders.h"
+
+#include <algorithm>
+
+#include "graph/op_registry.h"
+#include "lowering/kernel_form.h"
+#include "lowering/layout.h"
+
+namespace fusor {
+namespace {
+
+// The group's anchor or reduction: the first node, or the one after a reduction's prologue.
+NodeId PrimaryNode(const Graph& g, const FusionGroup& group) {
+  for (NodeId id : group.nodes) {
+    const OpClass c = ClassifyNode(g, g.node(id));
+    if (c == OpClass::kAnchor || c == OpClass::kReduction) return id;
+  }
+  return group.nodes.front();
+}
+
+bool OnePixel(const Shape& out) {
+  return out.size() > 2 &&
+         std::all_of(out.begin() + 2, out.end(), [](int64_t d) { return d == 1; });
+}
+
+// A group whose kernel reads and writes plain buffers only (not a blocked conv or pooling).
+void PlainKernelReorders(const Graph& g, const FusionGroup& group,
+                         const std::vector<TensorId>& inputs,
+                         const std::vector<TensorId>& materialized, const LayoutTarget& target,
+                         std::vector<LayoutReorder>* out) {
+  const int64_t block = target.block;
+  if (RunsFlatOnBlocked(g, group, inputs, materialized, block, target.brgemm)) return;
+  for (TensorId t : inputs) {
+    if (KeptBlocked(g, t, block)) {
+      out->push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, block, target.brgemm)});
+    }
+  }
+  for (TensorId t : materialized) {
+    if (KeptBlocked(g, t, block)) {
+      out->push_back({t, ReorderKind::kBlockedOut, StoredChannelsLast(g, t, block, target.brgemm)});
+    }
+  }
+}
+
+// A conv's per-element post-op operands (of its output's dims) reordered into its destination
+// layout: plain ones, and kept ones stored in the other form (channels-last against blocked), a
+// transpose.
+void OperandReorders(const Graph& g, const FusionGroup& group, NodeId primary, bool transposed,
+                     const LayoutTarget& target, std::vector<LayoutReorder>* out) {
+  const int64_t block = target.block;
+  const Shape& dims = g.tensor(g.node(primary).outputs[0]).dims;
+  for (size_t i = 1; i < group.nodes.size(); ++i) {
+    if (group.nodes[i] < primary) continue;
+    for (TensorId t : g.node(group.nodes[i]).inputs) {
+      if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
+      if (g.tensor(t).dims != dims) continue;
+      if (!KeptBlocked(g, t, block)) {
+        out->push_back({t, ReorderKind::kOperand, transposed});
+      } else if (StoredChannelsLast(g, t, block, target.brgemm) != transposed) {
+        out->push_back({t, ReorderKind::kOperand, true});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+LayoutTarget LayoutTargetForIsa(std::string_view isa) {
+  return LayoutTarget{ChannelBlockForIsa(isa), BrgemmConvsForIsa(isa)};
+}
+
+std::string_view ReorderKindName(ReorderKind kind) {
+  switch (kind) {
+    case ReorderKind::kPlainCopy:
+      return "plain_copy";
+    case ReorderKind::kBlockedOut:
+      return "blocked_out";
+    case ReorderKind::kIn:
+      return "in";
+    case ReorderKind::kOut:
+      return "out";
+    case ReorderKind::kOperand:
+      return "operand";
+  }
+  return "?";
+}
+
+std::vector<LayoutReorder> LowerReorders(const Graph& g, const FusionGroup& group,
+                                         const std::vector<TensorId>& inputs,
+                                         const std::vector<TensorId>& materialized,
+                                         const LayoutTarget& target) {
+  std::vector<LayoutReorder> out;
+  const int64_t block = target.block;
+  const NodeId primary = PrimaryNode(g, group);
+  const Node& head = g.node(primary);
+  // On a 1x1 image the blocked layout is the plain one: oneDNN picks it and nothing is reordered
+  // (EfficientNet's squeeze-and-excite convs).
+  const bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") &&
+                    !OnePixel(g.tensor(head.outputs[0]).dims);
+  if (!conv && !PoolingRunsBlocked(g, head, block)) {
+    PlainKernelReorders(g, group, inputs, materialized, target, &out);
+    return out;
+  }
+  const TensorId src = head.inputs[0];
+  // A pooling writes the layout its input is stored in: channels-last where that is.
+  const bool transposed = conv ? ConvRunsChannelsLast(g, head, block, target.brgemm)
+                               : StoredChannelsLast(g, src, block, target.brgemm);
+  if (primary != group.nodes.front()) {
+    // The prologue loop reads plain copies and writes the pooling's input plain to scratch.
+    for (TensorId t : inputs) {
+      if (KeptBlocked(g, t, block)) {
+        out.push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, block, target.brgemm)});
+      }
+    }
+    out.push_back({src, ReorderKind::kIn, transposed});
+  } else if (!KeptBlocked(g, src, block) && !StemConvReadsPlain(g, head, block) &&
+             !(conv && g.tensor(src).dims[1] == 1)) {
+    // A conv reads a single-channel input as it is: oneDNN's first-layer kernels read it plain,
+    // and its channels-last form is the plain one.
+    out.push_back({src, ReorderKind::kIn, transposed});
+  }
+  for (TensorId t : materialized) {
+    if (!KeptBlocked(g, t, block)) out.push_back({t, ReorderKind::kOut, transposed});
+  }
+  if (conv) OperandReorders(g, group, primary, transposed, target, &out);
+  return out;
+}
+
+}  // namespace fusor
