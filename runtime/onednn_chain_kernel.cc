@@ -22,7 +22,7 @@ using onednn::AddPostOpArgs;
 using onednn::AddScratchpad;
 using onednn::algorithm;
 using onednn::AppendPostOps;
-using onednn::Eltwise;
+using onednn::GatePostOp;
 using onednn::IdentityView;
 using onednn::ImplName;
 using onednn::IsReference;
