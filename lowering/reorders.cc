@@ -52,7 +52,12 @@ void OperandReorders(const Graph& g, const FusionGroup& group, NodeId primary, b
   for (size_t i = 1; i < group.nodes.size(); ++i) {
     if (group.nodes[i] < primary) continue;
     for (TensorId t : g.node(group.nodes[i]).inputs) {
-      if (t == kNoId || g.tensor(t).producer == group.nodes[i - 1]) continue;
+      // Values computed in the group (the chain value; the x a gated pair's Mul reads) are no
+      // operands read from memory.
+      if (t == kNoId ||
+          std::binary_search(group.nodes.begin(), group.nodes.end(), g.tensor(t).producer)) {
+        continue;
+      }
       if (g.tensor(t).dims != dims) continue;
       if (!KeptBlocked(g, t, block)) {
         out->push_back({t, ReorderKind::kOperand, transposed});
