@@ -84,9 +84,20 @@ class Refinement {
                                      std::chrono::duration<double>(options.time_limit_s))) {}
 
   bool CanMeasure(int n) const {
-    bool cancelled = cancelled_ && cancelled_->load();
-    return !cancelled && Clock::now() < deadline_ &&
-           result_.measurements + n <= options_.measure_budget;
+    return Running() && result_.measurements + n <= options_.measure_budget;
+  }
+  bool Running() const { return !(cancelled_ && cancelled_->load()) && Clock::now() < deadline_; }
+
+  // Each anchor group's kernel, timed on its region (search/kernel_choice.h).
+  Status ChooseKernelsOf(FusionPlan* plan) {
+    FUSOR_ASSIGN_OR_RETURN(KernelChoice choice,
+                           ChooseKernels(g_, *plan, model_, measurer_, options_.kernels,
+                                         [this](int) { return Running(); }));
+    for (const KernelTrial& t : choice.trials) {
+      result_.trials.push_back({t.ops, "kernel " + t.kernel, 0, t.measured_ns, t.chosen});
+    }
+    *plan = std::move(choice.plan);
+    return Status::Ok();
   }
 
   // The plans side by side (Measurer::MeasurePlans): what they are compared on is not the host's
@@ -137,10 +148,8 @@ class Refinement {
   // budget (this is the tuner's last word, which one lucky round must not decide); rounds past
   // the protocol's minimum stop at the time limit or cancellation.
   StatusOr<CandidateTimings> TimeWhole(const std::vector<FusionPlan>& plans) {
-    FUSOR_ASSIGN_OR_RETURN(CandidateTimings t,
-                           TimeCandidates(measurer_, g_, plans, options_.choice, [this] {
-                             return !(cancelled_ && cancelled_->load()) && Clock::now() < deadline_;
-                           }));
+    FUSOR_ASSIGN_OR_RETURN(CandidateTimings t, TimeCandidates(measurer_, g_, plans, options_.choice,
+                                                              [this] { return Running(); }));
     result_.measurements += t.rounds * static_cast<int>(plans.size());
     return t;
   }
@@ -200,6 +209,10 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     for (auto& group : groups) result.plan.groups.push_back(std::move(group));
   }
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, result.plan).WithContext("measured refinement"));
+  if (options.choose_kernels) {
+    FUSOR_RETURN_IF_ERROR(refine.ChooseKernelsOf(&result.plan).WithContext("kernel choice"));
+    if (cancelled && cancelled->load()) return Status::Cancelled("tuning was cancelled");
+  }
   // The last word is the runtime's, by the one measurement protocol (search/plan_choice.h): the
   // refined plan, the rules baseline's and the unfused plan are timed side by side in alternating
   // rounds, and one replaces another only when it is faster beyond the noise; otherwise the

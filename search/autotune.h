@@ -4,6 +4,8 @@
 // search's best partition when it differs) are ranked by predicted time, and the top `per_region`
 // are measured on the group's region alone. A different alternative replaces the fused group only
 // if it is measured faster by more than `noise_margin` (so noise does not undo good fusions).
+// Then each anchor group's kernel is chosen among oneDNN's implementations by timing them on the
+// group's region (search/kernel_choice.h; AutotuneOptions::choose_kernels).
 // Finally the resulting plan, the rules baseline's plan and the unfused plan are chosen between
 // by the one measurement protocol (search/plan_choice.h): timed side by side in alternating
 // rounds until settled, the measured-fastest taken only when it is faster beyond the noise, else
@@ -28,6 +30,7 @@
 #include "costmodel/calibration.h"
 #include "costmodel/cost_model.h"
 #include "runtime/measurer.h"
+#include "search/kernel_choice.h"
 #include "search/plan_choice.h"
 #include "search/plan_search.h"
 
@@ -39,6 +42,11 @@ struct AutotuneOptions {
   double noise_margin = 0.03;  // Relative gain an alternative needs to displace the fused group.
   double time_limit_s = 120;
   ChoiceOptions choice;  // The whole-plan choice.
+  // Choose each anchor group's kernel among oneDNN's implementations by measurement
+  // (search/kernel_choice.h) before the whole-plan choice; false keeps oneDNN's first choice (the
+  // baseline, for comparison). Its timings count against the time limit, not `measure_budget`.
+  bool choose_kernels = true;
+  KernelChoiceOptions kernels;
 };
 
 struct RegionTrial {
