@@ -90,6 +90,7 @@ Status RunModel(const std::string& name, const HardwareProfile& profile, const A
   OneDnnMeasurer measurer(MeasureOptions(a.threads, 50));
   AutotuneOptions tune;
   tune.measure_budget = 10;
+  tune.time_limit_s = 40;  // Ends the whole-plan rounds on a loaded host; both sides share the plan.
   tune.choose_kernels = false;
   FUSOR_ASSIGN_OR_RETURN(AutotuneResult tuned,
                          Autotune(g, model, profile.target, searched.plan, &measurer, tune));
