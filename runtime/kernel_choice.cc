@@ -21,8 +21,7 @@ Status KernelNotOffered(const std::string& what, const std::string& kernel,
   return Status::FailedPrecondition(
       what + ": the plan's kernel '" + kernel +
       "' is not offered by oneDNN on this CPU (under DNNL_MAX_CPU_ISA, if set); it offers " + list +
-      ". Tune the model on this CPU, or run its plan without kernels (fusor plan show --json, "
-      "\"kernel\" removed)");
+      ". Tune the model on this CPU, or remove the group's \"kernel\" from the plan JSON");
 }
 
 }  // namespace fusor

@@ -88,15 +88,15 @@ class Refinement {
   }
   bool Running() const { return !(cancelled_ && cancelled_->load()) && Clock::now() < deadline_; }
 
-  // Each anchor group's kernel, timed on its region (search/kernel_choice.h).
-  Status ChooseKernelsOf(FusionPlan* plan) {
+  // Each candidate's anchor kernels, timed on their regions (search/kernel_choice.h).
+  Status ChooseKernelsOf(std::vector<FusionPlan>* plans) {
     FUSOR_ASSIGN_OR_RETURN(KernelChoice choice,
-                           ChooseKernels(g_, *plan, model_, measurer_, options_.kernels,
+                           ChooseKernels(g_, *plans, model_, measurer_, options_.kernels,
                                          [this](int) { return Running(); }));
     for (const KernelTrial& t : choice.trials) {
       result_.trials.push_back({t.ops, "kernel " + t.kernel, 0, t.measured_ns, t.chosen});
     }
-    *plan = std::move(choice.plan);
+    *plans = std::move(choice.plans);
     return Status::Ok();
   }
 
@@ -209,10 +209,6 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     for (auto& group : groups) result.plan.groups.push_back(std::move(group));
   }
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, result.plan).WithContext("measured refinement"));
-  if (options.choose_kernels) {
-    FUSOR_RETURN_IF_ERROR(refine.ChooseKernelsOf(&result.plan).WithContext("kernel choice"));
-    if (cancelled && cancelled->load()) return Status::Cancelled("tuning was cancelled");
-  }
   // The last word is the runtime's, by the one measurement protocol (search/plan_choice.h): the
   // refined plan, the rules baseline's and the unfused plan are timed side by side in alternating
   // rounds, and one replaces another only when it is faster beyond the noise; otherwise the
@@ -230,6 +226,11 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     if (same != whole.end()) continue;
     whole.push_back(baseline);
     names.push_back(name);
+  }
+  if (options.choose_kernels) {
+    // Every candidate gets its kernels, so whichever the protocol takes carries them.
+    FUSOR_RETURN_IF_ERROR(refine.ChooseKernelsOf(&whole).WithContext("kernel choice"));
+    if (cancelled && cancelled->load()) return Status::Cancelled("tuning was cancelled");
   }
   FUSOR_ASSIGN_OR_RETURN(CandidateTimings timings, refine.TimeWhole(whole));
   std::vector<double> predicted;

@@ -75,51 +75,82 @@ size_t Winner(const std::vector<Measurement>& ms, double noise_margin) {
   return time(best) < time(0) * (1 - noise_margin) ? best : 0;
 }
 
-}  // namespace
+// The choices of one tuning: a kernel per distinct region, timed once.
+class KernelChooser {
+ public:
+  KernelChooser(const Graph& g, const CostModel& model, Measurer* measurer,
+                const KernelChoiceOptions& options, const std::function<bool(int)>& may_measure)
+      : g_(g), model_(model), measurer_(measurer), options_(options), may_measure_(may_measure) {}
 
-StatusOr<KernelChoice> ChooseKernels(const Graph& g, const FusionPlan& plan, const CostModel& model,
-                                     Measurer* measurer, const KernelChoiceOptions& options,
-                                     const std::function<bool(int)>& may_measure) {
-  KernelChoice out;
-  out.plan = plan;
-  FUSOR_ASSIGN_OR_RETURN(std::vector<KernelImplementations> in_plan,
-                         measurer->Implementations(g, plan));
-  std::map<std::string, std::string> chosen;  // Region hash -> kernel ("" when none was timed).
-  for (size_t i : GroupsToTime(plan, model.Cost(g, plan), in_plan)) {
-    Graph region = g.ExtractRegion(plan.groups[i].nodes);
-    const std::string key = CanonicalHash(region);
-    if (auto it = chosen.find(key); it != chosen.end()) {
-      out.plan.groups[i].kernel = it->second;
-      continue;
+  Status Choose(FusionPlan* plan) {
+    FUSOR_ASSIGN_OR_RETURN(std::vector<KernelImplementations> in_plan,
+                           measurer_->Implementations(g_, *plan));
+    for (size_t i : GroupsToTime(*plan, model_.Cost(g_, *plan), in_plan)) {
+      Graph region = g_.ExtractRegion(plan->groups[i].nodes);
+      const std::string key = CanonicalHash(region);
+      if (!chosen_.count(key)) {
+        if (out_.regions_timed >= options_.max_regions) continue;
+        FUSOR_ASSIGN_OR_RETURN(bool timed, TimeRegion(region, key, plan->groups[i], in_plan[i]));
+        if (!timed) break;
+      }
+      plan->groups[i].kernel = chosen_[key];
     }
-    if (out.regions_timed >= options.max_regions) continue;
-    const FusionGroup local = RegionGroup(plan.groups[i]);
+    return Status::Ok();
+  }
+
+  KernelChoice& result() { return out_; }
+
+ private:
+  // Times the region's implementations and records the winner under `key`; false when
+  // `may_measure` refuses.
+  StatusOr<bool> TimeRegion(const Graph& region, const std::string& key, const FusionGroup& group,
+                            const KernelImplementations& in_plan) {
+    const FusionGroup local = RegionGroup(group);
     FUSOR_ASSIGN_OR_RETURN(std::vector<KernelImplementations> alone,
-                           measurer->Implementations(region, FusionPlan{{local}}));
-    std::vector<std::string> candidates = Candidates(in_plan[i], alone[0]);
+                           measurer_->Implementations(region, FusionPlan{{local}}));
+    std::vector<std::string> candidates = Candidates(in_plan, alone[0]);
     if (candidates.size() < 2) {
-      chosen[key] = "";
-      continue;
+      chosen_[key] = "";
+      return true;
     }
-    if (!may_measure(static_cast<int>(candidates.size()))) break;
+    if (!may_measure_(static_cast<int>(candidates.size()))) return false;
     std::vector<FusionPlan> plans;
     for (const std::string& name : candidates) {
       plans.push_back(FusionPlan{{local}});
       plans.back().groups[0].kernel = name;
     }
-    FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer->MeasurePlans(region, plans));
-    ++out.regions_timed;
-    out.measurements += static_cast<int>(plans.size());
-    const size_t winner = Winner(ms, options.noise_margin);
+    FUSOR_ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer_->MeasurePlans(region, plans));
+    ++out_.regions_timed;
+    out_.measurements += static_cast<int>(plans.size());
+    const size_t winner = Winner(ms, options_.noise_margin);
     for (size_t c = 0; c < candidates.size(); ++c) {
-      out.trials.push_back({OpsOf(region), candidates[c],
-                            ms[c].unstable ? 0 : static_cast<double>(ms[c].median_ns),
-                            c == winner});
+      out_.trials.push_back({OpsOf(region), candidates[c],
+                             ms[c].unstable ? 0 : static_cast<double>(ms[c].median_ns),
+                             c == winner});
     }
-    chosen[key] = candidates[winner];
-    out.plan.groups[i].kernel = candidates[winner];
+    chosen_[key] = candidates[winner];
+    return true;
   }
-  return out;
+
+  const Graph& g_;
+  const CostModel& model_;
+  Measurer* measurer_;
+  const KernelChoiceOptions& options_;
+  const std::function<bool(int)>& may_measure_;
+  std::map<std::string, std::string> chosen_;  // Region hash -> kernel ("" when none to time).
+  KernelChoice out_;
+};
+
+}  // namespace
+
+StatusOr<KernelChoice> ChooseKernels(const Graph& g, const std::vector<FusionPlan>& plans,
+                                     const CostModel& model, Measurer* measurer,
+                                     const KernelChoiceOptions& options,
+                                     const std::function<bool(int)>& may_measure) {
+  KernelChooser chooser(g, model, measurer, options, may_measure);
+  chooser.result().plans = plans;
+  for (FusionPlan& plan : chooser.result().plans) FUSOR_RETURN_IF_ERROR(chooser.Choose(&plan));
+  return std::move(chooser.result());
 }
 
 }  // namespace fusor

@@ -37,15 +37,19 @@ struct KernelTrial {
 };
 
 struct KernelChoice {
-  FusionPlan plan;  // The plan given, with FusionGroup::kernel set where a choice was timed.
+  // The plans given, with FusionGroup::kernel set where a choice was timed.
+  std::vector<FusionPlan> plans;
   std::vector<KernelTrial> trials;
   int regions_timed = 0;
   int measurements = 0;  // Plans timed (one per implementation of each region).
 };
 
-// `may_measure(n)`: whether n more plans may be timed now (budget, deadline, cancellation).
-StatusOr<KernelChoice> ChooseKernels(const Graph& g, const FusionPlan& plan, const CostModel& model,
-                                     Measurer* measurer, const KernelChoiceOptions& options,
+// Chooses for each of `plans` (the tuner's whole-plan candidates, so that whichever wins carries
+// its kernels), one timing per distinct region across them all, the plans in the order given.
+// `may_measure(n)`: whether n more plans may be timed now (deadline, cancellation).
+StatusOr<KernelChoice> ChooseKernels(const Graph& g, const std::vector<FusionPlan>& plans,
+                                     const CostModel& model, Measurer* measurer,
+                                     const KernelChoiceOptions& options,
                                      const std::function<bool(int)>& may_measure);
 
 }  // namespace fusor

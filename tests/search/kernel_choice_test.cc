@@ -1,6 +1,7 @@
 // The tuner's choice of each anchor group's kernel (search/kernel_choice.h) with real oneDNN
 // timings: the plan records one of the implementations oneDNN offers, groups with the same region
-// share one timing, and a measurer that offers none leaves the plan as it was.
+// (in one plan or across the candidates) share one timing, and a measurer that offers none leaves
+// the plan as it was.
 #include "search/kernel_choice.h"
 
 #include <gtest/gtest.h>
@@ -47,7 +48,9 @@ TEST(ChooseKernels, TheTunerRecordsAnOfferedImplementationOncePerDistinctRegion)
   AnalyticalCostModel model{HardwareProfile{}};
   auto offered = measurer.Implementations(t.g, t.plan);
   ASSERT_TRUE(offered.ok()) << offered.status().ToString();
-  auto choice = ChooseKernels(t.g, t.plan, model, &measurer, {}, [](int) { return true; });
+  // Two candidates of one tuning, as Autotune passes its whole plans: one timing serves both.
+  auto choice =
+      ChooseKernels(t.g, {t.plan, t.plan}, model, &measurer, {}, [](int) { return true; });
   ASSERT_TRUE(choice.ok()) << choice.status().ToString();
   const std::vector<std::string>& names = (*offered)[0].offered;
   size_t timeable = std::count_if(names.begin(), names.end(),
@@ -58,13 +61,14 @@ TEST(ChooseKernels, TheTunerRecordsAnOfferedImplementationOncePerDistinctRegion)
   EXPECT_EQ(std::count_if(choice->trials.begin(), choice->trials.end(),
                           [](const KernelTrial& k) { return k.chosen; }),
             1);
-  const std::string& kernel = choice->plan.groups[0].kernel;
+  const std::string& kernel = choice->plans[0].groups[0].kernel;
   EXPECT_NE(std::find(names.begin(), names.end(), kernel), names.end()) << kernel;
-  EXPECT_EQ(choice->plan.groups[1].kernel, kernel);
+  EXPECT_EQ(choice->plans[0].groups[1].kernel, kernel);
+  EXPECT_EQ(choice->plans[1], choice->plans[0]);
   // And the recorded kernel is what a run builds.
   auto leaves = RandomLeafValues(t.g, 1);
   ASSERT_TRUE(leaves.ok());
-  auto exec = Executor::Create(t.g, choice->plan, *leaves);
+  auto exec = Executor::Create(t.g, choice->plans[0], *leaves);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   EXPECT_EQ((*exec)->Implementations(1).built, kernel);
 }
@@ -73,9 +77,9 @@ TEST(ChooseKernels, AMeasurerOfferingNoImplementationsLeavesThePlanUnchanged) {
   TwoMatMuls t = Build();
   RecordedMeasurer measurer;
   AnalyticalCostModel model{HardwareProfile{}};
-  auto choice = ChooseKernels(t.g, t.plan, model, &measurer, {}, [](int) { return true; });
+  auto choice = ChooseKernels(t.g, {t.plan}, model, &measurer, {}, [](int) { return true; });
   ASSERT_TRUE(choice.ok()) << choice.status().ToString();
-  EXPECT_EQ(choice->plan, t.plan);
+  EXPECT_EQ(choice->plans[0], t.plan);
   EXPECT_EQ(choice->regions_timed, 0);
 }
 
