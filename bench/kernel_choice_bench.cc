@@ -1,6 +1,7 @@
 // What choosing each anchor group's kernel by measurement (search/kernel_choice.h) gains: for
-// each model, the tuned plan with oneDNN's first choice everywhere (Autotune with
-// choose_kernels off) against the same plan with its kernels chosen by ChooseKernels, both built
+// each model, the searched plan (the default search, as `fusor tune` starts from) with oneDNN's
+// first choice everywhere against the same plan with its kernels chosen by ChooseKernels (the
+// tuner's step, timed on each group's region), so only the kernels differ; both built
 // once and timed side by side (TimeSideBySide) in alternating rounds in one process; medians of
 // the rounds and their ratio (> 1: the choice is faster), the ISA oneDNN runs at and the time the
 // choice took. Run it natively and under DNNL_MAX_CPU_ISA=AVX2 for the two CPU classes.
@@ -18,7 +19,6 @@
 #include "runtime/measurer.h"
 #include "runtime/onednn_info.h"
 #include "runtime/timing_policy.h"
-#include "search/autotune.h"
 #include "search/kernel_choice.h"
 #include "search/plan_search.h"
 
@@ -88,22 +88,15 @@ Status RunModel(const std::string& name, const HardwareProfile& profile, const A
   AnalyticalCostModel model(profile);
   FUSOR_ASSIGN_OR_RETURN(SearchResult searched, SearchPlan(g, model));
   OneDnnMeasurer measurer(MeasureOptions(a.threads, 50));
-  AutotuneOptions tune;
-  tune.measure_budget = 10;
-  // Ends the whole-plan rounds on a loaded host; both sides share the plan.
-  tune.time_limit_s = 40;
-  tune.choose_kernels = false;
-  FUSOR_ASSIGN_OR_RETURN(AutotuneResult tuned,
-                         Autotune(g, model, profile.target, searched.plan, &measurer, tune));
+  KernelChoiceOptions kernels;
   auto start = std::chrono::steady_clock::now();
-  FUSOR_ASSIGN_OR_RETURN(
-      KernelChoice chosen,
-      ChooseKernels(g, {tuned.plan}, model, &measurer, tune.kernels, [](int) { return true; }));
+  FUSOR_ASSIGN_OR_RETURN(KernelChoice chosen, ChooseKernels(g, {searched.plan}, model, &measurer,
+                                                            kernels, [](int) { return true; }));
   double choice_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, 1));
   ExecutorOptions eo;
   eo.threads = a.threads;
-  FUSOR_ASSIGN_OR_RETURN(auto first, Executor::Create(g, tuned.plan, leaves, eo));
+  FUSOR_ASSIGN_OR_RETURN(auto first, Executor::Create(g, searched.plan, leaves, eo));
   FUSOR_ASSIGN_OR_RETURN(auto timed, Executor::Create(g, chosen.plans[0], leaves, eo));
   std::vector<std::function<void()>> runs = {[&] { first->Run(); }, [&] { timed->Run(); }};
   SettleHost(kSettleHostMaxMs, "kernel_choice_bench " + name);
