@@ -228,9 +228,15 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     names.push_back(name);
   }
   if (options.choose_kernels) {
-    // Every candidate gets its kernels, so whichever the protocol takes carries them.
+    // Every candidate gets its kernels, so whichever the protocol takes carries them; the refined
+    // plan on oneDNN's first choices stays a candidate, because a kernel timed faster on its
+    // region alone can be slower inside the plan (BERT on AVX-512: 0.75x, docs/benchmarks.md).
     FUSOR_RETURN_IF_ERROR(refine.ChooseKernelsOf(&whole).WithContext("kernel choice"));
     if (cancelled && cancelled->load()) return Status::Cancelled("tuning was cancelled");
+    if (whole[0] != result.plan) {
+      whole.push_back(result.plan);
+      names.push_back("tuned, oneDNN's first kernels");
+    }
   }
   FUSOR_ASSIGN_OR_RETURN(CandidateTimings timings, refine.TimeWhole(whole));
   std::vector<double> predicted;

@@ -8,7 +8,8 @@
 // MatMul / Gemm groups' kernels chosen among oneDNN's implementations by timing them on the
 // group's region (search/kernel_choice.h; AutotuneOptions::choose_kernels: whichever plan wins
 // carries its kernels, and the unfused baseline runs on them too, so the speed-up is fusion's
-// alone), are chosen between by the one measurement protocol (search/plan_choice.h): timed side by
+// alone; the resulting plan on oneDNN's first choices is a candidate too), are chosen between by
+// the one measurement protocol (search/plan_choice.h): timed side by
 // side in alternating rounds until settled, the measured-fastest taken only when it is faster
 // beyond the noise, else the best-predicted of those the noise cannot tell apart; `confidence` says
 // which happened. A tuned plan is thus never knowingly slower than the rules baseline or than no
