@@ -55,6 +55,7 @@ std::string GroupOps(const Graph& g, const FusionGroup& group) {
   if (group.nodes.size() == 1 && ClassifyNode(g, first) == OpClass::kOpaque) {
     s += " (" + UnfusedKernelName(g, first) + ")";
   }
+  if (!group.kernel.empty()) s += " (kernel " + group.kernel + ")";
   return s;
 }
 

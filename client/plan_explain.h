@@ -22,7 +22,8 @@ namespace fusor {
 
 // "Conv+Relu+Add*": the group's ops in order, * marking a recomputed copy. An opaque node's group
 // names how it runs and so how it is priced: "LSTM (oneDNN RNN)", "InstanceNormalization
-// (reference fallback)" (lowering/unfused_ops.h).
+// (reference fallback)" (lowering/unfused_ops.h). A group whose kernel the tuner chose names it:
+// "MatMul+Add (kernel brg_matmul:avx2)" (FusionGroup::kernel).
 std::string GroupOps(const Graph& g, const FusionGroup& group);
 
 struct ExplainedGroup {

@@ -164,6 +164,7 @@ StatusOr<v1::TuneEvent::Result> TuneGraph(TunerApi& api, const Graph& g, const T
   o->set_seed(s.seed);
   o->set_memory_budget_bytes(s.memory_budget);
   o->set_no_residual(s.no_residual);
+  o->set_no_kernel_choice(s.no_kernel_choice);
   v1::TuneEvent::Result result;
   bool got_result = false;
   Status status = api.Tune(
@@ -200,6 +201,9 @@ void AddTuneCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-residual", f->settings.no_residual,
                 "Score with the analytical cost model alone, without the target's learned "
                 "residual");
+  cmd->add_flag("--no-kernel-choice", f->settings.no_kernel_choice,
+                "Keep oneDNN's first choice of each Conv / MatMul / Gemm implementation instead "
+                "of timing the ones it offers");
   cmd->add_flag("--json", f->json, "Print the result as JSON");
   cmd->add_option("--save-plan", f->save_plan,
                   "Write the plan as JSON for `fusor run --plan` (PLAN.batch=8.json per binding "

@@ -26,10 +26,11 @@ struct TuneSettings {
   int budget = 0;         // Measurements to spend.
   double time_limit_s = 0;
   uint64_t seed = 1;
-  int64_t memory_budget = 0;  // Peak activation bytes allowed.
-  std::string target;         // Target id; empty: the tuner's own CPU.
-  bool force = false;         // Tune again even if a current plan is stored.
-  bool no_residual = false;   // Score with the analytical cost model alone.
+  int64_t memory_budget = 0;      // Peak activation bytes allowed.
+  std::string target;             // Target id; empty: the tuner's own CPU.
+  bool force = false;             // Tune again even if a current plan is stored.
+  bool no_residual = false;       // Score with the analytical cost model alone.
+  bool no_kernel_choice = false;  // Keep oneDNN's first choice of each anchor's implementation.
 };
 
 using ProgressSink = std::function<void(const v1::TuneEvent::Progress&)>;

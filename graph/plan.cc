@@ -126,6 +126,7 @@ void PlanToProto(const FusionPlan& plan, v1::Plan* out) {
       ++copies[id];
     }
     for (NodeId id : group.recomputed) pg->add_recomputed(id);
+    pg->set_kernel(group.kernel);
   }
   std::vector<NodeId> shared;
   for (const auto& [id, n] : copies) {

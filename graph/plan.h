@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -30,9 +31,21 @@ enum class GroupKind : uint8_t {
 std::string_view GroupKindName(GroupKind k);
 
 struct FusionGroup {
+  FusionGroup() = default;
+  // Brace-initialised as {kind, nodes, recomputed} through most of the code, a kernel rarely.
+  FusionGroup(GroupKind kind, std::vector<NodeId> nodes, std::vector<NodeId> recomputed = {},
+              std::string kernel = {})
+      : kind(kind),
+        nodes(std::move(nodes)),
+        recomputed(std::move(recomputed)),
+        kernel(std::move(kernel)) {}
   GroupKind kind = GroupKind::kSingle;
   std::vector<NodeId> nodes;  // Every node the group computes, in ascending (topological) order.
   std::vector<NodeId> recomputed;  // Subset of nodes: copies whose owner (if any) is another group.
+  // The implementation the group's primitive runs as, by oneDNN's name for it
+  // ("brg_matmul:avx2", runtime/kernel_choice.h), as the tuner chose it by measurement; empty:
+  // oneDNN's first choice (plans not tuned, groups with no primitive to choose for).
+  std::string kernel;
   bool operator==(const FusionGroup&) const = default;
 };
 

@@ -39,7 +39,7 @@ StatusOr<std::vector<NodeId>> NodeIds(const nlohmann::json& j, const std::string
 
 StatusOr<FusionGroup> GroupFromJson(const nlohmann::json& j, size_t index) {
   std::string where = "plan group " + std::to_string(index);
-  FUSOR_RETURN_IF_ERROR(CheckKeys(j, {"kind", "nodes", "recomputed"}, where));
+  FUSOR_RETURN_IF_ERROR(CheckKeys(j, {"kind", "nodes", "recomputed", "kernel"}, where));
   if (!j.contains("kind") || !j["kind"].is_string() || !j.contains("nodes")) {
     return Status::InvalidArgument(where + ": needs \"kind\" (a string) and \"nodes\"");
   }
@@ -59,6 +59,14 @@ StatusOr<FusionGroup> GroupFromJson(const nlohmann::json& j, size_t index) {
   FUSOR_ASSIGN_OR_RETURN(group.nodes, NodeIds(j["nodes"], where + " nodes"));
   if (j.contains("recomputed")) {
     FUSOR_ASSIGN_OR_RETURN(group.recomputed, NodeIds(j["recomputed"], where + " recomputed"));
+  }
+  if (j.contains("kernel")) {
+    if (!j["kernel"].is_string()) {
+      return Status::InvalidArgument(where +
+                                     ": \"kernel\" is oneDNN's name of an implementation "
+                                     "(a string, such as \"brg_matmul:avx2\")");
+    }
+    group.kernel = j["kernel"].get<std::string>();
   }
   return group;
 }
@@ -94,6 +102,7 @@ nlohmann::json PlanToJson(const FusionPlan& plan, const PlanOrigin& origin) {
     groups.push_back({{"kind", std::string(GroupKindName(g.kind))},
                       {"nodes", g.nodes},
                       {"recomputed", g.recomputed}});
+    if (!g.kernel.empty()) groups.back()["kernel"] = g.kernel;
   }
   return {{"version", kPlanJsonVersion},
           {"graph_hash", origin.graph_hash},

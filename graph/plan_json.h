@@ -2,11 +2,14 @@
 // hand-writing plans. Format (version 2):
 //   {"version": 2,
 //    "graph_hash": "<64 hex digits>", "target_id": "<target fingerprint id>",
-//    "groups": [{"kind": "anchor", "nodes": [0, 1], "recomputed": []}, ...]}
+//    "groups": [{"kind": "anchor", "nodes": [0, 1], "recomputed": [],
+//                "kernel": "brg_matmul:avx2"}, ...]}
 // graph_hash is the canonical hash of the graph the plan is for (graph/canonical.h); target_id is
 // the target it was tuned on, "" for a plan tuned for no one target (unfused, rules, hand-written).
 // kind is one of "single", "anchor", "reduction", "loop", "opaque" (GroupKindName); nodes are
-// canonical node ids of that graph, ascending; "recomputed" may be omitted when empty. Version 1
+// canonical node ids of that graph, ascending; "recomputed" may be omitted when empty; "kernel"
+// (FusionGroup::kernel), present only when the tuner chose one, names oneDNN's implementation of
+// the group's primitive, which a run then requires (runtime/kernel_choice.h). Version 1
 // is the same without graph_hash and target_id: it still loads, checked for legality only, with a
 // warning. Parsing is strict: an unknown key, a wrong type or an illegal plan is an error naming
 // what is wrong (legality: lowering/plan_legality.h). Pure functions; thread-safe.

@@ -514,6 +514,7 @@ StatusOr<FusionPlan> PlanFromProto(const Graph& g, const v1::Plan& p) {
     group.nodes.assign(pg.nodes().begin(), pg.nodes().end());
     group.recomputed.assign(pg.recomputed().begin(), pg.recomputed().end());
     std::sort(group.recomputed.begin(), group.recomputed.end());
+    group.kernel = pg.kernel();
     plan.groups.push_back(std::move(group));
   }
   FUSOR_RETURN_IF_ERROR(CheckPlan(g, plan));

@@ -43,6 +43,8 @@ struct Executor::Group {
   std::unique_ptr<GroupKernel> alternative;
   // The alternative `kernel` runs as, kNone when it runs in the record's form.
   KernelAlternative running = KernelAlternative::kNone;
+  // oneDNN's implementation of the anchor primitive, and the ones offered (kernel_choice.h).
+  KernelImplementations implementations;
 };
 
 void Executor::ArenaFree::operator()(void* p) const { std::free(p); }
@@ -151,6 +153,7 @@ Status Executor::Compile(const FusionPlan& plan) {
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& fg = plan.groups[i];
     ctx.outputs = all_outputs[i];
+    ctx.kernel = fg.kernel;
     Group group;
     group.group = fg;
     group.label = GroupLabel(g, fg);
@@ -167,6 +170,14 @@ Status Executor::Compile(const FusionPlan& plan) {
     group.alternative = std::move(built->alternative);
     if (built->alternative_is_kernel) group.running = built->built_alternative;
     group.kernel = std::move(built->kernel);
+    group.implementations = group.kernel->implementations();
+    if (!fg.kernel.empty() && group.implementations.built.empty()) {
+      omp_set_num_threads(threads_);
+      return Status::InvalidArgument(
+          "group " + std::to_string(i) + " " + group.label + " names kernel '" + fg.kernel +
+          "', but runs no oneDNN primitive to choose one for (only an "
+          "anchor primitive, a Conv, ConvTranspose, MatMul or Gemm, has one)");
+    }
     // A loop of flat elementwise nodes over tensors in one blocked layout runs on them unchanged
     // and writes that layout; other kernels get plain copies of blocked inputs they cannot read.
     if (const auto* common =
@@ -388,6 +399,10 @@ void Executor::RunGroup(size_t index) {
 }
 
 size_t Executor::num_groups() const { return groups_.size(); }
+
+const KernelImplementations& Executor::Implementations(size_t index) const {
+  return groups_[index].implementations;
+}
 
 bool Executor::RunsPrimitiveChain(size_t index) const {
   return groups_[index].running == KernelAlternative::kPrimitiveChain;

@@ -26,6 +26,7 @@
 #include "lowering/rnn_form.h"
 #include "runtime/group_builder.h"
 #include "runtime/host_tensor.h"
+#include "runtime/kernel_choice.h"
 #include "runtime/memory_plan.h"
 
 namespace fusor {
@@ -92,6 +93,9 @@ class Executor {
   size_t num_groups() const;
   // "anchor [Conv,Relu]: conv (jit:avx2), 1/1 chain nodes as post-ops, reorder in, reorder out".
   std::string DescribeGroup(size_t index) const;
+  // oneDNN's implementation of group `index`'s anchor primitive and the ones it offered under
+  // the same layouts and post-ops (runtime/kernel_choice.h); empty for other groups.
+  const KernelImplementations& Implementations(size_t index) const;
   // Whether an elementwise group runs as oneDNN's eltwise / binary primitive with post-ops (kept
   // over our fused loop, ChainBackend), not as our loop.
   bool RunsPrimitiveChain(size_t index) const;

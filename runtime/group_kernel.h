@@ -36,6 +36,7 @@
 #include "graph/graph.h"
 #include "lowering/group_lowering.h"
 #include "runtime/fused_loop.h"
+#include "runtime/kernel_choice.h"
 
 namespace fusor {
 
@@ -63,6 +64,13 @@ class GroupKernel {
   // The chain nodes after its anchor or reduction the kernel runs as oneDNN post-ops (a
   // BatchNormalization folded into a conv's weights among them): GroupLowering::post_ops.
   virtual size_t PostOpNodes() const { return 0; }
+  // oneDNN's implementation of the group's main primitive and the ones it offered
+  // (runtime/kernel_choice.h); both empty for a kernel with no such choice (loops, reductions).
+  const KernelImplementations& implementations() const { return implementations_; }
+  void set_implementations(KernelImplementations i) { implementations_ = std::move(i); }
+
+ private:
+  KernelImplementations implementations_;
 };
 
 // Row-major float32 layout of `dims` (a scalar as [1]): how tensors are stored unless kept blocked.
@@ -94,6 +102,9 @@ struct KernelContext {
   // whether an output may be written blocked (lowering/layout.h KeptBlocked). Unset: all plain.
   std::function<const dnnl::memory::desc*(TensorId)> stored;
   std::function<bool(TensorId)> keeps_blocked;
+  // The implementation of the anchor primitive the plan names (FusionGroup::kernel); empty:
+  // oneDNN's first choice.
+  std::string kernel;
   const dnnl::memory::desc* Stored(TensorId t) const { return stored ? stored(t) : nullptr; }
   bool KeepsBlocked(TensorId t) const { return keeps_blocked && keeps_blocked(t); }
 };

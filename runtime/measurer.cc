@@ -93,6 +93,7 @@ std::string GroupString(const FusionGroup& group) {
   for (NodeId id : group.nodes) s += std::to_string(id) + ",";
   s += "r:";
   for (NodeId id : group.recomputed) s += std::to_string(id) + ",";
+  if (!group.kernel.empty()) s += "k:" + group.kernel;
   return s;
 }
 
@@ -292,11 +293,26 @@ StatusOr<std::vector<Measurement>> OneDnnMeasurer::MeasurePlans(
   return out;
 }
 
+StatusOr<std::vector<KernelImplementations>> Measurer::Implementations(const Graph&,
+                                                                       const FusionPlan& plan) {
+  return std::vector<KernelImplementations>(plan.groups.size());
+}
+
+StatusOr<std::vector<KernelImplementations>> OneDnnMeasurer::Implementations(
+    const Graph& g, const FusionPlan& plan) {
+  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, options_.seed));
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, options_.executor));
+  std::vector<KernelImplementations> out;
+  for (size_t i = 0; i < exec->num_groups(); ++i) out.push_back(exec->Implementations(i));
+  return out;
+}
+
 StatusOr<Measurement> OneDnnMeasurer::MeasureGroup(const Graph& g, const FusionGroup& group) {
   // The group alone: its nodes as a graph whose inputs are the group's inputs.
   Graph region = g.ExtractRegion(group.nodes);
   FusionGroup local;
   local.kind = group.kind;
+  local.kernel = group.kernel;
   for (size_t i = 0; i < group.nodes.size(); ++i) {
     local.nodes.push_back(static_cast<NodeId>(i));
     if (std::count(group.recomputed.begin(), group.recomputed.end(), group.nodes[i])) {

@@ -142,6 +142,10 @@ class Measurer {
   // this default measures them one after the other.
   virtual StatusOr<std::vector<Measurement>> MeasurePlans(const Graph& g,
                                                           const std::vector<FusionPlan>& plans);
+  // Per group of `plan`, oneDNN's implementations of its anchor primitive on the measuring CPU
+  // (Executor::Implementations); this default knows of none, so nothing is chosen among them.
+  virtual StatusOr<std::vector<KernelImplementations>> Implementations(const Graph& g,
+                                                                       const FusionPlan& plan);
 };
 
 struct OneDnnMeasurerOptions {
@@ -157,6 +161,8 @@ class OneDnnMeasurer : public Measurer {
   StatusOr<Measurement> MeasureGroup(const Graph& g, const FusionGroup& group) override;
   StatusOr<std::vector<Measurement>> MeasurePlans(const Graph& g,
                                                   const std::vector<FusionPlan>& plans) override;
+  StatusOr<std::vector<KernelImplementations>> Implementations(const Graph& g,
+                                                               const FusionPlan& plan) override;
 
  private:
   OneDnnMeasurerOptions options_;

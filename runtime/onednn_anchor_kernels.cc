@@ -148,8 +148,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   OperandLayout layout = [&](const memory::dims& d) {
     return d == out_dims ? dst_md : PlainDims(d);
   };
-  FUSOR_ASSIGN_OR_RETURN(auto found,
-                         LongestPrefix<Pd>(ops, IdentityView(), make, NodeLabel(n), layout));
+  KernelImplementations implementations;
+  FUSOR_ASSIGN_OR_RETURN(auto found, LongestPrefix<Pd>(ops, IdentityView(), make, NodeLabel(n),
+                                                       layout, ctx.kernel, &implementations));
   auto& [pd, done] = found;
   if (residual != kNoId && done == 0) {
     return Status::Unimplemented(NodeLabel(n) + ": oneDNN takes no sum post-op here");
@@ -157,6 +158,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
   auto k = std::make_unique<StepKernel>(
       ctx, spec.name + " (" + ImplName(pd) + ")" + PostOpNote(done, chain.size()));
   k->SetPostOpNodes(folded + done);
+  k->set_implementations(std::move(implementations));
   StoredLayout stored = StoredOutsideTail(ctx, Tail(chain, done));
   std::optional<Arg> sum_from;
   if (residual != kNoId) {
@@ -346,7 +348,9 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
     add.operand_dims = AlignRank(g.tensor(bias_tensor).dims, 2);
     ops.insert(ops.begin(), {add});
   }
-  FUSOR_ASSIGN_OR_RETURN(auto found, LongestPrefix<Pd>(ops, view, make, NodeLabel(n)));
+  KernelImplementations implementations;
+  FUSOR_ASSIGN_OR_RETURN(auto found, LongestPrefix<Pd>(ops, view, make, NodeLabel(n), PlainDims,
+                                                       ctx.kernel, &implementations));
   auto& [pd, done] = found;
   if (bias_tensor != kNoId && done == 0) {
     return Status::Unimplemented(NodeLabel(n) + ": computed C could not be fused");
@@ -356,6 +360,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildMatMulLike(const KernelContext& ctx,
                                                  ImplName(pd) + ")" +
                                                  PostOpNote(chain_done, chain.size()));
   k->SetPostOpNodes(chain_done);
+  k->set_implementations(std::move(implementations));
   Step main;
   main.prim = dnnl::matmul(pd);
   main.args.push_back({DNNL_ARG_SRC, TensorArg(n.inputs[0], a_md)});

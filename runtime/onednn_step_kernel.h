@@ -195,11 +195,14 @@ bool SameBytes(const memory::desc& a, const memory::desc& b);
 bool IsChannelsLast(const memory::desc& md);
 
 // Tries post-op prefixes from longest to shortest; `make` returns a primitive descriptor or throws.
+// With `implementations`, the descriptor of the prefix taken is stepped to the implementation
+// named `kernel` (runtime/kernel_choice.h), and `*implementations` says which were offered.
 template <typename Pd>
 StatusOr<std::pair<Pd, size_t>> LongestPrefix(
     const std::vector<std::vector<PostOp>>& ops, const DstView& view,
     const std::function<Pd(const dnnl::primitive_attr&)>& make, const std::string& what,
-    const OperandLayout& layout = PlainDims) {
+    const OperandLayout& layout = PlainDims, const std::string& kernel = "",
+    KernelImplementations* implementations = nullptr) {
   std::string last_error;
   for (size_t k = ops.size() + 1; k-- > 0;) {
     auto attr = MakeAttr(ops, k, view, layout);
@@ -208,6 +211,10 @@ StatusOr<std::pair<Pd, size_t>> LongestPrefix(
       Pd pd = make(*attr);
       if (k > 0 && IsReference(pd))
         continue;  // A post-op that forces the slow path is not worth it.
+      if (implementations != nullptr) {
+        std::function<Pd()> again = [&] { return make(*attr); };
+        FUSOR_ASSIGN_OR_RETURN(pd, ChooseImplementation(again, kernel, what, implementations));
+      }
       return std::make_pair(pd, k);
     } catch (const dnnl::error& e) {
       last_error = e.what();

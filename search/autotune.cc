@@ -84,9 +84,20 @@ class Refinement {
                                      std::chrono::duration<double>(options.time_limit_s))) {}
 
   bool CanMeasure(int n) const {
-    bool cancelled = cancelled_ && cancelled_->load();
-    return !cancelled && Clock::now() < deadline_ &&
-           result_.measurements + n <= options_.measure_budget;
+    return Running() && result_.measurements + n <= options_.measure_budget;
+  }
+  bool Running() const { return !(cancelled_ && cancelled_->load()) && Clock::now() < deadline_; }
+
+  // Each candidate's anchor kernels, timed on their regions (search/kernel_choice.h).
+  Status ChooseKernelsOf(std::vector<FusionPlan>* plans) {
+    FUSOR_ASSIGN_OR_RETURN(KernelChoice choice,
+                           ChooseKernels(g_, *plans, model_, measurer_, options_.kernels,
+                                         [this](int) { return Running(); }));
+    for (const KernelTrial& t : choice.trials) {
+      result_.trials.push_back({t.ops, "kernel " + t.kernel, 0, t.measured_ns, t.chosen});
+    }
+    *plans = std::move(choice.plans);
+    return Status::Ok();
   }
 
   // The plans side by side (Measurer::MeasurePlans): what they are compared on is not the host's
@@ -137,10 +148,8 @@ class Refinement {
   // budget (this is the tuner's last word, which one lucky round must not decide); rounds past
   // the protocol's minimum stop at the time limit or cancellation.
   StatusOr<CandidateTimings> TimeWhole(const std::vector<FusionPlan>& plans) {
-    FUSOR_ASSIGN_OR_RETURN(CandidateTimings t,
-                           TimeCandidates(measurer_, g_, plans, options_.choice, [this] {
-                             return !(cancelled_ && cancelled_->load()) && Clock::now() < deadline_;
-                           }));
+    FUSOR_ASSIGN_OR_RETURN(CandidateTimings t, TimeCandidates(measurer_, g_, plans, options_.choice,
+                                                              [this] { return Running(); }));
     result_.measurements += t.rounds * static_cast<int>(plans.size());
     return t;
   }
@@ -217,6 +226,17 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
     if (same != whole.end()) continue;
     whole.push_back(baseline);
     names.push_back(name);
+  }
+  if (options.choose_kernels) {
+    // Every candidate gets its kernels, so whichever the protocol takes carries them; the refined
+    // plan on oneDNN's first choices stays a candidate, because a kernel timed faster on its
+    // region alone can be slower inside the plan (BERT on AVX-512: 0.75x, docs/benchmarks.md).
+    FUSOR_RETURN_IF_ERROR(refine.ChooseKernelsOf(&whole).WithContext("kernel choice"));
+    if (cancelled && cancelled->load()) return Status::Cancelled("tuning was cancelled");
+    if (whole[0] != result.plan) {
+      whole.push_back(result.plan);
+      names.push_back("tuned, oneDNN's first kernels");
+    }
   }
   FUSOR_ASSIGN_OR_RETURN(CandidateTimings timings, refine.TimeWhole(whole));
   std::vector<double> predicted;

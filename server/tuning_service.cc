@@ -456,6 +456,8 @@ struct TuningService::Tuning {
   bool measure_here = false;      // ...or here...
   std::string unmeasured_reason;  // ...or not at all, and why.
   bool use_residual = false;
+  bool choose_kernels =
+      true;  // Each anchor group's kernel by measurement (search/kernel_choice.h).
   db::PlanKey key;
   std::unique_ptr<CostModel> model;  // What the search and the choice of plan score with.
   FusionPlan plan;                   // Searched, then chosen by the measurements.
@@ -567,9 +569,11 @@ Status TuningService::ChooseWhereToMeasure(const v1::TuneRequest& request, Tunin
                           "model's prediction";
   }
   t.use_residual = state_->options.learned_residual && !request.options().no_residual();
-  std::string options_text = t.search.CanonicalText() + ";measure_budget=" +
-                             std::to_string(t.measure_here || t.on_agents ? t.budget : 0) +
-                             (t.use_residual ? ";residual=on" : "");
+  t.choose_kernels = !request.options().no_kernel_choice();
+  std::string options_text =
+      t.search.CanonicalText() +
+      ";measure_budget=" + std::to_string(t.measure_here || t.on_agents ? t.budget : 0) +
+      (t.use_residual ? ";residual=on" : "") + (t.choose_kernels ? "" : ";kernel_choice=off");
   t.key = {t.hash, t.target_id, kCostModelVersion, options_text};
   return Status::Ok();
 }
@@ -688,6 +692,7 @@ Status TuningService::MeasureHere(const EventSink& on_event, const std::atomic<b
   AutotuneOptions autotune;
   autotune.measure_budget = t.budget + 2;
   autotune.time_limit_s = std::max<double>(0, static_cast<double>(left_ms()) / 1000);
+  autotune.choose_kernels = t.choose_kernels;
   ScopedTimer measure_timer(Metrics().measure_seconds.With({}));
   FUSOR_ASSIGN_OR_RETURN(
       AutotuneResult tuned,

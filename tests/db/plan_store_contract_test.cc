@@ -42,6 +42,17 @@ TEST_P(PlanStoreContract, PutThenGetReturnsTheSamePlan) {
   EXPECT_EQ(graph->nodes_size(), 4);
 }
 
+TEST_P(PlanStoreContract, EachGroupsChosenKernelRoundTripsThroughTheStore) {
+  v1::Plan plan = Plan({.graph_hash = GraphHash(1), .measured_ns = 900});
+  ASSERT_GE(plan.groups_size(), 2);
+  plan.mutable_groups(0)->set_kernel("brg_matmul:avx2");
+  Put(plan);
+  StatusOr<StoredPlan> got = store_->GetPlan(PlanKey::Of(plan), "cm1");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->plan.groups(0).kernel(), "brg_matmul:avx2");
+  EXPECT_EQ(got->plan.groups(1).kernel(), "");  // oneDNN's first choice.
+}
+
 TEST_P(PlanStoreContract, PlansPersistAcrossReopen) {
   v1::Plan plan = Plan({.graph_hash = GraphHash(1)});
   Put(plan);
