@@ -153,5 +153,67 @@ TEST(Autotune, ABaselineFasterInOneRoundDoesNotReplaceTheTunedPlan) {
   }
 }
 
+// Offers two implementations ("jit:first", oneDNN's first choice, and "brg:second") for every
+// group with a MatMul; the region timings are recorded like the whole-plan ones.
+class TwoKernels : public SideBySideLog {
+ public:
+  StatusOr<std::vector<KernelImplementations>> Implementations(const Graph& g,
+                                                               const FusionPlan& plan) override {
+    std::vector<KernelImplementations> out;
+    for (const FusionGroup& group : plan.groups) {
+      const bool matmul = g.node(group.nodes[0]).op_type == "MatMul";
+      out.push_back(matmul ? KernelImplementations{"jit:first", {"jit:first", "brg:second"}}
+                           : KernelImplementations{});
+    }
+    return out;
+  }
+};
+
+FusionPlan WithKernel(FusionPlan plan, const std::string& kernel) {
+  plan.groups[0].kernel = kernel;
+  return plan;
+}
+
+// A kernel timed faster on its region alone stays only when the whole-plan timings confirm it:
+// when the tuned plan with it and the same plan on oneDNN's first kernels cannot be told apart,
+// the first kernels are kept (the predictions, which do not price kernels, cannot tell either).
+TEST(Autotune, AKernelChoiceTheWholePlanTimingsDoNotConfirmIsDropped) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {64, 128}), m = b.Act("m", {64, 256}), y = b.Act("y", {64, 256});
+  b.Op("MatMul", {x, b.Weight("w", {128, 256})}, {m});
+  b.Op("Relu", {m}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  const FusionPlan tuned{{FusionGroup{GroupKind::kAnchor, {0, 1}, {}}}};
+  const FusionPlan unfused = UnfusedPlan(g);
+  ASSERT_EQ(RulesPlan(g, 64), tuned);
+  AnalyticalCostModel model{HardwareProfile{}};
+  AutotuneOptions options;
+  options.measure_budget = 2;
+  for (bool confirmed : {false, true}) {
+    SCOPED_TRACE(confirmed ? "confirmed" : "within noise");
+    TwoKernels measurer;
+    for (const FusionPlan& p : {tuned, unfused}) {  // Each MatMul region alone: second faster.
+      Graph region = g.ExtractRegion(p.groups[0].nodes);
+      FusionPlan local{{FusionGroup{p.groups[0].kind, {}, {}}}};
+      for (size_t i = 0; i < p.groups[0].nodes.size(); ++i) {
+        local.groups[0].nodes.push_back(static_cast<NodeId>(i));
+      }
+      measurer.Record(RecordedMeasurer::PlanKey(region, WithKernel(local, "jit:first")),
+                      Timed(100));
+      measurer.Record(RecordedMeasurer::PlanKey(region, WithKernel(local, "brg:second")),
+                      Timed(60));
+    }
+    measurer.Record(RecordedMeasurer::PlanKey(g, WithKernel(tuned, "brg:second")),
+                    Timed(confirmed ? 60 : 99, !confirmed));
+    measurer.Record(RecordedMeasurer::PlanKey(g, tuned), Timed(100, !confirmed));
+    measurer.Record(RecordedMeasurer::PlanKey(g, WithKernel(unfused, "brg:second")), Timed(300));
+    auto result = Autotune(g, model, TargetFingerprint{}, tuned, &measurer, options);
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    EXPECT_EQ(result->plan, confirmed ? WithKernel(tuned, "brg:second") : tuned);
+    EXPECT_EQ(result->plan.groups[0].kernel, confirmed ? "brg:second" : "");
+  }
+}
+
 }  // namespace
 }  // namespace fusor
