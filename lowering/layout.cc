@@ -15,10 +15,13 @@ bool IsPooling(const Node& n) { return n.op_type == "MaxPool" || n.op_type == "A
 
 bool MoreThanOnePixel(const Shape& s) { return s.size() == 4 && s[2] * s[3] > 1; }
 
-// Whether channel counts `a` and `b` fit one block: both multiples of 16, or both of 8 and not 16.
-// A conv between them reads a kept input in the form it is stored in (lowering/layout.h).
-bool ShareOneBlock(int64_t a, int64_t b) {
-  return a % 8 == 0 && b % 8 == 0 && (a % 16 == 0) == (b % 16 == 0);
+// Whether channel counts `a` and `b` fit one block of a host of `block`: both multiples of 8, and
+// on a 16-wide host both multiples of 16 or neither (the runtime blocks a tensor by 16 where its
+// channels allow, and oneDNN has no kernel from nChw8c to nChw16c). A conv between them reads a
+// kept input in the form it is stored in (lowering/layout.h).
+bool ShareOneBlock(int64_t a, int64_t b, int64_t block) {
+  if (a % 8 != 0 || b % 8 != 0) return false;
+  return block != 16 || (a % 16 == 0) == (b % 16 == 0);
 }
 
 // A conv whose output is a single pixel runs on plain layouts (oneDNN's choice), so it is no
@@ -149,8 +152,7 @@ bool KeptBlocked(const Graph& g, TensorId t, int64_t block) {
 }
 
 bool BrgemmConvsForIsa(std::string_view isa) {
-  return isa.find("avx512_core_") != std::string_view::npos &&
-         (isa.find("bf16") != std::string_view::npos || isa.find("amx") != std::string_view::npos);
+  return isa.find("avx2") != std::string_view::npos || isa.find("avx512") != std::string_view::npos;
 }
 
 // Whether the chain of tensors `start` begins (followed through the nodes that keep a tensor's
@@ -172,7 +174,7 @@ bool ChainReachesConcat(const Graph& g, TensorId start, int64_t block) {
                         IsFlatElementwise(g, reader);
       if (IsBlockedConv(g, reader) && reader.inputs[0] == t) {
         const int64_t out = g.tensor(reader.outputs[0]).dims[1];
-        keeps_form = ShareOneBlock(c, out);
+        keeps_form = ShareOneBlock(c, out, block);
       }
       if (!keeps_form) continue;
       for (TensorId next : reader.outputs) {
@@ -197,7 +199,7 @@ bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block) {
 }
 
 bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm) {
-  if (!brgemm || block != 16 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
+  if (!brgemm || block <= 0 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
     return false;
   }
   if (StemConvReadsPlain(g, n, block)) return false;
@@ -205,7 +207,7 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brg
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
   // A kept input is read in the form it is stored in; a plain one in the conv's own choice.
-  if (ShareOneBlock(x[1], y[1])) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
+  if (ShareOneBlock(x[1], y[1], block)) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
   return !KeptBlocked(g, n.inputs[0], block) || StoredChannelsLast(g, n.inputs[0], block, brgemm);
 }
 

@@ -49,13 +49,14 @@ bool IsFlatElementwise(const Graph& g, const Node& n);
 // Whether `t` is stored channel-blocked between groups (see above). `block` 0 keeps all plain.
 bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 
-// Where oneDNN 2.6 has brgemm convolutions (f32 on avx512_core_bf16 and later ISAs; a plain
-// avx512_core host ran jit kernels on nChw16c) it picks channels-last (NHWC) for a conv. The
-// runtime asks for the channel-blocked layout instead when both channel counts fit one block
-// (both multiples of 16, or both of 8 and not 16); a conv whose input is kept reads it in the form
-// it is stored in. So a conv on a plain input whose channel counts share no block (24 against
-// 144 channels) runs channels-last, and so does every conv after it that reads such a tensor: the
-// form is decided where a chain of kept tensors starts. A stem conv whose chain reaches a Concat
+// Where oneDNN has brgemm convolutions (3.7: f32 brg_conv_fwd / brgconv_1x1 on avx2 and every
+// avx512 ISA, not on avx or sse41) it picks channels-last (NHWC) for a conv. The runtime asks for
+// the channel-blocked layout instead when both channel counts fit one block (on a 16-wide host
+// both multiples of 16, or both of 8 and not 16; on an 8-wide one both multiples of 8); a conv
+// whose input is kept reads it in the form it is stored in. So a conv on a plain input whose
+// channel counts share no block (3 against 64 channels; 24 against 144 on AVX-512) runs
+// channels-last, and so does every conv after it that reads such a tensor: the form is decided
+// where a chain of kept tensors starts. A stem conv whose chain reaches a Concat
 // (StemConvReadsPlain) is the exception: it writes the blocked layout. A reorder between
 // channels-last and plain is a transpose, several times slower than one from nChw16c.
 bool BrgemmConvsForIsa(std::string_view isa);

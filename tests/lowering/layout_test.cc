@@ -71,14 +71,24 @@ TEST(BlockedLayout, ChannelsLastChainsStartWhereAPlainInputMeetsMixedBlocks) {
   EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(6), 16, true));
   for (TensorId t : {c1, r1, a, q}) EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << t;
   EXPECT_FALSE(StoredChannelsLast(g, y, 16, true));  // A graph output: plain.
-  // Without brgemm convs, or with blocks of 8, everything is channel-blocked.
+  // Without brgemm convs everything is channel-blocked.
   EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 16, false));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 8, true));
   EXPECT_FALSE(StoredChannelsLast(g, r1, 16, false));
-  EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_bf16"));
-  EXPECT_TRUE(BrgemmConvsForIsa("avx512_core_amx"));
-  EXPECT_FALSE(BrgemmConvsForIsa("avx512_core"));
-  EXPECT_FALSE(BrgemmConvsForIsa("avx2"));
+  // With blocks of 8 (AVX2), 24 and 144 channels share one block (nChw8c), so only that chain
+  // runs blocked; 3 against 32 channels still share none.
+  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(0), 8, true));
+  EXPECT_TRUE(StoredChannelsLast(g, r1, 8, true));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(4), 8, true));
+  EXPECT_FALSE(StoredChannelsLast(g, q, 8, true));
+}
+
+// oneDNN 3.7 has brgemm convs (brg_conv_fwd, brgconv_1x1) from AVX2 on, not on AVX or SSE4.1.
+TEST(BlockedLayout, BrgemmConvsRunOnAvx2AndEveryAvx512Isa) {
+  for (const char* isa : {"avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni",
+                          "avx512_core_bf16", "avx512_core_amx"}) {
+    EXPECT_TRUE(BrgemmConvsForIsa(isa)) << isa;
+  }
+  for (const char* isa : {"avx", "sse41", "other"}) EXPECT_FALSE(BrgemmConvsForIsa(isa)) << isa;
 }
 
 // A stem conv: fewer input channels than a block, ungrouped, whole blocks of output channels, and
