@@ -5,6 +5,7 @@
 
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
+#include "lowering/layout.h"
 #include "lowering/plan_legality.h"
 
 namespace fusor {
@@ -158,7 +159,10 @@ bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n) {
 bool PoolingRunsBlocked(const Graph& g, const Node& n, int64_t block) {
   if ((n.op_type != "MaxPool" && n.op_type != "AveragePool") || n.inputs.empty()) return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
-  return x.size() == 4 && x[1] % 8 == 0 && (block != 16 || x[1] % 16 == 0);
+  if (x.size() != 4) return false;
+  if (x[1] % 8 == 0 && (block != 16 || x[1] % 16 == 0)) return true;
+  // Partial blocks kept channels-last (layout.h): pooled in that layout.
+  return block > 0 && KeptBlocked(g, n.inputs[0], block);
 }
 
 }  // namespace fusor

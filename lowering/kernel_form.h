@@ -49,7 +49,8 @@ bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n);
 // blocked. On AVX-512 (block 16) channels that are no whole 16-channel block are the exception:
 // nChw8c runs the AVX2 kernel and padding to nChw16c takes oneDNN's generic reorder, while plain
 // NCHW has an AVX-512 jit kernel (ShuffleNetV2's stem MaxPool, 24 channels 112x112, 2 threads:
-// 0.12 ms plain against 0.38 ms for reorder in, nChw8c pooling and reorder out), so they run plain.
+// 0.12 ms plain against 0.38 ms for reorder in, nChw8c pooling and reorder out), so they run plain,
+// unless their input is kept channels-last (layout.h): oneDNN pools that layout in AVX-512 code.
 // The runtime still runs blocked where oneDNN offers only a reference kernel for the plain form.
 bool PoolingRunsBlocked(const Graph& g, const Node& n, int64_t block);
 

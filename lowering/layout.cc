@@ -55,21 +55,31 @@ bool NativeConsumer(const Graph& g, const Node& n, TensorId t, int64_t block) {
 }
 
 // The conditions on `t` itself: a 4-D float32 activation of more than one pixel that some node
-// computes and some node reads, not a graph output, its channels whole blocks.
+// computes and some node reads, not a graph output.
 bool BlockableTensor(const Graph& g, TensorId t, int64_t block) {
   if (block <= 0 || t == kNoId) return false;
   const Tensor& x = g.tensor(t);
   return x.kind == TensorKind::kActivation && x.dtype == DType::kFloat32 && !g.IsGraphOutput(t) &&
-         x.producer != kNoId && MoreThanOnePixel(x.dims) && x.dims[1] % block == 0 &&
-         !x.consumers.empty();
+         x.producer != kNoId && MoreThanOnePixel(x.dims) && !x.consumers.empty();
+}
+
+// Whether `t`'s channels are whole blocks, so that its channel-blocked storage is as large as its
+// plain one; any other kept tensor is stored channels-last (layout.h).
+bool WholeBlocks(const Graph& g, TensorId t, int64_t block) {
+  return g.tensor(t).dims[1] % block == 0;
 }
 
 // Blockable, and written blocked by its producer: a flat node writes blocked only when it reads
-// blocked, every non-scalar input kept too.
+// blocked, every non-scalar input kept too. A tensor of partial blocks is written channels-last by
+// a conv, by a BatchNormalization folded into one, or by a pooling reading such a tensor kept.
 bool WrittenBlocked(const Graph& g, TensorId t, int64_t block) {
   if (!BlockableTensor(g, t, block)) return false;
   const Node& producer = g.node(g.tensor(t).producer);
   if (!NativeProducer(g, producer, block)) return false;
+  if (!WholeBlocks(g, t, block) && producer.op_type != "Concat" &&
+      (IsPooling(producer) || producer.op_type == "BatchNormalization")) {
+    return producer.op_type == "BatchNormalization" || KeptBlocked(g, producer.inputs[0], block);
+  }
   if (!IsFlatElementwise(g, producer)) return true;
   return std::all_of(producer.inputs.begin(), producer.inputs.end(), [&](TensorId in) {
     return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, block);
@@ -101,7 +111,10 @@ bool BlockedConcat(const Graph& g, const Node& n, int64_t block) {
   const int64_t axis = n.GetInt("axis", 0);
   if (!BlockableTensor(g, out, block) || (axis != 1 && axis != -3)) return false;
   const NodeId id = g.tensor(out).producer;
-  if (!ConcatFitsInPlace(g, id)) return false;
+  if (!WholeBlocks(g, out, block) || !ConcatFitsInPlace(g, id)) return false;
+  for (TensorId part : n.inputs) {
+    if (part == kNoId || !WholeBlocks(g, part, block)) return false;
+  }
   for (NodeId c : g.tensor(out).consumers) {
     const Node& reader = g.node(c);
     if (reader.op_type == "Concat" || !NativeConsumer(g, reader, out, block)) return false;
@@ -129,6 +142,10 @@ int64_t ChannelBlockForIsa(std::string_view isa) {
     return 8;
   }
   return 0;
+}
+
+int64_t ChannelBlockOf(int64_t channels, int64_t block) {
+  return block == 16 && channels % 16 == 0 ? 16 : 8;
 }
 
 bool IsFlatElementwise(const Graph& g, const Node& n) {
@@ -178,7 +195,7 @@ bool ChainReachesConcat(const Graph& g, TensorId start, int64_t block) {
       }
       if (!keeps_form) continue;
       for (TensorId next : reader.outputs) {
-        if (!seen[next] && BlockableTensor(g, next, block)) {
+        if (!seen[next] && BlockableTensor(g, next, block) && WholeBlocks(g, next, block)) {
           seen[next] = true;
           work.push_back(next);
         }
@@ -198,6 +215,23 @@ bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block) {
   return x[1] < block && y[1] % block == 0 && ChainReachesConcat(g, n.outputs[0], block);
 }
 
+namespace {
+
+// Whether conv `n` writes a kept tensor of partial blocks: its output, or the output of the
+// BatchNormalization folded into it.
+bool WritesPartialBlocksKept(const Graph& g, const Node& n, int64_t block) {
+  TensorId out = n.outputs[0];
+  if (WholeBlocks(g, out, block)) return false;
+  const std::vector<NodeId>& readers = g.tensor(out).consumers;
+  if (readers.size() == 1 && g.node(readers[0]).op_type == "BatchNormalization" &&
+      g.node(readers[0]).inputs[0] == out && !g.IsGraphOutput(out)) {
+    out = g.node(readers[0]).outputs[0];
+  }
+  return KeptBlocked(g, out, block);
+}
+
+}  // namespace
+
 bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm) {
   if (!brgemm || block <= 0 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
     return false;
@@ -206,6 +240,8 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brg
   const Shape& x = g.tensor(n.inputs[0]).dims;
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
+  // An output of partial blocks is kept only channels-last, which the conv writes as it is.
+  if (WritesPartialBlocksKept(g, n, block)) return true;
   // A kept input is read in the form it is stored in; a plain one in the conv's own choice.
   if (ShareOneBlock(x[1], y[1], block)) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
   return !KeptBlocked(g, n.inputs[0], block) || StoredChannelsLast(g, n.inputs[0], block, brgemm);
@@ -213,6 +249,8 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brg
 
 bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm) {
   if (!brgemm || t == kNoId || g.tensor(t).producer == kNoId) return false;
+  // Partial blocks are kept in no other form.
+  if (block > 0 && !WholeBlocks(g, t, block)) return KeptBlocked(g, t, block);
   // The producer's form first: a Concat writes the channel-blocked layout, which settles it
   // without walking the graph for KeptBlocked.
   const Node& p = g.node(g.tensor(t).producer);

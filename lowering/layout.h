@@ -23,8 +23,18 @@
 // node computes out[i] = f(a[i], b[i]) whatever order the elements are stored in, as long as all
 // of them share one layout (a graph input, weight or constant operand is plain, so a flat node
 // reading one writes plain). The tensor must be 4-D float32, not a graph input or
-// output, with more than one pixel (oneDNN keeps 1x1 images plain) and channels a multiple of the
-// block, so blocked and plain storage have the same size.
+// output, with more than one pixel (oneDNN keeps 1x1 images plain).
+//
+// A tensor whose channels are not whole blocks (24, 40, 72, 88, 120, 144 channels of the mobile
+// nets on a 16-wide host) has no channel-blocked form as large as its plain one; it is kept
+// channels-last (NHWC, the plain size for any channel count) where a conv writes it (or a
+// BatchNormalization folded into one, or a pooling or flat elementwise node reading such tensors
+// kept) and no Concat reads it. The conv writing it runs channels-last (ConvRunsChannelsLast), as
+// oneDNN's brgemm convs do: this assumes a host that has them (BrgemmConvsForIsa: AVX2 and later).
+// Stored plain instead, each such tensor cost a reorder out of its conv and one into each reader,
+// and the 8-channel blocked form between those reorders ran AVX2 kernels on AVX-512 hosts
+// (MobileNetV3-Small's 16 -> 72 1x1 conv at 56x56: 0.098 ms against ONNX Runtime's 0.035 ms,
+// whose NCHWc layout pads channels to the block).
 //
 // The rule is a property of the graph, not of the plan, so a group's layouts (and the reorders it
 // pays) follow from the group alone: the runtime stores tensors this way under every plan and the
@@ -46,6 +56,11 @@ int64_t ChannelBlockForIsa(std::string_view isa);
 // scalar or of the output's shape.
 bool IsFlatElementwise(const Graph& g, const Node& n);
 
+// The channel block of the channel-blocked form of a tensor of `channels` on a host of `block`:
+// the host's block where the channels are whole blocks of it, else 8 (nChw8c, on a 16-wide host
+// only a conv's own layout between its reorders: no kept tensor is stored so).
+int64_t ChannelBlockOf(int64_t channels, int64_t block);
+
 // Whether `t` is stored channel-blocked between groups (see above). `block` 0 keeps all plain.
 bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 
@@ -56,8 +71,9 @@ bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 // whose input is kept reads it in the form it is stored in. So a conv on a plain input whose
 // channel counts share no block (3 against 64 channels; 24 against 144 on AVX-512) runs
 // channels-last, and so does every conv after it that reads such a tensor: the form is decided
-// where a chain of kept tensors starts. A stem conv whose chain reaches a Concat
-// (StemConvReadsPlain) is the exception: it writes the blocked layout. A reorder between
+// where a chain of kept tensors starts; a conv writing a kept tensor of partial blocks runs so too
+// (above), reading a channel-blocked input through a reorder. A stem conv whose chain reaches a
+// Concat (StemConvReadsPlain) is the exception: it writes the blocked layout. A reorder between
 // channels-last and plain is a transpose, several times slower than one from nChw16c.
 bool BrgemmConvsForIsa(std::string_view isa);
 // Whether Conv / ConvTranspose `n` runs channels-last (see above), which a stem conv never does:

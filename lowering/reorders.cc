@@ -123,6 +123,10 @@ std::vector<LayoutReorder> LowerReorders(const Graph& g, const FusionGroup& grou
     // A conv reads a single-channel input as it is: oneDNN's first-layer kernels read it plain,
     // and its channels-last form is the plain one.
     out.push_back({src, ReorderKind::kIn, transposed});
+  } else if (conv && KeptBlocked(g, src, block) &&
+             StoredChannelsLast(g, src, block, target.brgemm) != transposed) {
+    // A channel-blocked input of a conv writing partial blocks channels-last (layout.h).
+    out.push_back({src, ReorderKind::kIn, true});
   }
   for (TensorId t : materialized) {
     if (!KeptBlocked(g, t, block)) out.push_back({t, ReorderKind::kOut, transposed});

@@ -48,12 +48,13 @@ struct LayoutReorder {
 
 // The reorders of `group`, reading `inputs` from other groups and writing `materialized`, on
 // `target`; its anchor or reduction (the first, or the one after a reduction's prologue) decides:
-//   - a Conv / ConvTranspose (more than one output pixel) or a 4-D pooling whose channels divide
-//     by the block runs on blocked data: it reorders a plain input in (not a stem conv, which reads
-//     it as it is: StemConvReadsPlain, or an input of one channel), a plain output out, and a
-//     per-element binary post-op operand of a Conv that is plain or kept in the other form
-//     (channels-last against blocked); with a prologue, the prologue reads plain copies of blocked
-//     inputs and writes the pooling's input plain, reordered in;
+//   - a Conv / ConvTranspose (more than one output pixel) or a 4-D pooling that runs blocked
+//     (kernel_form.h PoolingRunsBlocked) runs on blocked data: it reorders a plain input in (not a
+//     stem conv, which reads it as it is: StemConvReadsPlain, or an input of one channel) or a
+//     channel-blocked one into a conv that writes partial blocks channels-last (layout.h), a plain
+//     output out, and a per-element binary post-op operand of a Conv that is plain or kept in the
+//     other form (channels-last against blocked); with a prologue, the prologue reads plain copies
+//     of blocked inputs and writes the pooling's input plain, reordered in;
 //   - any other group reads a plain copy of each blocked tensor it reads and writes a blocked
 //     output through a plain copy, except a loop of flat elementwise nodes over blocked tensors
 //     only, which runs on them as they are.

@@ -145,6 +145,7 @@ Status Executor::Compile(const FusionPlan& plan) {
     return it == dnnl_->stored.end() ? nullptr : &it->second;
   };
   ctx.keeps_blocked = [&g, block](TensorId t) { return KeptBlocked(g, t, block); };
+  ctx.layout = layout;
   ctx.known = [this](TensorId t) -> const HostTensor* {
     auto it = leaves_.find(t);
     bool constant = it != leaves_.end() && graph_.tensor(t).kind != TensorKind::kGraphInput;

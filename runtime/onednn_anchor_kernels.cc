@@ -115,10 +115,14 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
     src_md = any_src;
     dst_md = any_dst;
   };
+  const bool channels_last = ConvRunsChannelsLast(g, n, ctx.layout.block, ctx.layout.brgemm);
   if (StemConvReadsPlain(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
     // A stem conv reads its plain input as it is and writes the blocked layout
     // (lowering/layout.h).
     prefer(PlainLayout(xd), ChannelBlocked(yd));
+  } else if (channels_last) {
+    // The layout rules keep its output channels-last (lowering/layout.h).
+    prefer(ChannelsLast(xd), ChannelsLast(yd));
   } else if (IsChannelsLast(first.src_desc()) || IsChannelsLast(first.dst_desc())) {
     // oneDNN's brgconv kernels (AVX2, AVX-512) pick channels-last, whose reorder to or from plain
     // is a transpose: [1,128,27,27] nhwc -> nchw 15.9 us against 5.7 us from nChw16c, while the
@@ -128,7 +132,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
       prefer(ChannelBlocked(xd), ChannelBlocked(yd));
     }
   }
-  if (const memory::desc* kept = ctx.Stored(n.inputs[0]); kept && *kept != first.src_desc()) {
+  if (const memory::desc* kept = ctx.Stored(n.inputs[0]);
+      kept && *kept != first.src_desc() && (!channels_last || IsChannelsLast(*kept))) {
     memory::desc any = src_md;
     src_md = *kept;
     try {

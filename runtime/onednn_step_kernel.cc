@@ -18,7 +18,7 @@ dnnl::memory::desc PlainLayout(const Shape& dims) {
 }
 
 dnnl::memory::desc ChannelBlocked(const Shape& dims) {
-  bool wide = ChannelBlockForIsa(OneDnnIsa()) == 16 && dims[1] % 16 == 0;
+  bool wide = ChannelBlockOf(dims[1], ChannelBlockForIsa(OneDnnIsa())) == 16;
   return dnnl::memory::desc(
       dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32,
       wide ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c);

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 
+#include "lowering/kernel_form.h"
+#include "lowering/reorders.h"
 #include "tests/graph/ir_builder.h"
 #include "tests/lowering/concat_module.h"
 #include "tests/lowering/residual_block.h"
@@ -29,7 +33,10 @@ TEST(BlockedLayout, WhichTensorsStayBlocked) {
   EXPECT_FALSE(KeptBlocked(g, rb.y, 8));   // A graph output.
   EXPECT_FALSE(KeptBlocked(g, 0, 8));      // The graph input.
   EXPECT_FALSE(KeptBlocked(g, rb.r1, 0));  // No blocked layout on this ISA.
-  EXPECT_FALSE(KeptBlocked(MakeResidualBlock(12).g, rb.r1, 8));  // 12 channels would pad.
+  // 12 channels would pad nChw8c: kept channels-last instead.
+  const Graph partial = MakeResidualBlock(12).g;
+  EXPECT_TRUE(KeptBlocked(partial, rb.r1, 8));
+  EXPECT_TRUE(StoredChannelsLast(partial, rb.r1, 8, true));
   // A flat Add writes blocked only when it reads blocked: not with a graph input operand.
   IrBuilder b;
   Shape d = {1, 8, 4, 4};
@@ -43,6 +50,9 @@ TEST(BlockedLayout, WhichTensorsStayBlocked) {
   EXPECT_FALSE(KeptBlocked(flat, s, 8));
   EXPECT_EQ(ChannelBlockForIsa("avx2"), 8);
   EXPECT_EQ(ChannelBlockForIsa("avx512_core"), 16);
+  EXPECT_EQ(ChannelBlockOf(32, 16), 16);
+  EXPECT_EQ(ChannelBlockOf(24, 16), 8);
+  EXPECT_EQ(ChannelBlockOf(32, 8), 8);
 }
 
 // Where oneDNN has brgemm convs, the form of a chain of kept tensors is decided where it starts:
@@ -150,6 +160,61 @@ TEST(BlockedLayout, APoolingKeepsTheLayoutOfItsInput) {
   EXPECT_TRUE(StoredChannelsLast(g, p, 16, true));
   EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(2), 16, true));
   EXPECT_FALSE(StoredChannelsLast(g, p, 16, false));
+}
+
+// Channels that are no whole block (72, 24 on a 16-wide host) are kept channels-last where a conv
+// writes them: a -> Conv 16->72 -> e -> depthwise -> d -> Conv 72->24 -> p -> MaxPool -> m ->
+// Conv 24->24 -> y, the 16->72 conv reading the channel-blocked a through a transposing reorder;
+// not where a GlobalAveragePool (e2) or a Concat (e3, e4) reads them.
+TEST(BlockedLayout, PartialBlocksAreKeptChannelsLastWhereAConvWritesThem) {
+  IrBuilder b;
+  auto conv = [&](const std::string& name, TensorId x, int64_t in, int64_t out, int64_t group,
+                  int64_t size) {
+    TensorId y = b.Act(name, {1, out, size, size});
+    b.Op("Conv", {x, b.Weight("w_" + name, {out, in / group, 1, 1})}, {y},
+         {testing::Int("group", group)});
+    return y;
+  };
+  TensorId a = conv("a", b.Input("x", {1, 16, 8, 8}), 16, 16, 1, 8);
+  TensorId e = conv("e", a, 16, 72, 1, 8);
+  TensorId d = conv("d", e, 72, 72, 72, 8);
+  TensorId p = conv("p", d, 72, 24, 1, 8);
+  TensorId m = b.Act("m", {1, 24, 4, 4});
+  b.Op("MaxPool", {p}, {m}, {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
+  b.Output(conv("y", m, 24, 24, 1, 4));
+  TensorId e2 = conv("e2", a, 16, 40, 1, 8), g2 = b.Act("g2", {1, 40, 1, 1});
+  b.Op("GlobalAveragePool", {e2}, {g2});
+  b.Output(g2);
+  TensorId e3 = conv("e3", a, 16, 24, 1, 8), e4 = conv("e4", a, 16, 24, 1, 8);
+  TensorId cat = b.Act("cat", {1, 48, 8, 8});
+  b.Op("Concat", {e3, e4}, {cat}, {testing::Int("axis", 1)});
+  b.Output(cat);
+  Graph g = b.Build();
+  auto writer = [&](TensorId t) { return g.node(g.tensor(t).producer); };
+  EXPECT_TRUE(KeptBlocked(g, a, 16));
+  EXPECT_FALSE(StoredChannelsLast(g, a, 16, true));
+  for (TensorId t : {e, d, p, m}) {
+    EXPECT_TRUE(KeptBlocked(g, t, 16)) << g.tensor(t).name;
+    EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << g.tensor(t).name;
+  }
+  for (TensorId t : {e, d, p}) EXPECT_TRUE(ConvRunsChannelsLast(g, writer(t), 16, true));
+  EXPECT_TRUE(PoolingRunsBlocked(g, writer(m), 16));
+  for (TensorId t : {e2, e3, e4}) {
+    EXPECT_FALSE(KeptBlocked(g, t, 16)) << g.tensor(t).name;
+    EXPECT_FALSE(ConvRunsChannelsLast(g, writer(t), 16, true)) << g.tensor(t).name;
+  }
+  // With blocks of 8 all of them are whole blocks: channel-blocked.
+  EXPECT_FALSE(StoredChannelsLast(g, e, 8, true));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, writer(e), 8, true));
+  // The 16->72 conv alone: its blocked input transposed in, its output written as it is kept.
+  FusionGroup group;
+  group.kind = GroupKind::kSingle;
+  group.nodes = {g.tensor(e).producer};
+  std::vector<LayoutReorder> reorders = LowerReorders(g, group, {a}, {e}, LayoutTarget{16, true});
+  ASSERT_EQ(reorders.size(), 1u);
+  EXPECT_EQ(reorders[0].tensor, a);
+  EXPECT_EQ(reorders[0].kind, ReorderKind::kIn);
+  EXPECT_TRUE(reorders[0].transposed);
 }
 
 TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
