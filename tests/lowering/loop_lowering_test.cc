@@ -24,6 +24,7 @@ namespace {
 using testing::BundledModels;
 using testing::GroupText;
 using testing::Int;
+using testing::OneOpGraph;
 
 class LoopsOfEveryModel : public ::testing::TestWithParam<std::string> {};
 
@@ -177,19 +178,6 @@ TEST(LoopLowering, ACompiledLoopChainsAPowByTwoAsTheLoweringDoesWhateverItsLooku
   EXPECT_EQ((*untold)->chained_values(), record.chained_values());
 }
 
-// The graph of one `op` node reading x of `in` dims into the graph's output of `out` dims, with a
-// constant second input `second` when given (Tile's repeats).
-Graph OneNode(const std::string& op, const Shape& in, const Shape& out,
-              std::vector<Attribute> attrs, std::vector<int64_t> second = {}) {
-  testing::IrBuilder b;
-  std::vector<TensorId> inputs = {b.Input("x", in)};
-  if (!second.empty()) inputs.push_back(b.IntConstant("repeats", second));
-  TensorId y = b.Act("y", out);
-  b.Op(op, inputs, {y}, std::move(attrs));
-  b.Output(y);
-  return b.Build();
-}
-
 // Node 0's output read through its MappedReadOf from random x, run by run in ranges of 7
 // elements (ranges that start and end mid-run, mid-block) and at a list of every third element,
 // against the reference interpreter's kernel for the op.
@@ -232,26 +220,26 @@ void ExpectMapReadsWhatTheReferenceComputes(const Graph& g) {
 TEST(MappedReadOf, DepthToSpaceInBothModesAndSpaceToDepthReadWhatTheReferenceComputes) {
   for (const char* mode : {"DCR", "CRD"}) {
     ExpectMapReadsWhatTheReferenceComputes(
-        OneNode("DepthToSpace", {2, 12, 3, 5}, {2, 3, 6, 10},
-                {Int("blocksize", 2), {"mode", std::string(mode)}}));
+        OneOpGraph("DepthToSpace", {2, 12, 3, 5}, {2, 3, 6, 10},
+                   {Int("blocksize", 2), {"mode", std::string(mode)}}));
     ExpectMapReadsWhatTheReferenceComputes(
-        OneNode("DepthToSpace", {1, 18, 2, 3}, {1, 2, 6, 9},
-                {Int("blocksize", 3), {"mode", std::string(mode)}}));
+        OneOpGraph("DepthToSpace", {1, 18, 2, 3}, {1, 2, 6, 9},
+                   {Int("blocksize", 3), {"mode", std::string(mode)}}));
   }
   ExpectMapReadsWhatTheReferenceComputes(
-      OneNode("SpaceToDepth", {2, 3, 6, 10}, {2, 12, 3, 5}, {Int("blocksize", 2)}));
+      OneOpGraph("SpaceToDepth", {2, 3, 6, 10}, {2, 12, 3, 5}, {Int("blocksize", 2)}));
   ExpectMapReadsWhatTheReferenceComputes(
-      OneNode("SpaceToDepth", {1, 2, 6, 9}, {1, 18, 2, 3}, {Int("blocksize", 3)}));
-  Graph one = OneNode("DepthToSpace", {1, 4, 3, 5}, {1, 4, 3, 5}, {Int("blocksize", 1)});
+      OneOpGraph("SpaceToDepth", {1, 2, 6, 9}, {1, 18, 2, 3}, {Int("blocksize", 3)}));
+  Graph one = OneOpGraph("DepthToSpace", {1, 4, 3, 5}, {1, 4, 3, 5}, {Int("blocksize", 1)});
   EXPECT_TRUE(MappedReadOf(one, one.node(0), 0)->identity);
 }
 
 // Tile reads each output coordinate modulo the input's dim: a [r, d] split per dim whose repeat
 // coordinate reads nothing, so a row repeated along the last dim is read in runs of the row.
 TEST(MappedReadOf, TileReadsEachOutputDimModuloTheInputs) {
-  ExpectMapReadsWhatTheReferenceComputes(OneNode("Tile", {2, 1, 3}, {4, 4, 9}, {}, {2, 4, 3}));
-  ExpectMapReadsWhatTheReferenceComputes(OneNode("Tile", {5, 6}, {5, 12}, {}, {1, 2}));
-  Graph g = OneNode("Tile", {5, 6}, {5, 12}, {}, {1, 2});
+  ExpectMapReadsWhatTheReferenceComputes(OneOpGraph("Tile", {2, 1, 3}, {4, 4, 9}, {}, {2, 4, 3}));
+  ExpectMapReadsWhatTheReferenceComputes(OneOpGraph("Tile", {5, 6}, {5, 12}, {}, {1, 2}));
+  Graph g = OneOpGraph("Tile", {5, 6}, {5, 12}, {}, {1, 2});
   const RunShape runs = RunShapeOf(*MappedReadOf(g, g.node(0), 0), {5, 12});
   EXPECT_EQ(runs.length, 6);
   EXPECT_EQ(runs.step, 1);
@@ -260,7 +248,7 @@ TEST(MappedReadOf, TileReadsEachOutputDimModuloTheInputs) {
 // A DepthToSpace whose shapes its blocksize does not explain has no map: the error names the node
 // and the shapes, and the loop refuses the step with it.
 TEST(MappedReadOf, ASpaceDepthOpItsBlocksizeDoesNotExplainIsRefusedNamingTheNode) {
-  Graph g = OneNode("DepthToSpace", {1, 12, 3, 5}, {1, 3, 6, 10}, {Int("blocksize", 3)});
+  Graph g = OneOpGraph("DepthToSpace", {1, 12, 3, 5}, {1, 3, 6, 10}, {Int("blocksize", 3)});
   StatusOr<Affine> m = MappedReadOf(g, g.node(0), 0);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("DepthToSpace_0"), std::string::npos) << m.status().message();
