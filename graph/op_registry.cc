@@ -445,6 +445,53 @@ Status CheckExpand(const Graph& g, const Node& n) {
       n, "input of shape " + ShapeString(x.dims) + " does not expand to " + ShapeString(y.dims));
 }
 
+// DepthToSpace and SpaceToDepth: an input [N, C, H, W] and a blocksize b of at least 1; the output
+// [N, C / b^2, H b, W b] (DepthToSpace, C a multiple of b^2) or [N, C b^2, H / b, W / b]
+// (SpaceToDepth, H and W multiples of b).
+Status CheckSpaceDepth(const Graph& g, const Node& n) {
+  const Shape& x = Input(g, n, 0)->dims;
+  const int64_t b = n.GetInt("blocksize", 0);
+  if (x.size() != 4) {
+    return ShapeMismatch(n, "input has rank " + std::to_string(x.size()) + ", " + n.op_type +
+                                " needs rank 4 ([N, C, H, W])");
+  }
+  if (b < 1) return ShapeMismatch(n, "blocksize " + std::to_string(b) + " is not 1 or more");
+  if (n.op_type == "DepthToSpace") {
+    if (x[1] % (b * b) != 0) {
+      return ShapeMismatch(
+          n, "the input's " + std::to_string(x[1]) +
+                 " channels are no multiple of blocksize^2 = " + std::to_string(b * b));
+    }
+    return ExpectOutputShape(g, n, {x[0], x[1] / (b * b), x[2] * b, x[3] * b});
+  }
+  if (x[2] % b != 0 || x[3] % b != 0) {
+    return ShapeMismatch(n, "the input's height and width " + ShapeString({x[2], x[3]}) +
+                                " are no multiples of blocksize " + std::to_string(b));
+  }
+  return ExpectOutputShape(g, n, {x[0], x[1] * b * b, x[2] / b, x[3] / b});
+}
+
+// Tile: the output the input repeated along each dim, as often as the constant `repeats` says
+// when it is one; otherwise each output dim a whole multiple of the input's.
+Status CheckTile(const Graph& g, const Node& n) {
+  const Shape& x = Input(g, n, 0)->dims;
+  const Tensor* repeats = Input(g, n, 1);
+  if (repeats != nullptr && repeats->kind == TensorKind::kConstant &&
+      repeats->int_data.size() == x.size()) {
+    Shape expected = x;
+    for (size_t d = 0; d < x.size(); ++d) expected[d] *= repeats->int_data[d];
+    return ExpectOutputShape(g, n, expected);
+  }
+  const Shape& y = Output(g, n, 0).dims;
+  bool whole = y.size() == x.size();
+  for (size_t d = 0; whole && d < x.size(); ++d) {
+    whole = x[d] == 0 ? y[d] == 0 : y[d] % x[d] == 0;
+  }
+  if (whole) return Status::Ok();
+  return ShapeMismatch(n, "output of shape " + ShapeString(y) + " does not repeat the input's " +
+                              ShapeString(x) + " a whole number of times along each dim");
+}
+
 // InstanceNormalization: X of rank 3 or more, a scale and a bias of one value per channel, the
 // output X's shape (the reference interpreter and the oneDNN form index them so).
 Status CheckInstanceNorm(const Graph& g, const Node& n) {
@@ -586,6 +633,9 @@ const std::unordered_map<std::string_view, OpInfo>& Table() {
       {"Pad", {OpClass::kInjective, NoFlops, NoCheck}},
       {"Resize", {OpClass::kInjective, ResizeFlops, NoCheck}},
       {"Trilu", {OpClass::kInjective, NoFlops, CheckFirstInput}},
+      {"DepthToSpace", {OpClass::kInjective, NoFlops, CheckSpaceDepth}},
+      {"SpaceToDepth", {OpClass::kInjective, NoFlops, CheckSpaceDepth}},
+      {"Tile", {OpClass::kInjective, NoFlops, CheckTile, Traffic::kFull, false, 1}},
       // Known but never fused: each runs as a group of its own through the runtime's reference
       // fallback; the entries give the cost model their FLOPs.
       {"LSTM", {OpClass::kOpaque, RecurrentFlops, CheckRecurrent}},

@@ -38,22 +38,23 @@ Affine CoordMap(size_t rank, size_t dim) {
   return m;
 }
 
-int64_t RunStep(const Affine& m, const Shape& dims) {
+int64_t RunStep(const Affine& m, const Shape& consumer_dims) {
+  const Shape& dims = SpaceOf(m, consumer_dims);
   for (size_t d = dims.size(); d-- > 0;) {
     if (dims[d] > 1) return m.coef[d];
   }
   return 0;
 }
 
-size_t MergeRunDims(const Affine& m, const Shape& full_dims, int64_t* dims, int64_t* coefs) {
+size_t MergeRunDims(const Affine& m, const Shape& space, int64_t* dims, int64_t* coefs) {
   size_t rank = 0;
-  for (size_t d = full_dims.size(); d-- > 0;) {
-    if (full_dims[d] == 1) continue;  // Its coordinate is always 0.
+  for (size_t d = space.size(); d-- > 0;) {
+    if (space[d] == 1) continue;  // Its coordinate is always 0.
     if (rank > 0 && m.coef[d] == coefs[rank - 1] * dims[rank - 1]) {
-      dims[rank - 1] *= full_dims[d];
+      dims[rank - 1] *= space[d];
       continue;
     }
-    dims[rank] = full_dims[d];
+    dims[rank] = space[d];
     coefs[rank] = m.coef[d];
     ++rank;
   }
@@ -67,7 +68,8 @@ size_t MergeRunDims(const Affine& m, const Shape& full_dims, int64_t* dims, int6
   return rank;
 }
 
-RunShape RunShapeOf(const Affine& m, const Shape& dims) {
+RunShape RunShapeOf(const Affine& m, const Shape& consumer_dims) {
+  const Shape& dims = SpaceOf(m, consumer_dims);
   SmallInts merged(dims.size() + 1), coefs(dims.size() + 1);
   const size_t rank = MergeRunDims(m, dims, merged.data(), coefs.data());
   return {merged.data()[rank - 1], coefs.data()[rank - 1]};
@@ -79,6 +81,13 @@ Affine StridedMap(const std::vector<int64_t>& coef, int64_t base, const Shape& i
   m.coef = coef;
   m.base = base;
   m.identity = IsIdentity(coef, base, in, out);
+  return m;
+}
+
+Affine SplitMap(const std::vector<int64_t>& coef, int64_t base, const Shape& in,
+                const Shape& split) {
+  Affine m = StridedMap(coef, base, in, split);
+  m.split = split;
   return m;
 }
 

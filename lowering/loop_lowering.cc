@@ -351,6 +351,56 @@ class StreamRule {
   std::unordered_set<TensorId> once_;
 };
 
+// DepthToSpace and SpaceToDepth over [N, C, H, W] with blocksize b, as affine maps over the
+// output's dims with the block coordinates split out (Affine::split). DepthToSpace's output
+// [N, C / b^2, H b, W b] is taken as [N, c, H, i, W, j], reading input channel (i b + j) c' + c
+// (DCR, c' = C / b^2) or c b^2 + i b + j (CRD) at row h and column w. SpaceToDepth's output
+// [N, C b^2, H / b, W / b] is taken as [N, i, j, C, h, w], reading input row h b + i and column
+// w b + j of channel c (the inverse of DCR).
+StatusOr<Affine> SpaceDepthMap(const Graph& g, const Node& n) {
+  const Shape& in = g.tensor(n.inputs[0]).dims;
+  const Shape& out = g.tensor(n.outputs[0]).dims;
+  const int64_t b = n.GetInt("blocksize", 0);
+  const bool to_space = n.op_type == "DepthToSpace";
+  const Shape& deep = to_space ? in : out;  // [N, C b^2, h, w]: the side with the blocks.
+  const Shape& wide = to_space ? out : in;  // [N, C, h b, w b].
+  if (b < 1 || in.size() != 4 || out.size() != 4 || deep[1] != wide[1] * b * b ||
+      wide[2] != deep[2] * b || wide[3] != deep[3] * b || in[0] != out[0]) {
+    return Status::InvalidArgument(NodeLabel(n) + ": blocksize " + std::to_string(b) + " maps " +
+                                   ShapeString(in) + " to " + ShapeString(out) +
+                                   ", not [N, C, H, W] and its blocks");
+  }
+  const std::vector<int64_t> s = RowMajorStrides(in);
+  const int64_t c = wide[1], h = deep[2], w = deep[3];
+  if (!to_space) {
+    return SplitMap({s[0], s[2], 1, s[1], b * s[2], b}, 0, in, {out[0], b, b, c, h, w});
+  }
+  const bool crd = n.GetString("mode", "DCR") == "CRD";
+  const int64_t ci = crd ? b * s[1] : b * c * s[1], cj = crd ? s[1] : c * s[1];
+  const int64_t cc = crd ? b * b * s[1] : s[1];
+  return SplitMap({s[0], cc, s[2], ci, 1, cj}, 0, in, {out[0], c, h, b, w, b});
+}
+
+// Tile: each output dim of r d elements taken as [r, d], the repeat coordinate reading nothing.
+StatusOr<Affine> TileMap(const Shape& in, const Shape& out) {
+  if (in.size() != out.size()) {
+    return Status::InvalidArgument("Tile of " + ShapeString(in) + " to " + ShapeString(out) +
+                                   ": the ranks differ");
+  }
+  const std::vector<int64_t> s = RowMajorStrides(in);
+  std::vector<int64_t> coef;
+  Shape split;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == 0 ? out[d] != 0 : out[d] % in[d] != 0) {
+      return Status::InvalidArgument("Tile of " + ShapeString(in) + " to " + ShapeString(out) +
+                                     ": dim " + std::to_string(d) + " is no whole repeat");
+    }
+    split.insert(split.end(), {in[d] == 0 ? 1 : out[d] / in[d], in[d]});
+    coef.insert(coef.end(), {0, s[d]});
+  }
+  return SplitMap(coef, 0, in, split);
+}
+
 }  // namespace
 
 bool GatherCopiesBlocks(const Graph& g, const Node& n) {
@@ -366,7 +416,7 @@ LoopValueKind LoopValueKindOf(const Graph& g, const Node& n) {
   if (op == "Where") return LoopValueKind::kWhere;
   if (op == "BatchNormalization") return LoopValueKind::kBatchNorm;
   if (op == "Transpose" || op == "Slice" || op == "Split" || op == "Expand" ||
-      GatherSliceIndex(g, n) >= 0) {
+      op == "DepthToSpace" || op == "SpaceToDepth" || op == "Tile" || GatherSliceIndex(g, n) >= 0) {
     return LoopValueKind::kMapped;
   }
   if (op == "Concat") return LoopValueKind::kConcat;
@@ -398,6 +448,8 @@ StatusOr<Affine> MappedReadOf(const Graph& g, const Node& n, size_t output) {
     }
     return StridedMap(coef, index * strides[axis], in, out);
   }
+  if (n.op_type == "DepthToSpace" || n.op_type == "SpaceToDepth") return SpaceDepthMap(g, n);
+  if (n.op_type == "Tile") return TileMap(in, out);
   std::vector<int64_t> coef(in.size());
   int64_t base = 0;
   if (n.op_type == "Transpose") {

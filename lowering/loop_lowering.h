@@ -72,8 +72,8 @@ enum class LoopValueKind : uint8_t {
   kBinary,  // Add, Sub, Mul, Div, Pow.
   kWhere,
   kBatchNorm,
-  // Reads its one input through one affine map: Transpose, Slice, Split, Expand, and a Gather of
-  // one constant index (GatherSliceIndex, graph/node_attrs.h).
+  // Reads its one input through one affine map: Transpose, Slice, Split, Expand, DepthToSpace,
+  // SpaceToDepth, Tile, and a Gather of one constant index (GatherSliceIndex, graph/node_attrs.h).
   kMapped,
   kConcat,
   kGather,  // Any other Gather: each element looked up through the indices.

@@ -2,7 +2,8 @@
 
 namespace fusor {
 
-void AffineIndices(const Affine& m, const Shape& dims, const IndexSet& idx, int64_t* out) {
+void AffineIndices(const Affine& m, const Shape& consumer_dims, const IndexSet& idx, int64_t* out) {
+  const Shape& dims = SpaceOf(m, consumer_dims);
   size_t rank = dims.size();
   if (rank == 0) {
     std::fill(out, out + idx.n, m.base);

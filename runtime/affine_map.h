@@ -19,7 +19,8 @@ struct IndexSet {
   int token = 0;
 };
 
-// out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in `dims`.
+// out[e] = m.base + sum_d coord_d(idx element e) * m.coef[d], coordinates taken in the map's
+// space over the consumer's `dims` (SpaceOf).
 void AffineIndices(const Affine& m, const Shape& dims, const IndexSet& idx, int64_t* out);
 
 }  // namespace fusor

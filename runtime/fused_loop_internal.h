@@ -50,7 +50,7 @@ struct BatchNorm {
 // Reads its one input at the same flat indices: Reshape and the other views, and a Transpose
 // that moves only dims of size 1.
 struct View {};
-// Reads its one input through maps[0]: Transpose, Slice, Split, Expand.
+// Reads its one input through maps[0]: a LoopValueKind::kMapped (lowering/loop_lowering.h).
 struct Mapped {};
 // Input j holds the axis coordinates [offsets[j], offsets[j] + lens[j]).
 struct Concat {

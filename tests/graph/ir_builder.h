@@ -76,4 +76,17 @@ inline Attribute Ints(const std::string& name, std::vector<int64_t> v) {
 }
 inline Attribute Int(const std::string& name, int64_t v) { return {name, v}; }
 
+// The graph of one `op` node reading input x of `in` dims into the graph's output y of `out` dims,
+// with a constant integer second input `second` when given (Tile's repeats).
+inline Graph OneOpGraph(const std::string& op, const Shape& in, const Shape& out,
+                        std::vector<Attribute> attrs, std::vector<int64_t> second = {}) {
+  IrBuilder b;
+  std::vector<TensorId> inputs = {b.Input("x", in)};
+  if (!second.empty()) inputs.push_back(b.IntConstant("second", second));
+  TensorId y = b.Act("y", out);
+  b.Op(op, inputs, {y}, std::move(attrs));
+  b.Output(y);
+  return b.Build();
+}
+
 }  // namespace fusor::testing

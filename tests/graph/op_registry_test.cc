@@ -12,6 +12,7 @@ namespace {
 using testing::Int;
 using testing::Ints;
 using testing::IrBuilder;
+using testing::OneOpGraph;
 
 // X[2,8,15,15] * W[16,4,3,3], group 2, stride 2, pad 1 -> Y[2,16,8,8] since (15+2-3)/2+1 = 8.
 // MACs = |Y| * (C/group) * 3*3 = 2048 * 4 * 9 = 73728; FLOPs = 2*MACs + bias adds (2048).
@@ -76,6 +77,34 @@ TEST(OpRegistry, MatMulInnerDimMismatchNamesTheNode) {
   EXPECT_NE(s.message().find("node 'MatMul_0' (MatMul): inner dims differ: 8x32 x 16x4"),
             std::string::npos)
       << s.message();
+}
+
+// DepthToSpace, SpaceToDepth and Tile are injective ops with no FLOPs, reading their data once
+// (Tile not its repeats), and their shapes are checked: a DepthToSpace of channels that are no
+// multiple of blocksize^2, a SpaceToDepth output that does not follow, and a Tile output its
+// constant repeats do not give are errors naming the node and what is wrong.
+TEST(OpRegistry, SpaceDepthAndTileAreInjectiveAndTheirShapesAreChecked) {
+  for (const Graph& g :
+       {OneOpGraph("DepthToSpace", {1, 8, 2, 3}, {1, 2, 4, 6}, {Int("blocksize", 2)}),
+        OneOpGraph("SpaceToDepth", {1, 2, 4, 6}, {1, 8, 2, 3}, {Int("blocksize", 2)}),
+        OneOpGraph("Tile", {1, 2, 4, 6}, {2, 2, 8, 6}, {}, {2, 1, 2, 1})}) {
+    ASSERT_TRUE(Validate(g).ok()) << Validate(g).ToString();
+    EXPECT_EQ(ClassifyNode(g, g.node(0)), OpClass::kInjective) << g.node(0).op_type;
+    const OpCost c = CostOfNode(g, g.node(0));
+    EXPECT_EQ(c.flops, 0) << g.node(0).op_type;
+    EXPECT_EQ(c.bytes_read, 48 * 4) << g.node(0).op_type;
+  }
+  auto error = [](const Graph& g) { return Validate(g).message(); };
+  EXPECT_NE(error(OneOpGraph("DepthToSpace", {1, 6, 2, 3}, {1, 1, 4, 6}, {Int("blocksize", 2)}))
+                .find("node 'DepthToSpace_0' (DepthToSpace): the input's 6 channels are no "
+                      "multiple of blocksize^2 = 4"),
+            std::string::npos);
+  EXPECT_NE(error(OneOpGraph("SpaceToDepth", {1, 2, 4, 6}, {1, 8, 3, 2}, {Int("blocksize", 2)}))
+                .find("output 'y' has shape 1x8x3x2, the inputs give 1x8x2x3"),
+            std::string::npos);
+  EXPECT_NE(error(OneOpGraph("Tile", {2, 3}, {4, 3}, {}, {1, 2}))
+                .find("node 'Tile_0' (Tile): output 'y' has shape 4x3, the inputs give 2x6"),
+            std::string::npos);
 }
 
 // Gemm with transB: A[8,32] x B^T where B[16,32] -> [8,16]; FLOPs = 2*8*16*32 + 8*16 (C add).

@@ -91,6 +91,21 @@ TEST(ForEachRun, TheBaseOffsetsEveryRun) {
             (std::vector<RunCall>{{0, 32, 64, 1}, {64, 128, 64, 1}, {128, 224, 64, 1}}));
 }
 
+// A map over split dims takes its coordinates there, whatever dims its consumer passes: a [2,3]
+// repeated twice along its last dim is read over [2,6] taken as [2,2,3], in runs of the row (3
+// elements from 0 or 3), the repeat coordinate reading nothing.
+TEST(SplitMap, AWalkTakesItsCoordinatesInTheSplitDims) {
+  const Affine tile = SplitMap({3, 0, 1}, 0, {2, 3}, {2, 2, 3});
+  EXPECT_FALSE(tile.identity);
+  EXPECT_EQ(SpaceOf(tile, {2, 6}), (Shape{2, 2, 3}));
+  EXPECT_EQ(RunsOf(tile, {2, 6}, 1, 9),
+            (std::vector<RunCall>{{0, 1, 2, 1}, {2, 0, 3, 1}, {5, 3, 3, 1}, {8, 3, 1, 1}}));
+  EXPECT_EQ(RunShapeOf(tile, {2, 6}).length, 3);
+  EXPECT_EQ(RunStep(tile, {2, 6}), 1);
+  // Split dims read in row-major order are still the identity.
+  EXPECT_TRUE(SplitMap({6, 3, 1}, 0, {2, 6}, {2, 2, 3}).identity);
+}
+
 // Merged dims: a row-major walk of [2,3,4] through the identity is one run of all it is asked.
 TEST(MergeRunDims, TheIdentityMergesEveryDimIntoOne) {
   int64_t dims[4], coefs[4];

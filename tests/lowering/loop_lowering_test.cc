@@ -8,8 +8,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "graph/node_attrs.h"
+#include "graph/op_registry.h"
 #include "lowering/group_lowering.h"
+#include "runtime/affine_map.h"
 #include "runtime/fused_loop.h"
+#include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
 #include "tests/lowering/bundled_models.h"
 #include "tests/lowering/gelu_loop.h"
@@ -19,6 +23,8 @@ namespace {
 
 using testing::BundledModels;
 using testing::GroupText;
+using testing::Int;
+using testing::OneOpGraph;
 
 class LoopsOfEveryModel : public ::testing::TestWithParam<std::string> {};
 
@@ -170,6 +176,83 @@ TEST(LoopLowering, ACompiledLoopChainsAPowByTwoAsTheLoweringDoesWhateverItsLooku
   auto untold = FusedLoop::Build(g, nodes, {y}, [](TensorId) { return nullptr; });
   ASSERT_TRUE(untold.ok()) << untold.status().ToString();
   EXPECT_EQ((*untold)->chained_values(), record.chained_values());
+}
+
+// Node 0's output read through its MappedReadOf from random x, run by run in ranges of 7
+// elements (ranges that start and end mid-run, mid-block) and at a list of every third element,
+// against the reference interpreter's kernel for the op.
+void ExpectMapReadsWhatTheReferenceComputes(const Graph& g) {
+  const Node& n = g.node(0);
+  SCOPED_TRACE(NodeLabel(n) + " " + ShapeString(g.tensor(n.inputs[0]).dims) + " -> " +
+               ShapeString(g.tensor(n.outputs[0]).dims));
+  EXPECT_EQ(ClassifyNode(g, n), OpClass::kInjective);
+  EXPECT_EQ(LoopValueKindOf(g, n), LoopValueKind::kMapped);
+  StatusOr<Affine> m = MappedReadOf(g, n, 0);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto leaves = RandomLeafValues(g, 7);
+  ASSERT_TRUE(leaves.ok()) << leaves.status().ToString();
+  auto want = RunReference(g, *leaves);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const std::vector<float>& x = leaves->at(n.inputs[0]).f;
+  const std::vector<float>& y = want->at(n.outputs[0]).f;
+  const Shape& out = g.tensor(n.outputs[0]).dims;
+  const int64_t total = NumElements(out);
+  std::vector<float> runs(total, -1);
+  for (int64_t begin = 0; begin < total; begin += 7) {
+    ForEachRun(*m, out, begin, std::min<int64_t>(7, total - begin),
+               [&](int64_t e, int64_t off, int64_t run, int64_t step) {
+                 for (int64_t j = 0; j < run; ++j) runs[begin + e + j] = x[off + j * step];
+               });
+  }
+  EXPECT_EQ(runs, y);
+  std::vector<int64_t> list, at;
+  for (int64_t e = 0; e < total; e += 3) list.push_back(e);
+  at.resize(list.size());
+  AffineIndices(*m, out, {0, static_cast<int64_t>(list.size()), list.data()}, at.data());
+  for (size_t k = 0; k < list.size(); ++k) {
+    EXPECT_EQ(x[at[k]], y[list[k]]) << "element " << list[k];
+  }
+}
+
+// DepthToSpace (DCR and CRD) and SpaceToDepth divide coordinates by the blocksize: their maps
+// take the output's dims with the blocks split out (Affine::split), and read what
+// runtime/reference.cc's RunSpaceDepth computes, blocksize 1 as the identity.
+TEST(MappedReadOf, DepthToSpaceInBothModesAndSpaceToDepthReadWhatTheReferenceComputes) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    ExpectMapReadsWhatTheReferenceComputes(
+        OneOpGraph("DepthToSpace", {2, 12, 3, 5}, {2, 3, 6, 10},
+                   {Int("blocksize", 2), {"mode", std::string(mode)}}));
+    ExpectMapReadsWhatTheReferenceComputes(
+        OneOpGraph("DepthToSpace", {1, 18, 2, 3}, {1, 2, 6, 9},
+                   {Int("blocksize", 3), {"mode", std::string(mode)}}));
+  }
+  ExpectMapReadsWhatTheReferenceComputes(
+      OneOpGraph("SpaceToDepth", {2, 3, 6, 10}, {2, 12, 3, 5}, {Int("blocksize", 2)}));
+  ExpectMapReadsWhatTheReferenceComputes(
+      OneOpGraph("SpaceToDepth", {1, 2, 6, 9}, {1, 18, 2, 3}, {Int("blocksize", 3)}));
+  Graph one = OneOpGraph("DepthToSpace", {1, 4, 3, 5}, {1, 4, 3, 5}, {Int("blocksize", 1)});
+  EXPECT_TRUE(MappedReadOf(one, one.node(0), 0)->identity);
+}
+
+// Tile reads each output coordinate modulo the input's dim: a [r, d] split per dim whose repeat
+// coordinate reads nothing, so a row repeated along the last dim is read in runs of the row.
+TEST(MappedReadOf, TileReadsEachOutputDimModuloTheInputs) {
+  ExpectMapReadsWhatTheReferenceComputes(OneOpGraph("Tile", {2, 1, 3}, {4, 4, 9}, {}, {2, 4, 3}));
+  ExpectMapReadsWhatTheReferenceComputes(OneOpGraph("Tile", {5, 6}, {5, 12}, {}, {1, 2}));
+  Graph g = OneOpGraph("Tile", {5, 6}, {5, 12}, {}, {1, 2});
+  const RunShape runs = RunShapeOf(*MappedReadOf(g, g.node(0), 0), {5, 12});
+  EXPECT_EQ(runs.length, 6);
+  EXPECT_EQ(runs.step, 1);
+}
+
+// A DepthToSpace whose shapes its blocksize does not explain has no map: the error names the node
+// and the shapes, and the loop refuses the step with it.
+TEST(MappedReadOf, ASpaceDepthOpItsBlocksizeDoesNotExplainIsRefusedNamingTheNode) {
+  Graph g = OneOpGraph("DepthToSpace", {1, 12, 3, 5}, {1, 3, 6, 10}, {Int("blocksize", 3)});
+  StatusOr<Affine> m = MappedReadOf(g, g.node(0), 0);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("DepthToSpace_0"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("blocksize 3"), std::string::npos) << m.status().message();
 }
 
 }  // namespace

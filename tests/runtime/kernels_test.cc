@@ -385,6 +385,54 @@ TEST(LoopKernel, InjectiveAndBroadcastOpsInOneLoop) {
   ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// DepthToSpace, SpaceToDepth and Tile are steps of the fused loop, read through maps over their
+// output's dims with the blocks split out: a DepthToSpace of a conv's output (a group of its
+// own) with a Relu, a Reshape and a Transpose after it in one loop; in both modes, across tiles
+// of 4096 elements. A SpaceToDepth of a computed Add (read through an index list: its runs step
+// by the blocksize) and a Tile of that (runs of 128 in order: evaluated run by run), with a Mul
+// after them. None runs through the reference fallback.
+TEST(LoopKernel, SpaceDepthAndTileRunInTheLoopWithTheirNeighbours) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    SCOPED_TRACE(mode);
+    IrBuilder b;
+    TensorId x = b.Input("x", {1, 8, 16, 16});
+    TensorId c = b.Act("c", {1, 32, 16, 16}), d = b.Act("d", {1, 8, 32, 32});
+    TensorId r = b.Act("r", {1, 8, 32, 32}), v = b.Act("v", {8, 32, 32});
+    TensorId y = b.Act("y", {32, 8, 32});
+    b.Op("Conv", {x, b.Weight("w", {32, 8, 3, 3}), b.Weight("bias", {32})}, {c},
+         {Ints("pads", {1, 1, 1, 1})});
+    b.Op("DepthToSpace", {c}, {d}, {Int("blocksize", 2), {"mode", std::string(mode)}});
+    b.Op("Relu", {d}, {r});
+    b.Op("Reshape", {r, b.IntConstant("shape", {8, 32, 32})}, {v});
+    b.Op("Transpose", {v}, {y}, {Ints("perm", {1, 0, 2})});
+    b.Output(y);
+    Graph g = b.Build();
+    std::string described;
+    ExpectMatchesReference(g,
+                           FusionPlan{{FusionGroup{GroupKind::kSingle, {0}, {}},
+                                       FusionGroup{GroupKind::kLoop, {1, 2, 3, 4}, {}}}},
+                           ChainBackend::kFusedLoop, &described);
+    EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
+    EXPECT_EQ(described.find("reference fallback"), std::string::npos) << described;
+  }
+  IrBuilder b;
+  TensorId x = b.Input("x", {2, 4, 8, 256});
+  TensorId a = b.Act("a", {2, 4, 8, 256}), s = b.Act("s", {2, 16, 4, 128});
+  TensorId t = b.Act("t", {2, 32, 8, 128}), y = b.Act("y", {2, 32, 8, 128});
+  b.Op("Add", {x, b.Weight("bias", {256})}, {a});
+  b.Op("SpaceToDepth", {a}, {s}, {Int("blocksize", 2)});
+  b.Op("Tile", {s, b.IntConstant("repeats", {1, 2, 2, 1})}, {t});
+  b.Op("Mul", {t, b.Input("scale", {128})}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  std::string described;
+  ExpectMatchesReference(g, OneGroup(GroupKind::kLoop, {0, 1, 2, 3}), ChainBackend::kFusedLoop,
+                         &described);
+  EXPECT_NE(described.find("fused loop"), std::string::npos) << described;
+  ExpectMatchesReference(g, UnfusedPlan(g), ChainBackend::kFusedLoop, &described);
+  EXPECT_EQ(described.find("reference fallback"), std::string::npos) << described;
+}
+
 // A Concat asked for contiguous tiles copies its inputs run by run: a leaf, a computed value and a
 // leaf read through a broadcast, along a middle axis (runs end where an input's channels end, and
 // again each outer index), the first axis (one run per input) and the last (runs of 3 and 5).
