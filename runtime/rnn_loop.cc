@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/node_attrs.h"
+#include "runtime/cache_line_vector.h"
 #include "runtime/host_tensor.h"
 #include "runtime/loop_simd.h"
 #include "runtime/vector_math.h"
@@ -458,7 +459,9 @@ class RnnLoopKernel : public GroupKernel {
   dnnl::primitive projection_;
   memory weights_;
   std::unordered_map<int, memory> args_;
-  std::vector<float> w_user_, bias_, rbh_, panels_, candidate_;
+  std::vector<float> w_user_;  // Handed to oneDNN's reorder at Bind, then freed.
+  // Read every step with vector loads: on whole cache lines.
+  CacheLineVector<float> bias_, rbh_, panels_, candidate_;
   Offsets at_;
   int64_t scratch_ = 0;
   const float* initial_[2] = {nullptr, nullptr};  // initial_h, initial_c.

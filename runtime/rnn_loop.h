@@ -12,8 +12,9 @@
 //      bidirectional node advance in the same step.
 // W and R are repacked once, at Build: W for the matmul (reordered to its layout at Bind), R into
 // per-block panels, each k of a panel holding the block's 16 units of every gate side by side, so
-// a step streams each thread's panels once and broadcasts h_{t-1}. The products and the gate
-// math are compiled per ISA (AVX-512, AVX2, SSE) with vector_math.h's exp / sigmoid, the CPU's
+// a step streams each thread's panels once and broadcasts h_{t-1}; the panels start on a cache
+// line (runtime/cache_line_vector.h), so no vector load of them reads two. The products and the
+// gate math are compiled per ISA (AVX-512, AVX2, SSE) with vector_math.h's exp / sigmoid, the CPU's
 // best picked at Build.
 //
 // X, initial_h / initial_c, Y, Y_h, Y_c are read and written in place in ONNX's layouts; the

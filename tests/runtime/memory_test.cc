@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <vector>
+
+#include "runtime/cache_line_vector.h"
 #include "runtime/executor.h"
 #include "tests/graph/ir_builder.h"
 
@@ -92,6 +96,27 @@ TEST(MemoryPlan, WeightsBeyondTheHostsMemoryAreRefusedBeforeAnyAllocation) {
   EXPECT_NE(leaves.status().message().find("model 'huge': its inputs, weights and constants needs"),
             std::string::npos)
       << leaves.status().message();
+}
+
+bool OnACacheLine(const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
+
+// The recurrence loop's panels (runtime/rnn_loop.cc) were a std::vector<float>, which malloc
+// starts 16, 32 or 48 bytes past a cache line: every AVX-512 load of them read two lines, and how
+// many of them did changed with what each executor had allocated before.
+TEST(CacheLineVector, StartsOnACacheLineWhereMallocPutsAStdVectorOffOne) {
+  std::vector<std::vector<float>> plain;
+  std::vector<CacheLineVector<float>> lined;
+  bool plain_off_a_line = false;
+  for (size_t n : {1, 3, 5, 17, 100, 4099, 196608, 393216, 1 << 20}) {
+    plain.emplace_back(n, 1.0f);
+    lined.emplace_back(n, 1.0f);
+    plain_off_a_line |= !OnACacheLine(plain.back().data());
+    EXPECT_TRUE(OnACacheLine(lined.back().data())) << n << " floats";
+    lined.back().assign(2 * n + 1, 2.0f);
+    EXPECT_TRUE(OnACacheLine(lined.back().data())) << 2 * n + 1 << " floats, reassigned";
+  }
+  EXPECT_TRUE(plain_off_a_line) << "every std::vector landed on a cache line: the case this guards "
+                                   "against did not arise";
 }
 
 }  // namespace
