@@ -30,21 +30,26 @@ bool IsBlockedConv(const Graph& g, const Node& n) {
   return IsConvLike(n) && !n.outputs.empty() && MoreThanOnePixel(g.tensor(n.outputs[0]).dims);
 }
 
+// A blocked conv that `target` has a kernel on the channel-blocked layout for.
+bool JitBlockedConv(const Graph& g, const Node& n, const LayoutTarget& target) {
+  return IsBlockedConv(g, n) && !ConvHasNoBlockedKernel(g, n, target);
+}
+
 bool BlockedConcat(const Graph& g, const Node& n, const LayoutTarget& target);
 
 bool NativeProducer(const Graph& g, const Node& n, const LayoutTarget& target) {
-  if (IsBlockedConv(g, n) || IsPooling(n) || IsFlatElementwise(g, n)) return true;
+  if (JitBlockedConv(g, n, target) || IsPooling(n) || IsFlatElementwise(g, n)) return true;
   if (n.op_type == "Concat") return BlockedConcat(g, n, target);
   if (n.op_type == "BatchNormalization" && !n.inputs.empty()) {
     NodeId p = g.tensor(n.inputs[0]).producer;
-    return p != kNoId && IsBlockedConv(g, g.node(p));
+    return p != kNoId && JitBlockedConv(g, g.node(p), target);
   }
   return false;
 }
 
 bool NativeConsumer(const Graph& g, const Node& n, TensorId t, const LayoutTarget& target) {
   if (n.op_type == "Concat") return BlockedConcat(g, n, target);
-  if (IsBlockedConv(g, n) || IsPooling(n)) {
+  if (JitBlockedConv(g, n, target) || IsPooling(n)) {
     // The data input only: a weight or bias in blocked storage would be misread.
     for (size_t i = 1; i < n.inputs.size(); ++i) {
       if (n.inputs[i] == t) return false;
@@ -169,6 +174,14 @@ bool KeptBlocked(const Graph& g, TensorId t, const LayoutTarget& target) {
   const Tensor& x = g.tensor(t);
   return std::all_of(x.consumers.begin(), x.consumers.end(),
                      [&](NodeId c) { return NativeConsumer(g, g.node(c), t, target); });
+}
+
+bool ConvHasNoBlockedKernel(const Graph& g, const Node& n, const LayoutTarget& target) {
+  const int64_t groups = n.GetInt("group", 1);
+  if (target.brgemm || groups == 1 || !IsConvLike(n) || n.outputs.empty()) return false;
+  const int64_t in = g.tensor(n.inputs[0]).dims[1], out = g.tensor(n.outputs[0]).dims[1];
+  if (groups == in && out == in) return false;  // Depthwise: jit_uni_dw.
+  return (in / groups) % 8 != 0 || (out / groups) % 8 != 0;
 }
 
 bool BrgemmConvsForIsa(std::string_view isa) {

@@ -77,6 +77,13 @@ int64_t ChannelBlockOf(int64_t channels, int64_t block);
 // A target of block 0 keeps all plain.
 bool KeptBlocked(const Graph& g, TensorId t, const LayoutTarget& target);
 
+// Whether Conv / ConvTranspose `n` has no kernel on the channel-blocked layout on `target`, so that
+// oneDNN runs it as gemm on plain layouts: without brgemm convs, a grouped conv whose groups'
+// channels are no whole blocks of 8 and that is not depthwise (oneDNN's jit_avx2 and jit_sse41
+// convs take whole blocks a group, jit_uni_dw depthwise ones; ResNeXt-50's 32 groups of 4
+// channels). Such a conv reads and writes no kept tensor. Brgemm convs run every grouped conv.
+bool ConvHasNoBlockedKernel(const Graph& g, const Node& n, const LayoutTarget& target);
+
 // Where oneDNN has brgemm convolutions (3.7: f32 brg_conv_fwd / brgconv_1x1 on avx2 and every
 // avx512 ISA, not on avx or sse41) it picks channels-last (NHWC) for a conv. The runtime asks for
 // the channel-blocked layout instead when both channel counts fit one block (on a 16-wide host

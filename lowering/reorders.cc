@@ -92,9 +92,11 @@ std::vector<LayoutReorder> LowerReorders(const Graph& g, const FusionGroup& grou
   const NodeId primary = PrimaryNode(g, group);
   const Node& head = g.node(primary);
   // On a 1x1 image the blocked layout is the plain one: oneDNN picks it and nothing is reordered
-  // (EfficientNet's squeeze-and-excite convs).
+  // (EfficientNet's squeeze-and-excite convs); a conv with no blocked kernel on the target runs as
+  // gemm on plain buffers.
   const bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") &&
-                    !OnePixel(g.tensor(head.outputs[0]).dims);
+                    !OnePixel(g.tensor(head.outputs[0]).dims) &&
+                    !ConvHasNoBlockedKernel(g, head, target);
   if (!conv && !PoolingRunsBlocked(g, head, target)) {
     PlainKernelReorders(g, group, inputs, materialized, target, &out);
     return out;

@@ -165,6 +165,28 @@ TEST(BlockedLayout, WithoutBrgemmConvsPartialBlocksStayPlainAndNothingIsChannels
   for (const Node& n : partial.g.nodes()) EXPECT_FALSE(ConvRunsChannelsLast(partial.g, n, avx));
 }
 
+// Without brgemm convs a grouped conv of 4 channels a group has no blocked kernel (oneDNN runs it
+// as gemm on plain buffers), so the tensor it reads is not kept; a depthwise conv has one.
+TEST(BlockedLayout, WithoutBrgemmConvsAGroupedConvOfPartialBlocksAGroupReadsPlain) {
+  IrBuilder b;
+  TensorId a = b.Act("a", {1, 32, 8, 8}), r = b.Act("r", {1, 32, 8, 8});
+  TensorId y = b.Act("y", {1, 32, 8, 8}), z = b.Act("z", {1, 32, 8, 8});
+  b.Op("Conv", {b.Input("x", {1, 16, 8, 8}), b.Weight("wa", {32, 16, 1, 1})}, {a});
+  b.Op("Relu", {a}, {r});
+  b.Op("Conv", {r, b.Weight("wy", {32, 4, 3, 3})}, {y},
+       {testing::Int("group", 8), Ints("pads", {1, 1, 1, 1})});
+  b.Op("Conv", {r, b.Weight("wz", {32, 1, 3, 3})}, {z},
+       {testing::Int("group", 32), Ints("pads", {1, 1, 1, 1})});
+  b.Output(y);
+  b.Output(z);
+  Graph g = b.Build();
+  EXPECT_TRUE(ConvHasNoBlockedKernel(g, g.node(2), {8, false}));
+  EXPECT_FALSE(ConvHasNoBlockedKernel(g, g.node(3), {8, false}));  // Depthwise.
+  EXPECT_FALSE(ConvHasNoBlockedKernel(g, g.node(2), {8, true}));
+  EXPECT_FALSE(KeptBlocked(g, r, {8, false}));
+  EXPECT_TRUE(KeptBlocked(g, r, {8, true}));
+}
+
 // A Concat of two convs reading a plain 12-channel input: convs whose channels share no block run
 // channels-last where they are brgemm ones, which leaves the Concat plain; without brgemm convs
 // they write the channel-blocked parts and the Concat stays blocked.
