@@ -156,13 +156,14 @@ bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n) {
   return true;
 }
 
-bool PoolingRunsBlocked(const Graph& g, const Node& n, int64_t block) {
+bool PoolingRunsBlocked(const Graph& g, const Node& n, const LayoutTarget& target) {
+  const int64_t block = target.block;
   if ((n.op_type != "MaxPool" && n.op_type != "AveragePool") || n.inputs.empty()) return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
   if (x.size() != 4) return false;
   if (x[1] % 8 == 0 && (block != 16 || x[1] % 16 == 0)) return true;
   // Partial blocks kept channels-last (layout.h): pooled in that layout.
-  return block > 0 && KeptBlocked(g, n.inputs[0], block);
+  return block > 0 && KeptBlocked(g, n.inputs[0], target);
 }
 
 }  // namespace fusor

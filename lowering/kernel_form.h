@@ -9,6 +9,7 @@
 
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/layout.h"
 
 namespace fusor {
 
@@ -42,8 +43,8 @@ bool RunsAsResampling(const Graph& g, const Node& n);
 // this is how a 1-D conv audio encoder's normalisations run.
 bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n);
 
-// Whether 4-D MaxPool / AveragePool `n` runs on oneDNN's channel-blocked layout on a target of
-// channel block `block` (lowering/layout.h), reordering a plain input in and a plain output out,
+// Whether 4-D MaxPool / AveragePool `n` runs on oneDNN's channel-blocked layout on `target`
+// (lowering/layout.h), reordering a plain input in and a plain output out,
 // rather than on plain NCHW. oneDNN 2.6 pools plain NCHW with its `simple_nchw` reference kernel
 // on AVX2, ~100x slower than the jit kernel on nChw8c, so channels that are a multiple of 8 run
 // blocked. On AVX-512 (block 16) channels that are no whole 16-channel block are the exception:
@@ -52,6 +53,6 @@ bool RunsAsInstanceNormPrimitive(const Graph& g, const Node& n);
 // 0.12 ms plain against 0.38 ms for reorder in, nChw8c pooling and reorder out), so they run plain,
 // unless their input is kept channels-last (layout.h): oneDNN pools that layout in AVX-512 code.
 // The runtime still runs blocked where oneDNN offers only a reference kernel for the plain form.
-bool PoolingRunsBlocked(const Graph& g, const Node& n, int64_t block);
+bool PoolingRunsBlocked(const Graph& g, const Node& n, const LayoutTarget& target);
 
 }  // namespace fusor

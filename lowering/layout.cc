@@ -30,21 +30,26 @@ bool IsBlockedConv(const Graph& g, const Node& n) {
   return IsConvLike(n) && !n.outputs.empty() && MoreThanOnePixel(g.tensor(n.outputs[0]).dims);
 }
 
-bool BlockedConcat(const Graph& g, const Node& n, int64_t block);
+// A blocked conv that `target` has a kernel on the channel-blocked layout for.
+bool JitBlockedConv(const Graph& g, const Node& n, const LayoutTarget& target) {
+  return IsBlockedConv(g, n) && !ConvHasNoBlockedKernel(g, n, target);
+}
 
-bool NativeProducer(const Graph& g, const Node& n, int64_t block) {
-  if (IsBlockedConv(g, n) || IsPooling(n) || IsFlatElementwise(g, n)) return true;
-  if (n.op_type == "Concat") return BlockedConcat(g, n, block);
+bool BlockedConcat(const Graph& g, const Node& n, const LayoutTarget& target);
+
+bool NativeProducer(const Graph& g, const Node& n, const LayoutTarget& target) {
+  if (JitBlockedConv(g, n, target) || IsPooling(n) || IsFlatElementwise(g, n)) return true;
+  if (n.op_type == "Concat") return BlockedConcat(g, n, target);
   if (n.op_type == "BatchNormalization" && !n.inputs.empty()) {
     NodeId p = g.tensor(n.inputs[0]).producer;
-    return p != kNoId && IsBlockedConv(g, g.node(p));
+    return p != kNoId && JitBlockedConv(g, g.node(p), target);
   }
   return false;
 }
 
-bool NativeConsumer(const Graph& g, const Node& n, TensorId t, int64_t block) {
-  if (n.op_type == "Concat") return BlockedConcat(g, n, block);
-  if (IsBlockedConv(g, n) || IsPooling(n)) {
+bool NativeConsumer(const Graph& g, const Node& n, TensorId t, const LayoutTarget& target) {
+  if (n.op_type == "Concat") return BlockedConcat(g, n, target);
+  if (JitBlockedConv(g, n, target) || IsPooling(n)) {
     // The data input only: a weight or bias in blocked storage would be misread.
     for (size_t i = 1; i < n.inputs.size(); ++i) {
       if (n.inputs[i] == t) return false;
@@ -71,30 +76,32 @@ bool WholeBlocks(const Graph& g, TensorId t, int64_t block) {
 
 // Blockable, and written blocked by its producer: a flat node writes blocked only when it reads
 // blocked, every non-scalar input kept too. A tensor of partial blocks is written channels-last by
-// a conv, by a BatchNormalization folded into one, or by a pooling reading such a tensor kept.
-bool WrittenBlocked(const Graph& g, TensorId t, int64_t block) {
-  if (!BlockableTensor(g, t, block)) return false;
+// a conv, by a BatchNormalization folded into one, or by a pooling reading such a tensor kept; on
+// a target without brgemm convs nothing writes channels-last, so such a tensor stays plain.
+bool WrittenBlocked(const Graph& g, TensorId t, const LayoutTarget& target) {
+  if (!BlockableTensor(g, t, target.block)) return false;
   const Node& producer = g.node(g.tensor(t).producer);
-  if (!NativeProducer(g, producer, block)) return false;
-  if (!WholeBlocks(g, t, block) && producer.op_type != "Concat" &&
-      (IsPooling(producer) || producer.op_type == "BatchNormalization")) {
-    return producer.op_type == "BatchNormalization" || KeptBlocked(g, producer.inputs[0], block);
+  if (!NativeProducer(g, producer, target)) return false;
+  if (!WholeBlocks(g, t, target.block)) {
+    if (!target.brgemm) return false;
+    if (IsPooling(producer)) return KeptBlocked(g, producer.inputs[0], target);
+    if (producer.op_type == "BatchNormalization") return true;
   }
   if (!IsFlatElementwise(g, producer)) return true;
   return std::all_of(producer.inputs.begin(), producer.inputs.end(), [&](TensorId in) {
-    return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, block);
+    return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, target);
   });
 }
 
-// Whether `p` may write channels-last on a host whose convs run so (BrgemmConvsForIsa): the rule
-// is the graph's, the same on every host of one block size, so it assumes such a host.
-bool MayWriteChannelsLast(const Graph& g, const Node& p, int64_t block) {
-  if (IsConvLike(p)) return ConvRunsChannelsLast(g, p, block, /*brgemm=*/true);
+// Whether `p` may write channels-last on `target`: a conv that runs so, or a node passing on the
+// form of an input such a conv may write.
+bool MayWriteChannelsLast(const Graph& g, const Node& p, const LayoutTarget& target) {
+  if (IsConvLike(p)) return ConvRunsChannelsLast(g, p, target);
   if (p.op_type == "BatchNormalization" || IsPooling(p) || IsFlatElementwise(g, p)) {
     for (TensorId in : p.inputs) {
       if (in == kNoId || NumElements(g.tensor(in).dims) == 1) continue;
       NodeId q = g.tensor(in).producer;
-      if (q != kNoId && MayWriteChannelsLast(g, g.node(q), block)) return true;
+      if (q != kNoId && MayWriteChannelsLast(g, g.node(q), target)) return true;
     }
   }
   return false;
@@ -105,7 +112,8 @@ bool MayWriteChannelsLast(const Graph& g, const Node& p, int64_t block) {
 // blocked, none channels-last, none read by another Concat, and its output is read by nodes that
 // read blocked data, none of them a Concat (nested Concats stay plain). Reads only the parts'
 // producers and the output's readers, never a sibling's KeptBlocked, so the rule has no cycle.
-bool BlockedConcat(const Graph& g, const Node& n, int64_t block) {
+bool BlockedConcat(const Graph& g, const Node& n, const LayoutTarget& target) {
+  const int64_t block = target.block;
   if (n.outputs.size() != 1 || n.inputs.empty()) return false;
   const TensorId out = n.outputs[0];
   const int64_t axis = n.GetInt("axis", 0);
@@ -117,19 +125,19 @@ bool BlockedConcat(const Graph& g, const Node& n, int64_t block) {
   }
   for (NodeId c : g.tensor(out).consumers) {
     const Node& reader = g.node(c);
-    if (reader.op_type == "Concat" || !NativeConsumer(g, reader, out, block)) return false;
+    if (reader.op_type == "Concat" || !NativeConsumer(g, reader, out, target)) return false;
   }
   for (TensorId part : n.inputs) {
     if (!BlockableTensor(g, part, block)) return false;
     for (NodeId c : g.tensor(part).consumers) {
       if (c == id) continue;
       const Node& reader = g.node(c);
-      if (reader.op_type == "Concat" || !NativeConsumer(g, reader, part, block)) return false;
+      if (reader.op_type == "Concat" || !NativeConsumer(g, reader, part, target)) return false;
     }
   }
   for (TensorId part : n.inputs) {
     const Node& p = g.node(g.tensor(part).producer);
-    if (!WrittenBlocked(g, part, block) || MayWriteChannelsLast(g, p, block)) return false;
+    if (!WrittenBlocked(g, part, target) || MayWriteChannelsLast(g, p, target)) return false;
   }
   return true;
 }
@@ -161,15 +169,27 @@ bool IsFlatElementwise(const Graph& g, const Node& n) {
   return true;
 }
 
-bool KeptBlocked(const Graph& g, TensorId t, int64_t block) {
-  if (!WrittenBlocked(g, t, block)) return false;
+bool KeptBlocked(const Graph& g, TensorId t, const LayoutTarget& target) {
+  if (!WrittenBlocked(g, t, target)) return false;
   const Tensor& x = g.tensor(t);
   return std::all_of(x.consumers.begin(), x.consumers.end(),
-                     [&](NodeId c) { return NativeConsumer(g, g.node(c), t, block); });
+                     [&](NodeId c) { return NativeConsumer(g, g.node(c), t, target); });
+}
+
+bool ConvHasNoBlockedKernel(const Graph& g, const Node& n, const LayoutTarget& target) {
+  const int64_t groups = n.GetInt("group", 1);
+  if (target.brgemm || groups == 1 || !IsConvLike(n) || n.outputs.empty()) return false;
+  const int64_t in = g.tensor(n.inputs[0]).dims[1], out = g.tensor(n.outputs[0]).dims[1];
+  if (groups == in && out == in) return false;  // Depthwise: jit_uni_dw.
+  return (in / groups) % 8 != 0 || (out / groups) % 8 != 0;
 }
 
 bool BrgemmConvsForIsa(std::string_view isa) {
   return isa.find("avx2") != std::string_view::npos || isa.find("avx512") != std::string_view::npos;
+}
+
+LayoutTarget LayoutTargetForIsa(std::string_view isa) {
+  return LayoutTarget{ChannelBlockForIsa(isa), BrgemmConvsForIsa(isa)};
 }
 
 // Whether the chain of tensors `start` begins (followed through the nodes that keep a tensor's
@@ -205,75 +225,79 @@ bool ChainReachesConcat(const Graph& g, TensorId start, int64_t block) {
   return false;
 }
 
-bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block) {
+bool StemConvReadsPlain(const Graph& g, const Node& n, const LayoutTarget& target) {
+  const int64_t block = target.block;
   if (block <= 0 || n.op_type != "Conv" || n.inputs.empty() || n.outputs.empty()) return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
   if (g.tensor(n.inputs[0]).dtype != DType::kFloat32 || n.GetInt("group", 1) != 1) return false;
-  // Fewer channels than a block: the input is stored plain whoever wrote it.
-  return x[1] < block && y[1] % block == 0 && ChainReachesConcat(g, n.outputs[0], block);
+  // Fewer channels than a block: the input is stored plain whoever wrote it. Without brgemm convs
+  // nothing runs channels-last, so every stem conv reads plain.
+  if (x[1] >= block || y[1] % block != 0) return false;
+  return !target.brgemm || ChainReachesConcat(g, n.outputs[0], block);
 }
 
 namespace {
 
 // Whether conv `n` writes a kept tensor of partial blocks: its output, or the output of the
 // BatchNormalization folded into it.
-bool WritesPartialBlocksKept(const Graph& g, const Node& n, int64_t block) {
+bool WritesPartialBlocksKept(const Graph& g, const Node& n, const LayoutTarget& target) {
   TensorId out = n.outputs[0];
-  if (WholeBlocks(g, out, block)) return false;
+  if (WholeBlocks(g, out, target.block)) return false;
   const std::vector<NodeId>& readers = g.tensor(out).consumers;
   if (readers.size() == 1 && g.node(readers[0]).op_type == "BatchNormalization" &&
       g.node(readers[0]).inputs[0] == out && !g.IsGraphOutput(out)) {
     out = g.node(readers[0]).outputs[0];
   }
-  return KeptBlocked(g, out, block);
+  return KeptBlocked(g, out, target);
 }
 
 }  // namespace
 
-bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm) {
-  if (!brgemm || block <= 0 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
+bool ConvRunsChannelsLast(const Graph& g, const Node& n, const LayoutTarget& target) {
+  const int64_t block = target.block;
+  if (!target.brgemm || block <= 0 || (n.op_type != "Conv" && n.op_type != "ConvTranspose")) {
     return false;
   }
-  if (StemConvReadsPlain(g, n, block)) return false;
+  if (StemConvReadsPlain(g, n, target)) return false;
   const Shape& x = g.tensor(n.inputs[0]).dims;
   const Shape& y = g.tensor(n.outputs[0]).dims;
   if (x.size() != 4 || y.size() != 4 || !MoreThanOnePixel(y)) return false;
   // An output of partial blocks is kept only channels-last, which the conv writes as it is.
-  if (WritesPartialBlocksKept(g, n, block)) return true;
+  if (WritesPartialBlocksKept(g, n, target)) return true;
   // A kept input is read in the form it is stored in; a plain one in the conv's own choice.
-  if (ShareOneBlock(x[1], y[1], block)) return StoredChannelsLast(g, n.inputs[0], block, brgemm);
-  return !KeptBlocked(g, n.inputs[0], block) || StoredChannelsLast(g, n.inputs[0], block, brgemm);
+  if (ShareOneBlock(x[1], y[1], block)) return StoredChannelsLast(g, n.inputs[0], target);
+  return !KeptBlocked(g, n.inputs[0], target) || StoredChannelsLast(g, n.inputs[0], target);
 }
 
-bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm) {
-  if (!brgemm || t == kNoId || g.tensor(t).producer == kNoId) return false;
+bool StoredChannelsLast(const Graph& g, TensorId t, const LayoutTarget& target) {
+  if (!target.brgemm || t == kNoId || g.tensor(t).producer == kNoId) return false;
   // Partial blocks are kept in no other form.
-  if (block > 0 && !WholeBlocks(g, t, block)) return KeptBlocked(g, t, block);
+  if (target.block > 0 && !WholeBlocks(g, t, target.block)) return KeptBlocked(g, t, target);
   // The producer's form first: a Concat writes the channel-blocked layout, which settles it
   // without walking the graph for KeptBlocked.
   const Node& p = g.node(g.tensor(t).producer);
   bool channels_last = false;
   if (p.op_type == "Conv" || p.op_type == "ConvTranspose") {
-    channels_last = ConvRunsChannelsLast(g, p, block, brgemm);
+    channels_last = ConvRunsChannelsLast(g, p, target);
   } else if (p.op_type == "BatchNormalization" || IsPooling(p)) {
     // oneDNN pools a kept input in the layout it is stored in and writes that layout.
-    channels_last = StoredChannelsLast(g, p.inputs[0], block, brgemm);
+    channels_last = StoredChannelsLast(g, p.inputs[0], target);
   } else if (IsFlatElementwise(g, p)) {
     for (TensorId in : p.inputs) {
       if (in != kNoId && NumElements(g.tensor(in).dims) != 1) {
-        channels_last = StoredChannelsLast(g, in, block, brgemm);
+        channels_last = StoredChannelsLast(g, in, target);
         break;
       }
     }
   }
-  return channels_last && KeptBlocked(g, t, block);
+  return channels_last && KeptBlocked(g, t, target);
 }
 
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
-                       const std::vector<TensorId>& materialized, int64_t block, bool brgemm) {
+                       const std::vector<TensorId>& materialized, const LayoutTarget& target) {
   if (group.kind != GroupKind::kLoop && group.kind != GroupKind::kSingle) return false;
   for (NodeId id : group.nodes) {
     if (!IsFlatElementwise(g, g.node(id))) return false;
@@ -281,13 +305,13 @@ bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
   int channels_last = -1;  // The form of the inputs so far; -1 before the first.
   for (TensorId t : inputs) {
     if (NumElements(g.tensor(t).dims) <= 1) continue;
-    if (!KeptBlocked(g, t, block)) return false;
-    const int form = StoredChannelsLast(g, t, block, brgemm) ? 1 : 0;
+    if (!KeptBlocked(g, t, target)) return false;
+    const int form = StoredChannelsLast(g, t, target) ? 1 : 0;
     if (channels_last >= 0 && form != channels_last) return false;
     channels_last = form;
   }
   return std::all_of(materialized.begin(), materialized.end(),
-                     [&](TensorId t) { return KeptBlocked(g, t, block); });
+                     [&](TensorId t) { return KeptBlocked(g, t, target); });
 }
 
 }  // namespace fusor

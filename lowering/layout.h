@@ -30,24 +30,36 @@
 // channels-last (NHWC, the plain size for any channel count) where a conv writes it (or a
 // BatchNormalization folded into one, or a pooling or flat elementwise node reading such tensors
 // kept) and no Concat reads it. The conv writing it runs channels-last (ConvRunsChannelsLast), as
-// oneDNN's brgemm convs do: this assumes a host that has them (BrgemmConvsForIsa: AVX2 and later).
-// Stored plain instead, each such tensor cost a reorder out of its conv and one into each reader,
-// and the 8-channel blocked form between those reorders ran AVX2 kernels on AVX-512 hosts
-// (MobileNetV3-Small's 16 -> 72 1x1 conv at 56x56: 0.098 ms against ONNX Runtime's 0.035 ms,
-// whose NCHWc layout pads channels to the block).
+// oneDNN's brgemm convs do, on a target that has them (BrgemmConvsForIsa: AVX2 and later). Stored
+// plain instead, each such tensor cost a reorder out of its conv and one into each reader, and the
+// 8-channel blocked form between those reorders ran AVX2 kernels on AVX-512 hosts (MobileNetV3-
+// Small's 16 -> 72 1x1 conv at 56x56: 0.098 ms against ONNX Runtime's 0.035 ms, whose NCHWc
+// layout pads channels to the block). On a target without brgemm convs (AVX, SSE4.1) no conv runs
+// channels-last, so no tensor is kept so: one of partial blocks stays plain.
 //
-// The rule is a property of the graph, not of the plan, so a group's layouts (and the reorders it
-// pays) follow from the group alone: the runtime stores tensors this way under every plan and the
-// cost model charges a group for each kept-blocked tensor it cannot read or write natively.
-// Pure functions; thread-safe.
+// The rule is a property of the graph and the target (LayoutTarget), not of the plan, so a group's
+// layouts (and the reorders it pays) follow from the group alone: the runtime stores tensors this
+// way under every plan and the cost model charges a group for each kept-blocked tensor it cannot
+// read or write natively. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "graph/graph.h"
 #include "graph/plan.h"
 
 namespace fusor {
+
+// What the layout rules depend on in a target: oneDNN's channel block (0 keeps every tensor
+// plain) and whether its convs are brgemm ones that pick channels-last (BrgemmConvsForIsa).
+struct LayoutTarget {
+  int64_t block = 0;
+  bool brgemm = false;
+};
+// The layout target of an ISA name as oneDNN reports it ("avx2", "avx512_core_bf16", ...).
+LayoutTarget LayoutTargetForIsa(std::string_view isa);
 
 // Channel block of oneDNN's blocked layout for an ISA name ("avx2" -> 8, "avx512_core" -> 16).
 int64_t ChannelBlockForIsa(std::string_view isa);
@@ -61,8 +73,16 @@ bool IsFlatElementwise(const Graph& g, const Node& n);
 // only a conv's own layout between its reorders: no kept tensor is stored so).
 int64_t ChannelBlockOf(int64_t channels, int64_t block);
 
-// Whether `t` is stored channel-blocked between groups (see above). `block` 0 keeps all plain.
-bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
+// Whether `t` is stored channel-blocked (or channels-last) between groups on `target` (see above).
+// A target of block 0 keeps all plain.
+bool KeptBlocked(const Graph& g, TensorId t, const LayoutTarget& target);
+
+// Whether Conv / ConvTranspose `n` has no kernel on the channel-blocked layout on `target`, so that
+// oneDNN runs it as gemm on plain layouts: without brgemm convs, a grouped conv whose groups'
+// channels are no whole blocks of 8 and that is not depthwise (oneDNN's jit_avx2 and jit_sse41
+// convs take whole blocks a group, jit_uni_dw depthwise ones; ResNeXt-50's 32 groups of 4
+// channels). Such a conv reads and writes no kept tensor. Brgemm convs run every grouped conv.
+bool ConvHasNoBlockedKernel(const Graph& g, const Node& n, const LayoutTarget& target);
 
 // Where oneDNN has brgemm convolutions (3.7: f32 brg_conv_fwd / brgconv_1x1 on avx2 and every
 // avx512 ISA, not on avx or sse41) it picks channels-last (NHWC) for a conv. The runtime asks for
@@ -74,10 +94,11 @@ bool KeptBlocked(const Graph& g, TensorId t, int64_t block);
 // where a chain of kept tensors starts; a conv writing a kept tensor of partial blocks runs so too
 // (above), reading a channel-blocked input through a reorder. A stem conv whose chain reaches a
 // Concat (StemConvReadsPlain) is the exception: it writes the blocked layout. A reorder between
-// channels-last and plain is a transpose, several times slower than one from nChw16c.
+// channels-last and plain is a transpose, several times slower than one from nChw16c. Without
+// brgemm convs (LayoutTarget::brgemm false) no conv runs channels-last.
 bool BrgemmConvsForIsa(std::string_view isa);
 // Whether Conv / ConvTranspose `n` runs channels-last (see above), which a stem conv never does:
-bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brgemm);
+bool ConvRunsChannelsLast(const Graph& g, const Node& n, const LayoutTarget& target);
 // Whether Conv `n` is a stem conv that writes the channel-blocked layout: fewer input channels
 // than one block (an RGB or grayscale image, so stored plain), ungrouped, whole blocks of output
 // channels, and the chain of tensors it starts reaches a Concat. oneDNN's first-layer JIT kernel
@@ -89,18 +110,19 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, int64_t block, bool brg
 // at 28x28, 3x3/2 64->128: 1.32x, 1.20x; 1x1 convs are 0.7-1.1x, 2 threads). The stem itself, one
 // thread, [1,3,224,224]: ResNet's 7x7/2 1.46 ms blocked against 2.18 ms for brgconv with the
 // input transposed to NHWC first, MobileNetV2's 3x3/2 0.18 against 0.31 ms, SqueezeNet's 0.28
-// against 0.35 ms.
-bool StemConvReadsPlain(const Graph& g, const Node& n, int64_t block);
+// against 0.35 ms. On a target without brgemm convs the chain condition falls away: oneDNN's own
+// choice for every such stem conv is that first-layer kernel, and no chain runs channels-last.
+bool StemConvReadsPlain(const Graph& g, const Node& n, const LayoutTarget& target);
 // Whether kept tensor `t` is stored channels-last: written by a conv that runs so, or by a
 // BatchNormalization folded into one, or by a pooling or flat elementwise node reading such
-// tensors (oneDNN pools in the layout its input is stored in).
-bool StoredChannelsLast(const Graph& g, TensorId t, int64_t block, bool brgemm);
+// tensors (oneDNN pools in the layout its input is stored in). Never without brgemm convs.
+bool StoredChannelsLast(const Graph& g, TensorId t, const LayoutTarget& target);
 
 // A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, every
 // non-scalar tensor it reads from outside and every tensor it writes kept blocked, and the ones it
 // reads all stored in one form (all channels-last, or none: StoredChannelsLast).
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
-                       const std::vector<TensorId>& materialized, int64_t block, bool brgemm);
+                       const std::vector<TensorId>& materialized, const LayoutTarget& target);
 
 }  // namespace fusor

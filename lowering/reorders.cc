@@ -28,16 +28,15 @@ void PlainKernelReorders(const Graph& g, const FusionGroup& group,
                          const std::vector<TensorId>& inputs,
                          const std::vector<TensorId>& materialized, const LayoutTarget& target,
                          std::vector<LayoutReorder>* out) {
-  const int64_t block = target.block;
-  if (RunsFlatOnBlocked(g, group, inputs, materialized, block, target.brgemm)) return;
+  if (RunsFlatOnBlocked(g, group, inputs, materialized, target)) return;
   for (TensorId t : inputs) {
-    if (KeptBlocked(g, t, block)) {
-      out->push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, block, target.brgemm)});
+    if (KeptBlocked(g, t, target)) {
+      out->push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, target)});
     }
   }
   for (TensorId t : materialized) {
-    if (KeptBlocked(g, t, block)) {
-      out->push_back({t, ReorderKind::kBlockedOut, StoredChannelsLast(g, t, block, target.brgemm)});
+    if (KeptBlocked(g, t, target)) {
+      out->push_back({t, ReorderKind::kBlockedOut, StoredChannelsLast(g, t, target)});
     }
   }
 }
@@ -47,7 +46,6 @@ void PlainKernelReorders(const Graph& g, const FusionGroup& group,
 // transpose.
 void OperandReorders(const Graph& g, const FusionGroup& group, NodeId primary, bool transposed,
                      const LayoutTarget& target, std::vector<LayoutReorder>* out) {
-  const int64_t block = target.block;
   const Shape& dims = g.tensor(g.node(primary).outputs[0]).dims;
   for (size_t i = 1; i < group.nodes.size(); ++i) {
     if (group.nodes[i] < primary) continue;
@@ -59,9 +57,9 @@ void OperandReorders(const Graph& g, const FusionGroup& group, NodeId primary, b
         continue;
       }
       if (g.tensor(t).dims != dims) continue;
-      if (!KeptBlocked(g, t, block)) {
+      if (!KeptBlocked(g, t, target)) {
         out->push_back({t, ReorderKind::kOperand, transposed});
-      } else if (StoredChannelsLast(g, t, block, target.brgemm) != transposed) {
+      } else if (StoredChannelsLast(g, t, target) != transposed) {
         out->push_back({t, ReorderKind::kOperand, true});
       }
     }
@@ -69,10 +67,6 @@ void OperandReorders(const Graph& g, const FusionGroup& group, NodeId primary, b
 }
 
 }  // namespace
-
-LayoutTarget LayoutTargetForIsa(std::string_view isa) {
-  return LayoutTarget{ChannelBlockForIsa(isa), BrgemmConvsForIsa(isa)};
-}
 
 std::string_view ReorderKindName(ReorderKind kind) {
   switch (kind) {
@@ -95,41 +89,42 @@ std::vector<LayoutReorder> LowerReorders(const Graph& g, const FusionGroup& grou
                                          const std::vector<TensorId>& materialized,
                                          const LayoutTarget& target) {
   std::vector<LayoutReorder> out;
-  const int64_t block = target.block;
   const NodeId primary = PrimaryNode(g, group);
   const Node& head = g.node(primary);
   // On a 1x1 image the blocked layout is the plain one: oneDNN picks it and nothing is reordered
-  // (EfficientNet's squeeze-and-excite convs).
+  // (EfficientNet's squeeze-and-excite convs); a conv with no blocked kernel on the target runs as
+  // gemm on plain buffers.
   const bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") &&
-                    !OnePixel(g.tensor(head.outputs[0]).dims);
-  if (!conv && !PoolingRunsBlocked(g, head, block)) {
+                    !OnePixel(g.tensor(head.outputs[0]).dims) &&
+                    !ConvHasNoBlockedKernel(g, head, target);
+  if (!conv && !PoolingRunsBlocked(g, head, target)) {
     PlainKernelReorders(g, group, inputs, materialized, target, &out);
     return out;
   }
   const TensorId src = head.inputs[0];
   // A pooling writes the layout its input is stored in: channels-last where that is.
-  const bool transposed = conv ? ConvRunsChannelsLast(g, head, block, target.brgemm)
-                               : StoredChannelsLast(g, src, block, target.brgemm);
+  const bool transposed =
+      conv ? ConvRunsChannelsLast(g, head, target) : StoredChannelsLast(g, src, target);
   if (primary != group.nodes.front()) {
     // The prologue loop reads plain copies and writes the pooling's input plain to scratch.
     for (TensorId t : inputs) {
-      if (KeptBlocked(g, t, block)) {
-        out.push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, block, target.brgemm)});
+      if (KeptBlocked(g, t, target)) {
+        out.push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, target)});
       }
     }
     out.push_back({src, ReorderKind::kIn, transposed});
-  } else if (!KeptBlocked(g, src, block) && !StemConvReadsPlain(g, head, block) &&
+  } else if (!KeptBlocked(g, src, target) && !StemConvReadsPlain(g, head, target) &&
              !(conv && g.tensor(src).dims[1] == 1)) {
     // A conv reads a single-channel input as it is: oneDNN's first-layer kernels read it plain,
     // and its channels-last form is the plain one.
     out.push_back({src, ReorderKind::kIn, transposed});
-  } else if (conv && KeptBlocked(g, src, block) &&
-             StoredChannelsLast(g, src, block, target.brgemm) != transposed) {
+  } else if (conv && KeptBlocked(g, src, target) &&
+             StoredChannelsLast(g, src, target) != transposed) {
     // A channel-blocked input of a conv writing partial blocks channels-last (layout.h).
     out.push_back({src, ReorderKind::kIn, true});
   }
   for (TensorId t : materialized) {
-    if (!KeptBlocked(g, t, block)) out.push_back({t, ReorderKind::kOut, transposed});
+    if (!KeptBlocked(g, t, target)) out.push_back({t, ReorderKind::kOut, transposed});
   }
   if (conv) OperandReorders(g, group, primary, transposed, target, &out);
   return out;

@@ -11,17 +11,9 @@
 
 #include "graph/graph.h"
 #include "graph/plan.h"
+#include "lowering/layout.h"
 
 namespace fusor {
-
-// What the layout rules depend on in a target: oneDNN's channel block (0 keeps every tensor
-// plain) and whether its convs are brgemm ones that pick channels-last (layout.h).
-struct LayoutTarget {
-  int64_t block = 0;
-  bool brgemm = false;
-};
-// The layout target of an ISA name as oneDNN reports it ("avx2", "avx512_core_bf16", ...).
-LayoutTarget LayoutTargetForIsa(std::string_view isa);
 
 enum class ReorderKind : uint8_t {
   // A blocked input the group's kernel cannot read copied to plain before it runs (the executor's

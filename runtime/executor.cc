@@ -66,7 +66,7 @@ const dnnl::memory::desc* FlatBlockedLayout(const Graph& g, const StoredLayouts&
                                             const std::vector<TensorId>& inputs,
                                             const std::vector<TensorId>& outputs,
                                             const LayoutTarget& layout) {
-  if (!RunsFlatOnBlocked(g, group, inputs, outputs, layout.block, layout.brgemm)) return nullptr;
+  if (!RunsFlatOnBlocked(g, group, inputs, outputs, layout)) return nullptr;
   const dnnl::memory::desc* common = nullptr;
   for (TensorId t : inputs) {
     if (NumElements(g.tensor(t).dims) == 1) continue;
@@ -134,8 +134,8 @@ Status Executor::Compile(const FusionPlan& plan) {
   const Graph& g = graph_;
   auto all_inputs = AllGroupInputs(g, plan);
   auto all_outputs = AllMaterializedOutputs(g, plan);
-  const int64_t block = options_.keep_blocked ? ChannelBlockForIsa(OneDnnIsa()) : 0;
-  const LayoutTarget layout{block, BrgemmConvsForIsa(OneDnnIsa())};
+  LayoutTarget layout = LayoutTargetForIsa(OneDnnIsa());
+  if (!options_.keep_blocked) layout.block = 0;
   KernelContext ctx;
   ctx.g = &graph_;
   ctx.engine = &dnnl_->engine;
@@ -144,7 +144,7 @@ Status Executor::Compile(const FusionPlan& plan) {
     auto it = dnnl_->stored.find(t);
     return it == dnnl_->stored.end() ? nullptr : &it->second;
   };
-  ctx.keeps_blocked = [&g, block](TensorId t) { return KeptBlocked(g, t, block); };
+  ctx.keeps_blocked = [&g, layout](TensorId t) { return KeptBlocked(g, t, layout); };
   ctx.layout = layout;
   ctx.known = [this](TensorId t) -> const HostTensor* {
     auto it = leaves_.find(t);

@@ -102,7 +102,7 @@ struct KernelContext {
   // whether an output may be written blocked (lowering/layout.h KeptBlocked). Unset: all plain.
   std::function<const dnnl::memory::desc*(TensorId)> stored;
   std::function<bool(TensorId)> keeps_blocked;
-  // The layout rules' target (lowering/reorders.h): which form a conv runs in is decided there
+  // The layout rules' target (lowering/layout.h): which form a conv runs in is decided there
   // (lowering/layout.h ConvRunsChannelsLast); block 0 leaves the form to oneDNN.
   LayoutTarget layout;
   // The implementation of the anchor primitive the plan names (FusionGroup::kernel); empty:

@@ -115,8 +115,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildConvLike(const KernelContext& ctx, N
     src_md = any_src;
     dst_md = any_dst;
   };
-  const bool channels_last = ConvRunsChannelsLast(g, n, ctx.layout.block, ctx.layout.brgemm);
-  if (StemConvReadsPlain(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
+  const bool channels_last = ConvRunsChannelsLast(g, n, ctx.layout);
+  if (StemConvReadsPlain(g, n, LayoutTargetForIsa(OneDnnIsa()))) {
     // A stem conv reads its plain input as it is and writes the blocked layout
     // (lowering/layout.h).
     prefer(PlainLayout(xd), ChannelBlocked(yd));

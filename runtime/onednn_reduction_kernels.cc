@@ -217,7 +217,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   const Node& n = g.node(record.center);
   const std::vector<NodeId>& epilogue = record.after;
   FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n));
-  if (PoolingRunsBlocked(g, n, ChannelBlockForIsa(OneDnnIsa()))) {
+  if (PoolingRunsBlocked(g, n, LayoutTargetForIsa(OneDnnIsa()))) {
     auto blocked = BuildBlockedPooling(ctx, record);
     if (blocked.ok()) return blocked;
   }
@@ -228,7 +228,8 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   auto& [pd, done] = found;
   // Plain pooling with only a reference kernel runs blocked after all, where its channels fit
   // nChw8c (PoolingRunsBlocked at block 8).
-  if (IsReference(pd) && PoolingRunsBlocked(g, n, /*block=*/8)) {
+  if (IsReference(pd) &&
+      PoolingRunsBlocked(g, n, LayoutTarget{8, BrgemmConvsForIsa(OneDnnIsa())})) {
     auto blocked = BuildBlockedPooling(ctx, record);
     if (blocked.ok()) return blocked;
   }

@@ -41,10 +41,11 @@ inline void BuildConcatModule(ConcatModule* m, int64_t n, int64_t cx, int64_t b_
   }
 }
 
-// Whether the parts and the whole are all kept channel-blocked at `block`.
-inline bool AllPartsKept(ConcatModule& m, int64_t block) {
+// Whether the parts and the whole are all kept channel-blocked on `target`.
+inline bool AllPartsKept(ConcatModule& m, const LayoutTarget& target) {
   const Graph& g = m.b.Linked();
-  return KeptBlocked(g, m.a, block) && KeptBlocked(g, m.b_out, block) && KeptBlocked(g, m.c, block);
+  return KeptBlocked(g, m.a, target) && KeptBlocked(g, m.b_out, target) &&
+         KeptBlocked(g, m.c, target);
 }
 
 }  // namespace fusor::testing

@@ -134,7 +134,7 @@ TEST(PoolingRunsBlocked, ChannelsOfWholeBlocksOfTheTargetsWidth) {
          {Ints("kernel_shape", {2, 2}), Ints("strides", {2, 2})});
     b.Output(y);
     Graph g = b.Build();
-    return PoolingRunsBlocked(g, g.node(0), block);
+    return PoolingRunsBlocked(g, g.node(0), LayoutTarget{block, true});
   };
   EXPECT_TRUE(pool(24, 8));
   EXPECT_FALSE(pool(24, 16));

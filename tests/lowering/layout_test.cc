@@ -28,15 +28,15 @@ using testing::ResidualBlock;
 TEST(BlockedLayout, WhichTensorsStayBlocked) {
   ResidualBlock rb = MakeResidualBlock(16);
   const Graph& g = rb.g;
-  EXPECT_TRUE(KeptBlocked(g, rb.r1, 8));   // Relu -> Conv and the residual Add.
-  EXPECT_FALSE(KeptBlocked(g, rb.r2, 8));  // Read by a per-channel Mul (a broadcast).
-  EXPECT_FALSE(KeptBlocked(g, rb.y, 8));   // A graph output.
-  EXPECT_FALSE(KeptBlocked(g, 0, 8));      // The graph input.
-  EXPECT_FALSE(KeptBlocked(g, rb.r1, 0));  // No blocked layout on this ISA.
+  EXPECT_TRUE(KeptBlocked(g, rb.r1, {8, true}));   // Relu -> Conv and the residual Add.
+  EXPECT_FALSE(KeptBlocked(g, rb.r2, {8, true}));  // Read by a per-channel Mul (a broadcast).
+  EXPECT_FALSE(KeptBlocked(g, rb.y, {8, true}));   // A graph output.
+  EXPECT_FALSE(KeptBlocked(g, 0, {8, true}));      // The graph input.
+  EXPECT_FALSE(KeptBlocked(g, rb.r1, {0, true}));  // No blocked layout on this ISA.
   // 12 channels would pad nChw8c: kept channels-last instead.
   const Graph partial = MakeResidualBlock(12).g;
-  EXPECT_TRUE(KeptBlocked(partial, rb.r1, 8));
-  EXPECT_TRUE(StoredChannelsLast(partial, rb.r1, 8, true));
+  EXPECT_TRUE(KeptBlocked(partial, rb.r1, {8, true}));
+  EXPECT_TRUE(StoredChannelsLast(partial, rb.r1, {8, true}));
   // A flat Add writes blocked only when it reads blocked: not with a graph input operand.
   IrBuilder b;
   Shape d = {1, 8, 4, 4};
@@ -46,8 +46,8 @@ TEST(BlockedLayout, WhichTensorsStayBlocked) {
   b.Op("Conv", {s, b.Weight("w2", {8, 8, 1, 1})}, {y});
   b.Output(y);
   Graph flat = b.Build();
-  EXPECT_TRUE(KeptBlocked(flat, a, 8));
-  EXPECT_FALSE(KeptBlocked(flat, s, 8));
+  EXPECT_TRUE(KeptBlocked(flat, a, {8, true}));
+  EXPECT_FALSE(KeptBlocked(flat, s, {8, true}));
   EXPECT_EQ(ChannelBlockForIsa("avx2"), 8);
   EXPECT_EQ(ChannelBlockForIsa("avx512_core"), 16);
   EXPECT_EQ(ChannelBlockOf(32, 16), 16);
@@ -77,19 +77,19 @@ TEST(BlockedLayout, ChannelsLastChainsStartWhereAPlainInputMeetsMixedBlocks) {
   b.Output(out2);
   b.Output(out3);
   Graph g = b.Build();
-  for (NodeId n : {0, 2, 3, 4, 5}) EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(n), 16, true)) << n;
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(6), 16, true));
-  for (TensorId t : {c1, r1, a, q}) EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << t;
-  EXPECT_FALSE(StoredChannelsLast(g, y, 16, true));  // A graph output: plain.
+  for (NodeId n : {0, 2, 3, 4, 5}) EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(n), {16, true})) << n;
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(6), {16, true}));
+  for (TensorId t : {c1, r1, a, q}) EXPECT_TRUE(StoredChannelsLast(g, t, {16, true})) << t;
+  EXPECT_FALSE(StoredChannelsLast(g, y, {16, true}));  // A graph output: plain.
   // Without brgemm convs everything is channel-blocked.
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), 16, false));
-  EXPECT_FALSE(StoredChannelsLast(g, r1, 16, false));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), {16, false}));
+  EXPECT_FALSE(StoredChannelsLast(g, r1, {16, false}));
   // With blocks of 8 (AVX2), 24 and 144 channels share one block (nChw8c), so only that chain
   // runs blocked; 3 against 32 channels still share none.
-  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(0), 8, true));
-  EXPECT_TRUE(StoredChannelsLast(g, r1, 8, true));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(4), 8, true));
-  EXPECT_FALSE(StoredChannelsLast(g, q, 8, true));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(0), {8, true}));
+  EXPECT_TRUE(StoredChannelsLast(g, r1, {8, true}));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(4), {8, true}));
+  EXPECT_FALSE(StoredChannelsLast(g, q, {8, true}));
 }
 
 // oneDNN 3.7 has brgemm convs (brg_conv_fwd, brgconv_1x1) from AVX2 on, not on AVX or SSE4.1.
@@ -123,8 +123,8 @@ TEST(BlockedLayout, AStemConvWhoseChainReachesAConcatWritesBlocked) {
   b.Output(conv("p32b", plain_chain, 32, 32, 1));
   Graph g = b.Build();
   const Node& stem = g.node(0);
-  for (int64_t block : {16, 8}) EXPECT_TRUE(StemConvReadsPlain(g, stem, block)) << block;
-  EXPECT_FALSE(StemConvReadsPlain(g, stem, 0));  // No blocked layout on this ISA.
+  for (int64_t block : {16, 8}) EXPECT_TRUE(StemConvReadsPlain(g, stem, {block, true})) << block;
+  EXPECT_FALSE(StemConvReadsPlain(g, stem, {0, true}));  // No blocked layout on this ISA.
   auto node_writing = [&](const std::string& name) {
     for (const Node& n : g.nodes()) {
       if (g.tensor(n.outputs[0]).name == name) return n;
@@ -132,17 +132,79 @@ TEST(BlockedLayout, AStemConvWhoseChainReachesAConcatWritesBlocked) {
     ADD_FAILURE() << name;
     return g.node(0);
   };
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s24"), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s48"), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("p32"), 16));
-  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("c32"), 16));  // 32 input channels.
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s24"), {16, true}));
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s48"), {16, true}));
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("p32"), {16, true}));
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("c32"), {16, true}));  // 32 input channels.
   // The stem and the conv after it run blocked where convs are brgemm ones; the Concat stays
   // blocked. The stem whose chain reaches no Concat runs channels-last, as its reader.
-  EXPECT_FALSE(ConvRunsChannelsLast(g, stem, 16, true));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, node_writing("c32"), 16, true));
-  EXPECT_TRUE(KeptBlocked(g, cat, 16));
-  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32"), 16, true));
-  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32b"), 16, true));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, stem, {16, true}));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, node_writing("c32"), {16, true}));
+  EXPECT_TRUE(KeptBlocked(g, cat, {16, true}));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32"), {16, true}));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, node_writing("p32b"), {16, true}));
+  // Without brgemm convs (AVX, SSE4.1: blocks of 8) oneDNN's first-layer kernel is its own choice
+  // for every stem conv, whatever its chain reaches; a grouped conv still has none.
+  for (const char* name : {"s32", "s24", "p32"}) {
+    EXPECT_TRUE(StemConvReadsPlain(g, node_writing(name), {8, false})) << name;
+  }
+  EXPECT_FALSE(StemConvReadsPlain(g, node_writing("s48"), {8, false}));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, node_writing("p32b"), {8, false}));
+}
+
+// Without brgemm convs (AVX, SSE4.1) no conv runs channels-last and no tensor is kept so: channels
+// of partial blocks stay plain, whole blocks stay channel-blocked.
+TEST(BlockedLayout, WithoutBrgemmConvsPartialBlocksStayPlainAndNothingIsChannelsLast) {
+  const LayoutTarget avx{8, false};
+  ResidualBlock whole = MakeResidualBlock(16);
+  EXPECT_TRUE(KeptBlocked(whole.g, whole.r1, avx));
+  EXPECT_FALSE(StoredChannelsLast(whole.g, whole.r1, avx));
+  ResidualBlock partial = MakeResidualBlock(12);
+  EXPECT_FALSE(KeptBlocked(partial.g, partial.r1, avx));
+  EXPECT_FALSE(StoredChannelsLast(partial.g, partial.r1, avx));
+  for (const Node& n : partial.g.nodes()) EXPECT_FALSE(ConvRunsChannelsLast(partial.g, n, avx));
+}
+
+// Without brgemm convs a grouped conv of 4 channels a group has no blocked kernel (oneDNN runs it
+// as gemm on plain buffers), so the tensor it reads is not kept; a depthwise conv has one.
+TEST(BlockedLayout, WithoutBrgemmConvsAGroupedConvOfPartialBlocksAGroupReadsPlain) {
+  IrBuilder b;
+  TensorId a = b.Act("a", {1, 32, 8, 8}), r = b.Act("r", {1, 32, 8, 8});
+  TensorId y = b.Act("y", {1, 32, 8, 8}), z = b.Act("z", {1, 32, 8, 8});
+  b.Op("Conv", {b.Input("x", {1, 16, 8, 8}), b.Weight("wa", {32, 16, 1, 1})}, {a});
+  b.Op("Relu", {a}, {r});
+  b.Op("Conv", {r, b.Weight("wy", {32, 4, 3, 3})}, {y},
+       {testing::Int("group", 8), Ints("pads", {1, 1, 1, 1})});
+  b.Op("Conv", {r, b.Weight("wz", {32, 1, 3, 3})}, {z},
+       {testing::Int("group", 32), Ints("pads", {1, 1, 1, 1})});
+  b.Output(y);
+  b.Output(z);
+  Graph g = b.Build();
+  EXPECT_TRUE(ConvHasNoBlockedKernel(g, g.node(2), {8, false}));
+  EXPECT_FALSE(ConvHasNoBlockedKernel(g, g.node(3), {8, false}));  // Depthwise.
+  EXPECT_FALSE(ConvHasNoBlockedKernel(g, g.node(2), {8, true}));
+  EXPECT_FALSE(KeptBlocked(g, r, {8, false}));
+  EXPECT_TRUE(KeptBlocked(g, r, {8, true}));
+}
+
+// A Concat of two convs reading a plain 12-channel input: convs whose channels share no block run
+// channels-last where they are brgemm ones, which leaves the Concat plain; without brgemm convs
+// they write the channel-blocked parts and the Concat stays blocked.
+TEST(BlockedLayout, WithoutBrgemmConvsAConcatOfConvsOfAPlainInputStaysBlocked) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 12, 8, 8});
+  TensorId l = b.Act("l", {1, 32, 8, 8}), r = b.Act("r", {1, 32, 8, 8});
+  TensorId cat = b.Act("cat", {1, 64, 8, 8}), y = b.Act("y", {1, 16, 8, 8});
+  b.Op("Conv", {x, b.Weight("wl", {32, 12, 1, 1})}, {l});
+  b.Op("Conv", {x, b.Weight("wr", {32, 12, 1, 1})}, {r});
+  b.Op("Concat", {l, r}, {cat}, {testing::Int("axis", 1)});
+  b.Op("Conv", {cat, b.Weight("wy", {16, 64, 1, 1})}, {y});
+  b.Output(y);
+  Graph g = b.Build();
+  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(0), {8, true}));
+  EXPECT_FALSE(KeptBlocked(g, cat, {8, true}));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), {8, false}));
+  for (TensorId t : {l, r, cat}) EXPECT_TRUE(KeptBlocked(g, t, {8, false})) << g.tensor(t).name;
 }
 
 // oneDNN pools a kept tensor in the layout it is stored in: a pooling of a channels-last stem's
@@ -156,10 +218,10 @@ TEST(BlockedLayout, APoolingKeepsTheLayoutOfItsInput) {
   b.Op("Conv", {p, b.Weight("w2", {32, 32, 1, 1})}, {y});
   b.Output(y);
   Graph g = b.Build();
-  EXPECT_TRUE(StoredChannelsLast(g, c1, 16, true));
-  EXPECT_TRUE(StoredChannelsLast(g, p, 16, true));
-  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(2), 16, true));
-  EXPECT_FALSE(StoredChannelsLast(g, p, 16, false));
+  EXPECT_TRUE(StoredChannelsLast(g, c1, {16, true}));
+  EXPECT_TRUE(StoredChannelsLast(g, p, {16, true}));
+  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(2), {16, true}));
+  EXPECT_FALSE(StoredChannelsLast(g, p, {16, false}));
 }
 
 // Channels that are no whole block (72, 24 on a 16-wide host) are kept channels-last where a conv
@@ -191,21 +253,21 @@ TEST(BlockedLayout, PartialBlocksAreKeptChannelsLastWhereAConvWritesThem) {
   b.Output(cat);
   Graph g = b.Build();
   auto writer = [&](TensorId t) { return g.node(g.tensor(t).producer); };
-  EXPECT_TRUE(KeptBlocked(g, a, 16));
-  EXPECT_FALSE(StoredChannelsLast(g, a, 16, true));
+  EXPECT_TRUE(KeptBlocked(g, a, {16, true}));
+  EXPECT_FALSE(StoredChannelsLast(g, a, {16, true}));
   for (TensorId t : {e, d, p, m}) {
-    EXPECT_TRUE(KeptBlocked(g, t, 16)) << g.tensor(t).name;
-    EXPECT_TRUE(StoredChannelsLast(g, t, 16, true)) << g.tensor(t).name;
+    EXPECT_TRUE(KeptBlocked(g, t, {16, true})) << g.tensor(t).name;
+    EXPECT_TRUE(StoredChannelsLast(g, t, {16, true})) << g.tensor(t).name;
   }
-  for (TensorId t : {e, d, p}) EXPECT_TRUE(ConvRunsChannelsLast(g, writer(t), 16, true));
-  EXPECT_TRUE(PoolingRunsBlocked(g, writer(m), 16));
+  for (TensorId t : {e, d, p}) EXPECT_TRUE(ConvRunsChannelsLast(g, writer(t), {16, true}));
+  EXPECT_TRUE(PoolingRunsBlocked(g, writer(m), {16, true}));
   for (TensorId t : {e2, e3, e4}) {
-    EXPECT_FALSE(KeptBlocked(g, t, 16)) << g.tensor(t).name;
-    EXPECT_FALSE(ConvRunsChannelsLast(g, writer(t), 16, true)) << g.tensor(t).name;
+    EXPECT_FALSE(KeptBlocked(g, t, {16, true})) << g.tensor(t).name;
+    EXPECT_FALSE(ConvRunsChannelsLast(g, writer(t), {16, true})) << g.tensor(t).name;
   }
   // With blocks of 8 all of them are whole blocks: channel-blocked.
-  EXPECT_FALSE(StoredChannelsLast(g, e, 8, true));
-  EXPECT_FALSE(ConvRunsChannelsLast(g, writer(e), 8, true));
+  EXPECT_FALSE(StoredChannelsLast(g, e, {8, true}));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, writer(e), {8, true}));
   // The 16->72 conv alone: its blocked input transposed in, its output written as it is kept.
   FusionGroup group;
   group.kind = GroupKind::kSingle;
@@ -222,10 +284,11 @@ TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
     ConcatModule m;
     BuildConcatModule(&m, n, cx, b_channels, extra);
     const Graph& g = m.b.Linked();
-    const bool all = AllPartsKept(m, block);
+    const LayoutTarget target{block, true};
+    const bool all = AllPartsKept(m, target);
     // Never some parts blocked and others not: the Concat reads and writes one layout.
-    EXPECT_EQ(KeptBlocked(g, m.a, block), all);
-    EXPECT_EQ(KeptBlocked(g, m.c, block), all);
+    EXPECT_EQ(KeptBlocked(g, m.a, target), all);
+    EXPECT_EQ(KeptBlocked(g, m.c, target), all);
     return all;
   };
   EXPECT_TRUE(kept(1, 16, 32, Extra::kNone, 16));

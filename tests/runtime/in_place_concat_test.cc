@@ -283,12 +283,13 @@ TEST(InPlaceConcat, APartItsProducerWrotePlainIsReorderedInItsSlice) {
   // The runtime stores what each kernel wrote; where a producer wrote a part plain while the rule
   // keeps it blocked, the Concat puts that slice in the blocked layout when it runs. Part a (16
   // channels) arrives blocked, part b (32) plain; afterwards the whole is blocked.
-  const int64_t block = ChannelBlockForIsa(OneDnnIsa());
+  const LayoutTarget target = LayoutTargetForIsa(OneDnnIsa());
+  const int64_t block = target.block;
   if (block == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
   ConcatModule m;
   BuildConcatModule(&m, 1, 16, 32, Extra::kNone);
   const Graph& g = m.b.Linked();
-  ASSERT_TRUE(AllPartsKept(m, block));
+  ASSERT_TRUE(AllPartsKept(m, target));
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const auto tag =
@@ -301,7 +302,7 @@ TEST(InPlaceConcat, APartItsProducerWrotePlainIsReorderedInItsSlice) {
   ctx.stored = [&](TensorId t) -> const dnnl::memory::desc* {
     return t == m.a ? &a_blocked : nullptr;
   };
-  ctx.keeps_blocked = [&](TensorId t) { return KeptBlocked(g, t, block); };
+  ctx.keeps_blocked = [&](TensorId t) { return KeptBlocked(g, t, target); };
   auto kernel = BuildInPlaceConcatKernel(ctx, g.tensor(m.c).producer);
   ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
   EXPECT_NE((*kernel)->Describe().find("1 reordered in their slice"), std::string::npos)

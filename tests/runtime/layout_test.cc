@@ -78,7 +78,7 @@ TEST(BlockedLayout, AStemConvRunsWithoutReordersAndMatchesTheReference) {
   b.Op("Conv", {cat, b.Weight("w3", {16, 64, 1, 1})}, {y});
   b.Output(y);
   Graph g = b.Build();
-  ASSERT_TRUE(StemConvReadsPlain(g, g.node(0), Block()));
+  ASSERT_TRUE(StemConvReadsPlain(g, g.node(0), LayoutTargetForIsa(OneDnnIsa())));
   FusionPlan plan{
       {FusionGroup{GroupKind::kAnchor, {0, 1}, {}}, FusionGroup{GroupKind::kSingle, {2}, {}},
        FusionGroup{GroupKind::kSingle, {3}, {}}, FusionGroup{GroupKind::kSingle, {4}, {}}}};
