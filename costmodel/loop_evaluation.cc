@@ -103,8 +103,9 @@ class Walk {
  private:
   bool Internal(TensorId t) const { return program_.Find(t) != nullptr; }
 
-  // Index work of one affine map over the consumer's requests, in a space of `rank` dims. From a
-  // range the map walks runs, and a list of consecutive runs is stepped along (cheap); a
+  // Index work of one affine map over the consumer's requests, in a space of `rank` dims (a
+  // map's RunShape::rank, the step's own for the index work of Concat, Pad, Gather and Resize).
+  // From a range the map walks runs, and a list of consecutive runs is stepped along (cheap); a
   // scattered list is divided back into coordinates, a divide and a modulo per dimension.
   void MapWork(Requests r, size_t rank) {
     out_.indexed_elements += r.range;
@@ -135,11 +136,11 @@ class Walk {
     }
   }
 
-  // Operand `o` of step `s` read through its map from requests `r` over `rank` dims. A leaf (or
-  // views of one) read from a range is copied run by run; a computed value read from a range in
-  // runs of at least kMinEvaluatedRun is asked for each run as a piece; anything else becomes an
-  // index list for it.
-  void Mapped(const LoopStep& s, const LoopOperand& o, Requests r, size_t rank) {
+  // Operand `o` of step `s` read through its map from requests `r`, as the program records the
+  // map's runs (o.runs: their length, step, streams and rank). A leaf (or views of one) read from
+  // a range is copied run by run; a computed value read from a range in runs of at least
+  // kMinEvaluatedRun is asked for each run as a piece; anything else becomes an index list for it.
+  void Mapped(const LoopStep& s, const LoopOperand& o, Requests r) {
     const TensorId u = o.tensor;
     const bool inner_step_one = o.runs.step == 1;
     if (double run = inner_step_one ? static_cast<double>(o.runs.length) : 0;
@@ -154,18 +155,20 @@ class Walk {
       r.range = 0;
       if (r.list() == 0) return;
     }
-    MapWork(r, rank);
+    MapWork(r, MapRank(o));
     if (!o.computed) {
       MarkThroughViews(u, &read_);
       out_.gathered_elements += r.list();  // Gathered; a range is copied run by run (above)...
       // ...with a stride when the map moves the innermost dim of a tensor it does not broadcast:
-      // no two reads of an output row share a cache line. When a row's lines (one per element)
-      // fit in half of L1 the next rows read the rest of each line from there (BERT's K^T,
-      // 12x64x128 from 128x12x64: 47 us for 98K elements); longer rows miss L1 on every read, as
-      // costly as re-indexing each element ([768,512] -> [512,768]: 441 us for 393K).
+      // no two consecutive reads share a cache line. When the lines of the streams the walk reads
+      // side by side (RunShape::streams, one line each) fit in half of L1, the next reads of each
+      // stream find the rest of its line there (BERT's K^T, 12x64x128 from 128x12x64, 128
+      // streams: 47 us for 98K elements; a DepthToSpace, its blocksize); more streams miss L1 on
+      // every read, as costly as re-indexing each element ([768,512] -> [512,768], 768 streams:
+      // 441 us for 393K).
       bool strided = !inner_step_one && Elements(g_, u) >= Elements(g_, s.tensor);
       if (strided) {
-        const bool lines_stay = InnermostExtent(s.tensor) * kLineBytes <= l1d_bytes_ / 2;
+        const bool lines_stay = o.runs.streams * kLineBytes <= l1d_bytes_ / 2;
         (lines_stay ? out_.strided_elements : out_.remapped_elements) += r.range;
       }
       return;
@@ -229,14 +232,14 @@ class Walk {
         case OperandRead::kStreamed:
           if (double span = may_stream && o.computed ? StreamedSpan(s, o, r) : 0;
               may_stream && (!o.computed || span > 0)) {
-            o.computed ? StreamedComputed(s, o, r, rank, span) : Streamed(s, o, r, rank);
+            o.computed ? StreamedComputed(s, o, r, span) : Streamed(s, o, r);
             may_stream = false;
             break;
           }
-          Mapped(s, o, r, rank);
+          Mapped(s, o, r);
           break;
         default:
-          Mapped(s, o, r, rank);
+          Mapped(s, o, r);
           break;
       }
     }
@@ -289,12 +292,12 @@ class Walk {
     double& chain = chain_calls_[head->second];
     chain = std::max(chain, calls);
   }
-  void Streamed(const LoopStep& s, const LoopOperand& o, Requests r, size_t rank) {
+  void Streamed(const LoopStep& s, const LoopOperand& o, Requests r) {
     AddStreamCalls(s, StreamCalls(o, r));
     Requests lists{0, r.runs, r.scattered};
     MarkThroughViews(o.tensor, &streamed_);                    // Read in place from a range...
     if (lists.list() > 0) MarkThroughViews(o.tensor, &read_);  // ...and at an index list.
-    MapWork(lists, rank);
+    MapWork(lists, MapRank(o));
     out_.gathered_elements += lists.list();
   }
 
@@ -319,8 +322,7 @@ class Walk {
         return 0;
     }
   }
-  void StreamedComputed(const LoopStep& s, const LoopOperand& o, Requests r, size_t rank,
-                        double span) {
+  void StreamedComputed(const LoopStep& s, const LoopOperand& o, Requests r, double span) {
     AddStreamCalls(s, StreamCalls(o, r));
     const double tile = std::min(kLoopTile, r.range), whole = Elements(g_, o.tensor);
     if (whole <= tile) hoisted_.insert(o.tensor);
@@ -328,7 +330,7 @@ class Walk {
     const double hoisting = r.range > kLoopTile ? threads_ : 1;
     Ask(o.tensor, {whole <= tile ? whole * hoisting : std::ceil(r.range / kLoopTile) * span, 0, 0});
     Requests lists{0, r.runs, r.scattered};
-    if (lists.list() > 0) Mapped(s, o, lists, rank);
+    if (lists.list() > 0) Mapped(s, o, lists);
   }
 
   // Resize: each output coordinate looked up per element; nearest reads the input once per
@@ -372,14 +374,8 @@ class Walk {
     }
   }
 
-  // Elements of t's innermost dim of more than one element (1 when there is none).
-  int64_t InnermostExtent(TensorId t) const {
-    const Shape& dims = g_.tensor(t).dims;
-    for (size_t d = dims.size(); d-- > 0;) {
-      if (dims[d] != 1) return dims[d];
-    }
-    return 1;
-  }
+  // The dims a list read through o's map is divided into (at least one).
+  static size_t MapRank(const LoopOperand& o) { return static_cast<size_t>(o.runs.rank); }
 
   static constexpr int64_t kLineBytes = 64;
   const Graph& g_;

@@ -22,7 +22,8 @@
 //   - a map applied to a list of consecutive runs steps along it, and a leaf read at an index
 //     list is a gather: one element at a time (gathered);
 //   - a map applied to a scattered index list divides every index back into coordinates, one
-//     divide and modulo per dimension: `rank` per element (remapped);
+//     divide and modulo per dimension of the map's space (RunShape::rank, a split map's split):
+//     `rank` per element (remapped);
 //   - a broadcast leaf operand of a binary arithmetic node (bias, layer-norm weights, a per-row
 //     scale) is read in place from a range: no index work, one kernel call per innermost run,
 //     counted with the pulls.

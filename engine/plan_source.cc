@@ -69,9 +69,14 @@ StatusOr<std::optional<SourcedPlan>> PlanFromDatabase(const Graph& g, const std:
   }
   auto plan = PlanFromProto(g, best->plan);
   if (!plan.ok()) {
+    // Most often a plan tuned under an older lowering (a group kind the nodes no longer form); a
+    // Tune of the graph no longer serves it and stores a new one under the same key.
     return Status::Corruption("plan database '" + where + "': the plan for graph " +
-                              hash.substr(0, 16) +
-                              " does not fit that graph: " + plan.status().message());
+                              hash.substr(0, 16) + " on target " + target_id + " (cost model " +
+                              best->plan.cost_model_version() + ", tuned " +
+                              db::UtcText(best->plan.created_unix_ms()) +
+                              ") does not fit that graph: " + plan.status().message() +
+                              "; tune the graph again to replace it (fusor tune MODEL)");
   }
   SourcedPlan sourced;
   sourced.plan = *std::move(plan);

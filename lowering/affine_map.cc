@@ -1,5 +1,7 @@
 #include "lowering/affine_map.h"
 
+#include <cstdlib>
+
 namespace fusor {
 
 std::vector<int64_t> RowMajorStrides(const Shape& dims) {
@@ -72,7 +74,11 @@ RunShape RunShapeOf(const Affine& m, const Shape& consumer_dims) {
   const Shape& dims = SpaceOf(m, consumer_dims);
   SmallInts merged(dims.size() + 1), coefs(dims.size() + 1);
   const size_t rank = MergeRunDims(m, dims, merged.data(), coefs.data());
-  return {merged.data()[rank - 1], coefs.data()[rank - 1]};
+  RunShape runs{merged.data()[rank - 1], coefs.data()[rank - 1], 1,
+                static_cast<int64_t>(dims.size())};
+  for (size_t d = rank; d-- > 0 && std::abs(coefs.data()[d]) != 1;)
+    runs.streams *= merged.data()[d];
+  return runs;
 }
 
 Affine StridedMap(const std::vector<int64_t>& coef, int64_t base, const Shape& in,

@@ -80,10 +80,19 @@ class SmallInts {
 size_t MergeRunDims(const Affine& m, const Shape& space, int64_t* dims, int64_t* coefs);
 
 // The runs ForEachRun walks over all of the consumer's `dims`: each `length` elements long, reading
-// flat indices `step` apart (0: one element repeated, a broadcast).
+// flat indices `step` apart (0: one element repeated, a broadcast). What the cost model prices a
+// map's reads by, so that a new map (a split one included) is priced with no edit there.
 struct RunShape {
   int64_t length = 1;
   int64_t step = 0;
+  // Streams the walk reads side by side: the elements of the map's space inside its innermost dim
+  // read at step 1 (1 when the runs step by 1; R for a transpose [R, C] -> [C, R]; a
+  // DepthToSpace's blocksize). A strided walk touches that many cache lines before it reads the
+  // next element of any (the whole space when no dim is read at step 1).
+  int64_t streams = 1;
+  // Dims an index list is divided back into through the map (AffineIndices): its space's rank,
+  // the split's for a split map.
+  int64_t rank = 0;
 };
 RunShape RunShapeOf(const Affine& m, const Shape& dims);
 

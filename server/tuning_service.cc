@@ -14,8 +14,10 @@
 #include "costmodel/calibration.h"
 #include "costmodel/cost_model.h"
 #include "db/open_plan_store.h"
+#include "db/staleness.h"
 #include "graph/canonical.h"
 #include "graph/graph_proto.h"
+#include "lowering/plan_legality.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/measurer.h"
 #include "runtime/measurer_factory.h"
@@ -467,11 +469,25 @@ struct TuningService::Tuning {
   v1::Plan out;                  // The plan as stored, filled in stage by stage.
 };
 
-StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const EventSink& on_event,
-                                          bool count_miss) {
+StatusOr<bool> TuningService::ServeStored(const db::PlanKey& key, const Graph& g,
+                                          const EventSink& on_event, bool count_miss) {
   auto cached = state_->store->GetPlan(key, kCostModelVersion);
   if (!cached.ok() && cached.status().code() != Status::Code::kNotFound) return cached.status();
-  const bool hit = cached.ok() && !cached->stale;
+  bool hit = cached.ok() && !cached->stale;
+  if (hit) {
+    if (Status fits = PlanFromProto(g, cached->plan).status(); !fits.ok()) {
+      // Logged once a Tune: at the lookup under the key's lock, which every Tune that is not
+      // answered at once reaches.
+      if (count_miss) {
+        spdlog::warn(
+            "tune: graph={} target={} stored plan (tuned {}) does not fit the graph's lowering, "
+            "tuning it again: {}",
+            key.graph_hash.substr(0, 16), key.target_id,
+            db::UtcText(cached->plan.created_unix_ms()), fits.message());
+      }
+      hit = false;
+    }
+  }
   if (hit || count_miss) {
     Metrics()
         .plan_cache_lookups.With({"Tune", hit           ? "hit"
@@ -587,13 +603,14 @@ StatusOr<std::unique_ptr<db::PlanKeyLock>> TuningService::LockUnlessStored(
     const v1::TuneRequest& request, const EventSink& on_event, const std::atomic<bool>* cancelled,
     const Tuning& t) {
   if (!request.force()) {
-    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(t.key, on_event, /*count_miss=*/false));
+    FUSOR_ASSIGN_OR_RETURN(bool served,
+                           ServeStored(t.key, t.graph, on_event, /*count_miss=*/false));
     if (served) return std::unique_ptr<db::PlanKeyLock>();
   }
   FUSOR_ASSIGN_OR_RETURN(std::unique_ptr<db::PlanKeyLock> key_lock,
                          state_->store->LockPlanKey(t.key, cancelled));
   if (!request.force()) {
-    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(t.key, on_event, /*count_miss=*/true));
+    FUSOR_ASSIGN_OR_RETURN(bool served, ServeStored(t.key, t.graph, on_event, /*count_miss=*/true));
     if (served) return std::unique_ptr<db::PlanKeyLock>();
   }
   return key_lock;

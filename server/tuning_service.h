@@ -160,9 +160,13 @@ class TuningService final : public TunerApi {
   Status StoreProfile(const v1::CalibrateRequest& request, Calibration& c);
   void LogCalibration(const Calibration& c);
 
-  // Answers a Tune from the store when a current plan is stored under key; false when none is.
-  // Counts the lookup when it hits, or when count_miss.
-  StatusOr<bool> ServeStored(const db::PlanKey& key, const EventSink& on_event, bool count_miss);
+  // Answers a Tune from the store when a current plan that fits graph `g` (CheckPlan) is stored
+  // under key; false when none is. A stored plan that no longer fits (tuned under an older
+  // lowering: a group kind the graph's nodes no longer form) is never served: it is logged with
+  // the reason and counted stale, and the Tune tunes the key again, replacing it. Counts the
+  // lookup when it hits, or when count_miss.
+  StatusOr<bool> ServeStored(const db::PlanKey& key, const Graph& g, const EventSink& on_event,
+                             bool count_miss);
   std::unique_ptr<State> state_;
 };
 

@@ -56,6 +56,48 @@ TEST(EvaluateLoop, StridedReadsAreRemappedUnlessARowsLinesStayInL1) {
   }
 }
 
+// A DepthToSpace (DCR, blocksize 2) of [1,4,256,256] reads the same runs as the Transpose of
+// [2,2,256,256] by perm (2,0,3,1): runs of 2 a plane apart, 2 streams side by side, whose lines
+// stay in L1 though the output rows are 512 long. Both are priced alike: every count equal, the
+// reads strided, none remapped.
+TEST(EvaluateLoop, ADepthToSpaceIsPricedAsTheTransposeThatReadsTheSameRuns) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 4, 256, 256}), y = b.Act("y", {1, 1, 512, 512});
+  b.Op("DepthToSpace", {x}, {y}, {testing::Int("blocksize", 2)});
+  b.Output(y);
+  TensorId u = b.Input("u", {2, 2, 256, 256}), t = b.Act("t", {256, 2, 256, 2});
+  b.Op("Transpose", {u}, {t}, {testing::Ints("perm", {2, 0, 3, 1})});
+  b.Output(t);
+  Graph g = b.Build();
+  LoopEvaluation d2s = EvaluateLoop(g, Loop({0}), {y}, 2);
+  LoopEvaluation transpose = EvaluateLoop(g, Loop({1}), {t}, 2);
+  const double n = 4 * 256 * 256;
+  EXPECT_DOUBLE_EQ(d2s.strided_elements, n);
+  EXPECT_DOUBLE_EQ(d2s.remapped_elements, 0);
+  EXPECT_DOUBLE_EQ(d2s.strided_elements, transpose.strided_elements);
+  EXPECT_DOUBLE_EQ(d2s.indexed_elements, transpose.indexed_elements);
+  EXPECT_DOUBLE_EQ(d2s.gathered_elements, transpose.gathered_elements);
+  EXPECT_DOUBLE_EQ(d2s.eval_calls, transpose.eval_calls);
+  EXPECT_DOUBLE_EQ(d2s.run_calls, transpose.run_calls);
+}
+
+// A DepthToSpace asked at a scattered index list (a Transpose of it moves the innermost dim)
+// divides each index into the 6 dims of its split map, as the runtime's AffineIndices does: 6
+// remapped per element, not the output's 4.
+TEST(EvaluateLoop, AListThroughASplitMapIsRemappedInTheSplitsDims) {
+  IrBuilder b;
+  TensorId x = b.Input("x", {1, 12, 32, 32}), y = b.Act("y", {1, 3, 64, 64});
+  TensorId t = b.Act("t", {1, 3, 64, 64});
+  b.Op("DepthToSpace", {x}, {y}, {testing::Int("blocksize", 2)});
+  b.Op("Transpose", {y}, {t}, {testing::Ints("perm", {0, 1, 3, 2})});
+  b.Output(t);
+  Graph g = b.Build();
+  LoopEvaluation e = EvaluateLoop(g, Loop({0, 1}), {t}, 2);
+  const double n = 3 * 64 * 64;
+  EXPECT_DOUBLE_EQ(e.evaluated.at(y), n);
+  EXPECT_DOUBLE_EQ(e.remapped_elements, 6 * n);
+}
+
 // Squeeze-and-excite with a gate longer than a tile: gate = Sigmoid(s[1,8192,1,1]);
 // y = x[1,8192,h,w] * gate. Over 4x4 (32 tiles of 4096) the Mul streams the gate run by run (8192
 // runs of 16, one call each), evaluating it once per tile over the span of channels the tile

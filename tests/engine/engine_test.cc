@@ -242,6 +242,38 @@ TEST_F(EngineDatabaseTest, APlanOlderThanItsTargetsCalibrationIsNeverUsed) {
       << (*engine)->plan_source();
 }
 
+// A plan stored under an older lowering, which recorded a group of one node as opaque (its JSON
+// edited so), no longer passes the plan check: loading it is an error naming the database, the
+// plan (graph, target, cost model, when tuned), the group and what replaces it (a new Tune).
+TEST_F(EngineDatabaseTest, APlanTheGraphsLoweringNoLongerFitsIsAnErrorNamingTheGroupAndTheFix) {
+  nlohmann::json j = PlanToJson(plan_, {CanonicalHash(graph_), profile_.target.Id()});
+  size_t single = 0;
+  while (plan_.groups[single].kind != GroupKind::kSingle) ++single;
+  j["groups"][single]["kind"] = "opaque";
+  auto stale = DecodePlanJson(graph_, j, profile_.target.Id());
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  v1::Plan p;
+  PlanToProto(*stale, &p);
+  p.set_graph_hash(CanonicalHash(graph_));
+  p.set_target_id(profile_.target.Id());
+  p.set_cost_model_version(kCostModelVersion);
+  p.set_created_unix_ms(2000);
+  ASSERT_TRUE(store_->PutPlan(p, ToProto(graph_), {}).ok());
+  EngineOptions options;
+  options.plan_database_path = DbPath();
+  auto engine = Engine::Load(FilledModel(), options);
+  ASSERT_FALSE(engine.ok());
+  const std::string& message = engine.status().message();
+  for (const std::string& part : std::vector<std::string>{
+           "plan database '" + DbPath() + "': the plan for graph " +
+               CanonicalHash(graph_).substr(0, 16) + " on target " + profile_.target.Id() +
+               " (cost model " + kCostModelVersion + ", tuned 1970-01-01 00:00:02 UTC)",
+           "group " + std::to_string(single) + ": ", "is declared opaque but its nodes form single",
+           "tune the graph again to replace it"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << "\n" << message;
+  }
+}
+
 TEST_F(EngineDatabaseTest, AnUnreadableDatabaseIsAnErrorNamingIt) {
   std::string junk = (dir_ / "junk.db").string();
   std::ofstream(junk) << "this is not a database, just forty-odd bytes of text";

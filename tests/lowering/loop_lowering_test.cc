@@ -245,6 +245,28 @@ TEST(MappedReadOf, TileReadsEachOutputDimModuloTheInputs) {
   EXPECT_EQ(runs.step, 1);
 }
 
+// The runs a split map records for the cost model: DepthToSpace (DCR, blocksize 2) over a 256-wide
+// plane reads runs of 2, a channel plane apart, from 2 streams side by side (each along a row of
+// its input channel), and an index list is divided into the split's 6 dims, not the output's 4. A
+// transpose [R, C] -> [C, R] reads R streams; a plain copy one, in 4 dims.
+TEST(RunShapeOf, RecordsTheStreamsAndTheRankOfTheMapsSpace) {
+  Graph d2s = OneOpGraph("DepthToSpace", {1, 12, 256, 256}, {1, 3, 512, 512},
+                         {Int("blocksize", 2), {"mode", std::string("DCR")}});
+  const RunShape runs = RunShapeOf(*MappedReadOf(d2s, d2s.node(0), 0), {1, 3, 512, 512});
+  EXPECT_EQ(runs.length, 2);
+  EXPECT_EQ(runs.step, 3 * 256 * 256);
+  EXPECT_EQ(runs.streams, 2);
+  EXPECT_EQ(runs.rank, 6);
+  Graph t = OneOpGraph("Transpose", {768, 512}, {512, 768}, {testing::Ints("perm", {1, 0})});
+  const RunShape transposed = RunShapeOf(*MappedReadOf(t, t.node(0), 0), {512, 768});
+  EXPECT_EQ(transposed.streams, 768);
+  EXPECT_EQ(transposed.rank, 2);
+  const RunShape copy =
+      RunShapeOf(StridedMap({1, 1, 1, 1}, 0, {1, 1, 1, 8}, {1, 1, 1, 8}), {1, 1, 1, 8});
+  EXPECT_EQ(copy.streams, 1);
+  EXPECT_EQ(copy.rank, 4);
+}
+
 // A DepthToSpace whose shapes its blocksize does not explain has no map: the error names the node
 // and the shapes, and the loop refuses the step with it.
 TEST(MappedReadOf, ASpaceDepthOpItsBlocksizeDoesNotExplainIsRefusedNamingTheNode) {

@@ -16,10 +16,12 @@
 #include "graph/graph_proto.h"
 #include "graph/onnx_import.h"
 #include "graph/plan.h"
+#include "graph/plan_json.h"
 #include "lowering/plan_legality.h"
 #include "runtime/measurer_factory.h"
 #include "server/calibration_fit_samples.h"
 #include "tests/graph/ir_builder.h"
+#include "tests/server/captured_log.h"
 
 namespace fusor {
 namespace {
@@ -135,6 +137,64 @@ TEST_F(TuningServiceTest, TuneMeasuresStoresAndThenHitsTheCache) {
   auto page = service_->QueryPlans(query);
   ASSERT_TRUE(page.ok());
   EXPECT_EQ(page->plans_size(), 1);  // Same key: the forced retune replaced it.
+}
+
+// A plan stored under an older lowering, which ran DepthToSpace alone as an opaque group (the
+// stored plan's JSON edited so), fails the plan check against the graph: a Tune never serves it
+// but tunes the key again, logs why, and replaces it with a plan that passes.
+TEST_F(TuningServiceTest, AStoredPlanTheGraphsLoweringNoLongerFitsIsTunedAgainNotServed) {
+  testing::IrBuilder b;
+  TensorId x = b.Input("x", {1, 12, 16, 16}), d = b.Act("d", {1, 3, 32, 32});
+  TensorId y = b.Act("y", {1, 3, 32, 32});
+  b.Op("DepthToSpace", {x}, {d}, {testing::Int("blocksize", 2)});
+  b.Op("Sigmoid", {d}, {y});
+  b.Output(y);
+  graph_ = b.Build();
+  v1::TuneRequest request = Request();
+  request.mutable_options()->set_algorithm("none");
+  request.mutable_options()->set_measure_budget(1);
+  auto first = Tune(request);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const db::PlanKey key = db::PlanKey::Of(first->plan());
+  const Graph canonical = Canonicalize(graph_);
+  // The plan an older lowering made: every node alone, DepthToSpace's group opaque.
+  const NodeId d2s = canonical.node(0).op_type == "DepthToSpace" ? 0 : 1;
+  nlohmann::json j = PlanToJson(UnfusedPlan(canonical), {key.graph_hash, key.target_id});
+  size_t group = 0;
+  while (j["groups"][group]["nodes"][0] != d2s) ++group;
+  ASSERT_EQ(j["groups"][group]["kind"], "single");
+  j["groups"][group]["kind"] = "opaque";
+  auto stale = DecodePlanJson(canonical, j, key.target_id);
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  v1::Plan edited = first->plan();
+  PlanToProto(*stale, &edited);
+  {
+    auto store = db::SqlitePlanStore::Open(dir_ + "/tuning.db", {});
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->PutPlan(edited, ToProto(canonical), {}).ok());
+  }
+  ASSERT_FALSE(PlanFromProto(canonical, edited).ok());
+
+  testing::CapturedLog log;
+  auto again = Tune(request);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->cache_hit());
+  EXPECT_TRUE(PlanFromProto(canonical, again->plan()).ok());
+  const std::string text = log.text();
+  EXPECT_NE(text.find("stored plan (tuned "), std::string::npos) << text;
+  EXPECT_NE(text.find("does not fit the graph's lowering, tuning it again: group " +
+                      std::to_string(group) + ": "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("is declared opaque but its nodes form single"), std::string::npos) << text;
+  auto store = db::SqlitePlanStore::Open(dir_ + "/tuning.db", {});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto replaced = (*store)->GetPlan(key, kCostModelVersion);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+  EXPECT_TRUE(PlanFromProto(canonical, replaced->plan).ok());
+  auto third = Tune(request);
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_TRUE(third->cache_hit());
 }
 
 TEST_F(TuningServiceTest, NamesWhatIsWrongWithARequest) {
