@@ -117,18 +117,17 @@ bool BlockedConcat(const Graph& g, const Node& n, const LayoutTarget& target) {
   if (n.outputs.size() != 1 || n.inputs.empty()) return false;
   const TensorId out = n.outputs[0];
   const int64_t axis = n.GetInt("axis", 0);
-  if (!BlockableTensor(g, out, block) || (axis != 1 && axis != -3)) return false;
-  const NodeId id = g.tensor(out).producer;
-  if (!WholeBlocks(g, out, block) || !ConcatFitsInPlace(g, id)) return false;
-  for (TensorId part : n.inputs) {
-    if (part == kNoId || !WholeBlocks(g, part, block)) return false;
+  if (!BlockableTensor(g, out, block) || !WholeBlocks(g, out, block) || (axis != 1 && axis != -3)) {
+    return false;
   }
+  const NodeId id = g.tensor(out).producer;
+  if (!ConcatFitsInPlace(g, id)) return false;
   for (NodeId c : g.tensor(out).consumers) {
     const Node& reader = g.node(c);
     if (reader.op_type == "Concat" || !NativeConsumer(g, reader, out, target)) return false;
   }
   for (TensorId part : n.inputs) {
-    if (!BlockableTensor(g, part, block)) return false;
+    if (!BlockableTensor(g, part, block) || !WholeBlocks(g, part, block)) return false;
     for (NodeId c : g.tensor(part).consumers) {
       if (c == id) continue;
       const Node& reader = g.node(c);

@@ -144,7 +144,6 @@ Status Executor::Compile(const FusionPlan& plan) {
     auto it = dnnl_->stored.find(t);
     return it == dnnl_->stored.end() ? nullptr : &it->second;
   };
-  ctx.keeps_blocked = [&g, layout](TensorId t) { return KeptBlocked(g, t, layout); };
   ctx.layout = layout;
   ctx.known = [this](TensorId t) -> const HostTensor* {
     auto it = leaves_.find(t);

@@ -35,6 +35,7 @@
 #include "base/status.h"
 #include "graph/graph.h"
 #include "lowering/group_lowering.h"
+#include "lowering/layout.h"
 #include "runtime/fused_loop.h"
 #include "runtime/kernel_choice.h"
 
@@ -55,7 +56,7 @@ class GroupKernel {
   // Inputs stored blocked (KernelContext::stored) that the kernel reads in that layout. The
   // executor gives it a plain copy of every other blocked input (layout_adapter.h).
   virtual std::vector<TensorId> NativeLayouts() const { return {}; }
-  // Outputs the kernel writes in a blocked layout (only ones KernelContext::keeps_blocked allows);
+  // Outputs the kernel writes in a blocked layout (only ones KernelContext::KeepsBlocked allows);
   // every other output is plain.
   virtual std::vector<std::pair<TensorId, dnnl::memory::desc>> BlockedOutputs() const { return {}; }
   // The reorders between layouts the kernel runs, as its group's record lists the ones it should
@@ -98,18 +99,18 @@ struct KernelContext {
   dnnl::stream* stream = nullptr;
   FusedLoop::Lookup known;        // Values of weights and constants.
   std::vector<TensorId> outputs;  // Tensors the group materializes.
-  // The layout of an input stored blocked between groups, null for a plain row-major one; and
-  // whether an output may be written blocked (lowering/layout.h KeptBlocked). Unset: all plain.
+  // The layout of an input stored blocked between groups, null for a plain row-major one.
+  // Unset: all plain.
   std::function<const dnnl::memory::desc*(TensorId)> stored;
-  std::function<bool(TensorId)> keeps_blocked;
-  // The layout rules' target (lowering/layout.h): which form a conv runs in is decided there
-  // (lowering/layout.h ConvRunsChannelsLast); block 0 leaves the form to oneDNN.
+  // The layout rules' target (lowering/layout.h): which outputs may be written blocked
+  // (KeptBlocked) and which form a conv runs in (ConvRunsChannelsLast) are decided there; block 0
+  // keeps every output plain and leaves a conv's form to oneDNN.
   LayoutTarget layout;
   // The implementation of the anchor primitive the plan names (FusionGroup::kernel); empty:
   // oneDNN's first choice.
   std::string kernel;
   const dnnl::memory::desc* Stored(TensorId t) const { return stored ? stored(t) : nullptr; }
-  bool KeepsBlocked(TensorId t) const { return keeps_blocked && keeps_blocked(t); }
+  bool KeepsBlocked(TensorId t) const { return layout.block > 0 && KeptBlocked(*g, t, layout); }
 };
 
 StatusOr<std::unique_ptr<GroupKernel>> BuildAnchorKernel(const KernelContext& ctx, NodeId anchor,

@@ -236,7 +236,7 @@ std::vector<NodeId> Tail(const std::vector<NodeId>& chain, size_t k);
 TensorId ChainValue(const Graph& g, TensorId start, const std::vector<NodeId>& chain, size_t k);
 
 // Adds the main primitive step writing `final_out`: in the primitive's own layout when that is
-// blocked, the tensor may stay blocked (KernelContext::keeps_blocked) and no tail loop follows;
+// blocked, the tensor may stay blocked (KernelContext::KeepsBlocked) and no tail loop follows;
 // else plain, through a reorder when the primitive picked another layout. Then the tail loop for
 // chain nodes without a post-op form (on the plain output). With `sum_from`, that tensor is first
 // copied into the primitive's dst, which a sum post-op adds to.

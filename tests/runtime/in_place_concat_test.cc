@@ -302,7 +302,7 @@ TEST(InPlaceConcat, APartItsProducerWrotePlainIsReorderedInItsSlice) {
   ctx.stored = [&](TensorId t) -> const dnnl::memory::desc* {
     return t == m.a ? &a_blocked : nullptr;
   };
-  ctx.keeps_blocked = [&](TensorId t) { return KeptBlocked(g, t, target); };
+  ctx.layout = target;
   auto kernel = BuildInPlaceConcatKernel(ctx, g.tensor(m.c).producer);
   ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
   EXPECT_NE((*kernel)->Describe().find("1 reordered in their slice"), std::string::npos)
