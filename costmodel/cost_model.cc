@@ -579,7 +579,9 @@ GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
   const bool serial = lowering.serial;
   std::optional<LoopEvaluation> loop;
   if (RunsThroughLoop(lowering)) {
-    loop = EvaluateLoop(g, lowering, serial ? 1 : target.cores, target.l1d_bytes);
+    // A loop over kept tensors' stored form runs, and is priced, over that view of the graph.
+    const Graph& over = lowering.storage_view ? *lowering.storage_view : g;
+    loop = EvaluateLoop(over, lowering, serial ? 1 : target.cores, target.l1d_bytes);
     f.indexed_elements = loop->indexed_elements;
     f.remapped_elements = loop->remapped_elements;
     f.strided_elements = loop->strided_elements;

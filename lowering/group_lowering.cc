@@ -6,6 +6,7 @@
 #include "graph/op_registry.h"
 #include "lowering/concat_in_place.h"
 #include "lowering/kernel_form.h"
+#include "lowering/layout.h"
 #include "lowering/rnn_form.h"
 #include "lowering/threading.h"
 
@@ -160,7 +161,7 @@ int RowReductionRegionsSaved(const Graph& g, const FusionGroup& group, const Gro
 }
 
 GroupLowering LowerForm(const Graph& g, const FusionGroup& group,
-                        const std::vector<TensorId>& materialized,
+                        const std::vector<TensorId>& materialized, const LayoutTarget& target,
                         std::optional<RnnImplementation> rnn) {
   GroupLowering r;
   r.serial = RunsSerially(g, group, rnn);
@@ -199,7 +200,7 @@ GroupLowering LowerForm(const Graph& g, const FusionGroup& group,
     if (HasResidualSumForm(g, r.center, r.after)) r.alternative = KernelAlternative::kResidualSum;
   } else if (group.kind == GroupKind::kReduction || (alone && cls == OpClass::kReduction)) {
     split_around(FirstOfClass(g, group, OpClass::kReduction));
-    if (RunsAsRowReduction(g, group)) {
+    if (RunsAsRowReduction(g, group, target)) {
       r.form = KernelForm::kRowReduction;
       r.loops = r.after.empty() ? 1 : 2;
     } else {
@@ -233,9 +234,20 @@ GroupLowering LowerGroup(const Graph& g, const FusionGroup& group,
                          const std::vector<TensorId>& inputs,
                          const std::vector<TensorId>& materialized, const LayoutTarget& target,
                          std::optional<RnnImplementation> rnn) {
-  GroupLowering r = LowerForm(g, group, materialized, rnn);
+  GroupLowering r = LowerForm(g, group, materialized, target, rnn);
   // Its producers wrote every input into its slice of the output: nothing runs.
   if (r.form == KernelForm::kInPlaceConcat) return r;
+  if (r.form == KernelForm::kFusedLoop && HasBroadcastOperand(g, group) &&
+      RunsFlatOnBlocked(g, group, inputs, materialized, target)) {
+    // The loop runs over the kept tensors' stored form, broadcast operands read in place.
+    const bool channels_last = std::any_of(inputs.begin(), inputs.end(), [&](TensorId t) {
+      return KeptBlocked(g, t, target) && StoredChannelsLast(g, t, target);
+    });
+    r.storage_view =
+        std::make_shared<const Graph>(StoredFormView(g, group, channels_last, target.block));
+    r.loop = LowerLoopProgram(*r.storage_view, group.nodes, materialized);
+    r.alternative = KernelAlternative::kNone;
+  }
   r.reorders = LowerReorders(g, group, inputs, materialized, target);
   r.post_ops = PostOpNodes(g, group, r);
   if (!r.serial) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,11 @@ struct GroupLowering {
   // input) and its epilogue (`after`, a loop of its own in a row reduction, oneDNN post-ops where
   // they take it after a reduction primitive). Empty where the group has none.
   LoopProgram prologue, loop;
+  // The graph `loop` is over where it is not the model's: a loop of flat elementwise nodes with
+  // broadcast operands over kept tensors runs over their stored form's dims (lowering/layout.h
+  // StoredFormView), which the runtime builds it from and the cost model prices it by. Null
+  // otherwise.
+  std::shared_ptr<const Graph> storage_view;
   // A reduction's pulls of its prologue over the reduction's input (RowReductionPulls): a block
   // of rows per pull when rows are shorter than a tile, else a chunk of a row. 0 without one.
   int64_t prologue_pulls = 0;

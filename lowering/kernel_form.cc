@@ -54,7 +54,14 @@ bool JitBinarySource(const Shape& operand, const Shape& out) {
 
 }  // namespace
 
-bool RunsAsRowReduction(const Graph& g, const FusionGroup& group) {
+bool GlobalPoolReadsKept(const Graph& g, const FusionGroup& group, const LayoutTarget& target) {
+  const Node& first = g.node(group.nodes.front());
+  return target.block > 0 && first.op_type == "GlobalAveragePool" &&
+         g.tensor(first.inputs[0]).dims.size() == 4 && KeptBlocked(g, first.inputs[0], target);
+}
+
+bool RunsAsRowReduction(const Graph& g, const FusionGroup& group, const LayoutTarget& target) {
+  if (GlobalPoolReadsKept(g, group, target)) return false;
   for (size_t i = 0; i < group.nodes.size(); ++i) {
     const Node& n = g.node(group.nodes[i]);
     if (ClassifyNode(g, n) != OpClass::kReduction) continue;

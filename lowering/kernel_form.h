@@ -24,8 +24,16 @@ bool HasPrimitiveChainForm(const Graph& g, const std::vector<NodeId>& nodes,
 // evaluates any prologue inside it, rather than as a oneDNN reduction / softmax primitive: when
 // its reduction reduces rows (graph/node_attrs.h) and it has a prologue or is not a Softmax.
 // oneDNN 2.6 runs a plain-layout reduction with a reference kernel on AVX2 (GlobalAveragePool
-// 1280x7x7: 150 us, against 10 us for our loop with a Relu prologue over 1024x7x7).
-bool RunsAsRowReduction(const Graph& g, const FusionGroup& group);
+// 1280x7x7: 150 us, against 10 us for our loop with a Relu prologue over 1024x7x7). A
+// GlobalAveragePool with no prologue over a tensor kept blocked on `target`
+// (GlobalPoolReadsKept) runs as oneDNN's pooling on the stored form instead.
+bool RunsAsRowReduction(const Graph& g, const FusionGroup& group, const LayoutTarget& target = {});
+
+// Whether `group` starts with a GlobalAveragePool over a tensor kept blocked or channels-last on
+// `target` (lowering/layout.h): oneDNN's average pooling over the whole image reads it in place
+// (JIT kernels on nChw16c and NHWC: [1,672,14,14] 2.6-2.9 us, 2 threads, Zen 5), where our row
+// reduction would read a plain copy (a reorder, ~2x the pooling's own time).
+bool GlobalPoolReadsKept(const Graph& g, const FusionGroup& group, const LayoutTarget& target);
 
 // Whether Resize node `n` runs as oneDNN's resampling primitive (resampling_linear) rather than
 // in our fused loop: linear over the spatial dims only (batch and channels kept), half_pixel

@@ -13,6 +13,11 @@ bool IsConvLike(const Node& n) { return n.op_type == "Conv" || n.op_type == "Con
 
 bool IsPooling(const Node& n) { return n.op_type == "MaxPool" || n.op_type == "AveragePool"; }
 
+bool IsGlobalAveragePool(const Graph& g, const Node& n) {
+  return n.op_type == "GlobalAveragePool" && n.inputs.size() == 1 &&
+         g.tensor(n.inputs[0]).dims.size() == 4;
+}
+
 bool MoreThanOnePixel(const Shape& s) { return s.size() == 4 && s[2] * s[3] > 1; }
 
 // Whether channel counts `a` and `b` fit one block of a host of `block`: both multiples of 8, and
@@ -56,7 +61,8 @@ bool NativeConsumer(const Graph& g, const Node& n, TensorId t, const LayoutTarge
     }
     return n.inputs[0] == t;
   }
-  return IsFlatElementwise(g, n);
+  if (IsGlobalAveragePool(g, n)) return n.inputs[0] == t;
+  return IsFlatElementwise(g, n) && IsFullOperand(g, n, t);
 }
 
 // The conditions on `t` itself: a 4-D float32 activation of more than one pixel that some node
@@ -88,8 +94,10 @@ bool WrittenBlocked(const Graph& g, TensorId t, const LayoutTarget& target) {
     if (producer.op_type == "BatchNormalization") return true;
   }
   if (!IsFlatElementwise(g, producer)) return true;
+  // A broadcast operand is never kept (its reader is no native consumer of it): plain, its bytes
+  // are the same in the full operands' stored form (IsStorageFreeBroadcast).
   return std::all_of(producer.inputs.begin(), producer.inputs.end(), [&](TensorId in) {
-    return in == kNoId || NumElements(g.tensor(in).dims) == 1 || KeptBlocked(g, in, target);
+    return !IsFullOperand(g, producer, in) || KeptBlocked(g, in, target);
   });
 }
 
@@ -99,7 +107,7 @@ bool MayWriteChannelsLast(const Graph& g, const Node& p, const LayoutTarget& tar
   if (IsConvLike(p)) return ConvRunsChannelsLast(g, p, target);
   if (p.op_type == "BatchNormalization" || IsPooling(p) || IsFlatElementwise(g, p)) {
     for (TensorId in : p.inputs) {
-      if (in == kNoId || NumElements(g.tensor(in).dims) == 1) continue;
+      if (!IsFullOperand(g, p, in)) continue;
       NodeId q = g.tensor(in).producer;
       if (q != kNoId && MayWriteChannelsLast(g, g.node(q), target)) return true;
     }
@@ -155,17 +163,35 @@ int64_t ChannelBlockOf(int64_t channels, int64_t block) {
   return block == 16 && channels % 16 == 0 ? 16 : 8;
 }
 
+bool IsStorageFreeBroadcast(const Shape& operand, const Shape& out) {
+  if (out.size() != 4 || operand.size() > 4 || operand == out) return false;
+  Shape d(4 - operand.size(), 1);
+  d.insert(d.end(), operand.begin(), operand.end());
+  for (size_t i = 0; i < 4; ++i) {
+    if (d[i] != 1 && d[i] != out[i]) return false;
+  }
+  return d[1] == 1 || d[2] * d[3] == 1;
+}
+
 bool IsFlatElementwise(const Graph& g, const Node& n) {
-  if (n.outputs.size() != 1 || ClassifyNode(g, n) != OpClass::kElementwise) return false;
+  const OpClass c = ClassifyNode(g, n);
+  if (n.outputs.size() != 1 || (c != OpClass::kElementwise && c != OpClass::kBroadcast)) {
+    return false;
+  }
   const Tensor& out = g.tensor(n.outputs[0]);
   if (out.dtype != DType::kFloat32) return false;
   for (TensorId t : n.inputs) {
     if (t == kNoId) continue;
     const Tensor& in = g.tensor(t);
-    if (NumElements(in.dims) == 1) continue;
-    if (in.dims != out.dims) return false;
+    if (NumElements(in.dims) == 1 || in.dims == out.dims) continue;
+    if (!IsStorageFreeBroadcast(in.dims, out.dims)) return false;
   }
   return true;
+}
+
+bool IsFullOperand(const Graph& g, const Node& n, TensorId t) {
+  return t != kNoId && !n.outputs.empty() && g.tensor(t).dims == g.tensor(n.outputs[0]).dims &&
+         NumElements(g.tensor(t).dims) > 1;
 }
 
 bool KeptBlocked(const Graph& g, TensorId t, const LayoutTarget& target) {
@@ -285,7 +311,7 @@ bool StoredChannelsLast(const Graph& g, TensorId t, const LayoutTarget& target) 
     channels_last = StoredChannelsLast(g, p.inputs[0], target);
   } else if (IsFlatElementwise(g, p)) {
     for (TensorId in : p.inputs) {
-      if (in != kNoId && NumElements(g.tensor(in).dims) != 1) {
+      if (IsFullOperand(g, p, in)) {
         channels_last = StoredChannelsLast(g, in, target);
         break;
       }
@@ -293,6 +319,24 @@ bool StoredChannelsLast(const Graph& g, TensorId t, const LayoutTarget& target) 
   }
   return channels_last && KeptBlocked(g, t, target);
 }
+
+namespace {
+
+// The dims of the group's largest output: the shape its kept operands have.
+const Shape& FullDimsOf(const Graph& g, const FusionGroup& group) {
+  const Shape* full = &g.tensor(g.node(group.nodes.back()).outputs[0]).dims;
+  for (NodeId id : group.nodes) {
+    const Shape& d = g.tensor(g.node(id).outputs[0]).dims;
+    if (NumElements(d) > NumElements(*full)) full = &d;
+  }
+  return *full;
+}
+
+bool IsFullGroupTensor(const Graph& g, const FusionGroup& group, TensorId t) {
+  return NumElements(g.tensor(t).dims) > 1 && g.tensor(t).dims == FullDimsOf(g, group);
+}
+
+}  // namespace
 
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
@@ -303,14 +347,54 @@ bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
   }
   int channels_last = -1;  // The form of the inputs so far; -1 before the first.
   for (TensorId t : inputs) {
-    if (NumElements(g.tensor(t).dims) <= 1) continue;
+    if (!IsFullGroupTensor(g, group, t)) continue;  // A scalar or broadcast operand, plain.
     if (!KeptBlocked(g, t, target)) return false;
     const int form = StoredChannelsLast(g, t, target) ? 1 : 0;
     if (channels_last >= 0 && form != channels_last) return false;
     channels_last = form;
   }
-  return std::all_of(materialized.begin(), materialized.end(),
-                     [&](TensorId t) { return KeptBlocked(g, t, target); });
+  return std::all_of(materialized.begin(), materialized.end(), [&](TensorId t) {
+    return !IsFullGroupTensor(g, group, t) || KeptBlocked(g, t, target);
+  });
+}
+
+}  // namespace fusor
+
+namespace fusor {
+
+bool HasBroadcastOperand(const Graph& g, const FusionGroup& group) {
+  for (NodeId id : group.nodes) {
+    const Node& n = g.node(id);
+    for (TensorId t : n.inputs) {
+      if (t != kNoId && NumElements(g.tensor(t).dims) > 1 && !IsFullOperand(g, n, t)) return true;
+    }
+  }
+  return false;
+}
+
+Shape StoredFormDims(const Shape& dims, bool channels_last, int64_t block) {
+  if (dims.size() > 4 || NumElements(dims) <= 1) return dims;
+  Shape d(4 - dims.size(), 1);
+  d.insert(d.end(), dims.begin(), dims.end());
+  if (channels_last) return {d[0], d[2], d[3], d[1]};
+  const int64_t b = d[1] == 1 ? 1 : block;
+  return {d[0], d[1] / b, d[2], d[3], b};
+}
+
+Graph StoredFormView(const Graph& g, const FusionGroup& group, bool channels_last, int64_t block) {
+  Graph view = g;
+  std::vector<bool> done(g.num_tensors(), false);
+  for (NodeId id : group.nodes) {
+    const Node& n = g.node(id);
+    for (const std::vector<TensorId>* list : {&n.inputs, &n.outputs}) {
+      for (TensorId t : *list) {
+        if (t == kNoId || done[t]) continue;
+        done[t] = true;
+        view.mutable_tensor(t).dims = StoredFormDims(g.tensor(t).dims, channels_last, block);
+      }
+    }
+  }
+  return view;
 }
 
 }  // namespace fusor

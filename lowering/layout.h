@@ -4,11 +4,13 @@
 // tensor. So a tensor is kept blocked when every node that writes or reads it can do so natively:
 //
 //   producer   Conv / ConvTranspose, 4-D MaxPool / AveragePool, a BatchNormalization of a Conv's
-//              output (folded into the conv's weights), a flat elementwise node whose
-//              non-scalar inputs are all kept blocked (so that it reads and writes one layout), or
-//              a blocked Concat (below);
-//   consumers  Conv / ConvTranspose reading it as their data input, 4-D pooling, flat elementwise
-//              nodes (the residual Add of a ResNet block, the Relu after it), a blocked Concat;
+//              output (folded into the conv's weights), a flat elementwise node whose full
+//              operands are all kept blocked (so that it reads and writes one layout), or a
+//              blocked Concat (below);
+//   consumers  Conv / ConvTranspose reading it as their data input, 4-D pooling, a 4-D
+//              GlobalAveragePool (oneDNN's pooling reads the stored form), flat elementwise nodes
+//              reading it as a full operand (the residual Add of a ResNet block, the Relu after
+//              it, the per-channel Mul of a squeeze-and-excite block), a blocked Concat;
 //
 // A blocked Concat joins whole channel blocks of one image in place (lowering/concat_in_place.h:
 // a slice of channels [c0, c0 + k) of an nChw16c image, c0 and k multiples of 16, is an nChw16c
@@ -19,11 +21,16 @@
 // the plan does not run it in place (fused with other nodes), the group pays the reorders of any
 // kernel that cannot read blocked data.
 //
-// where "flat" means every input is either a single element or has the output's shape: such a
-// node computes out[i] = f(a[i], b[i]) whatever order the elements are stored in, as long as all
-// of them share one layout (a graph input, weight or constant operand is plain, so a flat node
-// reading one writes plain). The tensor must be 4-D float32, not a graph input or
-// output, with more than one pixel (oneDNN keeps 1x1 images plain).
+// where "flat" means every input is a single element, has the output's shape (a full operand),
+// or is a plain broadcast whose bytes are the same in every stored form (one value per channel or
+// per pixel: IsStorageFreeBroadcast). Such a node runs as a loop over the stored form's dims
+// (StoredFormView: [N,H,W,C] or [N,C/16,H,W,16]), each operand read where it is stored; a graph
+// input, weight or constant full operand is plain, so a flat node reading one writes plain. This
+// keeps a squeeze-and-excite block's tensors in the conv's layout: the depthwise conv's output is
+// read by the GlobalAveragePool and the per-channel Mul in its stored form, and the Mul writes the
+// projection conv's input in it, where they were transposed out to plain and back in before. The
+// tensor must be 4-D float32, not a graph input or output, with more than one pixel (oneDNN keeps
+// 1x1 images plain).
 //
 // A tensor whose channels are not whole blocks (24, 40, 72, 88, 120, 144 channels of the mobile
 // nets on a 16-wide host) has no channel-blocked form as large as its plain one; it is kept
@@ -64,9 +71,31 @@ LayoutTarget LayoutTargetForIsa(std::string_view isa);
 // Channel block of oneDNN's blocked layout for an ISA name ("avx2" -> 8, "avx512_core" -> 16).
 int64_t ChannelBlockForIsa(std::string_view isa);
 
-// out[i] = f(in[i]...) for any common element order: elementwise, float32 output, every input a
-// scalar or of the output's shape.
+// out[i] = f(in[i]...) over the stored form of its operands: elementwise, float32 output, every
+// input a scalar, of the output's shape (a full operand, read in the form it is stored in), or a
+// storage-free broadcast of it (one value per channel, or per pixel): in a loop over the stored
+// form's dims (StoredFormView) every operand is read where it is.
 bool IsFlatElementwise(const Graph& g, const Node& n);
+
+// Whether a plain `operand` broadcast over a 4-D `out` has the same bytes in every stored form of
+// `out`'s dims (StoredFormDims): its dims, aligned to `out`'s, are each 1 or `out`'s, and it spans
+// the channels or the pixels but not both ([1,C,1,1], [C,1,1], [1,1,H,W], [N,1,1,1]).
+bool IsStorageFreeBroadcast(const Shape& operand, const Shape& out);
+
+// Whether `t` is an operand of `n` of `n`'s output shape, more than one element.
+bool IsFullOperand(const Graph& g, const Node& n, TensorId t);
+
+// Whether a node of `group` reads an operand neither a scalar nor of its output's shape.
+bool HasBroadcastOperand(const Graph& g, const FusionGroup& group);
+
+// The dims of a tensor of (up to) 4-D `dims` as stored: channels-last [N,H,W,C], or channel-
+// blocked [N,C/block,H,W,block] (a dim of 1 channel stays 1 in both). A scalar keeps its dims.
+Shape StoredFormDims(const Shape& dims, bool channels_last, int64_t block);
+
+// `g` with the dims of every tensor `group` reads or writes as stored (StoredFormDims): a loop of
+// flat elementwise nodes over it, bound to the kept buffers, computes the group, its broadcast
+// operands (plain) read in place (RunsFlatOnBlocked).
+Graph StoredFormView(const Graph& g, const FusionGroup& group, bool channels_last, int64_t block);
 
 // The channel block of the channel-blocked form of a tensor of `channels` on a host of `block`:
 // the host's block where the channels are whole blocks of it, else 8 (nChw8c, on a 16-wide host
@@ -118,9 +147,11 @@ bool StemConvReadsPlain(const Graph& g, const Node& n, const LayoutTarget& targe
 // tensors (oneDNN pools in the layout its input is stored in). Never without brgemm convs.
 bool StoredChannelsLast(const Graph& g, TensorId t, const LayoutTarget& target);
 
-// A loop group that runs unchanged on blocked buffers: flat elementwise nodes only, every
-// non-scalar tensor it reads from outside and every tensor it writes kept blocked, and the ones it
-// reads all stored in one form (all channels-last, or none: StoredChannelsLast).
+// A loop group that runs on blocked buffers as they are stored: flat elementwise nodes only, every
+// tensor of the group's full shape it reads from outside and every one it writes kept blocked, the
+// ones it reads all stored in one form (all channels-last, or none: StoredChannelsLast); scalars
+// and broadcast operands are plain. Without a broadcast operand the loop runs unchanged (every
+// operand in one element order); with one, it runs over the group's StoredFormView.
 bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
                        const std::vector<TensorId>& inputs,
                        const std::vector<TensorId>& materialized, const LayoutTarget& target);

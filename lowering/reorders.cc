@@ -97,6 +97,15 @@ std::vector<LayoutReorder> LowerReorders(const Graph& g, const FusionGroup& grou
   const bool conv = (head.op_type == "Conv" || head.op_type == "ConvTranspose") &&
                     !OnePixel(g.tensor(head.outputs[0]).dims) &&
                     !ConvHasNoBlockedKernel(g, head, target);
+  if (GlobalPoolReadsKept(g, group, target)) {
+    // oneDNN's pooling reads the kept input where it is stored; other inputs are plain copies.
+    for (TensorId t : inputs) {
+      if (t != head.inputs[0] && KeptBlocked(g, t, target)) {
+        out.push_back({t, ReorderKind::kPlainCopy, StoredChannelsLast(g, t, target)});
+      }
+    }
+    return out;
+  }
   if (!conv && !PoolingRunsBlocked(g, head, target)) {
     PlainKernelReorders(g, group, inputs, materialized, target, &out);
     return out;

@@ -59,22 +59,35 @@ std::string GroupLabel(const Graph& g, const FusionGroup& group) {
   return s + "]";
 }
 
-// The one blocked layout every input of `group` is stored in when the group is a loop of flat
-// elementwise nodes that can run on it (lowering/layout.h RunsFlatOnBlocked), else null.
-const dnnl::memory::desc* FlatBlockedLayout(const Graph& g, const StoredLayouts& stored,
-                                            const FusionGroup& group,
-                                            const std::vector<TensorId>& inputs,
-                                            const std::vector<TensorId>& outputs,
-                                            const LayoutTarget& layout) {
-  if (!RunsFlatOnBlocked(g, group, inputs, outputs, layout)) return nullptr;
-  const dnnl::memory::desc* common = nullptr;
+// The layout the layout rules store kept tensor `t` in (lowering/layout.h).
+dnnl::memory::desc RuleLayout(const Graph& g, TensorId t, const LayoutTarget& layout) {
+  const Shape& dims = g.tensor(t).dims;
+  return StoredChannelsLast(g, t, layout) ? ChannelsLast(dims) : ChannelBlocked(dims);
+}
+
+// Whether `group` is a loop of flat elementwise nodes that runs on its kept inputs as they are
+// stored (lowering/layout.h RunsFlatOnBlocked); then `*stored` gets the layout of each output it
+// writes kept, as the layout rules store it. The loop reads its kept inputs in the rules' layout
+// (the one its program is lowered over), so an input stored otherwise is an error, never a wrong
+// result.
+StatusOr<bool> RunsOnStoredLayouts(const Graph& g, const FusionGroup& group,
+                                   const std::vector<TensorId>& inputs,
+                                   const std::vector<TensorId>& outputs, const LayoutTarget& layout,
+                                   StoredLayouts* stored) {
+  if (!RunsFlatOnBlocked(g, group, inputs, outputs, layout)) return false;
   for (TensorId t : inputs) {
-    if (NumElements(g.tensor(t).dims) == 1) continue;
-    auto it = stored.find(t);
-    if (it == stored.end() || (common && *common != it->second)) return nullptr;
-    common = &it->second;
+    if (!KeptBlocked(g, t, layout)) continue;
+    auto it = stored->find(t);
+    if (it == stored->end() || it->second != RuleLayout(g, t, layout)) {
+      return Status::Internal("tensor '" + g.tensor(t).name +
+                              "' is not stored in the layout the layout rules keep it in, which "
+                              "the loop reading it is lowered over");
+    }
   }
-  return common;
+  for (TensorId t : outputs) {
+    if (KeptBlocked(g, t, layout)) (*stored)[t] = RuleLayout(g, t, layout);
+  }
+  return true;
 }
 
 double MedianSeconds(GroupKernel* k, int runs) {
@@ -178,12 +191,15 @@ Status Executor::Compile(const FusionPlan& plan) {
           "', but runs no oneDNN primitive to choose one for (only an "
           "anchor primitive, a Conv, ConvTranspose, MatMul or Gemm, has one)");
     }
-    // A loop of flat elementwise nodes over tensors in one blocked layout runs on them unchanged
+    // A loop of flat elementwise nodes over tensors in one blocked layout runs on them as stored
     // and writes that layout; other kernels get plain copies of blocked inputs they cannot read.
-    if (const auto* common =
-            FlatBlockedLayout(g, dnnl_->stored, fg, all_inputs[i], all_outputs[i], layout)) {
-      for (TensorId t : all_outputs[i]) dnnl_->stored[t] = *common;
-    } else {
+    StatusOr<bool> as_stored =
+        RunsOnStoredLayouts(g, fg, all_inputs[i], all_outputs[i], layout, &dnnl_->stored);
+    if (!as_stored.ok()) {
+      omp_set_num_threads(threads_);
+      return as_stored.status().WithContext("group " + std::to_string(i) + " " + group.label);
+    }
+    if (!*as_stored) {
       group.kernel =
           AdaptToStoredLayouts(ctx, std::move(group.kernel), group.lowering, all_inputs[i]);
       if (group.alternative) {

@@ -22,8 +22,12 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildForm(const KernelContext& ctx, const
       return BuildRowReductionKernel(ctx, r);
     case KernelForm::kReductionPrimitive:
       return BuildReductionPrimitiveKernel(ctx, r);
-    case KernelForm::kFusedLoop:
-      return BuildLoopKernel(ctx, r.loop);
+    case KernelForm::kFusedLoop: {
+      // A loop over kept tensors' stored form is built from that view of the graph.
+      KernelContext over = ctx;
+      if (r.storage_view) over.g = r.storage_view.get();
+      return BuildLoopKernel(over, r.loop);
+    }
     case KernelForm::kResampling:
       return BuildResamplingKernel(ctx, r.center);
     case KernelForm::kInstanceNorm:

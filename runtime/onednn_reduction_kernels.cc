@@ -28,7 +28,8 @@ struct ReductionDescs {
   std::vector<memory::desc> extra_md;
 };
 
-StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
+// `reads_stored`: the primitive reads `n`'s input where it is stored (no prologue writes it).
+StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n, bool reads_stored) {
   const Graph& g = *ctx.g;
   const Shape& xd = g.tensor(n.inputs[0]).dims;
   ReductionDescs r;
@@ -97,6 +98,22 @@ StatusOr<ReductionDescs> ReductionFor(const KernelContext& ctx, const Node& n) {
   }
   std::vector<int64_t> axes;
   algorithm alg = algorithm::reduction_mean;
+  const memory::desc* kept = reads_stored ? ctx.Stored(n.inputs[0]) : nullptr;
+  if (kept && op == "GlobalAveragePool") {
+    // Over a kept input (lowering/kernel_form.h GlobalPoolReadsKept): average pooling over the
+    // whole image reads the stored form; its one-pixel output has the plain bytes in it.
+    r.dst_dims = {xd[0], xd[1], 1, 1};
+    r.src = *kept;
+    r.dst = memory::desc(Dims(r.dst_dims), Dt::f32, memory::format_tag::any);
+    memory::dims ker = {xd[2], xd[3]}, ones = {1, 1}, zeros = {0, 0};
+    const memory::desc src = r.src, dst = r.dst;
+    r.make = [=](const dnnl::primitive_attr& attr) -> dnnl::primitive_desc {
+      return dnnl::pooling_forward::primitive_desc(eng, dnnl::prop_kind::forward_inference,
+                                                   algorithm::pooling_avg_exclude_padding, src, dst,
+                                                   ones, ker, zeros, zeros, zeros, attr);
+    };
+    return r;
+  }
   if (op == "GlobalAveragePool") {
     for (size_t a = 2; a < xd.size(); ++a) axes.push_back(static_cast<int64_t>(a));
   } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") {
@@ -216,7 +233,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   const Graph& g = *ctx.g;
   const Node& n = g.node(record.center);
   const std::vector<NodeId>& epilogue = record.after;
-  FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n));
+  FUSOR_ASSIGN_OR_RETURN(ReductionDescs r, ReductionFor(ctx, n, record.before.empty()));
   if (PoolingRunsBlocked(g, n, LayoutTargetForIsa(OneDnnIsa()))) {
     auto blocked = BuildBlockedPooling(ctx, record);
     if (blocked.ok()) return blocked;
@@ -238,7 +255,15 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   k->SetPostOpNodes(done);
   Step main;
   main.prim = dnnl::primitive(pd);
+  // A pooling over the whole image writes its one-pixel output in the layout it picks, the plain
+  // bytes (SameBytes); the tail loop and readers take them as plain.
+  r.dst = PlainLayout(r.dst_dims);
+  if (!SameBytes(pd.dst_desc(), r.dst)) {
+    return Status::Internal(NodeLabel(n) + ": oneDNN writes its output in a layout (" +
+                            ImplName(pd) + ") whose bytes are not the plain ones");
+  }
   if (record.before.empty()) {
+    if (ctx.Stored(n.inputs[0]) && *ctx.Stored(n.inputs[0]) == r.src) k->ClaimNative(n.inputs[0]);
     main.args.push_back({DNNL_ARG_SRC, TensorArg(n.inputs[0], r.src)});
   } else {
     // The prologue loop writes the reduction's input to scratch; the primitive reads it there.
@@ -252,7 +277,7 @@ StatusOr<std::unique_ptr<GroupKernel>> BuildDnnlReduction(const KernelContext& c
   AddPostOpArgs(k.get(), &main, ops, done, view, *ctx.engine);
   AddScratchpad(k.get(), &main, pd);
   TensorId final_out = epilogue.empty() ? n.outputs[0] : g.node(epilogue.back()).outputs[0];
-  main.args.push_back({DNNL_ARG_DST, TensorArg(final_out, r.dst)});
+  main.args.push_back({DNNL_ARG_DST, TensorArg(final_out, pd.dst_desc())});
   k->steps().push_back(std::move(main));
   FUSOR_RETURN_IF_ERROR(AddTailLoop(ctx, k.get(), Tail(epilogue, done),
                                     ChainValue(g, n.outputs[0], epilogue, done), final_out));

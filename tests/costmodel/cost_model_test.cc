@@ -682,7 +682,7 @@ Graph ResidualBlock() {
   b.Op("Add", {cb, r1}, {sum});
   b.Op("Relu", {sum}, {r2});
   conv("wc", r2, y);
-  b.Op("Mul", {r2, b.Weight("per_channel", {16, 1, 1})}, {s});
+  b.Op("Mul", {r2, b.Weight("per_channel_row", {16, 8, 1})}, {s});
   b.Output(y);
   b.Output(s);
   return b.Build();
@@ -739,7 +739,7 @@ TEST(GroupFeatures, ReordersOnlyWhereATensorChangesLayout) {
   EXPECT_EQ(p[1].kernels, 1 + 3);
 
   // Unfused: the Relu and the residual Add run flat on blocked tensors; a loop that also holds
-  // the per-channel Mul reads plain copies of its two blocked inputs.
+  // the Mul per channel and row reads plain copies of its two blocked inputs.
   auto u = PlanFeatures(g, UnfusedPlan(g), avx2);
   EXPECT_DOUBLE_EQ(u[1].reorder_bytes, 0);  // Relu(a).
   EXPECT_DOUBLE_EQ(u[3].reorder_bytes, 0);  // Add(cb, r1).

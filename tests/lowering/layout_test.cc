@@ -8,11 +8,13 @@
 
 #include <string>
 
+#include "lowering/group_lowering.h"
 #include "lowering/kernel_form.h"
 #include "lowering/reorders.h"
 #include "tests/graph/ir_builder.h"
 #include "tests/lowering/concat_module.h"
 #include "tests/lowering/residual_block.h"
+#include "tests/lowering/se_block.h"
 
 namespace fusor {
 namespace {
@@ -24,12 +26,14 @@ using testing::Ints;
 using testing::IrBuilder;
 using testing::MakeResidualBlock;
 using testing::ResidualBlock;
+using testing::SeBlock;
 
 TEST(BlockedLayout, WhichTensorsStayBlocked) {
   ResidualBlock rb = MakeResidualBlock(16);
   const Graph& g = rb.g;
-  EXPECT_TRUE(KeptBlocked(g, rb.r1, {8, true}));   // Relu -> Conv and the residual Add.
-  EXPECT_FALSE(KeptBlocked(g, rb.r2, {8, true}));  // Read by a per-channel Mul (a broadcast).
+  EXPECT_TRUE(KeptBlocked(g, rb.r1, {8, true}));  // Relu -> Conv and the residual Add.
+  // Read by a Mul of a broadcast over channels and rows: not flat.
+  EXPECT_FALSE(KeptBlocked(g, rb.r2, {8, true}));
   EXPECT_FALSE(KeptBlocked(g, rb.y, {8, true}));   // A graph output.
   EXPECT_FALSE(KeptBlocked(g, 0, {8, true}));      // The graph input.
   EXPECT_FALSE(KeptBlocked(g, rb.r1, {0, true}));  // No blocked layout on this ISA.
@@ -226,8 +230,8 @@ TEST(BlockedLayout, APoolingKeepsTheLayoutOfItsInput) {
 
 // Channels that are no whole block (72, 24 on a 16-wide host) are kept channels-last where a conv
 // writes them: a -> Conv 16->72 -> e -> depthwise -> d -> Conv 72->24 -> p -> MaxPool -> m ->
-// Conv 24->24 -> y, the 16->72 conv reading the channel-blocked a through a transposing reorder;
-// not where a GlobalAveragePool (e2) or a Concat (e3, e4) reads them.
+// Conv 24->24 -> y, the 16->72 conv reading the channel-blocked a through a transposing reorder,
+// and where a GlobalAveragePool reads them (e2); not where a Concat (e3, e4) reads them.
 TEST(BlockedLayout, PartialBlocksAreKeptChannelsLastWhereAConvWritesThem) {
   IrBuilder b;
   auto conv = [&](const std::string& name, TensorId x, int64_t in, int64_t out, int64_t group,
@@ -261,7 +265,9 @@ TEST(BlockedLayout, PartialBlocksAreKeptChannelsLastWhereAConvWritesThem) {
   }
   for (TensorId t : {e, d, p}) EXPECT_TRUE(ConvRunsChannelsLast(g, writer(t), {16, true}));
   EXPECT_TRUE(PoolingRunsBlocked(g, writer(m), {16, true}));
-  for (TensorId t : {e2, e3, e4}) {
+  EXPECT_TRUE(KeptBlocked(g, e2, {16, true}));
+  EXPECT_TRUE(StoredChannelsLast(g, e2, {16, true}));
+  for (TensorId t : {e3, e4}) {
     EXPECT_FALSE(KeptBlocked(g, t, {16, true})) << g.tensor(t).name;
     EXPECT_FALSE(ConvRunsChannelsLast(g, writer(t), {16, true})) << g.tensor(t).name;
   }
@@ -277,6 +283,55 @@ TEST(BlockedLayout, PartialBlocksAreKeptChannelsLastWhereAConvWritesThem) {
   EXPECT_EQ(reorders[0].tensor, a);
   EXPECT_EQ(reorders[0].kind, ReorderKind::kIn);
   EXPECT_TRUE(reorders[0].transposed);
+}
+
+// A squeeze-and-excite block keeps its tensors in the convs' layout: the GlobalAveragePool reads
+// the SiLU's output as stored, and the per-channel Mul reads it and writes the projection conv's
+// input as stored, a loop over the stored form's dims with the [1,C,1,1] scale read in place.
+TEST(BlockedLayout, ASqueezeAndExciteBlockKeepsItsTensorsInTheConvsLayout) {
+  struct Case {
+    int64_t channels;
+    LayoutTarget target;
+    bool channels_last;
+    Shape stored;  // The excited tensor's dims as stored.
+  };
+  for (const Case& c :
+       {Case{32, {16, true}, false, {1, 2, 8, 8, 16}}, Case{40, {16, true}, true, {1, 8, 8, 40}},
+        Case{40, {8, true}, false, {1, 5, 8, 8, 8}}}) {
+    SeBlock se = testing::MakeSeBlock(c.channels);
+    const Graph& g = se.g;
+    SCOPED_TRACE(std::to_string(c.channels) + " channels, block " + std::to_string(c.target.block));
+    for (TensorId t : {se.act, se.excited}) {
+      EXPECT_TRUE(KeptBlocked(g, t, c.target)) << g.tensor(t).name;
+      EXPECT_EQ(StoredChannelsLast(g, t, c.target), c.channels_last) << g.tensor(t).name;
+    }
+    EXPECT_FALSE(KeptBlocked(g, se.scale, c.target));  // One pixel: plain.
+    // The pooling reads the kept tensor in place: oneDNN's pooling, no reorder.
+    FusionGroup pool{GroupKind::kSingle, {se.pool}, {}};
+    EXPECT_TRUE(GlobalPoolReadsKept(g, pool, c.target));
+    GroupLowering pooled = LowerGroup(g, pool, {se.act}, {se.pooled}, c.target);
+    EXPECT_EQ(pooled.form, KernelForm::kReductionPrimitive);
+    EXPECT_TRUE(pooled.reorders.empty());
+    // The Mul (with the scale's Sigmoid) runs over the stored form: no reorder, the scale read
+    // as [1,1,1,C] or [1,C/b,1,1,b].
+    const NodeId sigmoid = g.tensor(se.scale).producer;
+    FusionGroup excite{GroupKind::kLoop, {sigmoid, se.excite}, {}};
+    const TensorId expanded = g.node(sigmoid).inputs[0];
+    GroupLowering mul = LowerGroup(g, excite, {expanded, se.act}, {se.excited}, c.target);
+    EXPECT_EQ(mul.form, KernelForm::kFusedLoop);
+    EXPECT_TRUE(mul.reorders.empty());
+    ASSERT_NE(mul.storage_view, nullptr);
+    EXPECT_EQ(mul.storage_view->tensor(se.excited).dims, c.stored);
+    EXPECT_EQ(NumElements(mul.storage_view->tensor(se.scale).dims), c.channels);
+    // Without a layout target all is plain and the loop is over the model's graph.
+    EXPECT_EQ(LowerGroup(g, excite, {se.excited}).storage_view, nullptr);
+  }
+  // A broadcast over channels and pixels at once has no such bytes: [1,C,8,1] is no storage-free
+  // broadcast of [1,C,8,8].
+  EXPECT_TRUE(IsStorageFreeBroadcast({32, 1, 1}, {1, 32, 8, 8}));
+  EXPECT_TRUE(IsStorageFreeBroadcast({1, 1, 8, 8}, {1, 32, 8, 8}));
+  EXPECT_FALSE(IsStorageFreeBroadcast({1, 32, 8, 1}, {1, 32, 8, 8}));
+  EXPECT_FALSE(IsStorageFreeBroadcast({1, 32, 8, 8}, {1, 32, 8, 8}));  // A full operand.
 }
 
 TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {

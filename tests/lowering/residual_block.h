@@ -9,8 +9,9 @@
 
 namespace fusor::testing {
 
-// x -> Conv a -> Relu -> r1 -> Conv b -> Add(r1) -> Relu -> r2 -> Conv c -> y, plus a per-channel
-// scale of r2 (a broadcast, so a loop that cannot run on blocked data) as a second output.
+// x -> Conv a -> Relu -> r1 -> Conv b -> Add(r1) -> Relu -> r2 -> Conv c -> y, plus a scale of r2
+// per channel and row (a broadcast whose bytes differ in a blocked layout, so a loop that cannot
+// run on blocked data) as a second output.
 struct ResidualBlock {
   Graph g;
   TensorId r1 = kNoId, r2 = kNoId, y = kNoId, scaled = kNoId;
@@ -35,7 +36,7 @@ inline ResidualBlock MakeResidualBlock(int64_t channels) {
   b.Op("Add", {ca, out.r1}, {sum});
   b.Op("Relu", {sum}, {out.r2});
   conv("wc", out.r2, out.y);
-  b.Op("Mul", {out.r2, b.Weight("per_channel", {channels, 1, 1})}, {out.scaled});
+  b.Op("Mul", {out.r2, b.Weight("per_channel_row", {channels, 8, 1})}, {out.scaled});
   b.Output(out.y);
   b.Output(out.scaled);
   out.g = b.Build();

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
+#include <string>
 
 #include "graph/plan.h"
 #include "lowering/layout.h"
@@ -13,6 +15,7 @@
 #include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
 #include "tests/lowering/residual_block.h"
+#include "tests/lowering/se_block.h"
 
 namespace fusor {
 namespace {
@@ -163,8 +166,8 @@ TEST(BlockedLayout, LoopsOnBlockedTensorsRunFlatOrOnPlainCopies) {
   // Unfused: the Relu after Conv a and the residual Add run flat on blocked tensors.
   std::string d = ExpectMatches(g, UnfusedPlan(g), {rb.r1, rb.r2});
   EXPECT_EQ(d.find("reorder operand"), std::string::npos) << d;
-  // [Add, Relu, Mul] reads blocked r1 and Conv b's output, but the per-channel Mul cannot run on
-  // blocked data: it gets plain copies.
+  // [Add, Relu, Mul] reads blocked r1 and Conv b's output, but the Mul per channel and row cannot
+  // run on blocked data: it gets plain copies.
   FusionPlan plan{
       {FusionGroup{GroupKind::kSingle, {0}, {}}, FusionGroup{GroupKind::kSingle, {1}, {}},
        FusionGroup{GroupKind::kSingle, {2}, {}}, FusionGroup{GroupKind::kLoop, {3, 4, 6}, {}},
@@ -172,6 +175,43 @@ TEST(BlockedLayout, LoopsOnBlockedTensorsRunFlatOrOnPlainCopies) {
   ASSERT_TRUE(CheckPlan(g, plan).ok()) << CheckPlan(g, plan).ToString();
   d = ExpectMatches(g, plan, {rb.r1, rb.r2});
   EXPECT_NE(d.find("blocked input(s) reordered to plain"), std::string::npos) << d;
+}
+
+// A squeeze-and-excite block runs without reorders around its pooling and per-channel Mul: the
+// pooling reads the SiLU's output as stored, the Mul's loop runs over the stored form's dims; the
+// values match the reference, blocked (32 channels) and, where 40 channels are no whole block,
+// channels-last, unfused and with the scale's Sigmoid fused into the Mul.
+TEST(BlockedLayout, ASqueezeAndExciteBlockRunsOnItsStoredLayoutsAndMatchesTheReference) {
+  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  for (int64_t channels : {32, 40}) {
+    SCOPED_TRACE(std::to_string(channels) + " channels");
+    testing::SeBlock se = testing::MakeSeBlock(channels);
+    const Graph& g = se.g;
+    FusionPlan fused = UnfusedPlan(g);
+    const NodeId sigmoid = g.tensor(se.scale).producer;
+    std::vector<FusionGroup> groups;
+    for (const FusionGroup& group : fused.groups) {
+      if (group.nodes[0] == sigmoid) continue;
+      if (group.nodes[0] == se.excite) {
+        groups.push_back(FusionGroup{GroupKind::kLoop, {sigmoid, se.excite}, {}});
+      } else {
+        groups.push_back(group);
+      }
+    }
+    fused.groups = groups;
+    ASSERT_TRUE(CheckPlan(g, fused).ok()) << CheckPlan(g, fused).ToString();
+    for (const FusionPlan& plan : {UnfusedPlan(g), fused}) {
+      std::string d = ExpectMatches(g, plan, {se.act, se.pooled, se.excited});
+      // The pooling, and the loop, read and write what they touch in place.
+      std::istringstream lines(d);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.find("GlobalAveragePool") == 0 || line.find("fused loop") != std::string::npos) {
+          EXPECT_EQ(line.find("reorder"), std::string::npos) << d;
+        }
+      }
+      EXPECT_NE(d.find("GlobalAveragePool (jit"), std::string::npos) << d;
+    }
+  }
 }
 
 TEST(BlockedLayout, RandomPlansMatchTheReference) {
