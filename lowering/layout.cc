@@ -101,23 +101,9 @@ bool WrittenBlocked(const Graph& g, TensorId t, const LayoutTarget& target) {
   });
 }
 
-// Whether `p` may write channels-last on `target`: a conv that runs so, or a node passing on the
-// form of an input such a conv may write.
-bool MayWriteChannelsLast(const Graph& g, const Node& p, const LayoutTarget& target) {
-  if (IsConvLike(p)) return ConvRunsChannelsLast(g, p, target);
-  if (p.op_type == "BatchNormalization" || IsPooling(p) || IsFlatElementwise(g, p)) {
-    for (TensorId in : p.inputs) {
-      if (!IsFullOperand(g, p, in)) continue;
-      NodeId q = g.tensor(in).producer;
-      if (q != kNoId && MayWriteChannelsLast(g, g.node(q), target)) return true;
-    }
-  }
-  return false;
-}
-
 // A Concat over the channels of one image whose parts and output are whole channel blocks, that
 // runs in place (lowering/concat_in_place.h) in the channel-blocked layout: its parts are written
-// blocked, none channels-last, none read by another Concat, and its output is read by nodes that
+// blocked (IsBlockedConcatPart), none read by another Concat, and its output is read by nodes that
 // read blocked data, none of them a Concat (nested Concats stay plain). Reads only the parts'
 // producers and the output's readers, never a sibling's KeptBlocked, so the rule has no cycle.
 bool BlockedConcat(const Graph& g, const Node& n, const LayoutTarget& target) {
@@ -142,11 +128,18 @@ bool BlockedConcat(const Graph& g, const Node& n, const LayoutTarget& target) {
       if (reader.op_type == "Concat" || !NativeConsumer(g, reader, part, target)) return false;
     }
   }
-  for (TensorId part : n.inputs) {
-    const Node& p = g.node(g.tensor(part).producer);
-    if (!WrittenBlocked(g, part, target) || MayWriteChannelsLast(g, p, target)) return false;
-  }
-  return true;
+  // A part whose producer runs channels-last is reordered into its blocked slice (a conv's, a
+  // pooling's destination; a flat loop's plain copy: RunsFlatOnBlocked).
+  return std::all_of(n.inputs.begin(), n.inputs.end(),
+                     [&](TensorId part) { return WrittenBlocked(g, part, target); });
+}
+
+// Whether `t` is a part of a blocked Concat: stored blocked whatever form its producer runs in.
+bool IsBlockedConcatPart(const Graph& g, TensorId t, const LayoutTarget& target) {
+  const std::vector<NodeId>& readers = g.tensor(t).consumers;
+  return std::any_of(readers.begin(), readers.end(), [&](NodeId c) {
+    return g.node(c).op_type == "Concat" && BlockedConcat(g, g.node(c), target);
+  });
 }
 
 }  // namespace
@@ -298,8 +291,9 @@ bool ConvRunsChannelsLast(const Graph& g, const Node& n, const LayoutTarget& tar
 
 bool StoredChannelsLast(const Graph& g, TensorId t, const LayoutTarget& target) {
   if (!target.brgemm || t == kNoId || g.tensor(t).producer == kNoId) return false;
-  // Partial blocks are kept in no other form.
+  // Partial blocks are kept in no other form; a blocked Concat's parts in no other than blocked.
   if (target.block > 0 && !WholeBlocks(g, t, target.block)) return KeptBlocked(g, t, target);
+  if (IsBlockedConcatPart(g, t, target)) return false;
   // The producer's form first: a Concat writes the channel-blocked layout, which settles it
   // without walking the graph for KeptBlocked.
   const Node& p = g.node(g.tensor(t).producer);
@@ -345,16 +339,20 @@ bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
   for (NodeId id : group.nodes) {
     if (!IsFlatElementwise(g, g.node(id))) return false;
   }
-  int channels_last = -1;  // The form of the inputs so far; -1 before the first.
-  for (TensorId t : inputs) {
-    if (!IsFullGroupTensor(g, group, t)) continue;  // A scalar or broadcast operand, plain.
-    if (!KeptBlocked(g, t, target)) return false;
+  int channels_last = -1;  // The form of the tensors so far; -1 before the first.
+  auto same_form = [&](TensorId t) {
     const int form = StoredChannelsLast(g, t, target) ? 1 : 0;
     if (channels_last >= 0 && form != channels_last) return false;
     channels_last = form;
+    return true;
+  };
+  for (TensorId t : inputs) {
+    if (!IsFullGroupTensor(g, group, t)) continue;  // A scalar or broadcast operand, plain.
+    if (!KeptBlocked(g, t, target) || !same_form(t)) return false;
   }
+  // Outputs in the inputs' form (a blocked Concat's part is blocked after a channels-last input).
   return std::all_of(materialized.begin(), materialized.end(), [&](TensorId t) {
-    return !IsFullGroupTensor(g, group, t) || KeptBlocked(g, t, target);
+    return !IsFullGroupTensor(g, group, t) || (KeptBlocked(g, t, target) && same_form(t));
   });
 }
 

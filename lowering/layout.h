@@ -16,8 +16,12 @@
 // a slice of channels [c0, c0 + k) of an nChw16c image, c0 and k multiples of 16, is an nChw16c
 // image of k channels where the plain slice is), so its producers write their slices blocked and
 // its readers read the whole blocked: Inception and Fire modules, DenseNet blocks. It needs every
-// part written blocked by a producer that never runs channels-last (on any host of the block
-// size), read by no other Concat, and an output read by blocked readers other than a Concat. Where
+// part written blocked by its producer and read by no other Concat, and an output read by blocked
+// readers other than a Concat. A part is stored blocked even where its producer runs channels-last
+// (a conv after a channels-last input: GoogLeNet's 3x3 convs after its 24-channel reduce convs):
+// the conv's or pooling's destination is reordered into its slice (a transpose, as it was out to
+// a plain Concat before), and a flat loop reading channels-last writes it through a plain copy
+// (RunsFlatOnBlocked). Where
 // the plan does not run it in place (fused with other nodes), the group pays the reorders of any
 // kernel that cannot read blocked data.
 //

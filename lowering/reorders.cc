@@ -133,7 +133,12 @@ std::vector<LayoutReorder> LowerReorders(const Graph& g, const FusionGroup& grou
     out.push_back({src, ReorderKind::kIn, true});
   }
   for (TensorId t : materialized) {
-    if (!KeptBlocked(g, t, target)) out.push_back({t, ReorderKind::kOut, transposed});
+    if (!KeptBlocked(g, t, target)) {
+      out.push_back({t, ReorderKind::kOut, transposed});
+    } else if (StoredChannelsLast(g, t, target) != transposed) {
+      // Kept in the other form: a blocked Concat's part written by a channels-last conv.
+      out.push_back({t, ReorderKind::kOut, true});
+    }
   }
   if (conv) OperandReorders(g, group, primary, transposed, target, &out);
   return out;

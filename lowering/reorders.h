@@ -25,7 +25,8 @@ enum class ReorderKind : uint8_t {
   // A conv's or pooling's source into the primitive's blocked layout (from plain, or from the
   // prologue's plain scratch).
   kIn,
-  // A conv's or pooling's blocked destination out to the plain tensor.
+  // A conv's or pooling's blocked destination out to the plain tensor, or into the other kept form
+  // (a channels-last destination into a blocked Concat's part, layout.h: a transpose).
   kOut,
   // A conv's plain per-element post-op operand into its blocked destination layout.
   kOperand,

@@ -59,12 +59,6 @@ std::string GroupLabel(const Graph& g, const FusionGroup& group) {
   return s + "]";
 }
 
-// The layout the layout rules store kept tensor `t` in (lowering/layout.h).
-dnnl::memory::desc RuleLayout(const Graph& g, TensorId t, const LayoutTarget& layout) {
-  const Shape& dims = g.tensor(t).dims;
-  return StoredChannelsLast(g, t, layout) ? ChannelsLast(dims) : ChannelBlocked(dims);
-}
-
 // Whether `group` is a loop of flat elementwise nodes that runs on its kept inputs as they are
 // stored (lowering/layout.h RunsFlatOnBlocked); then `*stored` gets the layout of each output it
 // writes kept, as the layout rules store it. The loop reads its kept inputs in the rules' layout
@@ -78,14 +72,14 @@ StatusOr<bool> RunsOnStoredLayouts(const Graph& g, const FusionGroup& group,
   for (TensorId t : inputs) {
     if (!KeptBlocked(g, t, layout)) continue;
     auto it = stored->find(t);
-    if (it == stored->end() || it->second != RuleLayout(g, t, layout)) {
+    if (it == stored->end() || it->second != StoredLayoutOf(g, t, layout)) {
       return Status::Internal("tensor '" + g.tensor(t).name +
                               "' is not stored in the layout the layout rules keep it in, which "
                               "the loop reading it is lowered over");
     }
   }
   for (TensorId t : outputs) {
-    if (KeptBlocked(g, t, layout)) (*stored)[t] = RuleLayout(g, t, layout);
+    if (KeptBlocked(g, t, layout)) (*stored)[t] = StoredLayoutOf(g, t, layout);
   }
   return true;
 }

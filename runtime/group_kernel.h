@@ -81,6 +81,9 @@ dnnl::memory::desc PlainLayout(const Shape& dims);
 dnnl::memory::desc ChannelBlocked(const Shape& dims);
 // Dense NHWC of 4-D `dims`: how a tensor written by a conv that runs channels-last is kept.
 dnnl::memory::desc ChannelsLast(const Shape& dims);
+// The layout the layout rules store kept tensor `t` in on `target` (lowering/layout.h
+// StoredChannelsLast): ChannelsLast or ChannelBlocked of its dims.
+dnnl::memory::desc StoredLayoutOf(const Graph& g, TensorId t, const LayoutTarget& target);
 
 // Primitive attributes with a user scratchpad: every kernel hands each primitive a slice of the
 // group's scratch (the executor's arena) rather than letting oneDNN allocate per call.

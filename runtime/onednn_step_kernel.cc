@@ -29,6 +29,11 @@ dnnl::memory::desc ChannelsLast(const Shape& dims) {
                             dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
 }
 
+dnnl::memory::desc StoredLayoutOf(const Graph& g, TensorId t, const LayoutTarget& target) {
+  const Shape& dims = g.tensor(t).dims;
+  return StoredChannelsLast(g, t, target) ? ChannelsLast(dims) : ChannelBlocked(dims);
+}
+
 dnnl::primitive_attr UserScratchpadAttr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -210,7 +215,12 @@ Status FinishAnchor(const KernelContext& ctx, StepKernel* k, Step main, const me
   memory::desc plain = PlainLayout(out_dims);
   bool stays_blocked = done == chain.size() && dst_md != plain &&
                        dst_md.get_size() == plain.get_size() && ctx.KeepsBlocked(final_out);
-  bool reorder_out = !stays_blocked && !SameBytes(dst_md, plain);
+  // Kept in the other form than the primitive writes (a channels-last conv writing a part of a
+  // channel-blocked Concat, lowering/layout.h): reordered into it.
+  const memory::desc kept =
+      stays_blocked ? StoredLayoutOf(g, final_out, ctx.layout) : memory::desc();
+  const bool into_kept = stays_blocked && IsChannelsLast(kept) != IsChannelsLast(dst_md);
+  bool reorder_out = (!stays_blocked && !SameBytes(dst_md, plain)) || into_kept;
   Arg dst = reorder_out ? ScratchArg(k->AddScratch(dst_md), dst_md) : TensorArg(final_out, dst_md);
   if (sum_from) {
     AddReorder(k, *sum_from, dst, *ctx.engine);
@@ -218,6 +228,12 @@ Status FinishAnchor(const KernelContext& ctx, StepKernel* k, Step main, const me
   }
   main.args.push_back({DNNL_ARG_DST, dst});
   k->steps().push_back(std::move(main));
+  if (into_kept) {
+    AddReorder(k, dst, TensorArg(final_out, kept), *ctx.engine);
+    k->NoteReorder(final_out, ReorderKind::kOut, dst_md, kept);
+    k->StoreBlocked(final_out, kept);
+    return Status::Ok();
+  }
   if (stays_blocked) {
     k->StoreBlocked(final_out, dst_md);
     return Status::Ok();

@@ -13,6 +13,7 @@
 #include "lowering/reorders.h"
 #include "tests/graph/ir_builder.h"
 #include "tests/lowering/concat_module.h"
+#include "tests/lowering/reduce_branch.h"
 #include "tests/lowering/residual_block.h"
 #include "tests/lowering/se_block.h"
 
@@ -192,9 +193,10 @@ TEST(BlockedLayout, WithoutBrgemmConvsAGroupedConvOfPartialBlocksAGroupReadsPlai
 }
 
 // A Concat of two convs reading a plain 12-channel input: convs whose channels share no block run
-// channels-last where they are brgemm ones, which leaves the Concat plain; without brgemm convs
-// they write the channel-blocked parts and the Concat stays blocked.
-TEST(BlockedLayout, WithoutBrgemmConvsAConcatOfConvsOfAPlainInputStaysBlocked) {
+// channels-last where they are brgemm ones, and reorder their destinations into the Concat's
+// blocked parts; without brgemm convs they write the channel-blocked parts. The Concat stays
+// blocked either way.
+TEST(BlockedLayout, AConcatOfConvsOfAPlainInputStaysBlockedWhateverFormTheConvsRunIn) {
   IrBuilder b;
   TensorId x = b.Input("x", {1, 12, 8, 8});
   TensorId l = b.Act("l", {1, 32, 8, 8}), r = b.Act("r", {1, 32, 8, 8});
@@ -206,7 +208,10 @@ TEST(BlockedLayout, WithoutBrgemmConvsAConcatOfConvsOfAPlainInputStaysBlocked) {
   b.Output(y);
   Graph g = b.Build();
   EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(0), {8, true}));
-  EXPECT_FALSE(KeptBlocked(g, cat, {8, true}));
+  for (TensorId t : {l, r, cat}) {
+    EXPECT_TRUE(KeptBlocked(g, t, {8, true})) << g.tensor(t).name;
+    EXPECT_FALSE(StoredChannelsLast(g, t, {8, true})) << g.tensor(t).name;
+  }
   EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(0), {8, false}));
   for (TensorId t : {l, r, cat}) EXPECT_TRUE(KeptBlocked(g, t, {8, false})) << g.tensor(t).name;
 }
@@ -334,6 +339,43 @@ TEST(BlockedLayout, ASqueezeAndExciteBlockKeepsItsTensorsInTheConvsLayout) {
   EXPECT_FALSE(IsStorageFreeBroadcast({1, 32, 8, 8}, {1, 32, 8, 8}));  // A full operand.
 }
 
+// A branch that reduces to 24 channels (kept channels-last on a 16-wide host) and widens again
+// into a Concat's part: the 3x3 conv reading the channels-last tensor runs so, and its Relu's
+// output, the part, is still stored blocked, so the Concat stays blocked in place. The anchor
+// [Conv, Relu] reorders its destination into the part (a transpose); the Relu alone reads a plain
+// copy and writes the part through a blocked reorder.
+TEST(InPlaceConcat, APartAfterAChannelsLastConvIsStillStoredBlocked) {
+  testing::ReduceBranch rb = testing::MakeReduceBranch();
+  const Graph& g = rb.g;
+  const LayoutTarget target{16, true};
+  EXPECT_TRUE(KeptBlocked(g, rb.r, target));
+  EXPECT_TRUE(StoredChannelsLast(g, rb.r, target));
+  const NodeId conv = g.tensor(rb.c).producer, relu = g.tensor(rb.p2).producer;
+  EXPECT_TRUE(ConvRunsChannelsLast(g, g.node(conv), target));
+  EXPECT_TRUE(StoredChannelsLast(g, rb.c, target));
+  for (TensorId t : {rb.p2, rb.cat, rb.a}) {
+    EXPECT_TRUE(KeptBlocked(g, t, target)) << g.tensor(t).name;
+    EXPECT_FALSE(StoredChannelsLast(g, t, target)) << g.tensor(t).name;
+  }
+  std::vector<LayoutReorder> anchor =
+      LowerReorders(g, FusionGroup{GroupKind::kAnchor, {conv, relu}, {}}, {rb.r}, {rb.p2}, target);
+  ASSERT_EQ(anchor.size(), 1u);
+  EXPECT_EQ(anchor[0].tensor, rb.p2);
+  EXPECT_EQ(anchor[0].kind, ReorderKind::kOut);
+  EXPECT_TRUE(anchor[0].transposed);
+  const FusionGroup alone{GroupKind::kSingle, {relu}, {}};
+  EXPECT_FALSE(RunsFlatOnBlocked(g, alone, {rb.c}, {rb.p2}, target));
+  std::vector<LayoutReorder> loop = LowerReorders(g, alone, {rb.c}, {rb.p2}, target);
+  ASSERT_EQ(loop.size(), 2u);
+  EXPECT_EQ(loop[0].kind, ReorderKind::kPlainCopy);
+  EXPECT_TRUE(loop[0].transposed);
+  EXPECT_EQ(loop[1].kind, ReorderKind::kBlockedOut);
+  EXPECT_FALSE(loop[1].transposed);
+  // With blocks of 8, 24 channels are whole blocks: no channels-last at all.
+  EXPECT_FALSE(StoredChannelsLast(g, rb.r, {8, true}));
+  EXPECT_FALSE(ConvRunsChannelsLast(g, g.node(conv), {8, true}));
+}
+
 TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
   auto kept = [](int64_t n, int64_t cx, int64_t b_channels, Extra extra, int64_t block) {
     ConcatModule m;
@@ -354,10 +396,10 @@ TEST(InPlaceConcat, WholeChannelBlocksOfOneImageStayBlockedThroughTheConcat) {
   EXPECT_FALSE(kept(1, 16, 32, Extra::kFlattenOfTheWhole, 16));
   EXPECT_FALSE(kept(1, 16, 32, Extra::kSecondConcatOfAPart, 16));
   EXPECT_FALSE(kept(1, 16, 32, Extra::kConcatOfTheWhole, 16));
-  // A conv on a 24-channel plain input runs channels-last where convs are brgemm ones, so at 16
-  // the rule keeps its output out of a blocked Concat on every host; blocks of 8 have no such
-  // convs. A 3-channel stem writes blocked.
-  EXPECT_FALSE(kept(1, 24, 32, Extra::kNone, 16));
+  // A conv on a 24-channel plain input runs channels-last where convs are brgemm ones (at 16), and
+  // reorders its destination into the blocked part; blocks of 8 have no such convs. A 3-channel
+  // stem writes blocked.
+  EXPECT_TRUE(kept(1, 24, 32, Extra::kNone, 16));
   EXPECT_TRUE(kept(1, 24, 32, Extra::kNone, 8));
   EXPECT_TRUE(kept(1, 3, 32, Extra::kNone, 16));
 }

@@ -14,6 +14,7 @@
 #include "runtime/onednn_info.h"
 #include "runtime/reference.h"
 #include "tests/graph/ir_builder.h"
+#include "tests/lowering/reduce_branch.h"
 #include "tests/lowering/residual_block.h"
 #include "tests/lowering/se_block.h"
 
@@ -212,6 +213,30 @@ TEST(BlockedLayout, ASqueezeAndExciteBlockRunsOnItsStoredLayoutsAndMatchesTheRef
       EXPECT_NE(d.find("GlobalAveragePool (jit"), std::string::npos) << d;
     }
   }
+}
+
+// A Concat's part written by a channels-last conv (after a 24-channel reduce conv) is reordered
+// into its blocked slice, so the Concat stays in place and blocked: its reader reads it without a
+// reorder, and every plan matches the reference.
+TEST(BlockedLayout, AConcatPartAfterAChannelsLastConvIsReorderedIntoItsBlockedSlice) {
+  if (Block() == 0) GTEST_SKIP() << "oneDNN runs no blocked layout on this CPU";
+  testing::ReduceBranch rb = testing::MakeReduceBranch();
+  const Graph& g = rb.g;
+  const NodeId conv = g.tensor(rb.c).producer;
+  FusionPlan fused;
+  for (const FusionGroup& group : UnfusedPlan(g).groups) {
+    if (group.nodes[0] == conv + 1) continue;  // The Relu, fused into its conv below.
+    fused.groups.push_back(
+        group.nodes[0] == conv ? FusionGroup{GroupKind::kAnchor, {conv, conv + 1}, {}} : group);
+  }
+  ASSERT_EQ(g.node(conv + 1).op_type, "Relu");
+  ASSERT_TRUE(CheckPlan(g, fused).ok()) << CheckPlan(g, fused).ToString();
+  for (const FusionPlan& plan : {UnfusedPlan(g), fused}) {
+    std::string d = ExpectMatches(g, plan, {rb.r, rb.p2, rb.cat});
+    EXPECT_NE(d.find("Concat]: in place"), std::string::npos) << d;
+    EXPECT_NE(d.find("channel-blocked"), std::string::npos) << d;
+  }
+  for (uint64_t seed = 1; seed <= 4; ++seed) ExpectMatches(g, RandomLegalPlan(g, seed), {});
 }
 
 TEST(BlockedLayout, RandomPlansMatchTheReference) {
