@@ -14,4 +14,11 @@ MeasureFn MeasurePlanWith(Measurer* measurer) {
   };
 }
 
+InPlanMeasureFn MeasureGroupsInPlanWith(Measurer* measurer, int rounds) {
+  return [measurer, rounds](const Graph& g, const FusionPlan& plan) -> StatusOr<InPlanTimes> {
+    FUSOR_ASSIGN_OR_RETURN(GroupTimesInPlan t, measurer->MeasureGroupsInPlan(g, plan, rounds));
+    return InPlanTimes{std::move(t.alone_ns), std::move(t.in_plan_ns)};
+  };
+}
+
 }  // namespace fusor

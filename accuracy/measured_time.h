@@ -18,4 +18,8 @@ MeasuredTime MeasuredTimeOf(const Measurement& m);
 // One plan timed by `measurer` (which must outlive the function).
 MeasureFn MeasurePlanWith(Measurer* measurer);
 
+// Each group of a plan timed alone and inside the plan by `measurer` (which must outlive the
+// function), the quickest of `rounds` (Measurer::MeasureGroupsInPlan): what CalibrateInPlan fits.
+InPlanMeasureFn MeasureGroupsInPlanWith(Measurer* measurer, int rounds);
+
 }  // namespace fusor

@@ -431,7 +431,7 @@ WholePlanError WholePlanErrors(const std::vector<MeasuredWholePlan>& plans, cons
     std::vector<double> v = p.rounds_ns;
     std::sort(v.begin(), v.end());
     double measured = v[v.size() / 2];
-    double predicted = model.Cost(*p.graph, p.plan).total.total_ns;
+    double predicted = model.WholePlan(*p.graph, p.plan).total_ns;
     double err = 100 * std::fabs(predicted - measured) / measured;
     double repeat = EvenOddError(p.rounds_ns);
     e.mape += err;
@@ -732,7 +732,7 @@ int Main(int argc, char** argv) {
       for (size_t i = 0; i < plans->size(); ++i) {
         std::printf("whole %-24s %-6s predicted %10.1f us measured", g.model_name.c_str(),
                     (*plans)[i].first.c_str(),
-                    model.Cost(g, (*plans)[i].second).total.total_ns / 1e3);
+                    model.WholePlan(g, (*plans)[i].second).total_ns / 1e3);
         for (const MeasuredTime& m : (*times)[i]) std::printf(" %.1f", m.median_ns / 1e3);
         std::printf("\n");
       }

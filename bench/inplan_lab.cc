@@ -3,6 +3,7 @@
 //
 //   inplan_lab --record R.json [--profile P.json] [--rounds N] models/*.onnx
 //   inplan_lab --replay R.json [--folds K] [--detail] [--leaves-warm] [--median]
+//              [--in-plan-from P.json]
 //
 // --record: calibrates this CPU (the hand-picked suite, as `fusor calibrate`; or reads a profile
 // JSON), then for each model (imported as costmodel_lab imports it) and its plans none, rules and
@@ -18,7 +19,13 @@
 // (before) and with the in-plan term (after), whose constants each fold fits on the other folds'
 // models' groups only (folds by family, costmodel/leave_models_out.h). Prints the constants per
 // fold, each plan's error against its measured time (the sum of its groups' in-plan times; a whole
-// run's median beside it), and the mean per model and over all.
+// run's median beside it), and the mean per model and over all; and each plan as the product
+// predicts it (CostModel::WholePlan) with the calibrated constants (`fusor calibrate`'s in-plan
+// fit, on plans of its own: held out for every model), the recording's profile's or
+// --in-plan-from's.
+//
+// --record calibrates the in-plan constants as `fusor calibrate` does (InPlanSuite) unless
+// --profile gives a profile.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -98,12 +105,13 @@ StatusOr<HardwareProfile> CalibrateHere(const TargetFingerprint& target) {
       CalibrationResult r,
       Calibrate(CalibrationSuite(target), start, as_fn(measurer_for(ChainBackend::kAuto)), {}, {},
                 as_fn(measurer_for(ChainBackend::kOneDnn))));
+  // What a plan adds, fitted as `fusor calibrate` fits it (TuningService's FitInPlan).
+  std::shared_ptr<OneDnnMeasurer> in_plan = measurer_for(ChainBackend::kAuto);
+  FUSOR_ASSIGN_OR_RETURN(
+      r.profile.in_plan,
+      CalibrateInPlan(InPlanSuite(target), target, MeasureGroupsInPlanWith(in_plan.get(), 3)));
   return r.profile;
 }
-
-// Profiled runs per round at least: each group's in-plan time is the median of its share of them,
-// which a preemption on a shared host moves only when it hits that group in half of them.
-inline constexpr int kProfiledRuns = 21;
 
 // One plan's executor and what a round measured of it.
 struct PlanUnderTest {
@@ -120,24 +128,11 @@ void MeasureRound(PlanUnderTest* p, double group_min_ms, double plan_min_ms) {
   const size_t n = exec.num_groups();
   p->alone_ns.resize(n);
   p->in_plan_ns.resize(n);
-  TimingOptions group_timing = TimingFor(TimingPolicy::kBench, group_min_ms);
-  group_timing.retries = 0;
+  const GroupTimesInPlan t = TimeGroupsInPlan(exec, group_min_ms, plan_min_ms);
   for (size_t i = 0; i < n; ++i) {
-    Measurement m = TimeRepeated([&] { exec.RunGroup(i); }, group_timing);
-    p->alone_ns[i].push_back(static_cast<double>(m.median_ns));
+    p->alone_ns[i].push_back(t.alone_ns[i]);
+    p->in_plan_ns[i].push_back(t.in_plan_ns[i]);
   }
-  using Clock = std::chrono::steady_clock;
-  std::vector<std::vector<double>> runs(n);
-  std::vector<double> seconds;
-  exec.Run();
-  const auto start = Clock::now();
-  for (int r = 0; r < kProfiledRuns ||
-                  Clock::now() - start < std::chrono::duration<double, std::milli>(plan_min_ms);
-       ++r) {
-    exec.RunProfiled(&seconds);
-    for (size_t i = 0; i < n; ++i) runs[i].push_back(seconds[i] * 1e9);
-  }
-  for (size_t i = 0; i < n; ++i) p->in_plan_ns[i].push_back(Median(runs[i]));
   TimingOptions whole_timing = TimingFor(TimingPolicy::kBench, plan_min_ms);
   whole_timing.retries = 0;
   p->whole_ns.push_back(
@@ -245,8 +240,11 @@ struct ReplayedPlan {
   double measured_ns = 0;
   double whole_run_ns = 0;
   double predicted_ns = 0;  // Sum of the groups' predictions.
-  double alone_ns = 0;      // Sum of the groups' times alone (quickest round's).
-  double in_plan_ns = 0;    // Sum of the groups' times inside the plan (quickest round's).
+  // The whole plan as the product predicts it (CostModel::WholePlan) with the profile's in-plan
+  // constants, fitted by calibration on its own plans, never on a model's.
+  double whole_plan_ns = 0;
+  double alone_ns = 0;    // Sum of the groups' times alone (quickest round's).
+  double in_plan_ns = 0;  // Sum of the groups' times inside the plan (quickest round's).
   std::vector<InPlanGroupReads> reads;
   std::vector<InPlanSample> samples;
 };
@@ -278,6 +276,7 @@ StatusOr<std::vector<ReplayedPlan>> ReplayModel(const nlohmann::json& m,
     r.whole_run_ns = AcrossRounds(p["whole_ns"].get<std::vector<double>>());
     r.predicted_ns =
         replay_leaves_warm ? WarmLeavesCost(g, plan, model) : model.Cost(g, plan).total.total_ns;
+    r.whole_plan_ns = r.predicted_ns + model.InPlanNs(g, plan);
     r.reads = InPlanReadsOf(g, plan, profile.target);
     for (size_t i = 0; i < plan.groups.size(); ++i) {
       const nlohmann::json& gj = p["groups"][i];
@@ -298,15 +297,25 @@ StatusOr<std::vector<ReplayedPlan>> ReplayModel(const nlohmann::json& m,
 // and the groups' measured times alone summed, before and after it (what a perfect group model
 // would reach).
 struct Errors {
-  double before = 0, after = 0, alone = 0, alone_after = 0;
+  double before = 0, after = 0, alone = 0, alone_after = 0, calibrated = 0;
   int plans = 0;
-  void Add(double b, double a, double al, double ala) {
+  void Add(double b, double a, double al, double ala, double cal) {
     before += std::fabs(b), after += std::fabs(a), ++plans;
-    alone += std::fabs(al), alone_after += std::fabs(ala);
+    alone += std::fabs(al), alone_after += std::fabs(ala), calibrated += std::fabs(cal);
   }
 };
 
-int Replay(const std::string& path, int folds, bool detail) {
+// The in-plan constants of a profile JSON (or of a recording's profile).
+StatusOr<InPlanConstants> InPlanConstantsOf(const std::string& path) {
+  std::ifstream in(path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return Status::InvalidArgument(path + " is not JSON");
+  FUSOR_ASSIGN_OR_RETURN(HardwareProfile p,
+                         ProfileFromJson(j.contains("profile") ? j["profile"] : j));
+  return p.in_plan;
+}
+
+int Replay(const std::string& path, int folds, bool detail, const std::string& constants_from) {
   std::ifstream in(path);
   if (!in) return std::cerr << "cannot read " << path << "\n", 1;
   nlohmann::json rec = nlohmann::json::parse(in);
@@ -315,6 +324,16 @@ int Replay(const std::string& path, int folds, bool detail) {
   }
   auto profile = ProfileFromJson(rec["profile"]);
   if (!profile.ok()) return std::cerr << profile.status().ToString() << "\n", 1;
+  if (!constants_from.empty()) {
+    auto c = InPlanConstantsOf(constants_from);
+    if (!c.ok()) return std::cerr << c.status().ToString() << "\n", 1;
+    profile->in_plan = *c;
+  }
+  const InPlanConstants& calibrated = profile->in_plan;
+  std::printf(
+      "calibrated constants (ns per KiB): L1->L2 %.3f  L2->L3 %.3f  L3->DRAM %.3f  (%d groups)\n",
+      calibrated.ns_per_byte[0] * 1024, calibrated.ns_per_byte[1] * 1024,
+      calibrated.ns_per_byte[2] * 1024, calibrated.samples);
   std::vector<ReplayedPlan> plans;
   std::vector<std::string> models;
   for (const nlohmann::json& m : rec["models"]) {
@@ -340,33 +359,46 @@ int Replay(const std::string& path, int folds, bool detail) {
         f, c->ns_per_byte[0] * 1024, c->ns_per_byte[1] * 1024, c->ns_per_byte[2] * 1024,
         c->samples);
   }
-  std::printf("%-24s %-6s %9s %9s %9s %9s %9s %8s %8s %8s %8s\n", "model", "plan", "in-plan",
-              "whole run", "alone", "predicted", "+in-plan", "before", "after", "alone", "al+in");
+  std::printf("%-24s %-6s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n", "model", "plan", "in-plan",
+              "whole run", "alone", "predicted", "+in-plan", "before", "after", "alone", "al+in",
+              "calib.");
   std::map<std::string, Errors> per_model;
   Errors all, tuned;
   for (const ReplayedPlan& p : plans) {
-    const double extra = InPlanExtraNs(p.reads, constants[fold_of[p.model]]);
+    const InPlanConstants& c = constants[fold_of[p.model]];
+    const double extra = InPlanExtraNs(p.reads, c);
+    // The groups alone read at their alone levels: everything colder than that is the plan's.
+    double alone_extra = 0;
+    for (const InPlanGroupReads& r : p.reads)
+      for (int s = 0; s < kColdSteps; ++s) alone_extra += r.cold_bytes[s] * c.ns_per_byte[s];
     auto error = [&](double predicted) {
       return 100 * (predicted - p.measured_ns) / p.measured_ns;
     };
     const double eb = error(p.predicted_ns), ea = error(p.predicted_ns + extra);
-    const double el = error(p.alone_ns), ela = error(p.alone_ns + extra);
-    per_model[p.model].Add(eb, ea, el, ela);
-    all.Add(eb, ea, el, ela);
-    if (p.name == "tuned") tuned.Add(eb, ea, el, ela);
+    const double el = error(p.alone_ns), ela = error(p.alone_ns + alone_extra);
+    const double ec = error(p.whole_plan_ns);
+    per_model[p.model].Add(eb, ea, el, ela, ec);
+    all.Add(eb, ea, el, ela, ec);
+    if (p.name == "tuned") tuned.Add(eb, ea, el, ela, ec);
     if (detail) {
       std::printf(
-          "%-24.24s %-6s %9.1f %9.1f %9.1f %9.1f %9.1f %+7.1f%% %+7.1f%% %+7.1f%% %+7.1f%%\n",
+          "%-24.24s %-6s %9.1f %9.1f %9.1f %9.1f %9.1f %+7.1f%% %+7.1f%% %+7.1f%% %+7.1f%% "
+          "%+7.1f%%\n",
           p.model.c_str(), p.name.c_str(), p.measured_ns / 1e3, p.whole_run_ns / 1e3,
-          p.alone_ns / 1e3, p.predicted_ns / 1e3, (p.predicted_ns + extra) / 1e3, eb, ea, el, ela);
+          p.alone_ns / 1e3, p.predicted_ns / 1e3, (p.predicted_ns + extra) / 1e3, eb, ea, el, ela,
+          ec);
     }
   }
   auto print = [](const std::string& what, const Errors& e) {
-    std::printf("  %-24s %6.1f%% -> %6.1f%%   groups alone summed %6.1f%% -> %6.1f%%\n",
-                what.c_str(), e.before / e.plans, e.after / e.plans, e.alone / e.plans,
-                e.alone_after / e.plans);
+    std::printf(
+        "  %-24s %6.1f%% -> %6.1f%%   groups alone summed %6.1f%% -> %6.1f%%   calibrated "
+        "%6.1f%%\n",
+        what.c_str(), e.before / e.plans, e.after / e.plans, e.alone / e.plans,
+        e.alone_after / e.plans, e.calibrated / e.plans);
   };
-  std::printf("\nmean |error| of whole plans, predicted before -> after the in-plan term\n");
+  std::printf(
+      "\nmean |error| of whole plans, predicted before -> after the in-plan term (each fold's "
+      "constants); calibrated: with the calibrated constants (CostModel::WholePlan)\n");
   for (const auto& [m, e] : per_model) print(m + " (" + std::to_string(fold_of[m]) + ")", e);
   print("all " + std::to_string(all.plans) + " plans", all);
   print("tuned plans", tuned);
@@ -378,7 +410,7 @@ int Replay(const std::string& path, int folds, bool detail) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Record and replay what plans add to their groups' times"};
-  std::string record, replay, profile;
+  std::string record, replay, profile, constants_from;
   int rounds = 3, folds = 5;
   bool detail = false;
   std::vector<std::string> models;
@@ -393,12 +425,15 @@ int main(int argc, char** argv) {
   app.add_flag("--leaves-warm", fusor::replay_leaves_warm,
                "With --replay: price each group's weights where its own working set fits (as "
                "alone), not where the model's footprint does");
+  app.add_option("--in-plan-from", constants_from,
+                 "With --replay: the calibrated in-plan constants of this profile JSON (or "
+                 "recording), not the recording's profile's");
   app.add_flag("--median", fusor::replay_median,
                "With --replay: each time the median of its rounds, not the quickest");
   app.add_option("models", models, "ONNX models (with --record)");
   CLI11_PARSE(app, argc, argv);
   if (!record.empty()) return fusor::Record(record, profile, rounds, models);
-  if (!replay.empty()) return fusor::Replay(replay, folds, detail);
+  if (!replay.empty()) return fusor::Replay(replay, folds, detail, constants_from);
   std::cerr << app.help();
   return 2;
 }

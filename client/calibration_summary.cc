@@ -47,6 +47,7 @@ std::string FitLines(const v1::CalibrateResponse& r) {
         "host; if the machine itself got slower, calibrate with --fresh)",
         slow.run_id(), slow.run_id() == r.run_id() ? " (this one)" : "", slow.slowdown()));
   }
+  if (!r.in_plan_fit().empty()) text += WrapText(r.in_plan_fit());
   return text;
 }
 

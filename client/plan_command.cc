@@ -91,13 +91,16 @@ void PrintTable(const Loaded& l, bool wide) {
   std::cout << "times in us; predicted = compute + memory + launch + other\n";
   table.Print(std::cout);
   std::cout << OtherColumnText() << "; `fusor plan explain` lists each term\n";
-  std::cout << "total: predicted " << DurationText(l.proto.predicted_ns()) << " (unfused "
-            << DurationText(l.proto.unfused_predicted_ns()) << ")";
+  // The whole plan: its groups' sum and what the plan adds (CostModel::WholePlan).
+  const double in_plan = l.proto.in_plan_ns();
+  std::cout << "total: predicted " << DurationText(l.proto.predicted_ns()) << " = groups "
+            << DurationText(l.proto.predicted_ns() - in_plan) << " + in-plan "
+            << (in_plan > 0 ? DurationText(in_plan) : "0") << " (unfused "
+            << DurationText(l.proto.unfused_predicted_ns()) << ")\n";
   if (l.proto.measured_ns() > 0) {
-    std::cout << ", measured " << DurationText(l.proto.measured_ns()) << " (unfused "
-              << DurationText(l.proto.unfused_measured_ns()) << ")";
+    std::cout << "       measured " << DurationText(l.proto.measured_ns()) << " (unfused "
+              << DurationText(l.proto.unfused_measured_ns()) << ")\n";
   }
-  std::cout << "\n";
 }
 
 // Graphviz: one cluster per group, edges between nodes; recomputed copies are dashed.
@@ -188,7 +191,7 @@ int RunExplain(const PlanFlags& f) {
   if (!l.ok()) return Fail("explain", l.status());
   StatusOr<std::unique_ptr<CostModel>> model = ChoosingModel(*l);
   if (!model.ok()) return Fail("explain", model.status());
-  std::vector<ExplainedGroup> groups = ExplainPlan(l->graph, l->plan, **model);
+  ExplainedPlan groups = ExplainPlan(l->graph, l->plan, **model);
   const std::string& version = l->proto.cost_model_version();
   const int32_t training = l->proto.residual_training_samples();
   if (f.json) {

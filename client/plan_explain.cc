@@ -59,20 +59,21 @@ std::string GroupOps(const Graph& g, const FusionGroup& group) {
   return s;
 }
 
-std::vector<ExplainedGroup> ExplainPlan(const Graph& g, const FusionPlan& plan,
-                                        const CostModel& model) {
-  PlanCost cost = model.Cost(g, plan);
-  std::vector<ExplainedGroup> out;
+ExplainedPlan ExplainPlan(const Graph& g, const FusionPlan& plan, const CostModel& model) {
+  const WholePlanCost whole = model.WholePlan(g, plan);
+  ExplainedPlan out;
+  out.in_plan_ns = whole.in_plan_ns;
+  out.total_ns = whole.total_ns;
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     const FusionGroup& group = plan.groups[i];
-    ExplainedGroup e{std::string(GroupKindName(group.kind)), GroupOps(g, group), cost.groups[i],
-                     std::nullopt, ""};
+    ExplainedGroup e{std::string(GroupKindName(group.kind)), GroupOps(g, group),
+                     whole.groups.groups[i], std::nullopt, ""};
     if (group.nodes.size() >= 2) {
       Graph region = g.ExtractRegion(group.nodes);
       e.alone = model.Cost(region, UnfusedPlan(region)).total;
       e.decided = Decided(*e.alone, e.fused);
     }
-    out.push_back(std::move(e));
+    out.groups.push_back(std::move(e));
   }
   return out;
 }
@@ -98,7 +99,8 @@ std::string ColumnText(const TermColumn& column) {
 
 std::string OtherColumnText() { return ColumnText(TermColumns().back()); }
 
-std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated, bool wide) {
+std::string ExplainTable(const ExplainedPlan& plan, bool calibrated, bool wide) {
+  const std::vector<ExplainedGroup>& groups = plan.groups;
   std::string out = std::string("each group's time (us) is the sum of its terms; profile ") +
                     (calibrated ? "calibrated" : "UNCALIBRATED defaults") + "\n";
   if (wide) {
@@ -132,10 +134,14 @@ std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibra
   std::ostringstream text;
   table.Print(text);
   return out + text.str() +
-         fmt::format("total {:.2f} us over {} groups\n", total / 1e3, groups.size());
+         fmt::format(
+             "total {:.2f} us = {} groups {:.2f} us + in-plan {:.2f} us (what the plan "
+             "adds)\n",
+             plan.total_ns / 1e3, groups.size(), total / 1e3, plan.in_plan_ns / 1e3);
 }
 
-nlohmann::json ExplainJson(const std::vector<ExplainedGroup>& groups) {
+nlohmann::json ExplainJson(const ExplainedPlan& plan) {
+  const std::vector<ExplainedGroup>& groups = plan.groups;
   nlohmann::json out = {{"groups", nlohmann::json::array()}};
   double total = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
@@ -154,7 +160,9 @@ nlohmann::json ExplainJson(const std::vector<ExplainedGroup>& groups) {
     out["groups"].push_back(std::move(g));
     total += e.fused.total_ns;
   }
-  out["total_ns"] = total;
+  out["groups_ns"] = total;
+  out["in_plan_ns"] = plan.in_plan_ns;
+  out["total_ns"] = plan.total_ns;
   return out;
 }
 

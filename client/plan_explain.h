@@ -3,7 +3,8 @@
 // work, chains, memory, handoffs, tile traffic, overlap, spill, launch, reorders), so the columns
 // add up to the group's time and a conv or matmul group shows its compute where it is. A fused
 // group (two or more ops) is also priced as its ops run alone, and the term that saved the most
-// is named.
+// is named. The plan's total is its groups' times plus what running them one after another adds
+// (CostModel::WholePlan, costmodel/in_plan.h).
 //
 // Plain data and pure functions over a borrowed graph, plan and model; thread-safe.
 #pragma once
@@ -36,8 +37,13 @@ struct ExplainedGroup {
   std::string decided;
 };
 
-std::vector<ExplainedGroup> ExplainPlan(const Graph& g, const FusionPlan& plan,
-                                        const CostModel& model);
+struct ExplainedPlan {
+  std::vector<ExplainedGroup> groups;
+  double in_plan_ns = 0;  // What the plan adds to the sum of its groups.
+  double total_ns = 0;    // The whole plan: the groups' sum plus in_plan_ns.
+};
+
+ExplainedPlan ExplainPlan(const Graph& g, const FusionPlan& plan, const CostModel& model);
 
 // The columns `plan show` and `plan explain` print without --wide, each the sum of some named
 // terms (NamedTerms), so that together they add up to a group's time: compute (compute, index,
@@ -55,11 +61,10 @@ std::string OtherColumnText();
 
 // The table `fusor plan explain` prints (times in us), one row per group: the TermColumns, in
 // kTextColumns (client/text_format.h), or with `wide` every named term.
-std::string ExplainTable(const std::vector<ExplainedGroup>& groups, bool calibrated,
-                         bool wide = false);
+std::string ExplainTable(const ExplainedPlan& plan, bool calibrated, bool wide = false);
 
 // The same as JSON: {"groups": [{"group", "kind", "ops", "total_ns", "terms_ns": {name: ns},
-// "alone_ns", "decided"}], "total_ns"}.
-nlohmann::json ExplainJson(const std::vector<ExplainedGroup>& groups);
+// "alone_ns", "decided"}], "groups_ns", "in_plan_ns", "total_ns"} (total = groups + in_plan).
+nlohmann::json ExplainJson(const ExplainedPlan& plan);
 
 }  // namespace fusor

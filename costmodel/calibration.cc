@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "costmodel/in_plan.h"
 #include "graph/graph_builder.h"
 #include "lowering/plan_legality.h"
 
@@ -448,6 +449,42 @@ std::vector<CalibrationBenchmark> CalibrationSuite(const TargetFingerprint& targ
   RegisterPressureFamily(target, &s,
                          full ? std::vector<int>{4, 8, 12, 16, 24, 32} : std::vector<int>{4, 24});
   return s;
+}
+
+std::vector<CalibrationBenchmark> InPlanSuite(const TargetFingerprint& target) {
+  const int64_t capacity[kColdSteps] = {target.l1d_bytes * target.cores,
+                                        target.l2_bytes * target.cores, target.l3_bytes};
+  constexpr const char* kStep[kColdSteps] = {"l1_to_l2", "l2_to_l3", "l3_to_dram"};
+  // Six groups: the five other weights between two reads of one are 1.25x the level.
+  constexpr int kGroups = 6;
+  Suite s;
+  for (int step = 0; step < kColdSteps; ++step) {
+    const auto d = static_cast<int64_t>(std::sqrt(static_cast<double>(capacity[step]) / 4 / 4));
+    SuiteGraph chain("inplan_" + std::string(kStep[step]) + "_matvec_" + std::to_string(d));
+    TensorId x = chain.Input({1, d});
+    for (int i = 0; i < kGroups; ++i) x = chain.Op("MatMul", {x, chain.Weight({d, d})}, {1, d});
+    Keep(chain.FinishApart(x), &s);
+  }
+  return s;
+}
+
+StatusOr<InPlanConstants> CalibrateInPlan(const std::vector<CalibrationBenchmark>& suite,
+                                          const TargetFingerprint& target,
+                                          const InPlanMeasureFn& measure) {
+  std::vector<InPlanSample> samples;
+  for (const CalibrationBenchmark& b : suite) {
+    FUSOR_ASSIGN_OR_RETURN(InPlanTimes t, measure(b.graph, b.plan));
+    const std::vector<InPlanGroupReads> reads = InPlanReadsOf(b.graph, b.plan, target);
+    if (t.alone_ns.size() != reads.size() || t.in_plan_ns.size() != reads.size()) {
+      return Status::Internal("in-plan benchmark '" + b.name +
+                              "': " + std::to_string(t.alone_ns.size()) +
+                              " groups timed, the plan has " + std::to_string(reads.size()));
+    }
+    for (size_t i = 0; i < reads.size(); ++i) {
+      samples.push_back({reads[i].cold_bytes, t.in_plan_ns[i], t.alone_ns[i]});
+    }
+  }
+  return FitInPlanConstants(samples);
 }
 
 namespace {

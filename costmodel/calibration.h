@@ -77,6 +77,27 @@ StatusOr<CalibrationResult> Calibrate(const std::vector<CalibrationBenchmark>& s
                                       const std::vector<CalibrationSample>& previous = {},
                                       const MeasureFn& measure_onednn_chain = {});
 
+// What a plan adds to its groups' times (costmodel/in_plan.h), pinned apart from the suite above:
+// for each cold step (L1 to L2, L2 to L3, L3 to DRAM), a chain of MatMuls of one row against
+// square weights of a quarter of the step's upper level each (cores times the per-core L1 and L2,
+// the L3), every MatMul a group of its own. Alone a group's weights stay in that level; in the plan
+// the other groups' weights pass between two reads of them, so they come from the level below.
+std::vector<CalibrationBenchmark> InPlanSuite(const TargetFingerprint& target);
+
+// Each group of a plan timed alone and inside the plan, ns (runtime/measurer.h,
+// Measurer::MeasureGroupsInPlan).
+struct InPlanTimes {
+  std::vector<double> alone_ns, in_plan_ns;
+};
+using InPlanMeasureFn = std::function<StatusOr<InPlanTimes>(const Graph&, const FusionPlan&)>;
+
+// Times the groups of each plan of `suite` alone and inside the plan, and fits the in-plan
+// constants to them (FitInPlanConstants) with the reads' cold bytes under `target`. An error when a
+// timing fails or no group reads a byte below its alone level.
+StatusOr<InPlanConstants> CalibrateInPlan(const std::vector<CalibrationBenchmark>& suite,
+                                          const TargetFingerprint& target,
+                                          const InPlanMeasureFn& measure);
+
 // The calibration log: samples as JSON lines, one object per sample.
 nlohmann::json SampleToJson(const CalibrationSample& s);
 StatusOr<CalibrationSample> SampleFromJson(const nlohmann::json& j);

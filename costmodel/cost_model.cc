@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "costmodel/in_plan.h"
 #include "costmodel/loop_evaluation.h"
 #include "graph/node_attrs.h"
 #include "graph/op_registry.h"
@@ -560,6 +561,11 @@ double LeafFootprint(const Graph& g) {
   return bytes;
 }
 
+MemoryLevel PricedReadLevel(const Tensor& t, double working_set, const TargetFingerprint& target,
+                            double leaf_footprint) {
+  return Residency(target, leaf_footprint).ReadLevel(t, working_set);
+}
+
 GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
                               const std::vector<TensorId>& inputs,
                               const std::vector<TensorId>& materialized,
@@ -658,6 +664,24 @@ CostTerms AnalyticalCostModel::GroupCost(const Graph& g, const FusionGroup& grou
                                          double leaf_footprint) const {
   return EvaluateFeatures(
       GroupFeaturesOf(g, group, inputs, materialized, profile_.target, leaf_footprint), profile_);
+}
+
+double CostModel::InPlanNs(const Graph&, const FusionPlan&) const { return 0; }
+
+WholePlanCost CostModel::WholePlan(const Graph& g, const FusionPlan& plan) const {
+  WholePlanCost out;
+  out.groups = Cost(g, plan);
+  out.in_plan_ns = InPlanNs(g, plan);
+  out.total_ns = out.groups.total.total_ns + out.in_plan_ns;
+  return out;
+}
+
+double AnalyticalCostModel::InPlanNs(const Graph& g, const FusionPlan& plan) const {
+  const InPlanConstants& c = profile_.in_plan;
+  if (std::all_of(c.ns_per_byte.begin(), c.ns_per_byte.end(), [](double v) { return v == 0; })) {
+    return 0;  // Never fitted: skip the reuse distances.
+  }
+  return InPlanExtraNs(InPlanReadsOf(g, plan, profile_.target), c);
 }
 
 PlanCost CostModel::Cost(const Graph& g, const FusionPlan& plan) const {

@@ -180,11 +180,24 @@ struct PlanCost {
   int64_t peak_activation_bytes = 0;
 };
 
+// A whole plan's prediction (CostModel::WholePlan).
+struct WholePlanCost {
+  PlanCost groups;        // Each group's terms, and their sum: exactly additive.
+  double in_plan_ns = 0;  // What the plan adds to that sum (costmodel/in_plan.h).
+  double total_ns = 0;    // groups.total.total_ns + in_plan_ns.
+};
+
 // Turns features into terms with the profile's constants.
 CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p);
 
 // Bytes of every weight, input and activation of the graph: where leaves are found (see above).
 double LeafFootprint(const Graph& g);
+
+// The level a group's cost reads tensor `t` from, the group's working set being `working_set`
+// bytes: an activation from the level that holds the working set, a leaf from the level that holds
+// the model's footprint (or the working set, if larger).
+MemoryLevel PricedReadLevel(const Tensor& t, double working_set, const TargetFingerprint& target,
+                            double leaf_footprint);
 
 // Features of one group that reads `inputs` and writes `materialized` to memory.
 GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
@@ -215,6 +228,14 @@ class CostModel {
                               double leaf_footprint) const = 0;
   // The sum over the plan's groups, and the plan's peak activation memory.
   PlanCost Cost(const Graph& g, const FusionPlan& plan) const;
+  // What running the groups one after another in the plan adds to the sum of their times
+  // (costmodel/in_plan.h); 0 for a model without in-plan constants.
+  virtual double InPlanNs(const Graph& g, const FusionPlan& plan) const;
+  // The whole plan's predicted time: Cost, and what the plan adds on top. The one rule for the
+  // time of a whole plan (a tune's predicted and unfused times, `plan explain`'s total, the
+  // choice among measured plans, validation's alternatives); the search compares groups by Cost,
+  // whose groups stay independent of each other.
+  WholePlanCost WholePlan(const Graph& g, const FusionPlan& plan) const;
 };
 
 class AnalyticalCostModel final : public CostModel {
@@ -224,6 +245,7 @@ class AnalyticalCostModel final : public CostModel {
   CostTerms GroupCost(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                       const std::vector<TensorId>& materialized,
                       double leaf_footprint) const override;
+  double InPlanNs(const Graph& g, const FusionPlan& plan) const override;
   const HardwareProfile& profile() const { return profile_; }
 
  private:

@@ -252,6 +252,48 @@ std::vector<std::pair<std::string, const Fitted*>> HardwareProfile::Parameters()
   return out;
 }
 
+namespace {
+
+constexpr const char* kInPlanKeys[kColdSteps] = {"l1_to_l2_ns_per_byte", "l2_to_l3_ns_per_byte",
+                                                 "l3_to_dram_ns_per_byte"};
+
+// A read one step colder costs at most a DRAM line's latency per byte of it: ~100 ns / 64 B.
+constexpr double kMaxInPlanNsPerByte = 100;
+
+Status CheckInPlan(const InPlanConstants& c) {
+  for (int s = 0; s < kColdSteps; ++s) {
+    const double v = c.ns_per_byte[s];
+    if (!std::isfinite(v) || v < 0 || v > kMaxInPlanNsPerByte) {
+      return Status::InvalidArgument("profile in_plan '" + std::string(kInPlanKeys[s]) + "' = " +
+                                     std::to_string(v) + " is outside the plausible range [0, " +
+                                     std::to_string(kMaxInPlanNsPerByte) + "] ns/byte");
+    }
+  }
+  if (c.samples < 0) return Status::InvalidArgument("profile in_plan 'samples' is negative");
+  return Status::Ok();
+}
+
+}  // namespace
+
+nlohmann::json InPlanConstantsToJson(const InPlanConstants& c) {
+  nlohmann::json j = {{"samples", c.samples}};
+  for (int s = 0; s < kColdSteps; ++s) j[kInPlanKeys[s]] = c.ns_per_byte[s];
+  return j;
+}
+
+StatusOr<InPlanConstants> InPlanConstantsFromJson(const nlohmann::json& j) {
+  const std::string where = "profile in_plan";
+  FUSOR_RETURN_IF_ERROR(
+      CheckKeys(j, {kInPlanKeys[0], kInPlanKeys[1], kInPlanKeys[2], "samples"}, where));
+  InPlanConstants c;
+  for (int s = 0; s < kColdSteps; ++s) {
+    FUSOR_RETURN_IF_ERROR(Read(j, kInPlanKeys[s], where, &c.ns_per_byte[s]));
+  }
+  FUSOR_RETURN_IF_ERROR(Read(j, "samples", where, &c.samples));
+  FUSOR_RETURN_IF_ERROR(CheckInPlan(c));
+  return c;
+}
+
 nlohmann::json ProfileToJson(const HardwareProfile& p) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [name, f] : p.Parameters()) {
@@ -261,13 +303,15 @@ nlohmann::json ProfileToJson(const HardwareProfile& p) {
           {"cost_model_version", p.cost_model_version},
           {"calibrated_unix_ms", p.calibrated_unix_ms},
           {"target", TargetToJson(p.target)},
-          {"parameters", params}};
+          {"parameters", params},
+          {"in_plan", InPlanConstantsToJson(p.in_plan)}};
 }
 
 StatusOr<HardwareProfile> ProfileFromJson(const nlohmann::json& j) {
-  FUSOR_RETURN_IF_ERROR(
-      CheckKeys(j, {"format", "cost_model_version", "calibrated_unix_ms", "target", "parameters"},
-                "profile"));
+  std::set<std::string> keys = {"format", "cost_model_version", "calibrated_unix_ms", "target",
+                                "parameters"};
+  if (j.is_object() && j.contains("in_plan")) keys.insert("in_plan");  // Absent: no term.
+  FUSOR_RETURN_IF_ERROR(CheckKeys(j, keys, "profile"));
   std::string format;
   FUSOR_RETURN_IF_ERROR(Read(j, "format", "profile", &format));
   if (format != kProfileFormat) {
@@ -283,6 +327,9 @@ StatusOr<HardwareProfile> ProfileFromJson(const nlohmann::json& j) {
   FUSOR_RETURN_IF_ERROR(CheckKeys(j.at("parameters"), names, "profile parameters"));
   for (auto& [name, f] : p.Parameters()) {
     FUSOR_ASSIGN_OR_RETURN(*f, FittedFromJson(j.at("parameters").at(name), name));
+  }
+  if (j.contains("in_plan")) {
+    FUSOR_ASSIGN_OR_RETURN(p.in_plan, InPlanConstantsFromJson(j.at("in_plan")));
   }
   FUSOR_RETURN_IF_ERROR(CheckPlausible(p));
   return p;
@@ -317,6 +364,11 @@ void ProfileToProto(const HardwareProfile& p, v1::HardwareProfile* out) {
     msg->set_rel_error(f->rel_error);
     msg->set_samples(f->samples);
   }
+  v1::InPlanConstants* in_plan = out->mutable_in_plan();
+  in_plan->set_l1_to_l2_ns_per_byte(p.in_plan.ns_per_byte[0]);
+  in_plan->set_l2_to_l3_ns_per_byte(p.in_plan.ns_per_byte[1]);
+  in_plan->set_l3_to_dram_ns_per_byte(p.in_plan.ns_per_byte[2]);
+  in_plan->set_samples(p.in_plan.samples);
 }
 
 StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& in) {
@@ -346,6 +398,11 @@ StatusOr<HardwareProfile> ProfileFromProto(const v1::HardwareProfile& in) {
     const auto& m = static_cast<const v1::Fitted&>(refl->GetMessage(in, field));
     *f = Fitted{m.value(), m.rel_error(), m.samples()};
   }
+  // Absent (a profile from before the term): every constant 0, no term.
+  const v1::InPlanConstants& in_plan = in.in_plan();
+  p.in_plan.ns_per_byte = {in_plan.l1_to_l2_ns_per_byte(), in_plan.l2_to_l3_ns_per_byte(),
+                           in_plan.l3_to_dram_ns_per_byte()};
+  p.in_plan.samples = in_plan.samples();
   FUSOR_RETURN_IF_ERROR(CheckPlausible(p));
   return p;
 }
@@ -371,7 +428,7 @@ Status CheckPlausible(const HardwareProfile& p) {
   if (p.target.vector_registers <= 0 || p.target.vector_width_bits <= 0 || p.target.cores <= 0) {
     return Status::InvalidArgument("profile target has no vector registers or cores");
   }
-  return Status::Ok();
+  return CheckInPlan(p.in_plan);
 }
 
 }  // namespace fusor

@@ -8,9 +8,14 @@
 //   {"format": "fusor.profile.v1", "cost_model_version": "...", "calibrated_unix_ms": N,
 //    "target": {"id", "cpu_model", "isa", "cores", "l1d_bytes", "l2_bytes", "l3_bytes",
 //               "vector_registers", "vector_width_bits", "onednn_version"},
-//    "parameters": {"<name>": {"value": x, "rel_error": e, "samples": n}, ... every parameter}}
+//    "parameters": {"<name>": {"value": x, "rel_error": e, "samples": n}, ... every parameter},
+//    "in_plan": {"l1_to_l2_ns_per_byte", "l2_to_l3_ns_per_byte", "l3_to_dram_ns_per_byte",
+//                "samples"}}
+// "in_plan" is optional when read: a profile written before it existed has no in-plan term (every
+// constant 0), and so predicts a whole plan as the sum of its groups.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,7 +30,7 @@ namespace fusor {
 // Bump when the features or equations of cost_model.cc change, or the runtime's kernels get
 // faster or slower (a new ISA build of the fused loops, say): plans scored, and calibration
 // samples featurised or measured, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-45";
+inline constexpr const char* kCostModelVersion = "analytical-46";
 
 struct TargetFingerprint {
   std::string cpu_model;
@@ -46,6 +51,18 @@ struct TargetFingerprint {
 // come from the runtime (which owns oneDNN), and fix the vector register file.
 StatusOr<TargetFingerprint> DetectTarget(const std::string& onednn_isa,
                                          const std::string& onednn_version);
+
+// The steps a read may fall below the level it is read from when its group runs alone: L1 to L2,
+// L2 to L3, L3 to DRAM (costmodel/in_plan.h).
+inline constexpr int kColdSteps = 3;
+
+// What a plan adds to its groups' times (costmodel/in_plan.h): the fitted time per byte read one
+// step below its alone level, ns per byte (0 adds nothing). Fitted by calibration on plans timed
+// group by group inside the plan and alone, not by the fit of the other constants.
+struct InPlanConstants {
+  std::array<double, kColdSteps> ns_per_byte{};
+  int samples = 0;  // Groups the fit saw (0: never fitted, no term).
+};
 
 // One fitted constant.
 struct Fitted {
@@ -99,10 +116,16 @@ struct HardwareProfile {
   Fitted chain_gsteps{20};         // Steps of fused loops' single-pass chains, G element-steps/s.
   Fitted rnn_step_ns{1000};        // Per sequential step of oneDNN's RNN primitive (LSTM, GRU).
 
+  InPlanConstants in_plan;  // What a whole plan adds to the sum of its groups.
+
   // Every parameter by name, in a fixed order (the JSON and the fitter use it).
   std::vector<std::pair<std::string, Fitted*>> Parameters();
   std::vector<std::pair<std::string, const Fitted*>> Parameters() const;
 };
+
+nlohmann::json InPlanConstantsToJson(const InPlanConstants& c);
+// Strict, as the profile: every key of InPlanConstantsToJson, each constant in [0, 100] ns/byte.
+StatusOr<InPlanConstants> InPlanConstantsFromJson(const nlohmann::json& j);
 
 nlohmann::json ProfileToJson(const HardwareProfile& p);
 StatusOr<HardwareProfile> ProfileFromJson(const nlohmann::json& j);

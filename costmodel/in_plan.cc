@@ -62,8 +62,14 @@ MemoryLevel LevelHolding(double bytes, const TargetFingerprint& target) {
   return MemoryLevel::kDram;
 }
 
+// Adds `bytes` to every step from level `from` down to level `to`.
+void AddSteps(MemoryLevel from, MemoryLevel to, double bytes, std::array<double, kColdSteps>* out) {
+  for (int s = static_cast<int>(from); s < static_cast<int>(to); ++s) (*out)[s] += bytes;
+}
+
 InPlanGroupReads GroupReads(const Graph& g, const Accesses& a, size_t i,
-                            const TargetFingerprint& target, std::vector<char>* seen) {
+                            const TargetFingerprint& target, double leaf_footprint,
+                            std::vector<char>* seen) {
   InPlanGroupReads out;
   double working_set = 0;
   for (TensorId t : a.touched[i]) working_set += Bytes(g, t);
@@ -76,10 +82,10 @@ InPlanGroupReads GroupReads(const Graph& g, const Accesses& a, size_t i,
     r.reuse_bytes = ReuseBytes(g, a.touched, i, t, seen);
     r.in_plan = LevelHolding(r.reuse_bytes + r.bytes, target);
     r.alone = alone;
+    r.priced = std::max(alone, PricedReadLevel(g.tensor(t), working_set, target, leaf_footprint));
     (r.leaf ? out.weight_bytes : out.input_bytes) += r.bytes;
-    for (int s = static_cast<int>(r.alone); s < static_cast<int>(r.in_plan); ++s) {
-      out.cold_bytes[s] += r.bytes;
-    }
+    AddSteps(r.alone, r.in_plan, r.bytes, &out.cold_bytes);
+    AddSteps(r.priced, r.in_plan, r.bytes, &out.priced_cold_bytes);
     out.reads.push_back(r);
   }
   return out;
@@ -91,15 +97,26 @@ std::vector<InPlanGroupReads> InPlanReadsOf(const Graph& g, const FusionPlan& pl
                                             const TargetFingerprint& target) {
   const Accesses a = AccessesOf(g, plan);
   std::vector<char> seen(g.tensors().size(), 0);
+  const double footprint = LeafFootprint(g);
   std::vector<InPlanGroupReads> out;
-  for (size_t i = 0; i < plan.groups.size(); ++i) out.push_back(GroupReads(g, a, i, target, &seen));
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    out.push_back(GroupReads(g, a, i, target, footprint, &seen));
+  }
   return out;
 }
 
-double InPlanExtraNs(const InPlanGroupReads& r, const InPlanConstants& c) {
+namespace {
+
+double AtConstants(const std::array<double, kColdSteps>& bytes, const InPlanConstants& c) {
   double ns = 0;
-  for (int s = 0; s < kColdSteps; ++s) ns += r.cold_bytes[s] * c.ns_per_byte[s];
+  for (int s = 0; s < kColdSteps; ++s) ns += bytes[s] * c.ns_per_byte[s];
   return ns;
+}
+
+}  // namespace
+
+double InPlanExtraNs(const InPlanGroupReads& r, const InPlanConstants& c) {
+  return AtConstants(r.priced_cold_bytes, c);
 }
 
 double InPlanExtraNs(const std::vector<InPlanGroupReads>& groups, const InPlanConstants& c) {
@@ -143,9 +160,7 @@ bool SolveSubset(const std::vector<InPlanSample>& samples, const std::vector<int
 double SquaredError(const std::vector<InPlanSample>& samples, const InPlanConstants& c) {
   double e = 0;
   for (const InPlanSample& s : samples) {
-    InPlanGroupReads r;
-    r.cold_bytes = s.cold_bytes;
-    const double d = s.in_plan_ns - s.alone_ns - InPlanExtraNs(r, c);
+    const double d = s.in_plan_ns - s.alone_ns - AtConstants(s.cold_bytes, c);
     e += d * d;
   }
   return e;
@@ -178,13 +193,6 @@ StatusOr<InPlanConstants> FitInPlanConstants(const std::vector<InPlanSample>& sa
     if (double e = SquaredError(samples, c); e < best_error) best = c, best_error = e;
   }
   return best;
-}
-
-nlohmann::json InPlanConstantsToJson(const InPlanConstants& c) {
-  return {{"l1_to_l2_ns_per_byte", c.ns_per_byte[0]},
-          {"l2_to_l3_ns_per_byte", c.ns_per_byte[1]},
-          {"l3_to_dram_ns_per_byte", c.ns_per_byte[2]},
-          {"samples", c.samples}};
 }
 
 }  // namespace fusor

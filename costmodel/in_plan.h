@@ -10,8 +10,13 @@
 // cycle (one inference after another). The read comes from the smallest level that holds that
 // distance plus the tensor, where alone it comes from the level that holds the group's working
 // set. Each level a read falls below its alone level costs a fitted time per byte
-// (`InPlanConstants`): the model depends on the plan's order of groups, so it is priced on the
-// whole plan, never inside a group's cost (the search's groups stay independent).
+// (`InPlanConstants`, fitted on the in-plan minus alone times of groups). A whole plan's prediction
+// adds only the levels a read falls below the level its group's cost already reads it from
+// (PricedReadLevel): the group cost reads a leaf from the level that holds the model's footprint,
+// never warmer than its in-plan level, so a leaf's colder read is in the group's cost already and
+// the term adds the activations read again after the groups between evicted them (a skip
+// connection's). The model depends on the plan's order of groups, so it is priced on the whole
+// plan, never inside a group's cost (the search's groups stay independent).
 //
 // Stateless functions; thread-safe.
 #pragma once
@@ -28,8 +33,8 @@
 
 namespace fusor {
 
-// The steps a read may fall below its alone level: L1 to L2, L2 to L3, L3 to DRAM.
-inline constexpr int kColdSteps = kNumMemoryLevels - 1;
+// kColdSteps (costmodel/hardware_profile.h): the steps between the memory levels.
+static_assert(kColdSteps == kNumMemoryLevels - 1);
 
 // One tensor a group reads, with where it is found inside the plan and alone.
 struct InPlanRead {
@@ -39,14 +44,18 @@ struct InPlanRead {
   double reuse_bytes = 0;  // Distinct bytes touched since its previous access in the plan.
   MemoryLevel in_plan = MemoryLevel::kL1;
   MemoryLevel alone = MemoryLevel::kL1;
+  MemoryLevel priced = MemoryLevel::kL1;  // Where the group's cost reads it (PricedReadLevel).
 };
 
 // A group's reads inside a plan, and the bytes that fall each step below their alone level:
 // cold_bytes[s] counts every byte whose in-plan level is below step s's upper level while its
-// alone level is not (a read from DRAM that alone is in L2 counts in steps 1 and 2).
+// alone level is not (a read from DRAM that alone is in L2 counts in steps 1 and 2): what the
+// constants are fitted on. priced_cold_bytes counts the same below the level the group's cost
+// reads it from: what a whole plan's prediction adds.
 struct InPlanGroupReads {
   std::vector<InPlanRead> reads;
   std::array<double, kColdSteps> cold_bytes{};
+  std::array<double, kColdSteps> priced_cold_bytes{};
   double weight_bytes = 0;  // Leaf bytes the group reads (weights and graph inputs).
   double input_bytes = 0;   // Activation bytes the group reads.
 };
@@ -55,13 +64,7 @@ struct InPlanGroupReads {
 std::vector<InPlanGroupReads> InPlanReadsOf(const Graph& g, const FusionPlan& plan,
                                             const TargetFingerprint& target);
 
-// The fitted time per byte of each step (ns per byte; 0 adds nothing).
-struct InPlanConstants {
-  std::array<double, kColdSteps> ns_per_byte{};
-  int samples = 0;  // Groups the fit saw (0: never fitted).
-};
-
-// The time the plan adds to one group.
+// The time the plan adds to one group beyond its cost: its priced_cold_bytes at the constants.
 double InPlanExtraNs(const InPlanGroupReads& r, const InPlanConstants& c);
 // The time the plan adds to all its groups.
 double InPlanExtraNs(const std::vector<InPlanGroupReads>& groups, const InPlanConstants& c);
@@ -76,7 +79,5 @@ struct InPlanSample {
 // Least squares of in_plan_ns - alone_ns over the samples on the cold bytes, every constant at
 // least 0 (a cold read never makes a group faster). An error when no sample reads a cold byte.
 StatusOr<InPlanConstants> FitInPlanConstants(const std::vector<InPlanSample>& samples);
-
-nlohmann::json InPlanConstantsToJson(const InPlanConstants& c);
 
 }  // namespace fusor

@@ -118,9 +118,16 @@ CostTerms FoldedCostModel::GroupCost(const Graph& g, const FusionGroup& group,
                                      const std::vector<TensorId>& inputs,
                                      const std::vector<TensorId>& materialized,
                                      double leaf_footprint) const {
+  return ModelOf(g).GroupCost(g, group, inputs, materialized, leaf_footprint);
+}
+
+double FoldedCostModel::InPlanNs(const Graph& g, const FusionPlan& plan) const {
+  return ModelOf(g).InPlanNs(g, plan);
+}
+
+const CostModel& FoldedCostModel::ModelOf(const Graph& g) const {
   auto it = folds_.find(g.model_name);
-  const CostModel& m = *models_.at(it == folds_.end() ? 0 : it->second);
-  return m.GroupCost(g, group, inputs, materialized, leaf_footprint);
+  return *models_.at(it == folds_.end() ? 0 : it->second);
 }
 
 std::unique_ptr<CostModel> FoldCostModel(const FoldModel& m) {

@@ -87,8 +87,10 @@ class FoldedCostModel final : public CostModel {
   CostTerms GroupCost(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                       const std::vector<TensorId>& materialized,
                       double leaf_footprint) const override;
+  double InPlanNs(const Graph& g, const FusionPlan& plan) const override;
 
  private:
+  const CostModel& ModelOf(const Graph& g) const;
   std::map<std::string, int> folds_;
   std::vector<std::unique_ptr<CostModel>> models_;
 };

@@ -94,6 +94,9 @@ class CorrectedCostModel final : public CostModel {
   CostTerms GroupCost(const Graph& g, const FusionGroup& group, const std::vector<TensorId>& inputs,
                       const std::vector<TensorId>& materialized,
                       double leaf_footprint) const override;
+  double InPlanNs(const Graph& g, const FusionPlan& plan) const override {
+    return base_.InPlanNs(g, plan);
+  }
   const AnalyticalCostModel& base() const { return base_; }
   const ResidualModel& residual() const { return residual_; }
 

@@ -227,7 +227,7 @@ StatusOr<ValidationReport> ValidateCostModel(const std::vector<HeldOutRegion>& r
     bool unstable = false;
     for (size_t a = 0; a < n; ++a) {
       unstable |= 2 * unstable_rounds[a] > rounds;
-      pred.push_back(model.Cost(r.graph, r.alternatives[a].second).total.total_ns);
+      pred.push_back(model.WholePlan(r.graph, r.alternatives[a].second).total_ns);
       std::vector<double> used, half[2];
       for (size_t k = 0; k < kept.size(); ++k) {
         used.push_back(times[a][kept[k]]);

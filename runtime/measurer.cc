@@ -307,6 +307,65 @@ StatusOr<std::vector<KernelImplementations>> OneDnnMeasurer::Implementations(
   return out;
 }
 
+namespace {
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+GroupTimesInPlan TimeGroupsInPlan(Executor& exec, double group_min_ms, double plan_min_ms) {
+  const size_t n = exec.num_groups();
+  GroupTimesInPlan out;
+  TimingOptions group_timing;
+  group_timing.min_total_ns = static_cast<int64_t>(group_min_ms * 1e6);
+  group_timing.retries = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Measurement m = TimeRepeated([&] { exec.RunGroup(i); }, group_timing);
+    out.alone_ns.push_back(static_cast<double>(m.median_ns));
+  }
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<double>> runs(n);
+  std::vector<double> seconds;
+  ScopedCallerBinding bind;
+  exec.Run();
+  const auto start = Clock::now();
+  const auto least = std::chrono::duration<double, std::milli>(plan_min_ms);
+  for (int r = 0; r < kInPlanProfiledRuns || Clock::now() - start < least; ++r) {
+    exec.RunProfiled(&seconds);
+    for (size_t i = 0; i < n; ++i) runs[i].push_back(seconds[i] * 1e9);
+  }
+  for (size_t i = 0; i < n; ++i) out.in_plan_ns.push_back(MedianOf(runs[i]));
+  return out;
+}
+
+StatusOr<GroupTimesInPlan> Measurer::MeasureGroupsInPlan(const Graph& g, const FusionPlan&, int) {
+  return Status::Unimplemented("this measurer cannot time the groups of a plan of '" +
+                               g.model_name + "' one by one");
+}
+
+StatusOr<GroupTimesInPlan> OneDnnMeasurer::MeasureGroupsInPlan(const Graph& g,
+                                                               const FusionPlan& plan, int rounds) {
+  FUSOR_ASSIGN_OR_RETURN(TensorValues leaves, RandomLeafValues(g, options_.seed));
+  FUSOR_ASSIGN_OR_RETURN(auto exec, Executor::Create(g, plan, leaves, options_.executor));
+  GroupTimesInPlan best;
+  for (int r = 0; r < std::max(rounds, 1); ++r) {
+    GroupTimesInPlan t = TimeGroupsInPlan(*exec, 3, 100);
+    if (best.alone_ns.empty()) {
+      best = std::move(t);
+      continue;
+    }
+    for (size_t i = 0; i < t.alone_ns.size(); ++i) {
+      best.alone_ns[i] = std::min(best.alone_ns[i], t.alone_ns[i]);
+      best.in_plan_ns[i] = std::min(best.in_plan_ns[i], t.in_plan_ns[i]);
+    }
+  }
+  return best;
+}
+
 StatusOr<Measurement> OneDnnMeasurer::MeasureGroup(const Graph& g, const FusionGroup& group) {
   // The group alone: its nodes as a graph whose inputs are the group's inputs.
   Graph region = g.ExtractRegion(group.nodes);

@@ -131,6 +131,21 @@ Measurement TimeRepeated(const std::function<void()>& run, const TimingOptions& 
 std::vector<Measurement> TimeSideBySide(const std::vector<std::function<void()>>& runs,
                                         const TimingOptions& options, int64_t burst_ns = 2'000'000);
 
+// Each group of a plan timed alone (Executor::RunGroup again and again: its own working set warm
+// in the caches) and inside the plan (Executor::RunProfiled: its inputs just written by the group
+// before, everything else where the other groups left it), ns per group.
+struct GroupTimesInPlan {
+  std::vector<double> alone_ns, in_plan_ns;
+};
+
+// Profiled runs of the plan at least: each group's in-plan time is the median of its share of
+// them, which a preemption on a shared host moves only when it hits that group in half of them.
+inline constexpr int kInPlanProfiledRuns = 21;
+
+// One timing of `exec`'s groups both ways: each group alone (median over `group_min_ms`), then
+// profiled runs of the whole plan (at least kInPlanProfiledRuns and `plan_min_ms`).
+GroupTimesInPlan TimeGroupsInPlan(Executor& exec, double group_min_ms, double plan_min_ms);
+
 class Measurer {
  public:
   virtual ~Measurer() = default;
@@ -146,6 +161,11 @@ class Measurer {
   // (Executor::Implementations); this default knows of none, so nothing is chosen among them.
   virtual StatusOr<std::vector<KernelImplementations>> Implementations(const Graph& g,
                                                                        const FusionPlan& plan);
+  // Each group of `plan` timed alone and inside the plan, the quickest of `rounds` timings
+  // (TimeGroupsInPlan; a slow state of the host only adds time); this default cannot
+  // (Unimplemented).
+  virtual StatusOr<GroupTimesInPlan> MeasureGroupsInPlan(const Graph& g, const FusionPlan& plan,
+                                                         int rounds);
 };
 
 struct OneDnnMeasurerOptions {
@@ -163,6 +183,8 @@ class OneDnnMeasurer : public Measurer {
                                                   const std::vector<FusionPlan>& plans) override;
   StatusOr<std::vector<KernelImplementations>> Implementations(const Graph& g,
                                                                const FusionPlan& plan) override;
+  StatusOr<GroupTimesInPlan> MeasureGroupsInPlan(const Graph& g, const FusionPlan& plan,
+                                                 int rounds) override;
 
  private:
   OneDnnMeasurerOptions options_;

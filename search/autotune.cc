@@ -248,7 +248,7 @@ StatusOr<AutotuneResult> Autotune(const Graph& g, const CostModel& model,
   }
   FUSOR_ASSIGN_OR_RETURN(CandidateTimings timings, refine.TimeWhole(whole));
   std::vector<double> predicted;
-  for (const FusionPlan& plan : whole) predicted.push_back(model.Cost(g, plan).total.total_ns);
+  for (const FusionPlan& plan : whole) predicted.push_back(model.WholePlan(g, plan).total_ns);
   PlanChoice choice = ChoosePlan(timings, predicted, options.choice);
   // A kernel timed faster on its region alone stands only when the whole-plan timings confirm
   // it: the predictions do not price kernels, so when the timings cannot tell the candidates

@@ -154,7 +154,7 @@ v1::MeasuredConfidence ConfidenceProto(const ChoiceConfidence& c, bool uncalibra
 std::vector<double> PredictedTimes(const CostModel& model, const Graph& g,
                                    const std::vector<FusionPlan>& plans) {
   std::vector<double> out;
-  for (const FusionPlan& plan : plans) out.push_back(model.Cost(g, plan).total.total_ns);
+  for (const FusionPlan& plan : plans) out.push_back(model.WholePlan(g, plan).total_ns);
   return out;
 }
 
@@ -370,6 +370,32 @@ struct TuningService::State {
     return fitted.status().WithContext(
         fmt::format("calibrating with {} samples of {} earlier runs (--fresh fits this run alone)",
                     earlier.samples.size(), earlier.runs));
+  }
+
+  // Times the in-plan suite's groups alone and inside their plans (the quickest of three rounds)
+  // and fits what a plan adds to its groups (costmodel/in_plan.h) into `out`. Without a fit (a
+  // measurer that cannot time groups in a plan, no cold byte) every constant is 0: whole plans are
+  // predicted as the sum of their groups. Returns the line `fusor calibrate` prints about it.
+  std::string FitInPlan(InPlanConstants* out) {
+    constexpr int kRounds = 3;
+    std::unique_ptr<Measurer> measurer =
+        measurers(TimingPolicy::kCalibrate, MeasurerOptions(TimingPolicy::kCalibrate, 0));
+    const int64_t start = clock->NowNs();
+    const std::vector<CalibrationBenchmark> suite = InPlanSuite(local);
+    StatusOr<InPlanConstants> fitted =
+        CalibrateInPlan(suite, local, MeasureGroupsInPlanWith(measurer.get(), kRounds));
+    const double seconds = static_cast<double>(clock->NowNs() - start) / 1e9;
+    *out = fitted.ok() ? *fitted : InPlanConstants{};
+    if (!fitted.ok()) {
+      return fmt::format(
+          "in-plan term not fitted ({}): whole plans are predicted as the sum of their groups",
+          fitted.status().message());
+    }
+    return fmt::format(
+        "in-plan term fitted on {} groups of {} plans in {:.1f} s: L1->L2 {:.2f}, L2->L3 {:.2f}, "
+        "L3->DRAM {:.2f} ns per KiB read colder than alone",
+        out->samples, suite.size(), seconds, out->ns_per_byte[0] * 1024, out->ns_per_byte[1] * 1024,
+        out->ns_per_byte[2] * 1024);
   }
 
   OneDnnMeasurerOptions MeasurerOptions(TimingPolicy policy, double min_ms) const {
@@ -732,7 +758,8 @@ Status TuningService::MeasureHere(const EventSink& on_event, const std::atomic<b
 Status TuningService::StorePlan(const EventSink& on_event, Tuning& t) {
   on_event(Progress("store", 0.95, "storing the plan"));
   const CostModel& model = *t.model;
-  PlanCost cost = model.Cost(t.graph, t.plan);
+  const WholePlanCost whole = model.WholePlan(t.graph, t.plan);
+  const PlanCost& cost = whole.groups;
   PlanToProto(t.plan, &t.out);
   FillGroupPredictions(cost, &t.out);
   FillMaterialized(t.graph, t.plan, &t.out);
@@ -740,8 +767,9 @@ Status TuningService::StorePlan(const EventSink& on_event, Tuning& t) {
   t.out.set_target_id(t.target_id);
   t.out.set_cost_model_version(kCostModelVersion);
   t.out.set_search_options(t.key.search_options);
-  t.out.set_predicted_ns(cost.total.total_ns);
-  t.out.set_unfused_predicted_ns(model.Cost(t.graph, UnfusedPlan(t.graph)).total.total_ns);
+  t.out.set_predicted_ns(whole.total_ns);
+  t.out.set_in_plan_ns(whole.in_plan_ns);
+  t.out.set_unfused_predicted_ns(model.WholePlan(t.graph, UnfusedPlan(t.graph)).total_ns);
   t.out.set_peak_memory_bytes(cost.peak_activation_bytes);
   t.out.set_created_unix_ms(NowMs());
   FUSOR_RETURN_IF_ERROR(state_->store->PutPlan(t.out, ToProto(t.graph), t.measurements));
@@ -892,7 +920,8 @@ struct TuningService::Calibration {
   CalibrationResult result;  // Measured and fitted over `earlier` and this run...
   std::span<const CalibrationSample> run_samples;  // ...whose samples these are,
   int64_t run_id = 0;                              // appended to the log as this run.
-  FitSamples chosen;  // What the fit used: all but slow runs and slow timings.
+  FitSamples chosen;        // What the fit used: all but slow runs and slow timings.
+  std::string in_plan_fit;  // What the fit of the in-plan constants found (State::FitInPlan).
   v1::CalibrateResponse response;
 };
 
@@ -938,6 +967,7 @@ Status TuningService::MeasureSuite(const std::atomic<bool>* cancelled, Calibrati
   if (cancelled != nullptr && cancelled->load()) {
     return Status::Cancelled("calibration was cancelled; nothing was stored");
   }
+  c.in_plan_fit = state_->FitInPlan(&c.result.profile.in_plan);
   return Status::Ok();
 }
 
@@ -975,6 +1005,7 @@ Status TuningService::FitWithoutSlowRuns(Calibration& c) {
     FUSOR_ASSIGN_OR_RETURN(c.result.report, FitProfile(c.chosen.used.samples, &refit));
     refit.calibrated_unix_ms = c.result.profile.calibrated_unix_ms;
     refit.cost_model_version = kCostModelVersion;
+    refit.in_plan = c.result.profile.in_plan;  // Fitted on its own plans (FitInPlan).
     FUSOR_RETURN_IF_ERROR(CheckPlausible(refit).WithContext("profile fitted without slow timings"));
     c.result.profile = refit;
   }
@@ -1001,6 +1032,7 @@ Status TuningService::StoreProfile(const v1::CalibrateRequest& request, Calibrat
   c.response = CalibrateResponseOf(c.result, c.chosen.used, c.run_samples.size(), c.run_id,
                                    c.chosen.slow, static_cast<int>(c.chosen.slow_timings.size()),
                                    request.include_samples());
+  c.response.set_in_plan_fit(c.in_plan_fit);
   FUSOR_RETURN_IF_ERROR(state_->store->PutTarget(c.response.profile()));
   {
     std::lock_guard<std::mutex> plock(state_->profile_mu);
@@ -1019,6 +1051,7 @@ void TuningService::LogCalibration(const Calibration& c) {
       state_->local.Id(), c.run_id, c.response.samples_used(), c.response.runs_used(),
       c.run_samples.size(), c.earlier.skipped, result.report.rms_rel_error,
       result.skipped_unstable);
+  spdlog::info("calibrate: target={} {}", state_->local.Id(), c.in_plan_fit);
   for (const auto& name : result.unstable)
     spdlog::info("calibrate: unstable, not fitted: {}", name);
   if (result.retimed_disturbed > 0) {

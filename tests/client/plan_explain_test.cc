@@ -10,6 +10,8 @@
 #include <cmath>
 #include <sstream>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "graph/onnx_import.h"
 #include "runtime/constant_evaluator.h"
 #include "runtime/onednn_info.h"
@@ -91,7 +93,8 @@ TEST_P(PlanExplain, TermsAddUpToEachGroupsTimeAndAnchorsShowTheirCompute) {
   AnalyticalCostModel model(ThisCpu());
   auto searched = SearchPlan(*g, model, {.algorithm = SearchAlgorithm::kGreedy});
   ASSERT_TRUE(searched.ok()) << searched.status().ToString();
-  std::vector<ExplainedGroup> groups = ExplainPlan(*g, searched->plan, model);
+  const ExplainedPlan explained = ExplainPlan(*g, searched->plan, model);
+  const std::vector<ExplainedGroup>& groups = explained.groups;
   ASSERT_EQ(groups.size(), searched->plan.groups.size());
 
   int anchors = 0, fused = 0;
@@ -116,7 +119,7 @@ TEST_P(PlanExplain, TermsAddUpToEachGroupsTimeAndAnchorsShowTheirCompute) {
   // The printed tables: each row's terms add up to its time, to the rounding of 0.01 us a column;
   // without --wide in the TermColumns and in kTextColumns, with it every named term.
   for (bool wide : {false, true}) {
-    const std::string table = ExplainTable(groups, false, wide);
+    const std::string table = ExplainTable(explained, false, wide);
     std::vector<std::vector<double>> rows = TableRows(table);
     ASSERT_EQ(rows.size(), groups.size());
     const size_t columns = wide ? NamedTerms(CostTerms{}).size() : TermColumns().size();
@@ -134,9 +137,40 @@ TEST_P(PlanExplain, TermsAddUpToEachGroupsTimeAndAnchorsShowTheirCompute) {
     EXPECT_NEAR(ColumnSum(e.fused, "memory"), e.fused.memory_ns, 1e-6 * e.fused.total_ns + 1e-9);
     EXPECT_NEAR(ColumnSum(e.fused, "launch"), e.fused.launch_ns, 1e-9);
   }
-  nlohmann::json j = ExplainJson(groups);
+  nlohmann::json j = ExplainJson(explained);
   ASSERT_EQ(j["groups"].size(), groups.size());
   EXPECT_DOUBLE_EQ(j["groups"][0]["terms_ns"]["compute"].get<double>(), groups[0].fused.flops_ns);
+}
+
+// The plan's total is its groups' times plus what the plan adds (CostModel::WholePlan): ResNet-18's
+// weights, read once an inference, come back colder than alone, so with fitted constants it adds
+// time, and the table and the JSON say how much.
+TEST(PlanExplain, TheTotalIsTheGroupsPlusWhatThePlanAdds) {
+  auto g =
+      ImportOnnxFile(std::string(FUSOR_MODELS_DIR) + "/resnet18.onnx", WithConstantFolding({}));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  HardwareProfile profile = ThisCpu();
+  profile.in_plan.ns_per_byte = {0.05, 0.01, 0.03};
+  profile.in_plan.samples = 18;
+  AnalyticalCostModel model(profile);
+  auto searched = SearchPlan(*g, model, {.algorithm = SearchAlgorithm::kRules});
+  ASSERT_TRUE(searched.ok()) << searched.status().ToString();
+  const ExplainedPlan explained = ExplainPlan(*g, searched->plan, model);
+  double groups = 0;
+  for (const ExplainedGroup& e : explained.groups) groups += e.fused.total_ns;
+  EXPECT_GT(explained.in_plan_ns, 0);
+  EXPECT_DOUBLE_EQ(explained.total_ns, groups + explained.in_plan_ns);
+  const nlohmann::json j = ExplainJson(explained);
+  EXPECT_DOUBLE_EQ(j["total_ns"].get<double>(), explained.total_ns);
+  EXPECT_DOUBLE_EQ(j["groups_ns"].get<double>(), groups);
+  EXPECT_DOUBLE_EQ(j["in_plan_ns"].get<double>(), explained.in_plan_ns);
+  const std::string table = ExplainTable(explained, true);
+  EXPECT_NE(table.find(fmt::format("total {:.2f} us = {} groups {:.2f} us + in-plan {:.2f} us",
+                                   explained.total_ns / 1e3, explained.groups.size(), groups / 1e3,
+                                   explained.in_plan_ns / 1e3)),
+            std::string::npos)
+      << table;
+  ExpectEveryLineFits(table);
 }
 
 INSTANTIATE_TEST_SUITE_P(BundledModels, PlanExplain,
@@ -156,7 +190,7 @@ TEST(PlanExplain, OpaqueGroupsNameTheirKernel) {
     auto searched = SearchPlan(*g, model, {.algorithm = SearchAlgorithm::kRules});
     ASSERT_TRUE(searched.ok()) << searched.status().ToString();
     int named = 0;
-    for (const ExplainedGroup& e : ExplainPlan(*g, searched->plan, model)) {
+    for (const ExplainedGroup& e : ExplainPlan(*g, searched->plan, model).groups) {
       if (e.kind == "opaque") {
         EXPECT_EQ(e.ops, want) << name;
       }

@@ -1,4 +1,5 @@
 #include "costmodel/calibration.h"
+#include "costmodel/in_plan.h"
 #include "lowering/plan_legality.h"
 
 #include <gtest/gtest.h>
@@ -248,6 +249,72 @@ TEST(Calibrate, AMeasurementErrorNamesTheBenchmark) {
   ASSERT_FALSE(result.ok());
   EXPECT_NE(result.status().message().find("calibration benchmark '" + suite[0].name + "'"),
             std::string::npos);
+}
+
+TargetFingerprint Zen5() {
+  TargetFingerprint t;
+  t.cores = 2;
+  t.l1d_bytes = 48 << 10;
+  t.l2_bytes = 1 << 20;
+  t.l3_bytes = 32 << 20;
+  return t;
+}
+
+// Each plan of the in-plan suite pins one step: every group's weight is read one level below its
+// alone level inside the plan (the first group's graph input with it), and no byte falls any
+// other step.
+TEST(InPlanSuite, EachPlanReadsEveryWeightOneStepColderInThePlan) {
+  const TargetFingerprint t = Zen5();
+  const std::vector<CalibrationBenchmark> suite = InPlanSuite(t);
+  ASSERT_EQ(suite.size(), static_cast<size_t>(kColdSteps));
+  for (int step = 0; step < kColdSteps; ++step) {
+    const CalibrationBenchmark& b = suite[step];
+    EXPECT_TRUE(CheckPlan(b.graph, b.plan).ok()) << b.name;
+    const std::vector<InPlanGroupReads> reads = InPlanReadsOf(b.graph, b.plan, t);
+    ASSERT_EQ(reads.size(), 6u) << b.name;
+    for (size_t i = 0; i < reads.size(); ++i) {
+      for (int s = 0; s < kColdSteps; ++s) {
+        if (s == step) {
+          EXPECT_GE(reads[i].cold_bytes[s], reads[i].weight_bytes - reads[i].input_bytes)
+              << b.name << " group " << i;
+          EXPECT_GT(reads[i].cold_bytes[s], 0) << b.name << " group " << i;
+        } else {
+          EXPECT_EQ(reads[i].cold_bytes[s], 0) << b.name << " group " << i << " step " << s;
+        }
+      }
+    }
+  }
+}
+
+// Timings that follow known constants (each group alone 5 us, inside the plan that plus the bytes
+// it reads colder than alone at the constants) fit back to them.
+TEST(CalibrateInPlan, FitsTheConstantsItsTimingsFollow) {
+  const TargetFingerprint t = Zen5();
+  InPlanConstants truth;
+  truth.ns_per_byte = {0.05, 0.01, 0.03};
+  InPlanMeasureFn measure = [&](const Graph& g, const FusionPlan& plan) -> StatusOr<InPlanTimes> {
+    InPlanTimes times;
+    for (const InPlanGroupReads& r : InPlanReadsOf(g, plan, t)) {
+      times.alone_ns.push_back(5000);
+      double extra = 0;
+      for (int s = 0; s < kColdSteps; ++s) extra += r.cold_bytes[s] * truth.ns_per_byte[s];
+      times.in_plan_ns.push_back(5000 + extra);
+    }
+    return times;
+  };
+  auto fitted = CalibrateInPlan(InPlanSuite(t), t, measure);
+  ASSERT_TRUE(fitted.ok()) << fitted.status().ToString();
+  for (int s = 0; s < kColdSteps; ++s)
+    EXPECT_NEAR(fitted->ns_per_byte[s], truth.ns_per_byte[s], 1e-9);
+  EXPECT_EQ(fitted->samples, 18);
+}
+
+TEST(CalibrateInPlan, AMeasurementErrorIsReturned) {
+  InPlanMeasureFn measure = [](const Graph& g, const FusionPlan&) -> StatusOr<InPlanTimes> {
+    return Status::Unimplemented("cannot time " + g.model_name);
+  };
+  auto fitted = CalibrateInPlan(InPlanSuite(Zen5()), Zen5(), measure);
+  EXPECT_EQ(fitted.status().code(), Status::Code::kUnimplemented);
 }
 
 TEST(CalibrationLog, SamplesRoundTripThroughJson) {

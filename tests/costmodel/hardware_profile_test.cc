@@ -94,6 +94,56 @@ TEST(HardwareProfile, ProtoRoundTrip) {
             "hardware profile is missing parameter 'spill_ns_per_value'");
 }
 
+HardwareProfile WithInPlan() {
+  HardwareProfile p = Sample();
+  p.in_plan.ns_per_byte = {0.08, 0.012, 0.03};
+  p.in_plan.samples = 18;
+  return p;
+}
+
+TEST(HardwareProfile, InPlanConstantsRoundTripThroughJsonAndProto) {
+  auto json = ProfileFromJsonText(ProfileToJson(WithInPlan()).dump());
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  v1::HardwareProfile proto;
+  ProfileToProto(WithInPlan(), &proto);
+  auto from_proto = ProfileFromProto(proto);
+  ASSERT_TRUE(from_proto.ok()) << from_proto.status().ToString();
+  for (const HardwareProfile& back : {*json, *from_proto}) {
+    EXPECT_EQ(back.in_plan.ns_per_byte, WithInPlan().in_plan.ns_per_byte);
+    EXPECT_EQ(back.in_plan.samples, 18);
+  }
+}
+
+TEST(HardwareProfile, AProfileWrittenBeforeTheInPlanTermLoadsWithoutIt) {
+  nlohmann::json j = ProfileToJson(WithInPlan());
+  j.erase("in_plan");
+  auto json = ProfileFromJson(j);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  v1::HardwareProfile proto;
+  ProfileToProto(WithInPlan(), &proto);
+  proto.clear_in_plan();
+  auto from_proto = ProfileFromProto(proto);
+  ASSERT_TRUE(from_proto.ok()) << from_proto.status().ToString();
+  for (const HardwareProfile& back : {*json, *from_proto}) {
+    EXPECT_EQ(back.in_plan.ns_per_byte, (std::array<double, kColdSteps>{0, 0, 0}));
+    EXPECT_EQ(back.in_plan.samples, 0);
+  }
+}
+
+TEST(HardwareProfile, InPlanConstantsAreReadStrictly) {
+  nlohmann::json j = ProfileToJson(WithInPlan());
+  j["in_plan"]["l2_to_l3_ns_per_byte"] = -0.5;
+  EXPECT_NE(ProfileFromJson(j).status().message().find("'l2_to_l3_ns_per_byte' = -0.5"),
+            std::string::npos)
+      << ProfileFromJson(j).status().message();
+  j = ProfileToJson(WithInPlan());
+  j["in_plan"].erase("samples");
+  EXPECT_EQ(ProfileFromJson(j).status().message(), "profile in_plan: missing key 'samples'");
+  j = ProfileToJson(WithInPlan());
+  j["in_plan"]["l4_ns_per_byte"] = 1;
+  EXPECT_EQ(ProfileFromJson(j).status().message(), "profile in_plan: unknown key 'l4_ns_per_byte'");
+}
+
 TEST(HardwareProfile, TargetIdDependsOnEveryField) {
   TargetFingerprint a = Sample().target;
   TargetFingerprint b = a;

@@ -116,6 +116,84 @@ TEST(InPlanReads, EveryWeightOfVggComesFromDramAfterAllOtherWeights) {
   EXPECT_GT(weight_reads, 10);
 }
 
+// x -> Relu -> a -> Relu -> b -> ... -> e, then Add(e, a): the Add reads a again after the
+// groups that write c, d and e (and read b, c, d) evicted it. Every tensor is 64 KiB.
+Graph LongSkip() {
+  IrBuilder b;
+  const Shape dims = {1, 16, 32, 32};
+  TensorId x = b.Input("x", dims);
+  TensorId a = b.Act("a", dims);
+  b.Op("Relu", {x}, {a});
+  TensorId prev = a;
+  for (const char* name : {"b", "c", "d", "e"}) {
+    TensorId next = b.Act(name, dims);
+    b.Op("Relu", {prev}, {next});
+    prev = next;
+  }
+  TensorId y = b.Act("y", dims);
+  b.Op("Add", {prev, a}, {y});
+  b.Output(y);
+  return b.Build();
+}
+
+// One core: L1 32 KiB, L2 200 KiB (the Add's 192 KiB working set), L3 400 KiB.
+TargetFingerprint LongSkipCaches() {
+  TargetFingerprint t = SmallCaches();
+  t.l2_bytes = 200 << 10;
+  t.l3_bytes = 400 << 10;
+  return t;
+}
+
+// The whole plan is its groups' costs, unchanged, plus the bytes read colder than the group's cost
+// reads them at the fitted constants: a's 64 KiB come back to the Add from L3 after b-e (320 KiB),
+// where the Add's cost reads them from L2.
+TEST(WholePlan, AnActivationReadAgainFromL3IsPredictedSlowerThanTheSumOfTheGroups) {
+  Graph g = LongSkip();
+  HardwareProfile profile;
+  profile.target = LongSkipCaches();
+  const AnalyticalCostModel plain(profile);
+  profile.in_plan.ns_per_byte = {0.1, 0.01, 0.05};
+  profile.in_plan.samples = 18;
+  const AnalyticalCostModel model(profile);
+  const FusionPlan plan = UnfusedPlan(g);
+  const WholePlanCost whole = model.WholePlan(g, plan);
+  const PlanCost sum = plain.Cost(g, plan);
+  ASSERT_EQ(whole.groups.groups.size(), sum.groups.size());
+  for (size_t i = 0; i < sum.groups.size(); ++i) {
+    EXPECT_DOUBLE_EQ(whole.groups.groups[i].total_ns, sum.groups[i].total_ns) << "group " << i;
+  }
+  const InPlanRead& a = ReadOf(g, InPlanReadsOf(g, plan, profile.target).back(), "a");
+  EXPECT_EQ(a.priced, MemoryLevel::kL2);
+  EXPECT_EQ(a.in_plan, MemoryLevel::kL3);
+  EXPECT_DOUBLE_EQ(whole.in_plan_ns, 64 * kKiB * 0.01);
+  EXPECT_DOUBLE_EQ(whole.total_ns, sum.total.total_ns + 64 * kKiB * 0.01);
+}
+
+// A weight's read inside the plan falls from L2 (alone) to DRAM, which the fit counts; the group's
+// cost reads it from the level of the model's footprint, DRAM already, so the whole plan adds
+// nothing for it (it is never counted twice).
+TEST(WholePlan, AWeightTheGroupCostReadsFromTheFootprintsLevelAddsNothing) {
+  Graph g = SkipBlock();
+  HardwareProfile profile;
+  profile.target = SmallCaches();
+  profile.in_plan.ns_per_byte = {0.1, 0.01, 0.05};
+  const std::vector<InPlanGroupReads> reads = InPlanReadsOf(g, UnfusedPlan(g), profile.target);
+  EXPECT_EQ(reads[0].cold_bytes, (std::array<double, kColdSteps>{0, kKiB, kKiB}));
+  EXPECT_EQ(ReadOf(g, reads[0], "w").priced, MemoryLevel::kDram);
+  EXPECT_EQ(reads[0].priced_cold_bytes, (std::array<double, kColdSteps>{0, 0, 0}));
+  EXPECT_EQ(AnalyticalCostModel(profile).WholePlan(g, UnfusedPlan(g)).in_plan_ns, 0);
+}
+
+TEST(WholePlan, AProfileWithoutFittedConstantsPredictsTheSumOfTheGroups) {
+  Graph g = LongSkip();
+  HardwareProfile profile;
+  profile.target = LongSkipCaches();
+  const AnalyticalCostModel model(profile);
+  const WholePlanCost whole = model.WholePlan(g, UnfusedPlan(g));
+  EXPECT_EQ(whole.in_plan_ns, 0);
+  EXPECT_DOUBLE_EQ(whole.total_ns, model.Cost(g, UnfusedPlan(g)).total.total_ns);
+}
+
 // 40 groups with cold bytes in steps 1 and 2 and the times `truth` gives them, each less
 // `fall_ns` per 10 KB of step-1 bytes.
 std::vector<InPlanSample> Synthetic(const InPlanConstants& truth, double fall_ns) {
@@ -124,7 +202,7 @@ std::vector<InPlanSample> Synthetic(const InPlanConstants& truth, double fall_ns
     InPlanSample s;
     s.cold_bytes = {0, 1e4 * (i % 7), 3e4 * (i % 5) * (i % 2)};
     InPlanGroupReads r;
-    r.cold_bytes = s.cold_bytes;
+    r.priced_cold_bytes = s.cold_bytes;
     s.alone_ns = 1000 + 10 * i;
     s.in_plan_ns = s.alone_ns + InPlanExtraNs(r, truth) - fall_ns * (i % 7);
     samples.push_back(s);

@@ -261,6 +261,24 @@ TEST(OneDnnMeasurer, MeasuresPlansSideBySide) {
   EXPECT_FALSE(measurer.MeasurePlans(g, {fused, bad}).ok());
 }
 
+// Each group of the plan timed alone and inside it, in the plan's order.
+TEST(OneDnnMeasurer, TimesEachGroupAloneAndInsideThePlan) {
+  OneDnnMeasurer measurer(OneThread(1'000'000));
+  Graph g = SmallGraph();
+  auto times = measurer.MeasureGroupsInPlan(g, UnfusedPlan(g), 2);
+  ASSERT_TRUE(times.ok()) << times.status().ToString();
+  ASSERT_EQ(times->alone_ns.size(), 2u);
+  ASSERT_EQ(times->in_plan_ns.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_GT(times->alone_ns[i], 0) << "group " << i;
+    EXPECT_GT(times->in_plan_ns[i], 0) << "group " << i;
+  }
+  // A recorded table has no such timings.
+  RecordedMeasurer recorded;
+  EXPECT_EQ(recorded.MeasureGroupsInPlan(g, UnfusedPlan(g), 1).status().code(),
+            Status::Code::kUnimplemented);
+}
+
 TEST(RecordedMeasurer, AnswersFromTheTableAndNotFoundOtherwise) {
   Graph g = SmallGraph();
   RecordedMeasurer recorded;

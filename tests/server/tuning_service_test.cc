@@ -425,6 +425,45 @@ TEST_F(TuningServiceTest, CalibrationFitsThisCpuPlausibly) {
   EXPECT_GT(p->dispatch_ns.value, 10);
   EXPECT_LT(p->dispatch_ns.value, 1e6);
   EXPECT_GT(p->matmul_gflops.samples, 0);
+  // What a plan adds to its groups: fitted on the in-plan suite's 18 groups, and said so.
+  EXPECT_EQ(p->in_plan.samples, 18) << r->in_plan_fit();
+  EXPECT_NE(r->in_plan_fit().find("in-plan term fitted on 18 groups"), std::string::npos)
+      << r->in_plan_fit();
+}
+
+// A real measurer without the timing of groups inside a plan (Measurer's default).
+class PlanOnlyMeasurer final : public Measurer {
+ public:
+  explicit PlanOnlyMeasurer(std::unique_ptr<Measurer> real) : real_(std::move(real)) {}
+  StatusOr<Measurement> MeasurePlan(const Graph& g, const FusionPlan& plan) override {
+    return real_->MeasurePlan(g, plan);
+  }
+  StatusOr<Measurement> MeasureGroup(const Graph& g, const FusionGroup& group) override {
+    return real_->MeasureGroup(g, group);
+  }
+
+ private:
+  std::unique_ptr<Measurer> real_;
+};
+
+TEST_F(TuningServiceTest, ACalibrationThatCannotTimeGroupsInAPlanStoresNoInPlanTermAndSaysSo) {
+  TuningServiceOptions o = Options();
+  o.calibration_benchmark_ms = 5;
+  o.calibration_quiet_wait_ms = 0;
+  o.measurers = [](TimingPolicy policy, const OneDnnMeasurerOptions& options) {
+    return std::make_unique<PlanOnlyMeasurer>(OneDnnMeasurers()(policy, options));
+  };
+  Reopen(o);
+  auto r = service_->Calibrate({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto p = ProfileFromProto(r->profile());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->in_plan.ns_per_byte, (std::array<double, kColdSteps>{0, 0, 0}));
+  EXPECT_EQ(p->in_plan.samples, 0);
+  EXPECT_NE(r->in_plan_fit().find("in-plan term not fitted (this measurer cannot time the groups"),
+            std::string::npos)
+      << r->in_plan_fit();
+  EXPECT_NE(r->in_plan_fit().find("predicted as the sum of their groups"), std::string::npos);
 }
 
 // The calibration log end to end (real oneDNN runs, real SQLite file): each calibration appends
