@@ -561,11 +561,6 @@ double LeafFootprint(const Graph& g) {
   return bytes;
 }
 
-MemoryLevel PricedReadLevel(const Tensor& t, double working_set, const TargetFingerprint& target,
-                            double leaf_footprint) {
-  return Residency(target, leaf_footprint).ReadLevel(t, working_set);
-}
-
 GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
                               const std::vector<TensorId>& inputs,
                               const std::vector<TensorId>& materialized,

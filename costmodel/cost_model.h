@@ -193,12 +193,6 @@ CostTerms EvaluateFeatures(const GroupFeatures& f, const HardwareProfile& p);
 // Bytes of every weight, input and activation of the graph: where leaves are found (see above).
 double LeafFootprint(const Graph& g);
 
-// The level a group's cost reads tensor `t` from, the group's working set being `working_set`
-// bytes: an activation from the level that holds the working set, a leaf from the level that holds
-// the model's footprint (or the working set, if larger).
-MemoryLevel PricedReadLevel(const Tensor& t, double working_set, const TargetFingerprint& target,
-                            double leaf_footprint);
-
 // Features of one group that reads `inputs` and writes `materialized` to memory.
 GroupFeatures GroupFeaturesOf(const Graph& g, const FusionGroup& group,
                               const std::vector<TensorId>& inputs,

@@ -30,7 +30,7 @@ namespace fusor {
 // Bump when the features or equations of cost_model.cc change, or the runtime's kernels get
 // faster or slower (a new ISA build of the fused loops, say): plans scored, and calibration
 // samples featurised or measured, by another version are stale.
-inline constexpr const char* kCostModelVersion = "analytical-47";
+inline constexpr const char* kCostModelVersion = "analytical-48";
 
 struct TargetFingerprint {
   std::string cpu_model;

@@ -68,8 +68,7 @@ void AddSteps(MemoryLevel from, MemoryLevel to, double bytes, std::array<double,
 }
 
 InPlanGroupReads GroupReads(const Graph& g, const Accesses& a, size_t i,
-                            const TargetFingerprint& target, double leaf_footprint,
-                            std::vector<char>* seen) {
+                            const TargetFingerprint& target, std::vector<char>* seen) {
   InPlanGroupReads out;
   double working_set = 0;
   for (TensorId t : a.touched[i]) working_set += Bytes(g, t);
@@ -82,10 +81,8 @@ InPlanGroupReads GroupReads(const Graph& g, const Accesses& a, size_t i,
     r.reuse_bytes = ReuseBytes(g, a.touched, i, t, seen);
     r.in_plan = LevelHolding(r.reuse_bytes + r.bytes, target);
     r.alone = alone;
-    r.priced = std::max(alone, PricedReadLevel(g.tensor(t), working_set, target, leaf_footprint));
     (r.leaf ? out.weight_bytes : out.input_bytes) += r.bytes;
     AddSteps(r.alone, r.in_plan, r.bytes, &out.cold_bytes);
-    AddSteps(r.priced, r.in_plan, r.bytes, &out.priced_cold_bytes);
     out.reads.push_back(r);
   }
   return out;
@@ -97,10 +94,9 @@ std::vector<InPlanGroupReads> InPlanReadsOf(const Graph& g, const FusionPlan& pl
                                             const TargetFingerprint& target) {
   const Accesses a = AccessesOf(g, plan);
   std::vector<char> seen(g.tensors().size(), 0);
-  const double footprint = LeafFootprint(g);
   std::vector<InPlanGroupReads> out;
   for (size_t i = 0; i < plan.groups.size(); ++i) {
-    out.push_back(GroupReads(g, a, i, target, footprint, &seen));
+    out.push_back(GroupReads(g, a, i, target, &seen));
   }
   return out;
 }
@@ -116,7 +112,7 @@ double AtConstants(const std::array<double, kColdSteps>& bytes, const InPlanCons
 }  // namespace
 
 double InPlanExtraNs(const InPlanGroupReads& r, const InPlanConstants& c) {
-  return AtConstants(r.priced_cold_bytes, c);
+  return AtConstants(r.cold_bytes, c);
 }
 
 double InPlanExtraNs(const std::vector<InPlanGroupReads>& groups, const InPlanConstants& c) {

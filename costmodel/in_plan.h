@@ -10,13 +10,13 @@
 // cycle (one inference after another). The read comes from the smallest level that holds that
 // distance plus the tensor, where alone it comes from the level that holds the group's working
 // set. Each level a read falls below its alone level costs a fitted time per byte
-// (`InPlanConstants`, fitted on the in-plan minus alone times of groups). A whole plan's prediction
-// adds only the levels a read falls below the level its group's cost already reads it from
-// (PricedReadLevel): the group cost reads a leaf from the level that holds the model's footprint,
-// never warmer than its in-plan level, so a leaf's colder read is in the group's cost already and
-// the term adds the activations read again after the groups between evicted them (a skip
-// connection's). The model depends on the plan's order of groups, so it is priced on the whole
-// plan, never inside a group's cost (the search's groups stay independent).
+// (`InPlanConstants`, fitted on the in-plan minus alone times of groups), and a whole plan's
+// prediction adds the same on top of its group costs: their constants are fitted on groups timed
+// alone, whose weights were warm, so a weight the plan finds colder is not in them (counted
+// instead only below the level the group cost's footprint rule names, the term predicted the
+// idle recording's held-out plans 15.1% off against 12.7%: docs/costmodel.md). The model depends
+// on the plan's order of groups, so it is priced on the whole plan, never inside a group's cost
+// (the search's groups stay independent).
 //
 // Stateless functions; thread-safe.
 #pragma once
@@ -44,18 +44,15 @@ struct InPlanRead {
   double reuse_bytes = 0;  // Distinct bytes touched since its previous access in the plan.
   MemoryLevel in_plan = MemoryLevel::kL1;
   MemoryLevel alone = MemoryLevel::kL1;
-  MemoryLevel priced = MemoryLevel::kL1;  // Where the group's cost reads it (PricedReadLevel).
 };
 
 // A group's reads inside a plan, and the bytes that fall each step below their alone level:
 // cold_bytes[s] counts every byte whose in-plan level is below step s's upper level while its
 // alone level is not (a read from DRAM that alone is in L2 counts in steps 1 and 2): what the
-// constants are fitted on. priced_cold_bytes counts the same below the level the group's cost
-// reads it from: what a whole plan's prediction adds.
+// constants are fitted on, and what a whole plan's prediction adds.
 struct InPlanGroupReads {
   std::vector<InPlanRead> reads;
   std::array<double, kColdSteps> cold_bytes{};
-  std::array<double, kColdSteps> priced_cold_bytes{};
   double weight_bytes = 0;  // Leaf bytes the group reads (weights and graph inputs).
   double input_bytes = 0;   // Activation bytes the group reads.
 };
@@ -64,7 +61,7 @@ struct InPlanGroupReads {
 std::vector<InPlanGroupReads> InPlanReadsOf(const Graph& g, const FusionPlan& plan,
                                             const TargetFingerprint& target);
 
-// The time the plan adds to one group beyond its cost: its priced_cold_bytes at the constants.
+// The time the plan adds to one group beyond its cost: its cold_bytes at the constants.
 double InPlanExtraNs(const InPlanGroupReads& r, const InPlanConstants& c);
 // The time the plan adds to all its groups.
 double InPlanExtraNs(const std::vector<InPlanGroupReads>& groups, const InPlanConstants& c);
