@@ -62,11 +62,6 @@ MemoryLevel LevelHolding(double bytes, const TargetFingerprint& target) {
   return MemoryLevel::kDram;
 }
 
-// Adds `bytes` to every step from level `from` down to level `to`.
-void AddSteps(MemoryLevel from, MemoryLevel to, double bytes, std::array<double, kColdSteps>* out) {
-  for (int s = static_cast<int>(from); s < static_cast<int>(to); ++s) (*out)[s] += bytes;
-}
-
 InPlanGroupReads GroupReads(const Graph& g, const Accesses& a, size_t i,
                             const TargetFingerprint& target, std::vector<char>* seen) {
   InPlanGroupReads out;
@@ -82,7 +77,9 @@ InPlanGroupReads GroupReads(const Graph& g, const Accesses& a, size_t i,
     r.in_plan = LevelHolding(r.reuse_bytes + r.bytes, target);
     r.alone = alone;
     (r.leaf ? out.weight_bytes : out.input_bytes) += r.bytes;
-    AddSteps(r.alone, r.in_plan, r.bytes, &out.cold_bytes);
+    for (int s = static_cast<int>(r.alone); s < static_cast<int>(r.in_plan); ++s) {
+      out.cold_bytes[s] += r.bytes;
+    }
     out.reads.push_back(r);
   }
   return out;
@@ -95,9 +92,7 @@ std::vector<InPlanGroupReads> InPlanReadsOf(const Graph& g, const FusionPlan& pl
   const Accesses a = AccessesOf(g, plan);
   std::vector<char> seen(g.tensors().size(), 0);
   std::vector<InPlanGroupReads> out;
-  for (size_t i = 0; i < plan.groups.size(); ++i) {
-    out.push_back(GroupReads(g, a, i, target, &seen));
-  }
+  for (size_t i = 0; i < plan.groups.size(); ++i) out.push_back(GroupReads(g, a, i, target, &seen));
   return out;
 }
 

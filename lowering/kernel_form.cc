@@ -55,9 +55,9 @@ bool JitBinarySource(const Shape& operand, const Shape& out) {
 }  // namespace
 
 bool GlobalPoolReadsKept(const Graph& g, const FusionGroup& group, const LayoutTarget& target) {
+  // Whether a GlobalAveragePool reads a kept tensor natively is the layout rule's (KeptBlocked).
   const Node& first = g.node(group.nodes.front());
-  return target.block > 0 && first.op_type == "GlobalAveragePool" &&
-         g.tensor(first.inputs[0]).dims.size() == 4 && KeptBlocked(g, first.inputs[0], target);
+  return first.op_type == "GlobalAveragePool" && KeptBlocked(g, first.inputs[0], target);
 }
 
 bool RunsAsRowReduction(const Graph& g, const FusionGroup& group, const LayoutTarget& target) {

@@ -356,10 +356,6 @@ bool RunsFlatOnBlocked(const Graph& g, const FusionGroup& group,
   });
 }
 
-}  // namespace fusor
-
-namespace fusor {
-
 bool HasBroadcastOperand(const Graph& g, const FusionGroup& group) {
   for (NodeId id : group.nodes) {
     const Node& n = g.node(id);
